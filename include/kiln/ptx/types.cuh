@@ -1,0 +1,15 @@
+// Fixed-width integer types for device code. Kiln's JIT sources include no toolkit headers (NVRTC has no
+// standard library, and every header parsed costs compile time), so these come from builtin types.
+#pragma once
+
+namespace kiln {
+using i8 = signed char;
+using u8 = unsigned char;
+using i16 = short;
+using u16 = unsigned short;
+using i32 = int;
+using u32 = unsigned int;
+using i64 = long long;
+using u64 = unsigned long long;
+static_assert(sizeof(u64) == 8 && sizeof(u32) == 4 && sizeof(u16) == 2, "unexpected builtin type sizes");
+}  // namespace kiln

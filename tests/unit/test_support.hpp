@@ -1,0 +1,32 @@
+// Shared test utilities: temporary directories and running kiln's own programs.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace kiln::test {
+
+// A fresh directory under $TMPDIR, removed (recursively, after restoring write permission) on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+struct ProgramResult {
+  int exit_code = -1;  // -signal when killed by a signal
+  std::string output;  // stdout and stderr together
+};
+
+// Runs argv[0] with the given extra environment variables ("NAME=value"), waits, captures output.
+ProgramResult run_program(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
+
+// The kiln_test_helper program built beside the tests.
+std::string helper_path();
+
+}  // namespace kiln::test
