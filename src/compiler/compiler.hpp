@@ -34,6 +34,7 @@ struct CompileOptions {
   bool ptxas_verbose = false;    // print the ptxas report (never part of the key)
   bool print_command = false;    // print the command / NVRTC options (never part of the key)
   bool keep_ptx = false;         // also return the PTX (for DG_JIT_DUMP_PTX)
+  bool resource_report = false;  // ask ptxas for its report (-v) and fill CompiledKernel::resources
   int timeout_s = 600;           // NVCC only: the child is killed after this
 
   // The options that change the binary, rendered canonically for the cache key.

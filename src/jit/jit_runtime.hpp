@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -54,6 +55,9 @@ class JitRuntime {
 
   // Compile-or-fetch; needs no GPU. Compiles each key at most once across threads and processes.
   BuildResult build(const codegen::KernelSpec& spec, const Target& target);
+  // The same; `before_compile` runs (with the key locked) just before a compile, and may throw to refuse it.
+  BuildResult build_with_hook(const codegen::KernelSpec& spec, const Target& target,
+                              const std::function<void()>& before_compile);
 
   // The loaded kernel for `device` (built for that device's arch with the configured backend). On a miss,
   // throws Error(kCaptureError) if `stream` is being captured into a graph and a compile would be needed.
@@ -69,6 +73,7 @@ class JitRuntime {
 
  private:
   compiler::Compiler& compiler_for(Backend backend);
+  std::string key_of_source(const std::string& source, const Target& target);
   std::shared_ptr<const Binary> compile_and_publish(const codegen::KernelSpec& spec, const Target& target,
                                                     const std::string& source, const std::string& key,
                                                     double* compile_ms);

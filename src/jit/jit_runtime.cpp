@@ -1,0 +1,247 @@
+#include "jit/jit_runtime.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <functional>
+
+#include "codegen/embedded_headers.hpp"
+#include "cuda/driver.hpp"
+#include "kiln/error.hpp"
+#include "util/sha256.hpp"
+
+namespace kiln::jit {
+namespace {
+
+// Bumped when the key's recipe changes, so old entries are never mistaken for new ones.
+constexpr std::string_view kKeyRecipe = "kiln-key-v1";
+
+void debug_log(const Config& config, const std::string& message) {
+  if (config.debug) std::fprintf(stderr, "[kiln] %s\n", message.c_str());
+}
+
+compiler::CompileOptions options_for(const Config& config, const Target& target) {
+  compiler::CompileOptions o;
+  o.arch = target.arch;
+  o.cpp_standard = config.cpp_standard;
+  o.lineinfo = config.with_lineinfo;
+  o.ptxas_verbose = config.ptxas_verbose;
+  o.resource_report = config.ptxas_check || config.ptxas_verbose || config.debug;
+  o.print_command = config.print_compiler_command || config.debug;
+  o.keep_ptx = config.wants_ptx();
+  o.timeout_s = config.compile_timeout_s;
+  return o;
+}
+
+std::shared_ptr<const Binary> to_binary(cache::Entry&& entry) {
+  auto b = std::make_shared<Binary>();
+  b->meta = std::move(entry.meta);
+  b->cubin = std::move(entry.cubin);
+  return b;
+}
+
+}  // namespace
+
+JitRuntime::JitRuntime(Config config)
+    : config_(std::move(config)), disk_(std::make_unique<cache::DiskCache>(config_.cache_dir)) {}
+
+JitRuntime::~JitRuntime() = default;
+
+compiler::Compiler& JitRuntime::compiler_for(Backend backend) {
+  std::lock_guard<std::mutex> lock(compilers_mutex_);
+  auto& slot = compilers_[backend == Backend::kNvcc ? 0 : 1];
+  if (!slot) slot = compiler::make_compiler(backend, config_, disk_->toolchain_dir());
+  return *slot;
+}
+
+std::string JitRuntime::key_of(const codegen::KernelSpec& spec, const Target& target) {
+  return key_of_source(codegen::render_source(spec), target);
+}
+
+std::string JitRuntime::key_of_source(const std::string& source, const Target& target) {
+  // Everything that changes the binary, nothing that does not: no paths, no print/debug switches.
+  util::Sha256 h;
+  auto field = [&h](std::string_view text) {
+    h.update(text);
+    h.update(std::string_view("\0", 1));
+  };
+  field(kKeyRecipe);
+  field(KILN_VERSION);
+  field(source);
+  field(codegen::included_headers_digest(source));
+  field(compiler_for(target.backend).identity().text());
+  field(options_for(config_, target).key_text());
+  field(target.arch.name());
+  return h.hex_digest().substr(0, 32);
+}
+
+BuildResult JitRuntime::build(const codegen::KernelSpec& spec, const Target& target) {
+  return build_with_hook(spec, target, {});
+}
+
+BuildResult JitRuntime::build_with_hook(const codegen::KernelSpec& spec, const Target& target,
+                                        const std::function<void()>& before_compile) {
+  const std::string source = codegen::render_source(spec);
+  BuildResult result;
+  result.key = key_of_source(source, target);
+  const std::string& key = result.key;
+
+  // Memory tier, then a per-key in-process gate so threads of this process compile a key once.
+  std::shared_ptr<std::mutex> gate;
+  {
+    std::lock_guard<std::mutex> lock(binaries_mutex_);
+    if (auto it = binaries_.find(key); it != binaries_.end()) {
+      memory_hits_.fetch_add(1, std::memory_order_relaxed);
+      result.hit = true;
+      result.binary = it->second;
+      return result;
+    }
+    auto& g = building_[key];
+    if (!g) g = std::make_shared<std::mutex>();
+    gate = g;
+  }
+  std::lock_guard<std::mutex> gate_lock(*gate);
+  auto remember = [&](std::shared_ptr<const Binary> binary) {
+    std::lock_guard<std::mutex> lock(binaries_mutex_);
+    binaries_[key] = binary;
+    building_.erase(key);
+    result.binary = std::move(binary);
+  };
+  {
+    std::lock_guard<std::mutex> lock(binaries_mutex_);
+    if (auto it = binaries_.find(key); it != binaries_.end()) {  // another thread finished it meanwhile
+      result.hit = true;
+      result.binary = it->second;
+      return result;
+    }
+  }
+
+  // Disk tier: readers never lock; a writer locks the key, looks again, then compiles.
+  if (auto entry = disk_->load(key)) {
+    debug_log(config_, "disk hit " + key + " (" + spec.op + " " + spec.describe() + ")");
+    result.hit = true;
+    remember(to_binary(std::move(*entry)));
+    return result;
+  }
+  auto key_lock = disk_->lock(key);
+  if (auto entry = disk_->load(key, /*count_stats=*/false)) {
+    debug_log(config_, "disk hit after waiting for another compile " + key);
+    result.hit = true;
+    remember(to_binary(std::move(*entry)));
+    return result;
+  }
+  if (before_compile) before_compile();
+  remember(compile_and_publish(spec, target, source, key, &result.compile_ms));
+  return result;
+}
+
+std::shared_ptr<const Binary> JitRuntime::compile_and_publish(const codegen::KernelSpec& spec,
+                                                              const Target& target, const std::string& source,
+                                                              const std::string& key, double* compile_ms) {
+  compiler::Compiler& compiler = compiler_for(target.backend);
+  compiler::CompileInput input;
+  input.source = source;
+  input.kernel_name = spec.kernel_name();
+  input.display_name = spec.op + (spec.args.empty() ? "" : " " + spec.describe()) + " for " + target.arch.name();
+  debug_log(config_, "compiling " + input.display_name + " with " + compiler.identity().text() + " (key " + key + ")");
+
+  // A failed compile throws here: nothing is published, so a broken kernel can never poison the cache.
+  compiler::CompiledKernel compiled = compiler.compile(input, options_for(config_, target));
+  if (config_.ptxas_check) compiler::check_resources(compiled, input.display_name);
+  *compile_ms = compiled.compile_ms;
+  disk_->count(cache::Counter::kCompiles);
+  disk_->count(cache::Counter::kCompileMicros, static_cast<uint64_t>(compiled.compile_ms * 1000.0));
+
+  auto binary = std::make_shared<Binary>();
+  cache::EntryMetadata& m = binary->meta;
+  m.key = key;
+  m.op = spec.op;
+  m.spec = spec.describe();
+  m.arch = target.arch.name();
+  m.backend = to_string(target.backend);
+  m.compiler = compiler.identity().text();
+  m.kernel_name = compiled.kernel_name.empty() ? spec.kernel_name() : compiled.kernel_name;
+  m.kiln_version = KILN_VERSION;
+  m.compile_ms = compiled.compile_ms;
+  m.created_unix = static_cast<int64_t>(std::time(nullptr));
+  m.registers = compiled.resources.registers;
+  m.shared_bytes = compiled.resources.shared_bytes;
+  m.stack_frame_bytes = compiled.resources.stack_frame_bytes;
+  m.spill_bytes = compiled.resources.spill_store_bytes < 0
+                      ? -1
+                      : compiled.resources.spill_store_bytes + std::max<int64_t>(0, compiled.resources.spill_load_bytes);
+  binary->cubin = std::move(compiled.cubin);
+
+  cache::Entry entry{m, binary->cubin};
+  const bool published = disk_->publish(entry);
+  debug_log(config_, published ? "published " + key : "cache is read-only: " + key + " kept in memory only");
+
+  if (config_.wants_ptx() && !compiled.ptx.empty()) {
+    if (auto path = disk_->write_artifact(key, ".ptx", compiled.ptx))
+      std::fprintf(stderr, "[kiln] PTX of %s written to %s\n", input.display_name.c_str(), path->c_str());
+  }
+  if (config_.wants_sass()) {
+    try {
+      std::string sass = compiler::disassemble_sass(binary->cubin, config_);
+      if (auto path = disk_->write_artifact(key, ".sass", sass))
+        std::fprintf(stderr, "[kiln] SASS of %s written to %s\n", input.display_name.c_str(), path->c_str());
+    } catch (const Error& e) {
+      // A dump is a diagnostic: say clearly why it is missing, but never fail the kernel for it.
+      std::fprintf(stderr, "[kiln] warning: DG_JIT_DUMP_SASS: %s\n", e.what());
+    }
+  }
+  return binary;
+}
+
+compiler::Arch JitRuntime::arch_for_device(int device) const {
+  if (config_.arch) return compiler::Arch::parse(*config_.arch);
+  cuda::DeviceInfo info = cuda::device_info(device);
+  compiler::Arch arch;
+  arch.major = info.cc_major;
+  arch.minor = info.cc_minor;
+  // Hopper and later need the arch-specific target for wgmma/setmaxnreg and their successors.
+  arch.arch_specific = info.cc_major >= 9;
+  return arch;
+}
+
+compiler::Arch JitRuntime::default_arch() const {
+  if (config_.arch) return compiler::Arch::parse(*config_.arch);
+  if (cuda::device_count() > 0) return arch_for_device(0);
+  return compiler::Arch::parse("sm_90a");
+}
+
+const cuda::LoadedKernel& JitRuntime::kernel(const codegen::KernelSpec& spec, int device, CUstream stream) {
+  Target target{arch_for_device(device), config_.backend};
+  BuildResult built = build_with_hook(spec, target, [&] {
+    // Compiling while the stream is being captured would stall the capture for seconds and, for a graph, be
+    // replayed never: refuse before touching the capture, so it stays intact.
+    if (cuda::stream_is_capturing(stream))
+      throw Error(ErrorKind::kCaptureError,
+                  "kernel " + spec.op + " (" + spec.describe() + ") for " + target.arch.name() +
+                      " is not compiled yet and the stream is being captured into a CUDA graph; run the "
+                      "operation once before capturing (warm-up), or precompile it with `kiln compile " +
+                      spec.op + " ...`");
+  });
+  const std::string loaded_key = built.key + '@' + std::to_string(device);
+  std::lock_guard<std::mutex> lock(loaded_mutex_);
+  auto& slot = loaded_[loaded_key];
+  if (!slot) {
+    auto t0 = std::chrono::steady_clock::now();
+    slot = cuda::LoadedKernel::load(built.binary->cubin, built.binary->meta.kernel_name, device, config_.launch_api,
+                                    config_.print_load_time);
+    debug_log(config_, "loaded " + built.binary->meta.kernel_name + " (" + built.key + ") on device " +
+                           std::to_string(device) + " in " +
+                           std::to_string(std::chrono::duration<double, std::milli>(
+                                              std::chrono::steady_clock::now() - t0).count()) + " ms");
+  }
+  return *slot;
+}
+
+JitRuntime& runtime() {
+  // Built once from the configuration; deliberately never destroyed, so loaded modules are not unloaded
+  // after the CUDA driver has already shut down at process exit.
+  static JitRuntime* instance = new JitRuntime(kiln::config());
+  return *instance;
+}
+
+}  // namespace kiln::jit
