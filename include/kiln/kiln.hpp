@@ -79,6 +79,18 @@ CacheStats cache_stats();
 CacheVerifyReport cache_verify();
 uint64_t cache_clear();  // entries removed
 
+// ---- Devices -------------------------------------------------------------------------------------------
+
+struct DeviceSummary {
+  int ordinal = 0;
+  std::string name;
+  std::string arch;  // the target kiln builds for it: "sm_90a" on an H100/H200
+  int sm_count = 0;
+  int64_t memory_bytes = 0;
+};
+// The CUDA devices present; empty (never an error) on a machine without a GPU or driver.
+std::vector<DeviceSummary> devices();
+
 // ---- Diagnostics -----------------------------------------------------------------------------------------
 
 struct DoctorCheck {
