@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# One call on a GPU machine (the lent H200): build, run every GPU test and the benchmarks, keep the logs under
+# $OUT (or ./device-out), and print a short table last.
+#   usage: scripts/device-run.sh [tests|bench|all]   (default all)
+# Builds with /usr/bin/g++: on the H200 image the default CC/CXX wrappers produced binaries that crashed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+what=${1:-all}
+out=${OUT:-$PWD/device-out}
+mkdir -p "$out"
+export PATH=/usr/local/cuda/bin:$PATH
+export DG_JIT_CACHE_DIR=${DG_JIT_CACHE_DIR:-/tmp/kiln-device-cache}
+build=build-device
+summary=()
+record() { summary+=("$(printf '%-34s %-6s %s' "$1" "$2" "$3")"); }
+
+start=$(date +%s)
+if ! { cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=/usr/bin/g++ \
+         -DKILN_BUILD_TESTS=OFF >"$out/build.log" 2>&1 &&
+       cmake --build $build -j "$(nproc)" >>"$out/build.log" 2>&1; }; then
+  tail -40 "$out/build.log"
+  echo "BUILD FAILED (log: build.log)"
+  exit 1
+fi
+record build ok "$(( $(date +%s) - start )) s"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader \
+  >"$out/gpu.txt" 2>&1 || true
+
+run_step() {  # name, timeout seconds, command...
+  local name=$1 limit=$2; shift 2
+  local t0=$(date +%s)
+  timeout "$limit" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  local status=PASS; [[ $rc -eq 0 ]] || status="FAIL($rc)"
+  record "$name" "$status" "$(( $(date +%s) - t0 )) s; $(grep -cE '^PASS' "$out/$name.log") PASS lines, $(grep -cE '^FAIL' "$out/$name.log") FAIL lines"
+}
+
+if [[ $what == tests || $what == all ]]; then
+  for t in $build/tests/cuda_launch_test $build/tests/quantize_test $build/tests/fp8_gemm_test; do
+    [[ -x $t ]] && run_step "$(basename "$t")" 240 "$t"
+  done
+  DG_JIT_USE_RUNTIME_API=1 run_step quantize_test_runtime_api 240 $build/tests/quantize_test
+  DG_JIT_USE_NVRTC=1 run_step quantize_test_nvrtc 240 $build/tests/quantize_test
+  run_step demo 240 $build/kiln_demo
+fi
+if [[ $what == bench || $what == all ]]; then
+  for b in $build/bench/quantize_bench $build/bench/jit_bench $build/tests/launch_overhead_bench; do
+    [[ -x $b ]] && run_step "$(basename "$b")" 300 "$b"
+  done
+fi
+
+echo
+echo "==== logs in $out; last lines of each ===="
+for f in "$out"/*.log; do
+  [[ $f == */build.log ]] && continue
+  echo "--- $(basename "$f")"; tail -n 12 "$f"
+done
+echo
+echo "==== summary ($(cat "$out/gpu.txt" 2>/dev/null)) ===="
+printf '%s\n' "${summary[@]}"
