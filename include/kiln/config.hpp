@@ -55,6 +55,7 @@ struct Config {
     std::string value;
     Origin origin;
     std::string doc;
+    std::string detail;  // how a derived value was found ("$HOME/.deep_gemm", "found on PATH"); may be empty
   };
   const std::vector<Setting>& settings() const { return settings_; }
 

@@ -1,0 +1,443 @@
+// The settings table and the resolution of the settings that are more than a boolean switch.
+#include "config/settings_table.hpp"
+
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <filesystem>
+#include <optional>
+#include <regex>
+#include <string_view>
+#include <vector>
+
+#include "kiln/error.hpp"
+
+#ifndef KILN_DEFAULT_CUDA_HOME
+#define KILN_DEFAULT_CUDA_HOME "/usr/local/cuda"
+#endif
+
+namespace kiln::configuration {
+
+namespace fs = std::filesystem;
+
+const std::string* Variables::get(const std::string& name) const {
+  auto it = variables_.find(name);
+  if (it == variables_.end() || it->second.empty()) return nullptr;
+  return &it->second;
+}
+
+namespace {
+
+constexpr const char* kBoolAccepted =
+    "1/0, true/false, yes/no or on/off (any case); empty or unset means the default";
+
+std::string trim(std::string_view text) {
+  size_t begin = 0, end = text.size();
+  while (begin < end && std::isspace(static_cast<unsigned char>(text[begin]))) ++begin;
+  while (end > begin && std::isspace(static_cast<unsigned char>(text[end - 1]))) --end;
+  return std::string(text.substr(begin, end - begin));
+}
+
+[[noreturn]] void bad_value(const char* variable, const std::string& value, const std::string& why) {
+  throw Error(ErrorKind::kConfigError, std::string(variable) + "='" + value + "' " + why);
+}
+
+// A boolean variable: `fallback` when unset or empty.
+bool read_bool(const Variables& vars, const char* variable, bool fallback, Origin* origin) {
+  const std::string* text = vars.get(variable);
+  if (!text) return fallback;
+  bool value = false;
+  if (!parse_bool(*text, &value)) bad_value(variable, *text, std::string("is not a valid boolean: expected ") + kBoolAccepted);
+  *origin = Origin::kEnvironment;
+  return value;
+}
+
+bool is_executable_file(const fs::path& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+// The first executable `name` in a PATH-style list, or nullopt. Empty components (the working directory)
+// are skipped: a compiler should not depend on where a program happens to be started.
+std::optional<fs::path> search_path(const std::string* path_list, const std::string& name) {
+  if (!path_list) return std::nullopt;
+  size_t start = 0;
+  while (start <= path_list->size()) {
+    size_t end = path_list->find(':', start);
+    if (end == std::string::npos) end = path_list->size();
+    if (end > start) {
+      fs::path candidate = fs::path(path_list->substr(start, end - start)) / name;
+      if (is_executable_file(candidate)) return candidate;
+    }
+    start = end + 1;
+  }
+  return std::nullopt;
+}
+
+struct Home {
+  fs::path path;
+  std::string detail;
+};
+
+// The password database's home directory of the current user, or nullopt.
+std::optional<Home> password_home() {
+  const uid_t uid = ::getuid();
+  long size = ::sysconf(_SC_GETPW_R_SIZE_MAX);
+  std::vector<char> buffer(size > 0 ? size_t(size) : 16384);
+  struct passwd pwd {};
+  struct passwd* result = nullptr;
+  for (;;) {
+    int rc = ::getpwuid_r(uid, &pwd, buffer.data(), buffer.size(), &result);
+    if (rc == ERANGE && buffer.size() < (size_t(1) << 20)) {
+      buffer.resize(buffer.size() * 2);
+      continue;
+    }
+    if (rc != 0 || !result || !pwd.pw_dir || !*pwd.pw_dir) return std::nullopt;
+    return Home{pwd.pw_dir, std::string("HOME is unset: the home directory of user ") + pwd.pw_name +
+                                " from the password database"};
+  }
+}
+
+std::optional<Home> home_directory(const Variables& vars) {
+  if (const std::string* home = vars.get("HOME")) return Home{*home, "$HOME"};
+  return password_home();
+}
+
+// Refuses a cache directory that cannot be one: an existing non-directory, or a path below one.
+void check_cache_dir(const fs::path& dir, const std::string& described) {
+  std::error_code ec;
+  fs::file_status status = fs::status(dir, ec);
+  if (fs::exists(status)) {
+    if (!fs::is_directory(status))
+      throw Error(ErrorKind::kConfigError,
+                  described + " exists and is not a directory; expected a directory (created when missing)");
+    return;
+  }
+  for (fs::path parent = dir.parent_path(); !parent.empty(); parent = parent.parent_path()) {
+    fs::file_status parent_status = fs::status(parent, ec);
+    if (fs::exists(parent_status)) {
+      if (!fs::is_directory(parent_status))
+        throw Error(ErrorKind::kConfigError, described + " cannot be created: " + parent.string() +
+                                                 " exists and is not a directory");
+      return;
+    }
+    if (parent == parent.root_path()) return;
+  }
+}
+
+Resolved resolve_cache_dir(Config& config, const Variables& vars) {
+  Resolved r;
+  if (const std::string* text = vars.get("DG_JIT_CACHE_DIR")) {
+    fs::path dir = *text;
+    // A literal "~" reaches us when the variable was set without a shell (env files, launchers).
+    if (*text == "~" || text->starts_with("~/")) {
+      std::optional<Home> home = home_directory(vars);
+      if (!home)
+        bad_value("DG_JIT_CACHE_DIR", *text,
+                  "starts with '~' but there is no home directory (HOME is unset and the user has no password "
+                  "entry); expected an absolute directory path");
+      dir = home->path / text->substr(text->size() > 1 ? 2 : 1);
+    }
+    std::error_code ec;
+    fs::path absolute = fs::absolute(dir, ec);
+    if (!ec) dir = absolute;
+    dir = dir.lexically_normal();
+    // "/a/b/" names the same directory as "/a/b"; keep one spelling.
+    if (!dir.has_filename() && dir != dir.root_path()) dir = dir.parent_path();
+    check_cache_dir(dir, "DG_JIT_CACHE_DIR='" + *text + "': " + dir.string());
+    r.origin = Origin::kEnvironment;
+    if (dir.string() != *text) r.detail = "from '" + *text + "'";
+    config.cache_dir = dir;
+  } else if (std::optional<Home> home = home_directory(vars)) {
+    config.cache_dir = (home->path / ".deep_gemm").lexically_normal();
+    r.detail = home->detail == "$HOME" ? "$HOME/.deep_gemm" : home->detail;
+    check_cache_dir(config.cache_dir, "the default cache directory " + config.cache_dir.string() + " (" +
+                                          r.detail + "; set DG_JIT_CACHE_DIR to use another)");
+  } else {
+    // No home at all (a container running as an unknown uid): a per-user directory in /tmp still works.
+    const std::string uid = std::to_string(::getuid());
+    config.cache_dir = "/tmp/kiln-cache-" + uid;
+    r.detail = "HOME is unset and uid " + uid + " has no password entry: a per-user directory in /tmp";
+    check_cache_dir(config.cache_dir, "the fallback cache directory " + config.cache_dir.string() +
+                                          " (set DG_JIT_CACHE_DIR to use another)");
+  }
+  r.value = config.cache_dir.string();
+  return r;
+}
+
+Resolved resolve_backend(Config& config, const Variables& vars) {
+  Resolved r;
+  config.backend = read_bool(vars, "DG_JIT_USE_NVRTC", false, &r.origin) ? Backend::kNvrtc : Backend::kNvcc;
+  r.value = to_string(config.backend);
+  return r;
+}
+
+Resolved resolve_cuda_home(Config& config, const Variables& vars) {
+  Resolved r;
+  if (const std::string* home = vars.get("CUDA_HOME")) {
+    config.cuda_home = *home;
+    r.origin = Origin::kEnvironment;
+    r.detail = "CUDA_HOME";
+  } else if (const std::string* path = vars.get("CUDA_PATH")) {
+    config.cuda_home = *path;
+    r.origin = Origin::kEnvironment;
+    r.detail = "CUDA_PATH";
+  } else {
+    config.cuda_home = KILN_DEFAULT_CUDA_HOME;
+    r.detail = "the toolkit kiln was built with";
+  }
+  r.value = config.cuda_home.string();
+  return r;
+}
+
+Resolved resolve_nvcc(Config& config, const Variables& vars) {
+  Resolved r;
+  if (const std::string* text = vars.get("DG_JIT_NVCC_COMPILER")) {
+    fs::path nvcc = *text;
+    if (text->find('/') == std::string::npos) {
+      // A bare name is looked up on PATH, as a shell would.
+      std::optional<fs::path> found = search_path(vars.get("PATH"), *text);
+      if (!found)
+        bad_value("DG_JIT_NVCC_COMPILER", *text,
+                  "was not found on PATH; expected the path of an executable nvcc, for example "
+                  "/usr/local/cuda/bin/nvcc");
+      nvcc = *found;
+      r.detail = "found on PATH";
+    }
+    std::error_code ec;
+    fs::file_status status = fs::status(nvcc, ec);
+    if (!fs::exists(status))
+      bad_value("DG_JIT_NVCC_COMPILER", *text,
+                "does not exist; expected the path of an executable nvcc, for example /usr/local/cuda/bin/nvcc");
+    if (fs::is_directory(status))
+      bad_value("DG_JIT_NVCC_COMPILER", *text,
+                "is a directory; expected the path of the nvcc executable itself, for example "
+                "/usr/local/cuda/bin/nvcc");
+    if (!is_executable_file(nvcc))
+      bad_value("DG_JIT_NVCC_COMPILER", *text, "is not an executable file; expected the path of an executable nvcc");
+    config.nvcc_path = nvcc;
+    r.origin = Origin::kEnvironment;
+  } else {
+    // Not finding nvcc is no error here: NVRTC and cached kernels do not need it. The NVCC compiler reports
+    // the missing path when it is first asked to compile.
+    std::vector<std::pair<fs::path, std::string>> candidates;
+    if (const std::string* home = vars.get("CUDA_HOME")) candidates.emplace_back(fs::path(*home) / "bin/nvcc", "$CUDA_HOME/bin/nvcc");
+    if (const std::string* path = vars.get("CUDA_PATH")) candidates.emplace_back(fs::path(*path) / "bin/nvcc", "$CUDA_PATH/bin/nvcc");
+    for (const auto& [path, detail] : candidates) {
+      if (is_executable_file(path)) {
+        config.nvcc_path = path;
+        r.detail = detail;
+        break;
+      }
+    }
+    if (config.nvcc_path.empty()) {
+      if (std::optional<fs::path> found = search_path(vars.get("PATH"), "nvcc")) {
+        config.nvcc_path = *found;
+        r.detail = "found on PATH";
+      }
+    }
+    if (config.nvcc_path.empty()) {
+      fs::path built_with = fs::path(KILN_DEFAULT_CUDA_HOME) / "bin/nvcc";
+      if (is_executable_file(built_with)) {
+        config.nvcc_path = built_with;
+        r.detail = "the toolkit kiln was built with";
+      }
+    }
+    if (config.nvcc_path.empty())
+      r.detail = "not found in $CUDA_HOME/bin, $CUDA_PATH/bin, PATH or " KILN_DEFAULT_CUDA_HOME
+                 "/bin; NVCC compiles fail until DG_JIT_NVCC_COMPILER or CUDA_HOME is set";
+  }
+  r.value = config.nvcc_path.string();
+  return r;
+}
+
+Resolved resolve_cpp_standard(Config& config, const Variables& vars) {
+  Resolved r;
+  if (const std::string* text = vars.get("DG_JIT_CPP_STANDARD")) {
+    const std::string value = trim(*text);
+    if (value == "17" || value == "20") {
+      config.cpp_standard = value == "17" ? 17 : 20;
+    } else {
+      bad_value("DG_JIT_CPP_STANDARD", *text, "is not a supported C++ standard: expected 17 or 20");
+    }
+    r.origin = Origin::kEnvironment;
+  }
+  r.value = std::to_string(config.cpp_standard);
+  return r;
+}
+
+Resolved resolve_print_compiler_command(Config& config, const Variables& vars) {
+  Resolved r;
+  // DG_JIT_DEBUG prints the compiler command too (as in DeepGEMM), unless this variable says otherwise.
+  config.print_compiler_command = read_bool(vars, "DG_JIT_PRINT_COMPILER_COMMAND", false, &r.origin);
+  if (r.origin == Origin::kDefault && config.debug) {
+    config.print_compiler_command = true;
+    r.origin = Origin::kEnvironment;
+    r.detail = "implied by DG_JIT_DEBUG";
+  }
+  r.value = config.print_compiler_command ? "true" : "false";
+  return r;
+}
+
+Resolved resolve_launch_api(Config& config, const Variables& vars) {
+  Resolved r;
+  config.launch_api =
+      read_bool(vars, "DG_JIT_USE_RUNTIME_API", false, &r.origin) ? LaunchApi::kRuntime : LaunchApi::kDriver;
+  r.value = to_string(config.launch_api);
+  return r;
+}
+
+Resolved resolve_arch(Config& config, const Variables& vars) {
+  Resolved r;
+  if (const std::string* text = vars.get("DG_JIT_ARCH")) {
+    // The same rule as compiler::Arch::parse (config may not depend on the compiler).
+    static const std::regex kArch(R"(sm_[0-9]{2,3}a?)");
+    const std::string value = trim(*text);
+    if (!std::regex_match(value, kArch))
+      bad_value("DG_JIT_ARCH", *text, "is not a CUDA arch: expected sm_<major><minor>[a], for example sm_90a");
+    config.arch = value;
+    r.origin = Origin::kEnvironment;
+    r.value = value;
+  } else {
+    config.arch.reset();
+    r.detail = "the current GPU's arch; sm_90a ahead of time when there is no GPU";
+  }
+  return r;
+}
+
+Resolved resolve_compile_timeout(Config& config, const Variables& vars) {
+  Resolved r;
+  if (const std::string* text = vars.get("DG_JIT_COMPILE_TIMEOUT")) {
+    const std::string value = trim(*text);
+    long long seconds = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+    if (value.empty() || ec != std::errc() || end != value.data() + value.size() || seconds <= 0 ||
+        seconds > INT_MAX)
+      bad_value("DG_JIT_COMPILE_TIMEOUT", *text,
+                "is not a valid timeout: expected a positive whole number of seconds, for example 600");
+    config.compile_timeout_s = int(seconds);
+    r.origin = Origin::kEnvironment;
+  }
+  r.value = std::to_string(config.compile_timeout_s);
+  return r;
+}
+
+// clang-format off
+const SettingDef kSettings[] = {
+  {"cache_dir", "DG_JIT_CACHE_DIR", "a directory path (created private to the user when missing; a leading ~ is expanded)",
+   "$HOME/.deep_gemm; when HOME is unset, the password database's home; failing that /tmp/kiln-cache-<uid>", "no",
+   "Root of the persistent kernel cache; kiln keeps its entries under <dir>/kiln/, beside any DeepGEMM cache. "
+   "An existing path that is not a directory is an error. The key holds no paths, so moving the cache keeps it valid.",
+   nullptr, resolve_cache_dir},
+  {"backend", "DG_JIT_USE_NVRTC", kBoolAccepted, "0 (NVCC)",
+   "yes (through the compiler's name and exact version)",
+   "1 compiles in-process with NVRTC (much faster cold compiles); 0 runs NVCC as a child process.",
+   nullptr, resolve_backend},
+  {"nvcc_path", "DG_JIT_NVCC_COMPILER", "the path of an executable nvcc, or a name looked up on PATH",
+   "$CUDA_HOME/bin/nvcc, $CUDA_PATH/bin/nvcc, nvcc on PATH, then the build toolkit's nvcc", "no (its exact version is)",
+   "The NVCC used by the NVCC backend. A value that does not exist or is not executable is an error; a default "
+   "that finds no nvcc is not, until an NVCC compile is asked for.",
+   nullptr, resolve_nvcc},
+  {"cuda_home", "CUDA_HOME, CUDA_PATH", "the root of a CUDA toolkit", "the toolkit kiln was built with", "no",
+   "Where NVRTC, cuobjdump and nvdisasm are looked for.",
+   nullptr, resolve_cuda_home},
+  {"cpp_standard", "DG_JIT_CPP_STANDARD", "17 or 20", "20", "yes",
+   "The C++ standard kernels are compiled with (-std=c++NN).",
+   nullptr, resolve_cpp_standard},
+  {"debug", "DG_JIT_DEBUG", kBoolAccepted, "0", "no",
+   "Log each lookup, compile, publish and load to stderr; also prints compiler commands.",
+   &Config::debug, nullptr},
+  {"print_compiler_command", "DG_JIT_PRINT_COMPILER_COMMAND", kBoolAccepted, "0 (1 when DG_JIT_DEBUG is on)", "no",
+   "Print the NVCC command line or the NVRTC options of each compile.",
+   nullptr, resolve_print_compiler_command},
+  {"print_load_time", "DG_JIT_PRINT_LOAD_TIME", kBoolAccepted, "0", "no",
+   "Print how long loading each kernel into a GPU context took.",
+   &Config::print_load_time, nullptr},
+  {"ptxas_verbose", "DG_JIT_PTXAS_VERBOSE", kBoolAccepted, "0", "no",
+   "Print ptxas's resource report (registers, shared memory, spills) for each compile.",
+   &Config::ptxas_verbose, nullptr},
+  {"ptxas_check", "DG_JIT_PTXAS_CHECK", kBoolAccepted, "0", "no (it rejects kernels, it never changes one)",
+   "Reject a kernel that uses local memory or spills registers, naming it and the figures.",
+   &Config::ptxas_check, nullptr},
+  {"dump_ptx", "DG_JIT_DUMP_PTX", kBoolAccepted, "0", "no",
+   "Write the PTX of each compiled kernel beside its cache entry (<key>.ptx).",
+   &Config::dump_ptx, nullptr},
+  {"dump_sass", "DG_JIT_DUMP_SASS", kBoolAccepted, "0", "no",
+   "Write the SASS of each compiled kernel beside its cache entry (<key>.sass); needs cuobjdump or nvdisasm.",
+   &Config::dump_sass, nullptr},
+  {"dump_asm", "DG_JIT_DUMP_ASM", kBoolAccepted, "0", "no",
+   "Both DG_JIT_DUMP_PTX and DG_JIT_DUMP_SASS.",
+   &Config::dump_asm, nullptr},
+  {"launch_api", "DG_JIT_USE_RUNTIME_API", kBoolAccepted, "0 (driver API)", "no",
+   "1 loads and launches kernels through the CUDA runtime API instead of the driver API.",
+   nullptr, resolve_launch_api},
+  {"with_lineinfo", "DG_JIT_WITH_LINEINFO", kBoolAccepted, "0", "yes",
+   "Compile with -lineinfo so profilers can map instructions to source lines.",
+   &Config::with_lineinfo, nullptr},
+  {"print_configs", "DG_PRINT_CONFIGS", kBoolAccepted, "0", "no",
+   "Print each kernel choice (operation, shape and specialisation) once per process.",
+   &Config::print_configs, nullptr},
+  {"arch", "DG_JIT_ARCH", "sm_<major><minor>[a], for example sm_90a", "unset: the current GPU's arch, else sm_90a",
+   "yes", "The arch kernels are built for, overriding the current GPU's; sets the default of `kiln compile --arch`.",
+   nullptr, resolve_arch},
+  {"compile_timeout_s", "DG_JIT_COMPILE_TIMEOUT", "a positive whole number of seconds", "600", "no",
+   "An NVCC compile running longer than this is killed and reported as a compile error.",
+   nullptr, resolve_compile_timeout},
+};
+// clang-format on
+
+constexpr const char* kAuxiliary[] = {"HOME", "CUDA_HOME", "CUDA_PATH", "PATH"};
+
+// Table cells are Markdown: '|' ends a cell and "<dir>" would be read as an HTML tag, except in code spans.
+std::string escape_cell(const std::string& text) {
+  std::string out;
+  bool in_code = false;
+  for (char c : text) {
+    if (c == '`') in_code = !in_code;
+    if (c == '|') out += "\\|";
+    else if (c == '<' && !in_code) out += "&lt;";
+    else if (c == '>' && !in_code) out += "&gt;";
+    else out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+bool parse_bool(const std::string& text, bool* value) {
+  std::string lowered = trim(text);
+  for (char& c : lowered) c = char(std::tolower(static_cast<unsigned char>(c)));
+  if (lowered == "1" || lowered == "true" || lowered == "yes" || lowered == "on") {
+    *value = true;
+    return true;
+  }
+  if (lowered == "0" || lowered == "false" || lowered == "no" || lowered == "off") {
+    *value = false;
+    return true;
+  }
+  return false;
+}
+
+std::span<const SettingDef> setting_table() { return kSettings; }
+
+std::span<const char* const> auxiliary_variables() { return kAuxiliary; }
+
+std::string settings_markdown() {
+  std::string out =
+      "| Variable | Setting | Accepted values | Default | Part of the cache key | Effect |\n"
+      "|---|---|---|---|---|---|\n";
+  for (const SettingDef& row : kSettings) {
+    out += "| `" + std::string(row.variable) + "` | `" + row.name + "` | " + escape_cell(row.accepted) + " | " +
+           escape_cell(row.default_text) + " | " + escape_cell(row.in_key) + " | " + escape_cell(row.doc) +
+           " |\n";
+  }
+  return out;
+}
+
+}  // namespace kiln::configuration
