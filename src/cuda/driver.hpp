@@ -9,48 +9,81 @@
 
 namespace kiln::cuda {
 
+// Every driver function kiln calls. X(name) for functions every supported driver (CUDA 12.0 or later) has;
+// OPT(name) for newer ones that stay null on an older driver (callers test them before use).
+// The names are the header's public names: where cuda.h maps one to a versioned symbol (cuMemAlloc ->
+// cuMemAlloc_v2), the field takes the versioned name too, so `api.cuMemAlloc(...)` calls the right ABI, and
+// the function is resolved by its public name with cuGetProcAddress for the toolkit version kiln was built
+// with (capped at the driver's version).
+#define KILN_DRIVER_FUNCTIONS(X, OPT)  \
+  X(cuInit)                            \
+  X(cuDriverGetVersion)                \
+  X(cuGetErrorName)                    \
+  X(cuGetErrorString)                  \
+  X(cuDeviceGetCount)                  \
+  X(cuDeviceGet)                       \
+  X(cuDeviceGetName)                   \
+  X(cuDeviceGetAttribute)              \
+  X(cuDeviceTotalMem)                  \
+  X(cuDevicePrimaryCtxRetain)          \
+  X(cuCtxGetCurrent)                   \
+  X(cuCtxSetCurrent)                   \
+  X(cuCtxGetDevice)                    \
+  X(cuLibraryLoadData)                 \
+  X(cuLibraryUnload)                   \
+  X(cuLibraryGetKernel)                \
+  X(cuKernelGetFunction)               \
+  X(cuKernelSetAttribute)              \
+  X(cuKernelGetAttribute)              \
+  X(cuFuncGetAttribute)                \
+  X(cuLaunchKernelEx)                  \
+  X(cuStreamIsCapturing)               \
+  X(cuStreamGetCtx)                    \
+  X(cuStreamCreate)                    \
+  X(cuStreamDestroy)                   \
+  X(cuStreamSynchronize)               \
+  X(cuStreamBeginCapture)              \
+  X(cuStreamEndCapture)                \
+  X(cuGraphInstantiateWithFlags)       \
+  X(cuGraphLaunch)                     \
+  X(cuGraphDestroy)                    \
+  X(cuGraphExecDestroy)                \
+  X(cuTensorMapEncodeTiled)            \
+  X(cuMemAlloc)                        \
+  X(cuMemFree)                         \
+  X(cuMemcpyHtoD)                      \
+  X(cuMemcpyDtoH)                      \
+  X(cuMemsetD8)                        \
+  X(cuCtxSynchronize)                  \
+  X(cuEventCreate)                     \
+  X(cuEventRecord)                     \
+  X(cuEventSynchronize)                \
+  X(cuEventElapsedTime)                \
+  X(cuEventDestroy)                    \
+  OPT(cuStreamGetDevice)
+
 // Function pointers into libcuda.so.1, resolved with cuGetProcAddress for the toolkit version kiln was
-// built with. get() loads the library and calls cuInit(0) once; it throws Error(kCudaError) saying that a
-// CUDA driver (libcuda.so.1) is needed, and for what, when it is not there.
+// built with. get() loads the library and calls cuInit(0) once (thread-safe); it throws Error(kCudaError)
+// saying that a CUDA driver (libcuda.so.1) is needed, and for what, when it is not there, and the cuInit
+// error when the driver loads but cannot initialise (no GPU). A failure is remembered: later calls throw the
+// same error without trying again.
 struct DriverApi {
   static const DriverApi& get();
   static bool available() noexcept;  // true when libcuda loads and cuInit succeeds; never throws
 
-#define KILN_DRIVER_FN(name) decltype(&::name) name = nullptr
-  KILN_DRIVER_FN(cuInit);
-  KILN_DRIVER_FN(cuDriverGetVersion);
-  KILN_DRIVER_FN(cuGetErrorName);
-  KILN_DRIVER_FN(cuGetErrorString);
-  KILN_DRIVER_FN(cuDeviceGetCount);
-  KILN_DRIVER_FN(cuDeviceGet);
-  KILN_DRIVER_FN(cuDeviceGetName);
-  KILN_DRIVER_FN(cuDeviceGetAttribute);
-  KILN_DRIVER_FN(cuDeviceTotalMem);
-  KILN_DRIVER_FN(cuDevicePrimaryCtxRetain);
-  KILN_DRIVER_FN(cuCtxGetCurrent);
-  KILN_DRIVER_FN(cuCtxSetCurrent);
-  KILN_DRIVER_FN(cuCtxGetDevice);
-  KILN_DRIVER_FN(cuLibraryLoadData);
-  KILN_DRIVER_FN(cuLibraryUnload);
-  KILN_DRIVER_FN(cuLibraryGetKernel);
-  KILN_DRIVER_FN(cuKernelGetFunction);
-  KILN_DRIVER_FN(cuKernelSetAttribute);
-  KILN_DRIVER_FN(cuFuncGetAttribute);
-  KILN_DRIVER_FN(cuLaunchKernelEx);
-  KILN_DRIVER_FN(cuStreamIsCapturing);
-  KILN_DRIVER_FN(cuStreamGetCtx);
-  KILN_DRIVER_FN(cuTensorMapEncodeTiled);
-  KILN_DRIVER_FN(cuMemAlloc);
-  KILN_DRIVER_FN(cuMemFree);
-  KILN_DRIVER_FN(cuMemcpyHtoD);
-  KILN_DRIVER_FN(cuMemcpyDtoH);
-  KILN_DRIVER_FN(cuMemsetD8);
-  KILN_DRIVER_FN(cuCtxSynchronize);
-#undef KILN_DRIVER_FN
+#define KILN_DRIVER_FIELD(name) decltype(&::name) name = nullptr;
+  KILN_DRIVER_FUNCTIONS(KILN_DRIVER_FIELD, KILN_DRIVER_FIELD)
+#undef KILN_DRIVER_FIELD
+
+  int version = 0;  // cuDriverGetVersion: 13000 for CUDA 13.0
 };
 
 // Throws Error(kCudaError) "<call> failed: CUDA_ERROR_X (<string>)<context>" unless result is CUDA_SUCCESS.
+// Without a driver to name the code, the number is given instead ("CUresult 999").
 void check(CUresult result, const char* call, const std::string& context = {});
+
+// The message check() throws, without throwing it.
+std::string describe_failure(CUresult result, const char* call, const std::string& context = {});
 
 #define KILN_CU_CHECK(expr) ::kiln::cuda::check((expr), #expr)
 
@@ -66,15 +99,22 @@ struct DeviceInfo {
 };
 
 int device_count();                  // 0 when no driver or no GPU; never throws
-DeviceInfo device_info(int ordinal); // cached per ordinal after the first call
+// Cached per ordinal after the first call. Throws Error(kValueError) for an ordinal outside
+// [0, device_count()), Error(kCudaError) when there is no driver.
+DeviceInfo device_info(int ordinal);
 std::string driver_version();        // "13.0" ; throws when no driver
 
 // The device of the calling thread's current context; when there is none, retains device 0's primary
 // context and makes it current (what the runtime API does on first use).
 int current_device();
 
+// The primary context of device `ordinal`, retained once per process and never released (kiln's kernels
+// and the caller's runtime-API work share it). Thread-safe; does not change the current context. Throws
+// Error(kValueError) for an ordinal outside [0, device_count()), Error(kCudaError) when the driver fails.
+CUcontext primary_context(int ordinal);
+
 // Whether `stream` is being captured into a graph (cuStreamIsCapturing). The legacy default stream (null)
-// is checked too.
+// is checked too: it counts as capturing while a blocking stream of the current context is being captured.
 bool stream_is_capturing(CUstream stream);
 
 }  // namespace kiln::cuda
