@@ -70,6 +70,7 @@ struct VerifyReport {
   uint64_t checked = 0;
   uint64_t corrupt = 0;
   uint64_t removed = 0;
+  std::vector<std::string> problems;  // one line per bad entry: "<path>: <why it was rejected>"
 };
 
 class DiskCache {

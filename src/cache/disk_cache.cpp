@@ -1,0 +1,470 @@
+#include "cache/disk_cache.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <functional>
+#include <mutex>
+#include <set>
+
+#include "cache/entry_format.hpp"
+#include "cache/stats_file.hpp"
+#include "kiln/error.hpp"
+#include "util/fs.hpp"
+
+namespace kiln::cache {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::string_view kEntrySuffix = ".kiln";
+constexpr std::string_view kLockSuffix = ".lock";
+// A temporary lives for the milliseconds between its creation and its rename; one this old was left by a
+// process that died, and may be removed.
+constexpr int64_t kStaleTemporarySeconds = 10 * 60;
+// The last-use time is refreshed at most this often, so hot entries do not cost a metadata write per load.
+constexpr int64_t kTouchIntervalSeconds = 60;
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// Prints `message` to stderr once per process for each `dedupe_key`: several DiskCache objects on one
+// unwritable directory still give one warning.
+void warn_once(const std::string& dedupe_key, const std::string& message) {
+  static std::mutex mutex;
+  static std::set<std::string> warned;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!warned.insert(dedupe_key).second) return;
+  }
+  std::fprintf(stderr, "kiln: warning: %s\n", message.c_str());
+}
+
+void check_key(const std::string& key, const char* operation) {
+  if (!is_valid_key(key))
+    throw Error(ErrorKind::kValueError, std::string("DiskCache::") + operation +
+                                            ": key must be 32 lowercase hexadecimal characters, got \"" + key + "\"");
+}
+
+// Reads an open file to the end.
+bool read_fd(int fd, std::vector<uint8_t>& out, size_t size_hint) {
+  out.clear();
+  out.reserve(size_hint);
+  uint8_t buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    if (n == 0) return true;
+    out.insert(out.end(), buf, buf + n);
+  }
+}
+
+// Regular files of a directory, without throwing; entries vanishing during the scan are skipped.
+void for_each_file(const fs::path& dir, const std::function<void(const fs::path&, const struct stat&)>& fn) {
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    struct stat st{};
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    fn(it->path(), st);
+  }
+}
+
+// The fan-out directories under entries/ (two lowercase hex characters).
+std::vector<fs::path> fanout_dirs(const fs::path& entries) {
+  std::vector<fs::path> dirs;
+  std::error_code ec;
+  fs::directory_iterator it(entries, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    std::error_code type_ec;
+    if (name.size() == 2 && is_valid_key(name + std::string(30, '0')) && it->is_directory(type_ec))
+      dirs.push_back(it->path());
+  }
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
+}
+
+int64_t now_unix() { return static_cast<int64_t>(std::time(nullptr)); }
+
+bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
+
+}  // namespace
+
+struct DiskCache::Impl {
+  fs::path root;       // as configured, made absolute
+  fs::path base;       // root/kiln
+  fs::path entries;    // base/entries
+  fs::path locks;      // base/locks
+  fs::path tmp;        // base/tmp
+  fs::path toolchain;  // base/toolchain
+  bool writable = false;
+  std::unique_ptr<StatsFile> stats;
+
+  fs::path entry_dir(const std::string& key) const { return entries / key.substr(0, 2); }
+  fs::path entry_path(const std::string& key) const {
+    return entry_dir(key) / (key + std::string(kEntrySuffix));
+  }
+
+  // Removes temporaries older than kStaleTemporarySeconds from dir (all of them when max_age is 0).
+  void remove_stale_temporaries(const fs::path& dir, int64_t max_age = kStaleTemporarySeconds) const {
+    const int64_t now = now_unix();
+    for_each_file(dir, [&](const fs::path& path, const struct stat& st) {
+      if (util::is_temporary_name(path.filename().string()) && now - static_cast<int64_t>(st.st_mtime) >= max_age)
+        ::unlink(path.c_str());
+    });
+  }
+
+  // Reads and verifies the entry at path (expected_key from the lookup). *open_errno is the open(2) error
+  // (ENOENT: no entry), 0 when the file was opened; *st receives the file's identity for a later removal.
+  DecodeResult read_entry(const fs::path& path, const std::string& expected_key, struct stat* st, int* open_errno,
+                          bool touch) const {
+    DecodeResult result;
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      *open_errno = errno;
+      result.error = DecodeError::kTruncated;
+      result.reason = std::string("cannot open: ") + std::strerror(*open_errno);
+      return result;
+    }
+    *open_errno = 0;
+    std::vector<uint8_t> bytes;
+    if (::fstat(fd, st) != 0 || !read_fd(fd, bytes, static_cast<size_t>(std::max<off_t>(st->st_size, 0)))) {
+      const int err = errno;
+      ::close(fd);
+      result.error = DecodeError::kTruncated;
+      result.reason = std::string("cannot read: ") + std::strerror(err);
+      return result;
+    }
+    result = decode_entry(bytes, expected_key);
+    if (result.ok() && touch && writable && now_unix() - static_cast<int64_t>(st->st_mtime) >= kTouchIntervalSeconds) {
+      // The entry's mtime is its last use (for `kiln cache ls` and eviction); the file itself is not rewritten.
+      const struct timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
+      ::futimens(fd, times);
+    }
+    ::close(fd);
+    return result;
+  }
+
+  // Removes a bad entry if the path still names the file that was found bad (a concurrent publisher may have
+  // replaced it with a good one meanwhile). Returns whether it was removed.
+  bool remove_bad(const fs::path& path, const struct stat& bad) const {
+    if (!writable) return false;
+    struct stat now{};
+    if (::stat(path.c_str(), &now) != 0 || !same_file(now, bad)) return false;
+    return ::unlink(path.c_str()) == 0;
+  }
+
+  // Writes bytes to a temporary and renames it to target. For entries (entry_key set) an existing valid entry
+  // is kept (the winner of a race stays) and an existing bad one is replaced. Never throws.
+  bool install(const fs::path& target, std::span<const uint8_t> bytes, const std::string* entry_key) {
+    std::error_code ec;
+    const fs::path dir = target.parent_path();
+    const auto mode =
+        entry_key ? util::TemporaryFile::CommitMode::kNoReplace : util::TemporaryFile::CommitMode::kReplace;
+    // A concurrent `clear` may remove the fan-out directory (the rename is retried after recreating it) or
+    // the temporary itself (written again); a temporary directory on another filesystem (EXDEV) is replaced
+    // by the target's own directory.
+    bool temp_beside_target = false;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      const fs::path temp_dir = temp_beside_target ? dir : tmp;
+      if (!util::create_private_directories(temp_dir, ec)) break;
+      auto temp = util::TemporaryFile::create(temp_dir, target.filename().string(), ec);
+      if (!temp || !temp->write(bytes, ec) || !temp->sync(ec)) break;
+      for (int rename_try = 0; rename_try < 20; ++rename_try) {
+        if (!util::create_private_directories(dir, ec)) break;
+        if (temp->commit(target, ec, mode)) {
+          std::error_code sync_ec;
+          util::fsync_directory(dir, sync_ec);
+          return true;
+        }
+        if (ec == std::errc::file_exists) {
+          // Lost the race. Keep the winner if it is good; replace it if not.
+          struct stat st{};
+          int open_errno = 0;
+          if (read_entry(target, *entry_key, &st, &open_errno, /*touch=*/false).ok())
+            return true;  // our temporary is removed by its destructor
+          if (temp->commit(target, ec, util::TemporaryFile::CommitMode::kReplace)) {
+            std::error_code sync_ec;
+            util::fsync_directory(dir, sync_ec);
+            return true;
+          }
+        }
+        // ENOENT with the temporary still there: the target directory vanished; make it again and retry.
+        if (ec != std::errc::no_such_file_or_directory || ::access(temp->path().c_str(), F_OK) != 0) break;
+      }
+      if (ec == std::errc::cross_device_link) {
+        temp_beside_target = true;
+        continue;
+      }
+      if (ec != std::errc::no_such_file_or_directory) break;  // else the temporary was removed: write it again
+    }
+    warn_once("publish:" + base.string() + ":" + ec.message(),
+              "cannot write into the kiln cache " + base.string() + " (" + ec.message() +
+                  "); kernels that cannot be stored are kept in memory only");
+    return false;
+  }
+};
+
+DiskCache::KeyLock& DiskCache::KeyLock::operator=(KeyLock&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) {
+      ::flock(fd_, LOCK_UN);
+      ::close(fd_);
+    }
+    fd_ = other.fd_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+DiskCache::KeyLock::~KeyLock() {
+  if (fd_ >= 0) {
+    ::flock(fd_, LOCK_UN);
+    ::close(fd_);
+  }
+}
+
+DiskCache::DiskCache(fs::path root) : impl_(std::make_unique<Impl>()) {
+  Impl& d = *impl_;
+  if (root.empty())
+    throw Error(ErrorKind::kConfigError,
+                "the cache directory is empty; set DG_JIT_CACHE_DIR to a directory (default $HOME/.deep_gemm)");
+  std::error_code ec;
+  fs::path absolute = fs::absolute(root, ec);
+  d.root = (ec ? root : absolute).lexically_normal();
+  if (d.root.has_filename() == false && d.root.has_parent_path() && d.root != d.root.root_path())
+    d.root = d.root.parent_path();  // "dir/" -> "dir"
+  d.base = d.root / "kiln";
+  d.entries = d.base / "entries";
+  d.locks = d.base / "locks";
+  d.tmp = d.base / "tmp";
+  d.toolchain = d.base / "toolchain";
+
+  // Something that exists but is not a directory is a configuration mistake, not a reason to run slowly.
+  for (const fs::path& dir : {d.root, d.base}) {
+    struct stat st{};
+    if (::stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+      throw Error(ErrorKind::kConfigError,
+                  "cache directory " + dir.string() +
+                      " exists but is not a directory; set DG_JIT_CACHE_DIR to a directory (or remove the file)");
+  }
+
+  // Create the layout and prove it writable by creating a file in it: access(2) would say yes to root on a
+  // read-only bind mount and no to nothing useful.
+  fs::path failed_at;
+  for (const fs::path& dir : {d.root, d.base, d.entries, d.locks, d.tmp, d.toolchain}) {
+    if (!util::create_private_directories(dir, ec)) {
+      failed_at = dir;
+      break;
+    }
+  }
+  if (failed_at.empty()) {
+    if (auto probe = util::TemporaryFile::create(d.tmp, "probe", ec))
+      d.writable = true;
+    else
+      failed_at = d.tmp;
+  }
+  if (!d.writable) {
+    warn_once("readonly:" + d.root.string(),
+              "the kernel cache directory " + failed_at.string() + " cannot be written (" + ec.message() +
+                  "); kiln works from memory: cached kernels are read if present, new ones are not saved");
+  }
+  d.stats = std::make_unique<StatsFile>(d.base / "stats", d.writable);
+  if (d.writable) d.remove_stale_temporaries(d.tmp);
+}
+
+DiskCache::~DiskCache() = default;
+
+const fs::path& DiskCache::root() const { return impl_->root; }
+
+bool DiskCache::writable() const { return impl_->writable; }
+
+std::optional<Entry> DiskCache::load(const std::string& key, bool count_stats) {
+  check_key(key, "load");
+  Impl& d = *impl_;
+  const fs::path path = d.entry_path(key);
+  struct stat st{};
+  int open_errno = 0;
+  DecodeResult result = d.read_entry(path, key, &st, &open_errno, /*touch=*/true);
+  if (result.ok()) {
+    if (count_stats) count(Counter::kHits);
+    return std::move(result.entry);
+  }
+  if (open_errno == 0) {
+    // The file is there but bad: never a crash, never a wrong kernel; it is removed and rebuilt.
+    count(Counter::kCorrupt);
+    const bool removed = d.remove_bad(path, st);
+    std::fprintf(stderr, "kiln: warning: cache entry %s is unusable (%s); %s\n", path.c_str(), result.reason.c_str(),
+                 removed ? "removed, it will be rebuilt" : "ignored");
+  }
+  if (count_stats) count(Counter::kMisses);
+  return std::nullopt;
+}
+
+bool DiskCache::publish(const Entry& entry) {
+  check_key(entry.meta.key, "publish");
+  Impl& d = *impl_;
+  if (!d.writable) return false;
+  const std::vector<uint8_t> bytes = encode_entry(entry);
+  return d.install(d.entry_path(entry.meta.key), bytes, &entry.meta.key);
+}
+
+std::optional<fs::path> DiskCache::write_artifact(const std::string& key, const std::string& extension,
+                                                  const std::string& content) {
+  check_key(key, "write_artifact");
+  const bool extension_ok =
+      extension.size() >= 2 && extension.size() <= 16 && extension[0] == '.' &&
+      std::all_of(extension.begin() + 1, extension.end(),
+                  [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; }) &&
+      extension != kEntrySuffix && extension != kLockSuffix && extension != ".tmp";
+  if (!extension_ok)
+    throw Error(ErrorKind::kValueError, "DiskCache::write_artifact: extension must be like \".ptx\" or \".sass\" "
+                                        "(a dot and up to 15 lowercase letters, digits or _; not .kiln/.lock/.tmp), got \"" +
+                                            extension + "\"");
+  Impl& d = *impl_;
+  if (!d.writable) return std::nullopt;
+  const fs::path path = d.entry_dir(key) / (key + extension);
+  const auto bytes = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(content.data()), content.size());
+  if (!d.install(path, bytes, nullptr)) return std::nullopt;
+  return path;
+}
+
+DiskCache::KeyLock DiskCache::lock(const std::string& key) {
+  check_key(key, "lock");
+  Impl& d = *impl_;
+  if (!d.writable) return KeyLock();
+  const fs::path path = d.locks / (key + std::string(kLockSuffix));
+  std::error_code ec;
+  util::FileLock file_lock = util::FileLock::acquire(path, ec);
+  if (!file_lock.locked() && ec == std::errc::no_such_file_or_directory && util::create_private_directories(d.locks, ec))
+    file_lock = util::FileLock::acquire(path, ec);
+  if (!file_lock.locked()) {
+    // Without the lock two processes may compile the same kernel; both results are valid, so carry on.
+    warn_once("lock:" + d.locks.string(), "cannot lock " + path.string() + " (" + ec.message() +
+                                              "); another process may compile the same kernel at the same time");
+    return KeyLock();
+  }
+  return KeyLock(file_lock.release());
+}
+
+void DiskCache::count(Counter counter, uint64_t amount) { impl_->stats->add(counter, amount); }
+
+Stats DiskCache::stats() const {
+  const Impl& d = *impl_;
+  Stats s;
+  s.root = d.root;
+  s.writable = d.writable;
+  for (const fs::path& dir : fanout_dirs(d.entries)) {
+    for_each_file(dir, [&](const fs::path& path, const struct stat& st) {
+      const std::string name = path.filename().string();
+      if (util::is_temporary_name(name)) return;
+      if (ends_with(name, kEntrySuffix)) ++s.entries;
+      s.bytes += static_cast<uint64_t>(st.st_size);
+    });
+  }
+  const CounterValues values = d.stats->read();
+  s.hits = values[static_cast<size_t>(Counter::kHits)];
+  s.misses = values[static_cast<size_t>(Counter::kMisses)];
+  s.compiles = values[static_cast<size_t>(Counter::kCompiles)];
+  s.corrupt = values[static_cast<size_t>(Counter::kCorrupt)];
+  s.compile_seconds = static_cast<double>(values[static_cast<size_t>(Counter::kCompileMicros)]) / 1e6;
+  return s;
+}
+
+std::vector<ListedEntry> DiskCache::list() const {
+  const Impl& d = *impl_;
+  std::vector<ListedEntry> out;
+  for (const fs::path& dir : fanout_dirs(d.entries)) {
+    for_each_file(dir, [&](const fs::path& path, const struct stat&) {
+      const std::string name = path.filename().string();
+      if (!ends_with(name, kEntrySuffix)) return;
+      const std::string key = name.substr(0, name.size() - kEntrySuffix.size());
+      struct stat st{};
+      int open_errno = 0;
+      DecodeResult r = d.read_entry(path, key, &st, &open_errno, /*touch=*/false);
+      if (!r.ok() || !r.entry) return;  // bad entries are verify's business; list shows usable ones
+      ListedEntry e;
+      e.meta = std::move(r.entry->meta);
+      e.file_bytes = static_cast<uint64_t>(st.st_size);
+      e.last_use_unix = static_cast<int64_t>(st.st_mtime);
+      out.push_back(std::move(e));
+    });
+  }
+  std::sort(out.begin(), out.end(), [](const ListedEntry& a, const ListedEntry& b) {
+    return a.last_use_unix != b.last_use_unix ? a.last_use_unix > b.last_use_unix : a.meta.key < b.meta.key;
+  });
+  return out;
+}
+
+VerifyReport DiskCache::verify() {
+  Impl& d = *impl_;
+  VerifyReport report;
+  for (const fs::path& dir : fanout_dirs(d.entries)) {
+    for_each_file(dir, [&](const fs::path& path, const struct stat&) {
+      const std::string name = path.filename().string();
+      if (!ends_with(name, kEntrySuffix)) return;
+      const std::string key = name.substr(0, name.size() - kEntrySuffix.size());
+      struct stat st{};
+      int open_errno = 0;
+      DecodeResult r = d.read_entry(path, key, &st, &open_errno, /*touch=*/false);
+      if (open_errno == ENOENT) return;  // removed by someone else during the scan
+      ++report.checked;
+      if (r.ok()) return;
+      ++report.corrupt;
+      count(Counter::kCorrupt);
+      std::string why = r.reason;
+      if (!is_valid_key(key)) why = "the file name is not a cache key; " + why;
+      report.problems.push_back(path.string() + ": " + why);
+      if (d.remove_bad(path, st)) ++report.removed;
+    });
+    if (d.writable) d.remove_stale_temporaries(dir);
+  }
+  if (d.writable) d.remove_stale_temporaries(d.tmp);
+  return report;
+}
+
+uint64_t DiskCache::clear() {
+  Impl& d = *impl_;
+  if (!d.writable)
+    throw Error(ErrorKind::kCacheError,
+                "cannot clear the kernel cache " + d.base.string() + ": the directory cannot be written");
+  uint64_t removed = 0;
+  for (const fs::path& dir : fanout_dirs(d.entries)) {
+    for_each_file(dir, [&](const fs::path& path, const struct stat&) {
+      const std::string name = path.filename().string();
+      // Fresh temporaries belong to publishes in flight; only strays are removed.
+      if (util::is_temporary_name(name)) return;
+      if (::unlink(path.c_str()) == 0 && ends_with(name, kEntrySuffix)) ++removed;
+    });
+    d.remove_stale_temporaries(dir);
+    ::rmdir(dir.c_str());  // fails harmlessly when a publish just put something there
+  }
+  d.remove_stale_temporaries(d.tmp);
+  // Lock files: only those nobody holds, removed while we hold them (FileLock re-checks the path after locking,
+  // so a waiter on the removed file starts over on a new one).
+  for_each_file(d.locks, [&](const fs::path& path, const struct stat&) {
+    if (!ends_with(path.filename().string(), kLockSuffix)) return;
+    std::error_code ec;
+    util::FileLock held = util::FileLock::try_acquire(path, ec);
+    if (held.locked()) ::unlink(path.c_str());
+  });
+  d.stats->reset();
+  return removed;
+}
+
+fs::path DiskCache::toolchain_dir() const { return impl_->writable ? impl_->toolchain : fs::path(); }
+
+}  // namespace kiln::cache
