@@ -55,20 +55,22 @@ void check_key(const std::string& key, const char* operation) {
                                             ": key must be 32 lowercase hexadecimal characters, got \"" + key + "\"");
 }
 
-// Reads an open file to the end.
+// Reads an open file to the end, straight into out (no bounce buffer: this is on the warm-start path).
 bool read_fd(int fd, std::vector<uint8_t>& out, size_t size_hint) {
-  out.clear();
-  out.reserve(size_hint);
-  uint8_t buf[65536];
+  out.resize(size_hint + 1);  // one spare byte, so that a file that grew is noticed without another call
+  size_t used = 0;
   for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (used == out.size()) out.resize(out.size() * 2);
+    ssize_t n = ::read(fd, out.data() + used, out.size() - used);
     if (n < 0) {
       if (errno == EINTR) continue;
       return false;
     }
-    if (n == 0) return true;
-    out.insert(out.end(), buf, buf + n);
+    if (n == 0) break;
+    used += static_cast<size_t>(n);
   }
+  out.resize(used);
+  return true;
 }
 
 // Regular files of a directory, without throwing; entries vanishing during the scan are skipped.
@@ -262,8 +264,10 @@ DiskCache::DiskCache(fs::path root) : impl_(std::make_unique<Impl>()) {
                       " exists but is not a directory; set DG_JIT_CACHE_DIR to a directory (or remove the file)");
   }
 
-  // Create the layout and prove it writable by creating a file in it: access(2) would say yes to root on a
-  // read-only bind mount and no to nothing useful.
+  // Create the layout, then ask the kernel whether we may write where publishing writes. access(2) with the
+  // effective ids sees permission bits, ACLs, immutable files and read-only mounts (EROFS, even for root) for
+  // a few microseconds, where a probe file would cost a create, a close and an unlink on every start. What it
+  // cannot see (a server that refuses root) makes publish fail later, which is handled there the same way.
   fs::path failed_at;
   for (const fs::path& dir : {d.root, d.base, d.entries, d.locks, d.tmp, d.toolchain}) {
     if (!util::create_private_directories(dir, ec)) {
@@ -272,10 +276,14 @@ DiskCache::DiskCache(fs::path root) : impl_(std::make_unique<Impl>()) {
     }
   }
   if (failed_at.empty()) {
-    if (auto probe = util::TemporaryFile::create(d.tmp, "probe", ec))
-      d.writable = true;
-    else
-      failed_at = d.tmp;
+    for (const fs::path& dir : {d.entries, d.locks, d.tmp}) {
+      if (::faccessat(AT_FDCWD, dir.c_str(), W_OK | X_OK, AT_EACCESS) != 0) {
+        ec = std::error_code(errno, std::generic_category());
+        failed_at = dir;
+        break;
+      }
+    }
+    d.writable = failed_at.empty();
   }
   if (!d.writable) {
     warn_once("readonly:" + d.root.string(),

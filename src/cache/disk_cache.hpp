@@ -86,7 +86,8 @@ class DiskCache {
 
   // Reads and verifies an entry. A missing entry is nullopt (counts a miss when count_stats). A corrupt or
   // truncated one, or one whose key does not match, is counted, removed (when writable) and reported as
-  // nullopt; never an exception. A hit counts a hit when count_stats.
+  // nullopt; never an exception. A hit counts a hit when count_stats. (Every key-taking member throws
+  // Error(kValueError) for a key that is not 32 lowercase hex characters: that is a caller bug, not disk state.)
   std::optional<Entry> load(const std::string& key, bool count_stats = true);
 
   // Publishes atomically: unique temporary in kiln/tmp, fsync, rename. Never throws on a lost race: the
