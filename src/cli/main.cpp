@@ -1,2 +1,349 @@
-// The kiln command: written by the CLI work.
-int main() { return 0; }
+// The kiln command: a thin layer over kiln's public API (kiln/*.hpp only). Each subcommand calls one API
+// function and prints its result as an aligned table, or with --json as exactly one JSON object on stdout.
+//
+// Exit status: 0 on success; 1 on any error (the message on stderr, prefixed "kiln: error: "), including a
+// bad DG_JIT_* value and `kiln doctor` finding an error; 2 for a usage error (unknown option, malformed
+// NAME=VALUE). docs/CLI.md documents the commands and the JSON fields.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kiln/kiln.hpp"
+#include "table.hpp"
+
+extern char** environ;
+
+namespace kiln::cli {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+// A mistake in how the command was called (as opposed to what it asked for): exit status 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void print_json(const json& value) { std::cout << value.dump(2) << '\n'; }
+
+void print_error(const std::string& message) {
+  std::fflush(stdout);
+  std::cerr << "kiln: error: " << message;
+  if (message.empty() || message.back() != '\n') std::cerr << '\n';
+}
+
+// ---- kiln config ---------------------------------------------------------------------------------------
+
+// DG_JIT_* variables in the environment that no setting reads: almost always a typo worth pointing out.
+std::vector<std::string> unknown_variables(const Config& config) {
+  std::set<std::string> known;
+  for (const auto& s : config.settings()) known.insert(s.variable);
+  std::vector<std::string> unknown;
+  for (char** entry = environ; entry && *entry; ++entry) {
+    const char* eq = std::strchr(*entry, '=');
+    if (!eq) continue;
+    std::string name(*entry, size_t(eq - *entry));
+    if ((name.starts_with("DG_JIT_") || name.starts_with("DG_PRINT_")) && !known.count(name)) unknown.push_back(name);
+  }
+  return unknown;
+}
+
+int run_config(bool as_json) {
+  const Config& config = kiln::config();
+  const std::vector<std::string> unknown = unknown_variables(config);
+  if (as_json) {
+    json settings = json::array();
+    for (const auto& s : config.settings())
+      settings.push_back({{"name", s.name}, {"variable", s.variable}, {"value", s.value},
+                          {"origin", to_string(s.origin)}, {"detail", s.detail}, {"doc", s.doc}});
+    print_json({{"settings", settings}, {"unknown_variables", unknown}});
+    return 0;
+  }
+  Table table({"setting", "variable", "value", "origin"});
+  for (const auto& s : config.settings()) {
+    std::string origin = to_string(s.origin);
+    if (!s.detail.empty()) origin += " (" + s.detail + ")";
+    table.add({s.name, s.variable, s.value.empty() ? "-" : s.value, origin});
+  }
+  std::cout << table.render();
+  for (const auto& name : unknown)
+    std::cerr << "kiln: warning: " << name << " is set but is not a kiln setting (ignored; see `kiln config`)\n";
+  return 0;
+}
+
+// ---- kiln compile --------------------------------------------------------------------------------------
+
+std::map<std::string, int64_t> parse_problem(const std::vector<std::string>& params) {
+  std::map<std::string, int64_t> problem;
+  for (const std::string& param : params) {
+    const size_t eq = param.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw UsageError("problem parameter '" + param + "' is not NAME=VALUE (for example m=4096)");
+    const std::string name = param.substr(0, eq);
+    const std::string text = param.substr(eq + 1);
+    int64_t value = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+      throw UsageError("problem parameter " + name + "='" + text + "' is not a whole number");
+    if (!problem.emplace(name, value).second) throw UsageError("problem parameter " + name + " is given twice");
+  }
+  return problem;
+}
+
+json kernel_json(const KernelReport& r) {
+  return {{"op", r.op},          {"spec", r.spec},       {"key", r.key},
+          {"hit", r.hit},        {"compile_ms", r.compile_ms}, {"cubin_bytes", r.cubin_bytes},
+          {"backend", to_string(r.backend)}, {"arch", r.arch}, {"kernel_name", r.kernel_name}};
+}
+
+int run_compile(const std::string& op, const std::vector<std::string>& params, const std::string& arch,
+                const std::string& backend, bool as_json) {
+  CompileRequest request;
+  request.op = op;
+  request.problem = parse_problem(params);
+  if (!arch.empty()) request.arch = arch;
+  if (!backend.empty()) request.backend = backend == "nvrtc" ? Backend::kNvrtc : Backend::kNvcc;
+  const std::vector<KernelReport> reports = kiln::compile(request);
+
+  if (as_json) {
+    json problem = json::object();
+    for (const auto& [name, value] : request.problem) problem[name] = value;
+    json kernels = json::array();
+    for (const auto& r : reports) kernels.push_back(kernel_json(r));
+    json out = {{"op", op}, {"problem", problem}};
+    // Most problems need one kernel: its fields are repeated at the top level so scripts can read
+    // .key / .hit / .compile_ms directly; "kernels" lists every kernel the problem needs.
+    if (!reports.empty()) {
+      const json first = kernel_json(reports.front());
+      for (const auto& [name, value] : first.items())
+        if (name != "op") out[name] = value;
+    }
+    out["kernels"] = kernels;
+    print_json(out);
+    return 0;
+  }
+  Table table({"op", "spec", "arch", "backend", "hit", "compile ms", "cubin", "key"},
+              {false, false, false, false, false, true, true, false});
+  for (const auto& r : reports)
+    table.add({r.op, r.spec, r.arch, to_string(r.backend), r.hit ? "yes" : "no", format_ms(r.compile_ms),
+               format_bytes(r.cubin_bytes), r.key});
+  std::cout << table.render();
+  return 0;
+}
+
+// ---- kiln ops ------------------------------------------------------------------------------------------
+
+int run_ops(bool as_json) {
+  const std::vector<OpInfo> ops = list_ops();
+  if (as_json) {
+    json list = json::array();
+    for (const auto& op : ops) {
+      json params = json::array();
+      for (const auto& [name, doc] : op.params) params.push_back({{"name", name}, {"doc", doc}});
+      list.push_back({{"name", op.name}, {"summary", op.summary}, {"params", params}});
+    }
+    print_json({{"ops", list}});
+    return 0;
+  }
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const OpInfo& op = ops[i];
+    if (i) std::cout << '\n';
+    std::string usage = op.name;
+    for (const auto& [name, doc] : op.params) usage += " " + name + "=N";
+    std::cout << usage << "\n  " << op.summary << '\n';
+    Table params({"  parameter", "meaning"});
+    for (const auto& [name, doc] : op.params) params.add({"  " + name, doc});
+    if (!params.empty()) std::cout << params.render();
+  }
+  return 0;
+}
+
+// ---- kiln cache ----------------------------------------------------------------------------------------
+
+int run_cache_ls(bool as_json) {
+  const std::vector<CacheEntryInfo> entries = cache_list();
+  if (as_json) {
+    json list = json::array();
+    for (const auto& e : entries)
+      list.push_back({{"key", e.key}, {"op", e.op}, {"spec", e.spec}, {"arch", e.arch}, {"backend", e.backend},
+                      {"compiler", e.compiler}, {"kernel_name", e.kernel_name}, {"bytes", e.bytes},
+                      {"compile_ms", e.compile_ms}, {"created", e.created_unix}, {"last_use", e.last_use_unix}});
+    print_json({{"entries", list}});
+    return 0;
+  }
+  if (entries.empty()) {
+    std::cout << "no entries in " << cache_stats().directory.string() << '\n';
+    return 0;
+  }
+  Table table({"op", "spec", "arch", "backend", "size", "compile ms", "last use", "key"},
+              {false, false, false, false, true, true, false, false});
+  for (const auto& e : entries)
+    table.add({e.op, e.spec, e.arch, e.backend, format_bytes(e.bytes), format_ms(e.compile_ms),
+               format_time(e.last_use_unix), e.key});
+  std::cout << table.render();
+  return 0;
+}
+
+int run_cache_stats(bool as_json) {
+  const CacheStats s = cache_stats();
+  if (as_json) {
+    print_json({{"directory", s.directory.string()}, {"writable", s.writable}, {"entries", s.entries},
+                {"bytes", s.bytes}, {"hits", s.hits}, {"misses", s.misses}, {"compiles", s.compiles},
+                {"corrupt", s.corrupt}, {"compile_seconds", s.compile_seconds}});
+    return 0;
+  }
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.2f", s.compile_seconds);
+  Table table({"statistic", "value"});
+  table.add({"directory", s.directory.string() + (s.writable ? "" : " (read-only)")});
+  table.add({"entries", std::to_string(s.entries)});
+  table.add({"size", format_bytes(s.bytes)});
+  table.add({"hits", std::to_string(s.hits)});
+  table.add({"misses", std::to_string(s.misses)});
+  table.add({"compiles", std::to_string(s.compiles)});
+  table.add({"compile seconds", seconds});
+  table.add({"corrupt found", std::to_string(s.corrupt)});
+  std::cout << table.render();
+  return 0;
+}
+
+int run_cache_verify(bool as_json) {
+  const CacheVerifyReport r = cache_verify();
+  if (as_json) {
+    print_json({{"checked", r.checked}, {"corrupt", r.corrupt}, {"removed", r.removed}});
+    return 0;
+  }
+  std::cout << "checked " << r.checked << " entries: " << r.corrupt << " corrupt, " << r.removed << " removed\n";
+  return 0;
+}
+
+int run_cache_clear(bool as_json) {
+  const uint64_t removed = cache_clear();
+  if (as_json) {
+    print_json({{"removed", removed}});
+    return 0;
+  }
+  std::cout << "removed " << removed << " entries\n";
+  return 0;
+}
+
+// ---- kiln doctor ---------------------------------------------------------------------------------------
+
+int run_doctor(bool as_json) {
+  const std::vector<DoctorCheck> checks = doctor();
+  bool any_error = false;
+  for (const auto& c : checks) any_error = any_error || c.status == "error";
+  if (as_json) {
+    json list = json::array();
+    for (const auto& c : checks)
+      list.push_back({{"what", c.what}, {"status", c.status}, {"detail", c.detail}, {"advice", c.advice}});
+    print_json({{"ok", !any_error}, {"checks", list}});
+    return any_error ? 1 : 0;
+  }
+  Table table({"status", "check", "detail"});
+  for (const auto& c : checks) table.add({c.status, c.what, c.detail});
+  std::cout << table.render();
+  bool header = false;
+  for (const auto& c : checks) {
+    if (c.status == "ok" || c.advice.empty()) continue;
+    if (!header) std::cout << "\nwhat to do:\n";
+    header = true;
+    std::cout << "  " << c.what << ": " << c.advice << '\n';
+  }
+  if (any_error) std::cerr << "kiln: error: kiln doctor found problems (see above)\n";
+  return any_error ? 1 : 0;
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"kiln: JIT-compiled tensor-core kernels for Hopper (compile ahead of time, inspect the cache, "
+               "diagnose the setup). See docs/CLI.md."};
+  app.name("kiln");
+  app.set_version_flag("--version", std::string("kiln ") + version());
+  // Subcommands are checked by hand below, so that `kiln frob` names "frob" instead of only saying that a
+  // subcommand is required.
+  app.require_subcommand(0, 1);
+
+  bool as_json = false;
+  auto json_flag = [&as_json](CLI::App* sub) {
+    sub->add_flag("--json", as_json, "print exactly one JSON object on stdout");
+  };
+
+  CLI::App* doctor_cmd = app.add_subcommand("doctor", "check the toolkit, NVCC, NVRTC, driver, GPUs and cache");
+  json_flag(doctor_cmd);
+  CLI::App* config_cmd = app.add_subcommand("config", "print each effective setting, its value and origin");
+  json_flag(config_cmd);
+  CLI::App* ops_cmd = app.add_subcommand("ops", "list the operations and their problem parameters");
+  json_flag(ops_cmd);
+
+  CLI::App* compile_cmd = app.add_subcommand("compile", "compile an operation's kernels ahead of time (no GPU needed)");
+  std::string op, arch, backend;
+  std::vector<std::string> params;
+  compile_cmd->add_option("op", op, "operation name (see `kiln ops`)")->required();
+  compile_cmd->add_option("params", params, "the problem, as NAME=VALUE (for example m=4096 k=7168)");
+  compile_cmd->add_option("--arch", arch, "target arch, for example sm_90a (default: DG_JIT_ARCH, the GPU, sm_90a)");
+  compile_cmd->add_option("--backend", backend, "compiler (default: DG_JIT_USE_NVRTC)")
+      ->check(CLI::IsMember({"nvcc", "nvrtc"}));
+  json_flag(compile_cmd);
+
+  CLI::App* cache_cmd = app.add_subcommand("cache", "inspect or maintain the kernel cache");
+  cache_cmd->require_subcommand(0, 1);
+  CLI::App* ls_cmd = cache_cmd->add_subcommand("ls", "list entries");
+  CLI::App* stats_cmd = cache_cmd->add_subcommand("stats", "counters shared by all processes");
+  CLI::App* verify_cmd = cache_cmd->add_subcommand("verify", "check every entry, remove the bad ones");
+  CLI::App* clear_cmd = cache_cmd->add_subcommand("clear", "remove every entry and reset the counters");
+  for (CLI::App* sub : {ls_cmd, stats_cmd, verify_cmd, clear_cmd}) json_flag(sub);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);  // --help, --version
+  } catch (const CLI::ParseError& e) {
+    print_error(e.what());
+    std::cerr << "run 'kiln --help' for usage\n";
+    return 2;
+  }
+
+  auto missing_command = [](CLI::App* parent, const std::string& what) {
+    std::string names;
+    for (const CLI::App* sub : parent->get_subcommands({})) names += (names.empty() ? "" : ", ") + sub->get_name();
+    throw UsageError(what + " is required: one of " + names);
+  };
+  if (app.get_subcommands().empty()) missing_command(&app, "a command");
+  if (*cache_cmd && cache_cmd->get_subcommands().empty()) missing_command(cache_cmd, "a cache command");
+
+  if (*doctor_cmd) return run_doctor(as_json);
+  if (*config_cmd) return run_config(as_json);
+  if (*ops_cmd) return run_ops(as_json);
+  if (*compile_cmd) return run_compile(op, params, arch, backend, as_json);
+  if (*ls_cmd) return run_cache_ls(as_json);
+  if (*stats_cmd) return run_cache_stats(as_json);
+  if (*verify_cmd) return run_cache_verify(as_json);
+  if (*clear_cmd) return run_cache_clear(as_json);
+  return 2;
+}
+
+}  // namespace
+}  // namespace kiln::cli
+
+int main(int argc, char** argv) {
+  try {
+    return kiln::cli::run(argc, argv);
+  } catch (const kiln::cli::UsageError& e) {
+    kiln::cli::print_error(e.what());
+    std::cerr << "run 'kiln --help' for usage\n";
+    return 2;
+  } catch (const kiln::Error& e) {
+    kiln::cli::print_error(e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    kiln::cli::print_error(std::string("unexpected failure: ") + e.what());
+    return 1;
+  }
+}

@@ -183,11 +183,11 @@ Resolved resolve_cuda_home(Config& config, const Variables& vars) {
   if (const std::string* home = vars.get("CUDA_HOME")) {
     config.cuda_home = *home;
     r.origin = Origin::kEnvironment;
-    r.detail = "CUDA_HOME";
+    r.detail = "from CUDA_HOME";
   } else if (const std::string* path = vars.get("CUDA_PATH")) {
     config.cuda_home = *path;
     r.origin = Origin::kEnvironment;
-    r.detail = "CUDA_PATH";
+    r.detail = "from CUDA_PATH";
   } else {
     config.cuda_home = KILN_DEFAULT_CUDA_HOME;
     r.detail = "the toolkit kiln was built with";

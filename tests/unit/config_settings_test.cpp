@@ -365,7 +365,7 @@ TEST_F(ConfigTest, DefaultNvccSearchOrder) {
       with({{"CUDA_PATH", (scratch_.path() / "cudapath").string()}, {"PATH", path_var}}));
   EXPECT_EQ(b.nvcc_path, path_nvcc);
   EXPECT_EQ(b.cuda_home, scratch_.path() / "cudapath");
-  EXPECT_EQ(setting(b, "cuda_home").detail, "CUDA_PATH");
+  EXPECT_EQ(setting(b, "cuda_home").detail, "from CUDA_PATH");
 
   // A CUDA_HOME without nvcc falls through to PATH.
   Config c = Config::from_variables(with({{"CUDA_HOME", scratch_.path().string()}, {"PATH", path_var}}));

@@ -1,0 +1,101 @@
+// Ahead-of-time compilation and the list of operations: the public API over the op registry and the JIT
+// runtime. The problem -> kernels mapping is the registry's, the same the run-time path uses, so a kernel
+// built here is exactly the one a launch will look for.
+#include <set>
+#include <string>
+
+#include "compiler/compiler.hpp"
+#include "cuda/driver.hpp"
+#include "jit/jit_runtime.hpp"
+#include "kiln/kiln.hpp"
+#include "ops/registry.hpp"
+
+namespace kiln {
+
+namespace {
+
+compiler::Arch requested_arch(const CompileRequest& request, jit::JitRuntime& runtime) {
+  if (!request.arch) return runtime.default_arch();
+  try {
+    return compiler::Arch::parse(*request.arch);
+  } catch (const Error& e) {
+    // A bad argument, not a bad environment: report it as such.
+    throw Error(ErrorKind::kValueError, std::string("arch: ") + e.what());
+  }
+}
+
+// The target's SM count and shared memory: a GPU of this arch when one is present, else an H100/H200.
+ops::TargetInfo target_info(const compiler::Arch& arch) {
+  ops::TargetInfo info;
+  info.arch_major = arch.major;
+  info.arch_minor = arch.minor;
+  const int count = cuda::device_count();  // 0 without a driver; never throws
+  for (int i = 0; i < count; ++i) {
+    try {
+      cuda::DeviceInfo device = cuda::device_info(i);
+      if (device.cc_major == arch.major && device.cc_minor == arch.minor) {
+        info.sm_count = device.sm_count;
+        info.shared_memory_per_block = device.shared_memory_per_block_optin;
+        break;
+      }
+    } catch (const Error&) {
+      // A device that cannot be queried is not a target; the defaults stand.
+    }
+  }
+  return info;
+}
+
+// Identifies a spec by everything that reaches its source, so a problem needing one kernel twice builds once.
+std::string spec_identity(const codegen::KernelSpec& spec) {
+  return spec.op + '\n' + spec.header + '\n' + spec.kernel_template + '\n' + spec.params_type + '\n' +
+         spec.describe() + '\n' + std::to_string(spec.block_threads) + '/' + std::to_string(spec.min_blocks_per_sm);
+}
+
+}  // namespace
+
+std::vector<KernelReport> compile(const CompileRequest& request) {
+  const ops::OpDescriptor& op = ops::find_op(request.op);
+  ops::validate_problem(op, request.problem);
+
+  jit::JitRuntime& runtime = jit::runtime();
+  jit::Target target;
+  target.arch = requested_arch(request, runtime);
+  target.backend = request.backend.value_or(runtime.config().backend);
+
+  std::vector<KernelReport> reports;
+  std::set<std::string> seen;
+  for (const codegen::KernelSpec& spec : op.kernels(request.problem, target_info(target.arch))) {
+    if (!seen.insert(spec_identity(spec)).second) continue;
+    jit::BuildResult built = runtime.build(spec, target);
+    KernelReport report;
+    report.op = spec.op;
+    report.spec = spec.describe();
+    report.key = built.key;
+    report.arch = target.arch.name();
+    report.backend = target.backend;
+    report.hit = built.hit;
+    report.compile_ms = built.compile_ms;
+    if (built.binary) {
+      report.cubin_bytes = built.binary->cubin.size();
+      report.kernel_name = built.binary->meta.kernel_name;
+    }
+    if (report.kernel_name.empty()) report.kernel_name = spec.kernel_name();
+    reports.push_back(std::move(report));
+  }
+  return reports;
+}
+
+std::vector<OpInfo> list_ops() {
+  std::vector<OpInfo> out;
+  for (const ops::OpDescriptor& op : ops::all_ops()) {
+    OpInfo info;
+    info.name = op.name;
+    info.summary = op.summary;
+    for (const ops::ProblemParam& param : op.params)
+      info.params.emplace_back(param.name, param.required ? param.doc : param.doc + " (optional)");
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,135 @@
+"""`kiln cache ls|stats|verify|clear`: JSON fields and values, corrupt and truncated entries."""
+
+import pytest
+
+from conftest import ARCH, OP
+
+STATS_FIELDS = {"directory", "writable", "entries", "bytes", "hits", "misses", "compiles", "corrupt",
+                "compile_seconds"}
+ENTRY_FIELDS = {"key", "op", "spec", "arch", "backend", "compiler", "kernel_name", "bytes", "compile_ms", "created",
+                "last_use"}
+
+
+def test_stats_of_an_empty_cache(kiln):
+    stats = kiln.json("cache", "stats")
+    assert set(stats) == STATS_FIELDS
+    assert stats["directory"] == str(kiln.cache_dir)
+    assert stats["writable"] is True
+    for counter in ("entries", "bytes", "hits", "misses", "compiles", "corrupt"):
+        assert stats[counter] == 0, counter
+    assert stats["compile_seconds"] == 0
+    assert kiln.json("cache", "ls") == {"entries": []}
+    assert kiln.json("cache", "verify") == {"checked": 0, "corrupt": 0, "removed": 0}
+
+
+def test_stats_count_across_processes(kiln):
+    first = kiln.compile("--backend", "nvrtc")  # one process: a miss and a compile
+    kiln.compile("--backend", "nvrtc")           # another: a hit
+    kiln.compile("--backend", "nvrtc")           # and another
+    stats = kiln.json("cache", "stats")
+    assert stats["entries"] == 1
+    assert stats["misses"] == 1
+    assert stats["compiles"] == 1
+    assert stats["hits"] == 2
+    assert stats["corrupt"] == 0
+    assert stats["bytes"] >= first["cubin_bytes"]
+    assert 0 < stats["compile_seconds"] < 600
+
+
+def test_ls_lists_each_entry_with_its_metadata(kiln):
+    nvcc = kiln.compile()
+    nvrtc = kiln.compile("--backend", "nvrtc")
+    listing = kiln.json("cache", "ls")
+    entries = {e["key"]: e for e in listing["entries"]}
+    assert set(entries) == {nvcc["key"], nvrtc["key"]}
+    for out in (nvcc, nvrtc):
+        entry = entries[out["key"]]
+        assert set(entry) == ENTRY_FIELDS
+        assert entry["op"] == OP
+        assert entry["spec"] == out["spec"]
+        assert entry["arch"] == ARCH
+        assert entry["backend"] == out["backend"]
+        assert entry["compiler"].startswith(out["backend"] + " ")
+        assert entry["kernel_name"] == out["kernel_name"]
+        assert entry["bytes"] >= out["cubin_bytes"]
+        assert entry["compile_ms"] == pytest.approx(out["compile_ms"], rel=1e-3)
+        assert entry["created"] > 1_600_000_000
+        assert entry["last_use"] >= entry["created"] - 1
+
+    human = kiln.run("cache", "ls", check=True)
+    header = human.stdout.splitlines()[0]
+    for column in ("op", "spec", "arch", "backend", "size", "compile ms", "last use", "key"):
+        assert column in header
+    assert nvcc["key"] in human.stdout and nvrtc["key"] in human.stdout
+
+
+def test_verify_of_a_good_cache(kiln):
+    kiln.compile("--backend", "nvrtc")
+    assert kiln.json("cache", "verify") == {"checked": 1, "corrupt": 0, "removed": 0}
+    human = kiln.run("cache", "verify", check=True)
+    assert "checked 1" in human.stdout
+
+
+def damage(path, how):
+    data = bytearray(path.read_bytes())
+    if how == "flip":
+        data[len(data) // 2] ^= 0xFF
+    elif how == "truncate":
+        data = data[: len(data) // 2]
+    elif how == "empty":
+        data = bytearray()
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("how", ["flip", "truncate", "empty"])
+def test_verify_removes_a_damaged_entry_and_counts_it(kiln, how):
+    out = kiln.compile("--backend", "nvrtc")
+    files = kiln.entry_files(out["key"])
+    assert len(files) == 1, files
+    damage(files[0], how)
+
+    report = kiln.json("cache", "verify")
+    assert report == {"checked": 1, "corrupt": 1, "removed": 1}
+    assert not files[0].exists()
+    stats = kiln.json("cache", "stats")
+    assert stats["corrupt"] == 1
+    assert stats["entries"] == 0
+    assert kiln.json("cache", "ls") == {"entries": []}
+    assert kiln.json("cache", "verify") == {"checked": 0, "corrupt": 0, "removed": 0}
+
+
+def test_a_damaged_entry_is_rebuilt_by_the_next_compile(kiln):
+    out = kiln.compile("--backend", "nvrtc")
+    damage(kiln.entry_files(out["key"])[0], "flip")
+    again = kiln.compile("--backend", "nvrtc")
+    assert again["hit"] is False  # found corrupt, rebuilt: never a crash, never the damaged bytes
+    assert again["key"] == out["key"]
+    assert again["cubin_bytes"] == out["cubin_bytes"]
+    stats = kiln.json("cache", "stats")
+    assert stats["corrupt"] == 1
+    assert stats["compiles"] == 2
+    assert kiln.json("cache", "verify") == {"checked": 1, "corrupt": 0, "removed": 0}
+
+
+def test_clear_removes_entries_and_resets_counters(kiln):
+    kiln.compile()
+    kiln.compile("--backend", "nvrtc")
+    kiln.compile("--backend", "nvrtc")
+    assert kiln.json("cache", "clear") == {"removed": 2}
+    stats = kiln.json("cache", "stats")
+    for counter in ("entries", "hits", "misses", "compiles", "corrupt"):
+        assert stats[counter] == 0, counter
+    assert kiln.json("cache", "ls") == {"entries": []}
+    # The cache works after clearing.
+    assert kiln.compile("--backend", "nvrtc")["hit"] is False
+    human = kiln.run("cache", "clear", check=True)
+    assert "removed 1" in human.stdout
+
+
+def test_human_stats(kiln):
+    kiln.compile("--backend", "nvrtc")
+    result = kiln.run("cache", "stats", check=True)
+    text = result.stdout
+    assert str(kiln.cache_dir) in text
+    for label in ("entries", "hits", "misses", "compiles", "compile seconds", "corrupt"):
+        assert label in text, label

@@ -1,0 +1,152 @@
+"""`kiln config` and `kiln doctor`."""
+
+import pytest
+
+VARIABLES = [
+    "DG_JIT_CACHE_DIR", "DG_JIT_USE_NVRTC", "DG_JIT_NVCC_COMPILER", "DG_JIT_CPP_STANDARD", "DG_JIT_DEBUG",
+    "DG_JIT_PRINT_COMPILER_COMMAND", "DG_JIT_PRINT_LOAD_TIME", "DG_JIT_PTXAS_VERBOSE", "DG_JIT_PTXAS_CHECK",
+    "DG_JIT_DUMP_PTX", "DG_JIT_DUMP_SASS", "DG_JIT_DUMP_ASM", "DG_JIT_USE_RUNTIME_API", "DG_JIT_WITH_LINEINFO",
+    "DG_PRINT_CONFIGS", "DG_JIT_ARCH", "DG_JIT_COMPILE_TIMEOUT",
+]
+
+
+def test_config_lists_every_variable_with_its_origin(kiln):
+    result = kiln.run("config", check=True)
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["setting", "variable", "value", "origin"]
+    for variable in VARIABLES:
+        line = next((l for l in lines if f" {variable} " in l), None)
+        assert line is not None, f"{variable} missing from:\n{result.stdout}"
+        expected = "environment" if variable == "DG_JIT_CACHE_DIR" else "default"
+        assert expected in line, line
+
+
+def test_config_json(kiln):
+    out = kiln.json("config", env={"DG_JIT_USE_NVRTC": "on", "DG_JIT_CPP_STANDARD": "17"})
+    settings = {s["variable"]: s for s in out["settings"]}
+    assert set(VARIABLES) <= set(settings)
+    for s in out["settings"]:
+        assert set(s) == {"name", "variable", "value", "origin", "detail", "doc"}
+        assert s["origin"] in ("default", "environment")
+        assert s["doc"]
+    assert settings["DG_JIT_USE_NVRTC"]["value"] == "nvrtc"
+    assert settings["DG_JIT_USE_NVRTC"]["origin"] == "environment"
+    assert settings["DG_JIT_CPP_STANDARD"]["value"] == "17"
+    assert settings["DG_JIT_CACHE_DIR"]["value"] == str(kiln.cache_dir)
+    assert settings["DG_JIT_CACHE_DIR"]["origin"] == "environment"
+    assert settings["DG_JIT_DEBUG"]["value"] == "false"
+    assert settings["DG_JIT_DEBUG"]["origin"] == "default"
+    assert out["unknown_variables"] == []
+
+
+def test_config_default_cache_dir_follows_home(kiln, tmp_path):
+    out = kiln.json("config", env={"HOME": str(tmp_path)}, unset=["DG_JIT_CACHE_DIR"])
+    cache = next(s for s in out["settings"] if s["variable"] == "DG_JIT_CACHE_DIR")
+    assert cache["value"] == str(tmp_path / ".deep_gemm")
+    assert cache["origin"] == "default"
+    assert "$HOME" in cache["detail"]
+
+
+def test_config_without_home(kiln):
+    out = kiln.json("config", unset=["DG_JIT_CACHE_DIR", "HOME"])
+    cache = next(s for s in out["settings"] if s["variable"] == "DG_JIT_CACHE_DIR")
+    assert cache["value"].endswith(".deep_gemm") or cache["value"].startswith("/tmp/kiln-cache-")
+    assert cache["detail"]  # says where the value came from
+
+
+def test_config_warns_about_unknown_variables(kiln):
+    result = kiln.run("config", env={"DG_JIT_USE_NVRTX": "1"})
+    assert result.returncode == 0, result
+    assert "DG_JIT_USE_NVRTX" in result.stderr
+    assert "DG_JIT_USE_NVRTX" not in result.stdout
+
+
+def test_config_never_creates_the_cache(kiln):
+    kiln.run("config", check=True)
+    assert not kiln.cache_dir.exists()
+
+
+def doctor_checks(kiln, **kwargs):
+    result = kiln.run("doctor", "--json", **kwargs)
+    out = result.json()
+    assert set(out) == {"ok", "checks"}
+    assert out["ok"] == (result.returncode == 0), result
+    for check in out["checks"]:
+        assert set(check) == {"what", "status", "detail", "advice"}
+        assert check["status"] in ("ok", "warning", "error")
+        if check["status"] != "ok":
+            assert check["advice"], check
+    return result, {c["what"]: c for c in out["checks"]}
+
+
+def test_doctor_reports_toolchain_and_cache(kiln):
+    result, checks = doctor_checks(kiln)
+    for what in ("kiln", "configuration", "CUDA toolkit", "NVCC", "NVRTC", "compiler backend", "CUDA driver",
+                 "cache directory"):
+        assert what in checks, f"{what} missing: {result!r}"
+    # The toolkit these tests build with is complete: both compilers work.
+    assert checks["NVRTC"]["status"] == "ok", checks["NVRTC"]
+    assert checks["NVCC"]["status"] == "ok", checks["NVCC"]
+    assert checks["cache directory"]["status"] == "ok"
+    assert str(kiln.cache_dir) in checks["cache directory"]["detail"]
+    assert not kiln.cache_dir.exists()  # the doctor looks; it does not create
+
+
+def test_doctor_without_a_gpu_says_the_driver_is_missing(kiln):
+    result, checks = doctor_checks(kiln)
+    driver = checks["CUDA driver"]
+    if driver["status"] == "ok":
+        pytest.skip("this machine has a CUDA driver")
+    assert driver["status"] == "warning"
+    assert "libcuda" in driver["detail"]
+    assert "kiln compile" in driver["advice"]
+    assert result.returncode == 0, result  # compiling ahead of time works: not an error
+
+    human = kiln.run("doctor")
+    assert human.returncode == 0, human
+    assert "CUDA driver" in human.stdout
+    assert "what to do" in human.stdout
+
+
+def test_doctor_reports_a_bad_environment(kiln):
+    result, checks = doctor_checks(kiln, env={"DG_JIT_CPP_STANDARD": "banana"})
+    assert result.returncode == 1
+    assert checks["configuration"]["status"] == "error"
+    assert "DG_JIT_CPP_STANDARD" in checks["configuration"]["detail"]
+    assert "banana" in checks["configuration"]["detail"]
+    human = kiln.run("doctor", env={"DG_JIT_CPP_STANDARD": "banana"})
+    assert human.returncode == 1
+    assert "DG_JIT_CPP_STANDARD" in human.stdout
+    assert human.stderr.startswith("kiln: error: ")
+
+
+def broken_nvcc(tmp_path):
+    """An executable that passes the configuration's checks but fails as a compiler."""
+    nvcc = tmp_path / "broken bin" / "nvcc"
+    nvcc.parent.mkdir()
+    nvcc.write_text("#!/bin/sh\necho 'nvcc: this toolkit is broken' >&2\nexit 3\n")
+    nvcc.chmod(0o755)
+    return nvcc
+
+
+def test_doctor_flags_an_unusable_backend(kiln, tmp_path):
+    env = {"DG_JIT_NVCC_COMPILER": str(broken_nvcc(tmp_path))}
+    result, checks = doctor_checks(kiln, env=env)
+    assert checks["NVCC"]["status"] == "error", checks["NVCC"]
+    assert checks["compiler backend"]["status"] == "error"
+    assert "DG_JIT_USE_NVRTC=1" in checks["compiler backend"]["advice"]
+    assert checks["NVRTC"]["status"] == "ok"
+    assert result.returncode == 1
+    # With NVRTC selected, the broken NVCC is only a warning.
+    result, checks = doctor_checks(kiln, env={**env, "DG_JIT_USE_NVRTC": "1"})
+    assert checks["NVCC"]["status"] == "warning"
+    assert checks["compiler backend"]["status"] == "ok"
+    assert result.returncode == 0
+
+
+def test_a_broken_nvcc_fails_compile_but_not_nvrtc(kiln, tmp_path):
+    from conftest import ARCH, OP, PROBLEM, assert_error
+
+    env = {"DG_JIT_NVCC_COMPILER": str(broken_nvcc(tmp_path))}
+    assert_error(kiln.run("compile", OP, *PROBLEM, "--arch", ARCH, env=env), "nvcc")
+    assert kiln.compile("--backend", "nvrtc", env=env)["hit"] is False
