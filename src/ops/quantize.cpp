@@ -1,0 +1,307 @@
+// FP8 quantisation with DeepSeek-V3 fine-grained scaling: validation, kernel choice and launch.
+//
+// Launch path: validate (no allocation on success) -> compact key {op, device, k} -> lock-free table of
+// loaded kernels -> on a miss only: spec -> JIT (memory, disk, compile) -> insert -> fill the POD params ->
+// LoadedKernel::launch. No strings, no map lookups by string and no environment reads on a hit.
+#include "ops/quantize.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <deque>
+#include <mutex>
+#include <string>
+
+#include "cuda/driver.hpp"
+#include "cuda/kernel.hpp"
+#include "jit/jit_runtime.hpp"
+#include "jit/kernel_table.hpp"
+#include "kiln/config.hpp"
+#include "kiln/error.hpp"
+#include "kiln/kernels/quantize_params.h"
+#include "kiln/ops.hpp"
+#include "ops/validate.hpp"
+
+namespace kiln::ops {
+namespace {
+
+constexpr const char* kPerTokenOp = "per_token_cast_to_fp8";
+constexpr const char* kPerBlockOp = "per_block_cast_to_fp8";
+constexpr const char* kHeader = "kiln/kernels/quantize.cuh";
+
+// The first word of each table key: which op (each op has its own table, so this only keeps keys honest).
+enum : int64_t { kPerTokenKeyId = 1, kPerBlockKeyId = 2 };
+
+// A loaded kernel with what its launches need, resolved once on the miss.
+struct CastKernel {
+  const cuda::LoadedKernel* kernel = nullptr;
+  CastPlan plan;
+  int sm_count = 0;  // the device's
+};
+
+// Owns CastKernel values for the process's lifetime (KernelTable stores pointers). Appends only.
+class KernelStore {
+ public:
+  const CastKernel* add(const CastKernel& k) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return &items_.emplace_back(k);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::deque<CastKernel> items_;
+};
+
+void require_multiple_of_128(const char* op, const char* param, int64_t value) {
+  if (value <= 0 || value % kFp8GroupSize != 0)
+    throw Error(ErrorKind::kValueError, std::string(op) + ": " + param + " must be a positive multiple of 128, got " +
+                                            std::to_string(value));
+}
+
+// The SMs a kernel may use on a device with `device_sms`: set_num_sms() when set (and not above the device's).
+int usable_sms(int device_sms) {
+  const int limit = get_num_sms();
+  return limit > 0 ? std::min(limit, device_sms) : device_sms;
+}
+
+uint32_t grid_size(uint64_t work_ctas, const CastKernel& k) {
+  const uint64_t cap = static_cast<uint64_t>(usable_sms(k.sm_count)) * static_cast<uint64_t>(k.plan.ctas_per_sm);
+  return static_cast<uint32_t>(std::max<uint64_t>(1, std::min(work_ctas, cap)));
+}
+
+TargetInfo target_info(const cuda::DeviceInfo& info) {
+  TargetInfo t;
+  t.arch_major = info.cc_major;
+  t.arch_minor = info.cc_minor;
+  t.sm_count = info.sm_count;
+  t.shared_memory_per_block = info.shared_memory_per_block_optin;
+  return t;
+}
+
+// The miss path: build (or fetch) and load the kernel, remember it. Prints the choice once per distinct
+// kernel when DG_PRINT_CONFIGS is set.
+template <typename Table>
+const CastKernel* resolve(Table& table, KernelStore& store, const typename Table::Key& key,
+                          const codegen::KernelSpec& spec, const CastPlan& plan, const cuda::DeviceInfo& info,
+                          int device, CUstream stream) {
+  CastKernel entry;
+  entry.kernel = &jit::runtime().kernel(spec, device, stream);
+  entry.plan = plan;
+  entry.sm_count = info.sm_count;
+  const CastKernel* stored = store.add(entry);
+  const CastKernel* winner = table.insert(key, stored);
+  if (winner == stored && config().print_configs)
+    std::fprintf(stderr, "kiln: %s on cuda:%d (%s, %d SMs): %s, %d threads/CTA, %d CTAs/SM, grid-stride, PDL %s\n",
+                 spec.op.c_str(), device, info.name.c_str(), info.sm_count, spec.describe().c_str(), plan.threads,
+                 plan.ctas_per_sm, get_pdl() ? "on" : "off");
+  return winner;
+}
+
+cuda::LaunchConfig launch_config(uint32_t grid, const CastKernel& k, Stream stream) {
+  cuda::LaunchConfig c;
+  c.grid[0] = grid;
+  c.block[0] = static_cast<uint32_t>(k.plan.threads);
+  c.pdl = get_pdl();
+  c.stream = static_cast<CUstream>(stream);
+  return c;
+}
+
+}  // namespace
+
+// ---- Kernel choices (shared with the registry) ------------------------------------------------------------
+
+CastPlan per_token_cast_plan(int64_t k, const TargetInfo& /*target*/) {
+  require_multiple_of_128(kPerTokenOp, "k", k);
+  // 256 threads x 4 vectors x 16 bytes = 16 KB of loads in flight per CTA, 4 CTAs per SM (64 registers):
+  // 64 KB per SM, about twice what Little's law asks of an H200's HBM. Measured choices are welcome here.
+  return CastPlan{256, 4, 4};
+}
+
+codegen::KernelSpec per_token_cast_spec(int64_t k, const TargetInfo& target) {
+  const CastPlan plan = per_token_cast_plan(k, target);
+  codegen::KernelSpec spec;
+  spec.op = kPerTokenOp;
+  spec.header = kHeader;
+  spec.kernel_template = "kiln::kernels::PerTokenCast";
+  spec.params_type = "kiln::PerTokenCastParams";
+  spec.arg("k", k).arg("threads", int64_t{plan.threads}).arg("vecs_per_thread", int64_t{plan.vecs_per_thread});
+  spec.block_threads = plan.threads;
+  spec.min_blocks_per_sm = plan.ctas_per_sm;
+  return spec;
+}
+
+CastPlan per_block_cast_plan(const TargetInfo& /*target*/) {
+  // 256 threads hold a 128x128 block (8 vectors each, 32 KB of loads in flight per CTA); 4 CTAs per SM.
+  return CastPlan{256, 8, 4};
+}
+
+codegen::KernelSpec per_block_cast_spec(const TargetInfo& target) {
+  const CastPlan plan = per_block_cast_plan(target);
+  codegen::KernelSpec spec;
+  spec.op = kPerBlockOp;
+  spec.header = kHeader;
+  spec.kernel_template = "kiln::kernels::PerBlockCast";
+  spec.params_type = "kiln::PerBlockCastParams";
+  spec.arg("threads", int64_t{plan.threads});
+  spec.block_threads = plan.threads;
+  spec.min_blocks_per_sm = plan.ctas_per_sm;
+  return spec;
+}
+
+namespace {
+
+int64_t param(const Problem& problem, const char* name) { return problem.at(name); }
+
+}  // namespace
+
+OpDescriptor per_token_cast_descriptor() {
+  OpDescriptor op;
+  op.name = kPerTokenOp;
+  op.summary = "bf16 [m, k] -> e4m3 with one fp32 scale per token and 128 channels (MN-major, TMA-aligned scales)";
+  op.params = {{"m", "rows of x (tokens); m = 0 needs no kernel", true},
+               {"k", "columns of x, a positive multiple of 128 (the kernel is specialised on it)", true}};
+  op.kernels = [](const Problem& problem, const TargetInfo& target) {
+    validate_problem(find_op(kPerTokenOp), problem);
+    const int64_t k = param(problem, "k");
+    require_multiple_of_128(kPerTokenOp, "k", k);
+    std::vector<codegen::KernelSpec> specs;
+    if (param(problem, "m") > 0) specs.push_back(per_token_cast_spec(k, target));
+    return specs;
+  };
+  return op;
+}
+
+OpDescriptor per_block_cast_descriptor() {
+  OpDescriptor op;
+  op.name = kPerBlockOp;
+  op.summary = "bf16 [n, k] -> e4m3 with one fp32 scale per 128x128 block (weights)";
+  op.params = {{"n", "rows of x; any n >= 0 (n = 0 needs no kernel)", true},
+               {"k", "columns of x, a positive multiple of 128", true}};
+  op.kernels = [](const Problem& problem, const TargetInfo& target) {
+    validate_problem(find_op(kPerBlockOp), problem);
+    require_multiple_of_128(kPerBlockOp, "k", param(problem, "k"));
+    std::vector<codegen::KernelSpec> specs;
+    if (param(problem, "n") > 0) specs.push_back(per_block_cast_spec(target));
+    return specs;
+  };
+  return op;
+}
+
+}  // namespace kiln::ops
+
+// ---- Public API -------------------------------------------------------------------------------------------
+
+namespace kiln {
+
+using ops::Arg;
+
+int64_t per_token_scales_storage(int64_t m, int64_t k) {
+  if (m < 0) throw Error(ErrorKind::kValueError, "per_token_scales_storage: m must be >= 0, got " + std::to_string(m));
+  if (k < 0 || k % kFp8GroupSize != 0)
+    throw Error(ErrorKind::kValueError,
+                "per_token_scales_storage: k must be a non-negative multiple of 128, got " + std::to_string(k));
+  return (k / kFp8GroupSize) * get_tma_aligned_size(m, 4);
+}
+
+namespace {
+
+// The checks both casts share: dtypes, devices, 2-D shapes, k % 128, dense 16-byte-aligned rows of x,
+// contiguous 16-byte-aligned out. Returns x's row stride in elements.
+int64_t check_cast_common(const char* fn, const TensorView& x, const TensorView& out, const TensorView& out_scales) {
+  const Arg ax{fn, "x"}, aout{fn, "out"}, ascales{fn, "out_scales"};
+  ops::check_dtype(ax, x, DType::kBFloat16);
+  ops::check_dtype(aout, out, DType::kFloat8E4M3);
+  ops::check_dtype(ascales, out_scales, DType::kFloat32);
+  ops::check_on_cuda(ax, x);
+  ops::check_same_device(aout, out, ax, x);
+  ops::check_same_device(ascales, out_scales, ax, x);
+  ops::check_ndim(ax, x, 2);
+  ops::check_size_multiple(ax, x, 1, "k", kFp8GroupSize);
+  ops::check_shape(aout, out, {x.shape[0], x.shape[1]}, "(the shape of x)");
+  const int64_t row_stride = ops::check_rows_dense(ax, x, 16);
+  ops::check_pointer_aligned(ax, x, 16);
+  ops::check_contiguous(aout, out);
+  ops::check_pointer_aligned(aout, out, 16);
+  return row_stride;
+}
+
+}  // namespace
+
+void per_token_cast_to_fp8(const TensorView& x, const TensorView& out, const TensorView& out_scales, Stream stream) {
+  constexpr const char* fn = "per_token_cast_to_fp8";
+  const int64_t row_stride = check_cast_common(fn, x, out, out_scales);
+  const int64_t m = x.shape[0], k = x.shape[1];
+  const Arg ascales{fn, "out_scales"};
+  ops::check_shape(ascales, out_scales, {m, k / kFp8GroupSize}, "(m, k / 128)");
+  const int64_t aligned_m = get_tma_aligned_size(m, 4);
+  ops::check_strides(ascales, out_scales, {1, aligned_m},
+                     "the MN-major, TMA-aligned layout (per_token_scales_storage(m, k) floats)");
+  ops::check_pointer_aligned(ascales, out_scales, 16);
+  if (m == 0 || k == 0) return;  // nothing to do: no compile, no launch
+
+  using Table = jit::KernelTable<ops::CastKernel>;
+  static Table table;
+  static ops::KernelStore store;
+  Table::Key key;
+  key.words[0] = ops::kPerTokenKeyId;
+  key.words[1] = x.device;
+  key.words[2] = k;
+  const ops::CastKernel* kernel = table.find(key);
+  if (!kernel) {
+    const cuda::DeviceInfo info = cuda::device_info(x.device);
+    const ops::TargetInfo target = ops::target_info(info);
+    kernel = ops::resolve(table, store, key, ops::per_token_cast_spec(k, target), ops::per_token_cast_plan(k, target),
+                          info, x.device, static_cast<CUstream>(stream));
+  }
+
+  PerTokenCastParams params;
+  params.x = x.data;
+  params.out = out.data;
+  params.out_scales = static_cast<float*>(out_scales.data);
+  params.m = static_cast<u64>(m);
+  params.x_row_stride = static_cast<u64>(row_stride);
+  params.scales_stride = static_cast<u64>(aligned_m);
+  const uint64_t vectors = static_cast<uint64_t>(m) * static_cast<uint64_t>(k / 8);
+  const uint64_t per_cta = static_cast<uint64_t>(kernel->plan.threads) * static_cast<uint64_t>(kernel->plan.vecs_per_thread);
+  const cuda::LaunchConfig config = ops::launch_config(ops::grid_size((vectors + per_cta - 1) / per_cta, *kernel),
+                                                       *kernel, stream);
+  kernel->kernel->launch(config, &params);
+}
+
+void per_block_cast_to_fp8(const TensorView& x, const TensorView& out, const TensorView& out_scales, Stream stream) {
+  constexpr const char* fn = "per_block_cast_to_fp8";
+  const int64_t row_stride = check_cast_common(fn, x, out, out_scales);
+  const int64_t n = x.shape[0], k = x.shape[1];
+  const Arg ascales{fn, "out_scales"};
+  ops::check_shape(ascales, out_scales, {ceil_div(n, kFp8GroupSize), k / kFp8GroupSize}, "(ceil(n / 128), k / 128)");
+  ops::check_contiguous(ascales, out_scales);
+  ops::check_pointer_aligned(ascales, out_scales, 4);
+  if (n == 0 || k == 0) return;  // nothing to do: no compile, no launch
+
+  using Table = jit::KernelTable<ops::CastKernel>;
+  static Table table;
+  static ops::KernelStore store;
+  Table::Key key;
+  key.words[0] = ops::kPerBlockKeyId;
+  key.words[1] = x.device;
+  const ops::CastKernel* kernel = table.find(key);
+  if (!kernel) {
+    const cuda::DeviceInfo info = cuda::device_info(x.device);
+    const ops::TargetInfo target = ops::target_info(info);
+    kernel = ops::resolve(table, store, key, ops::per_block_cast_spec(target), ops::per_block_cast_plan(target), info,
+                          x.device, static_cast<CUstream>(stream));
+  }
+
+  PerBlockCastParams params;
+  params.x = x.data;
+  params.out = out.data;
+  params.out_scales = static_cast<float*>(out_scales.data);
+  params.n = static_cast<u64>(n);
+  params.k = static_cast<u64>(k);
+  params.x_row_stride = static_cast<u64>(row_stride);
+  const uint64_t blocks = static_cast<uint64_t>(ceil_div(n, kFp8GroupSize)) * static_cast<uint64_t>(k / kFp8GroupSize);
+  const cuda::LaunchConfig config = ops::launch_config(ops::grid_size(blocks, *kernel), *kernel, stream);
+  kernel->kernel->launch(config, &params);
+}
+
+}  // namespace kiln

@@ -1,0 +1,72 @@
+#include "ops/registry.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "kiln/error.hpp"
+#include "ops/quantize.hpp"
+
+namespace kiln::ops {
+namespace {
+
+// Every operation's descriptor. Adding an op: expose `OpDescriptor <op>_descriptor()` from its .cpp (and
+// its header), include that header above and add one line here.
+using DescriptorFactory = OpDescriptor (*)();
+constexpr DescriptorFactory kOps[] = {
+    per_token_cast_descriptor,
+    per_block_cast_descriptor,
+};
+
+std::string known_names(const std::vector<OpDescriptor>& ops) {
+  std::string s;
+  for (const auto& op : ops) s += (s.empty() ? "" : ", ") + op.name;
+  return s;
+}
+
+std::string param_names(const OpDescriptor& op) {
+  std::string s;
+  for (const auto& p : op.params) s += (s.empty() ? "" : ", ") + p.name;
+  return s;
+}
+
+}  // namespace
+
+const std::vector<OpDescriptor>& all_ops() {
+  static const std::vector<OpDescriptor> ops = [] {
+    std::vector<OpDescriptor> v;
+    for (DescriptorFactory make : kOps) v.push_back(make());
+    std::sort(v.begin(), v.end(), [](const OpDescriptor& a, const OpDescriptor& b) { return a.name < b.name; });
+    for (size_t i = 1; i < v.size(); ++i)
+      if (v[i].name == v[i - 1].name)
+        throw Error(ErrorKind::kInternal, "ops registry: operation " + v[i].name + " is registered twice");
+    return v;
+  }();
+  return ops;
+}
+
+const OpDescriptor& find_op(const std::string& name) {
+  const auto& ops = all_ops();
+  auto it = std::lower_bound(ops.begin(), ops.end(), name,
+                             [](const OpDescriptor& op, const std::string& n) { return op.name < n; });
+  if (it == ops.end() || it->name != name)
+    throw Error(ErrorKind::kNotFound, "unknown operation '" + name + "'; known operations: " + known_names(ops));
+  return *it;
+}
+
+void validate_problem(const OpDescriptor& op, const Problem& problem) {
+  for (const auto& [name, value] : problem) {
+    auto it = std::find_if(op.params.begin(), op.params.end(), [&](const ProblemParam& p) { return p.name == name; });
+    if (it == op.params.end())
+      throw Error(ErrorKind::kValueError, op.name + ": unknown parameter '" + name + "'; its parameters are " +
+                                              param_names(op));
+    if (value < 0)
+      throw Error(ErrorKind::kValueError,
+                  op.name + ": parameter " + name + " must be >= 0, got " + std::to_string(value));
+  }
+  for (const auto& p : op.params)
+    if (p.required && !problem.contains(p.name))
+      throw Error(ErrorKind::kValueError,
+                  op.name + ": missing parameter " + p.name + " (" + p.doc + "); its parameters are " + param_names(op));
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,134 @@
+#include "ops/validate.hpp"
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace kiln::ops {
+namespace {
+
+std::string device_text(const TensorView& t) {
+  return t.device_kind == DeviceKind::kCuda ? "cuda:" + std::to_string(t.device) : std::string("cpu");
+}
+
+}  // namespace
+
+std::string format_dims(const int64_t* dims, int count) {
+  std::string s = "(";
+  for (int i = 0; i < count; ++i) {
+    if (i) s += ", ";
+    s += std::to_string(dims[i]);
+  }
+  if (count == 1) s += ',';
+  return s + ')';
+}
+
+void fail(ErrorKind kind, const Arg& arg, const TensorView& t, const std::string& expected, const std::string& given) {
+  throw Error(kind, std::string(arg.function) + ": " + arg.name + " must be " + expected + ", got " + given + " (" +
+                        arg.name + " is " + t.describe() + ")");
+}
+
+void check_dtype(const Arg& arg, const TensorView& t, DType expected) {
+  if (t.dtype != expected) fail(ErrorKind::kTypeError, arg, t, to_string(expected), to_string(t.dtype));
+}
+
+void check_on_cuda(const Arg& arg, const TensorView& t) {
+  if (t.device_kind != DeviceKind::kCuda) fail(ErrorKind::kValueError, arg, t, "on a CUDA device", "cpu");
+  if (t.device < 0)
+    fail(ErrorKind::kValueError, arg, t, "on a CUDA device with an ordinal >= 0",
+         "device ordinal " + std::to_string(t.device));
+}
+
+void check_same_device(const Arg& arg, const TensorView& t, const Arg& ref_arg, const TensorView& ref) {
+  check_on_cuda(arg, t);
+  if (t.device != ref.device)
+    fail(ErrorKind::kValueError, arg, t, std::string("on the same device as ") + ref_arg.name + " (" + device_text(ref) + ")",
+         device_text(t));
+}
+
+void check_ndim(const Arg& arg, const TensorView& t, int ndim) {
+  if (t.ndim != ndim)
+    fail(ErrorKind::kValueError, arg, t, std::to_string(ndim) + "-dimensional", std::to_string(t.ndim) + " dimensions");
+}
+
+void check_shape(const Arg& arg, const TensorView& t, std::initializer_list<int64_t> expected, const char* what) {
+  check_ndim(arg, t, static_cast<int>(expected.size()));
+  int i = 0;
+  for (int64_t e : expected) {
+    if (t.shape[i] != e) {
+      std::string want = "of shape " + format_dims(expected.begin(), static_cast<int>(expected.size()));
+      if (what) want += std::string(" ") + what;
+      fail(ErrorKind::kValueError, arg, t, want, "shape " + format_dims(t.shape.data(), t.ndim));
+    }
+    ++i;
+  }
+}
+
+void check_size_multiple(const Arg& arg, const TensorView& t, int dim, const char* dim_name, int64_t divisor) {
+  const int64_t size = t.size(dim);
+  if (size % divisor != 0)
+    throw Error(ErrorKind::kValueError, std::string(arg.function) + ": " + arg.name + ".size(" + std::to_string(dim) +
+                                            ") (" + dim_name + ") must be a multiple of " + std::to_string(divisor) +
+                                            ", got " + std::to_string(size) + " (" + arg.name + " is " +
+                                            t.describe() + ")");
+}
+
+void check_pointer_aligned(const Arg& arg, const TensorView& t, int bytes) {
+  if (t.numel() == 0) return;
+  const auto address = reinterpret_cast<uintptr_t>(t.data);
+  if (address % static_cast<uintptr_t>(bytes) != 0) {
+    char given[96];
+    std::snprintf(given, sizeof(given), "data pointer %p (%llu bytes past a %d-byte boundary)", t.data,
+                  static_cast<unsigned long long>(address % static_cast<uintptr_t>(bytes)), bytes);
+    fail(ErrorKind::kValueError, arg, t, std::to_string(bytes) + "-byte aligned", given);
+  }
+}
+
+int64_t check_rows_dense(const Arg& arg, const TensorView& t, int row_align_bytes) {
+  check_ndim(arg, t, 2);
+  const int64_t rows = t.shape[0], cols = t.shape[1];
+  if (rows == 0 || cols == 0) return cols;  // no element is ever addressed
+  if (cols > 1 && t.strides[1] != 1)
+    fail(ErrorKind::kValueError, arg, t, "dense along its last dimension (stride(1) == 1)",
+         "stride(1) == " + std::to_string(t.strides[1]));
+  if (rows <= 1) return cols;
+  const int64_t row_stride = t.strides[0];
+  if (row_stride < cols)
+    fail(ErrorKind::kValueError, arg, t, "row-major with stride(0) >= size(1) == " + std::to_string(cols),
+         "stride(0) == " + std::to_string(row_stride));
+  const int esize = element_size(t.dtype);
+  if ((row_stride * esize) % row_align_bytes != 0)
+    fail(ErrorKind::kValueError, arg, t,
+         "rows " + std::to_string(row_align_bytes) + "-byte aligned (stride(0) a multiple of " +
+             std::to_string(row_align_bytes / esize) + ")",
+         "stride(0) == " + std::to_string(row_stride) + " (" + std::to_string(row_stride * esize) + " bytes)");
+  return row_stride;
+}
+
+void check_contiguous(const Arg& arg, const TensorView& t) {
+  if (t.numel() != 0 && !t.is_contiguous()) {
+    int64_t expected[TensorView::kMaxDims] = {};
+    int64_t stride = 1;
+    for (int d = t.ndim - 1; d >= 0; --d) {
+      expected[d] = stride;
+      stride *= t.shape[d];
+    }
+    fail(ErrorKind::kValueError, arg, t, "contiguous (row-major strides " + format_dims(expected, t.ndim) + ")",
+         "strides " + format_dims(t.strides.data(), t.ndim));
+  }
+}
+
+void check_strides(const Arg& arg, const TensorView& t, std::initializer_list<int64_t> expected, const char* layout) {
+  check_ndim(arg, t, static_cast<int>(expected.size()));
+  if (t.numel() == 0) return;  // no element is ever addressed
+  int i = 0;
+  for (int64_t e : expected) {
+    if (t.shape[i] > 1 && t.strides[i] != e)
+      fail(ErrorKind::kValueError, arg, t,
+           std::string("in ") + layout + " with strides " + format_dims(expected.begin(), static_cast<int>(expected.size())),
+           "strides " + format_dims(t.strides.data(), t.ndim));
+    ++i;
+  }
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,188 @@
+// The operation registry: problem descriptions -> kernel specs (the same specs the launch path builds),
+// unknown operations and parameters, golden generated sources, and real compiles of every cast kernel to
+// sm_90a cubin with both NVCC and NVRTC, with no local memory and no spills.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "codegen/kernel_spec.hpp"
+#include "compiler/compiler.hpp"
+#include "kiln/config.hpp"
+#include "kiln/error.hpp"
+#include "ops/quantize.hpp"
+#include "ops/registry.hpp"
+#include "test_support.hpp"
+
+namespace kiln::ops {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::string error_of(const std::function<void()>& fn, ErrorKind kind) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no error was thrown";
+  return {};
+}
+
+std::vector<codegen::KernelSpec> kernels(const std::string& op, const Problem& problem, const TargetInfo& t = {}) {
+  return find_op(op).kernels(problem, t);
+}
+
+TEST(Registry, ListsTheCastsSortedByName) {
+  std::vector<std::string> names;
+  for (const auto& op : all_ops()) names.push_back(op.name);
+  EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
+  EXPECT_THAT(names, ::testing::IsSupersetOf({"per_block_cast_to_fp8", "per_token_cast_to_fp8"}));
+  const OpDescriptor& op = find_op("per_token_cast_to_fp8");
+  ASSERT_EQ(op.params.size(), 2u);
+  EXPECT_EQ(op.params[0].name, "m");
+  EXPECT_EQ(op.params[1].name, "k");
+  EXPECT_FALSE(op.summary.empty());
+  const OpDescriptor& block = find_op("per_block_cast_to_fp8");
+  ASSERT_EQ(block.params.size(), 2u);
+  EXPECT_EQ(block.params[0].name, "n");
+  EXPECT_EQ(block.params[1].name, "k");
+}
+
+TEST(Registry, UnknownOperationListsTheKnownOnes) {
+  EXPECT_THAT(error_of([] { find_op("per_tensor_cast"); }, ErrorKind::kNotFound),
+              AllOf(HasSubstr("unknown operation 'per_tensor_cast'"), HasSubstr("per_block_cast_to_fp8"),
+                    HasSubstr("per_token_cast_to_fp8")));
+}
+
+TEST(Registry, ProblemParametersAreChecked) {
+  const OpDescriptor& op = find_op("per_token_cast_to_fp8");
+  EXPECT_NO_THROW(validate_problem(op, {{"m", 4096}, {"k", 7168}}));
+  EXPECT_THAT(error_of([&] { validate_problem(op, {{"m", 1}, {"k", 128}, {"n", 5}}); }, ErrorKind::kValueError),
+              HasSubstr("per_token_cast_to_fp8: unknown parameter 'n'; its parameters are m, k"));
+  EXPECT_THAT(error_of([&] { validate_problem(op, {{"m", 1}}); }, ErrorKind::kValueError),
+              HasSubstr("per_token_cast_to_fp8: missing parameter k (columns of x"));
+  EXPECT_THAT(error_of([&] { validate_problem(op, {{"m", -1}, {"k", 128}}); }, ErrorKind::kValueError),
+              HasSubstr("per_token_cast_to_fp8: parameter m must be >= 0, got -1"));
+  // kernels() validates too.
+  EXPECT_THAT(error_of([] { kernels("per_block_cast_to_fp8", {{"m", 1}, {"k", 128}}); }, ErrorKind::kValueError),
+              HasSubstr("per_block_cast_to_fp8: unknown parameter 'm'; its parameters are n, k"));
+}
+
+TEST(Registry, KMustBeAPositiveMultipleOf128) {
+  EXPECT_THAT(error_of([] { kernels("per_token_cast_to_fp8", {{"m", 16}, {"k", 100}}); }, ErrorKind::kValueError),
+              HasSubstr("per_token_cast_to_fp8: k must be a positive multiple of 128, got 100"));
+  EXPECT_THAT(error_of([] { kernels("per_token_cast_to_fp8", {{"m", 16}, {"k", 0}}); }, ErrorKind::kValueError),
+              HasSubstr("k must be a positive multiple of 128, got 0"));
+  EXPECT_THAT(error_of([] { kernels("per_block_cast_to_fp8", {{"n", 16}, {"k", 130}}); }, ErrorKind::kValueError),
+              HasSubstr("per_block_cast_to_fp8: k must be a positive multiple of 128, got 130"));
+}
+
+TEST(Registry, PerTokenProblemMapsToOneKernelSpecialisedOnK) {
+  auto specs = kernels("per_token_cast_to_fp8", {{"m", 4096}, {"k", 7168}});
+  ASSERT_EQ(specs.size(), 1u);
+  const auto& s = specs[0];
+  EXPECT_EQ(s.op, "per_token_cast_to_fp8");
+  EXPECT_EQ(s.kernel_name(), "kiln_per_token_cast_to_fp8");
+  EXPECT_EQ(s.header, "kiln/kernels/quantize.cuh");
+  EXPECT_EQ(s.describe(), "k=7168 threads=256 vecs_per_thread=4");
+  // m does not change the kernel; k does.
+  auto other_m = kernels("per_token_cast_to_fp8", {{"m", 3}, {"k", 7168}});
+  ASSERT_EQ(other_m.size(), 1u);
+  EXPECT_EQ(codegen::render_source(other_m[0]), codegen::render_source(s));
+  auto other_k = kernels("per_token_cast_to_fp8", {{"m", 4096}, {"k", 512}});
+  ASSERT_EQ(other_k.size(), 1u);
+  EXPECT_NE(codegen::render_source(other_k[0]), codegen::render_source(s));
+  // m == 0 needs no kernel, as at run time.
+  EXPECT_TRUE(kernels("per_token_cast_to_fp8", {{"m", 0}, {"k", 7168}}).empty());
+}
+
+TEST(Registry, PerBlockProblemMapsToOneKernelForEveryShape) {
+  auto a = kernels("per_block_cast_to_fp8", {{"n", 7168}, {"k", 2048}});
+  auto b = kernels("per_block_cast_to_fp8", {{"n", 129}, {"k", 128}});
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(a[0].kernel_name(), "kiln_per_block_cast_to_fp8");
+  EXPECT_EQ(codegen::render_source(a[0]), codegen::render_source(b[0]));
+  EXPECT_TRUE(kernels("per_block_cast_to_fp8", {{"n", 0}, {"k", 2048}}).empty());
+}
+
+TEST(Registry, SpecsAreTheOnesTheLaunchPathBuilds) {
+  const TargetInfo h200{9, 0, 132, 232448};
+  auto specs = kernels("per_token_cast_to_fp8", {{"m", 1}, {"k", 1536}}, h200);
+  ASSERT_EQ(specs.size(), 1u);
+  EXPECT_EQ(codegen::render_source(specs[0]), codegen::render_source(per_token_cast_spec(1536, h200)));
+  const CastPlan plan = per_token_cast_plan(1536, h200);
+  EXPECT_EQ(specs[0].block_threads, plan.threads);
+  EXPECT_EQ(specs[0].min_blocks_per_sm, plan.ctas_per_sm);
+  auto block = kernels("per_block_cast_to_fp8", {{"n", 1}, {"k", 1536}}, h200);
+  ASSERT_EQ(block.size(), 1u);
+  EXPECT_EQ(codegen::render_source(block[0]), codegen::render_source(per_block_cast_spec(h200)));
+  // Deterministic.
+  EXPECT_EQ(codegen::render_source(per_block_cast_spec(h200)), codegen::render_source(per_block_cast_spec(h200)));
+}
+
+// ---- golden sources -------------------------------------------------------------------------------------------
+
+void expect_golden(const std::string& name, const std::string& text) {
+  const fs::path path = fs::path(KILN_SOURCE_DIR) / "tests/unit/golden" / name;
+  if (const char* update = std::getenv("KILN_UPDATE_GOLDEN"); update && std::string(update) == "1") {
+    std::ofstream(path, std::ios::binary) << text;
+    GTEST_SKIP() << "rewrote " << path << " (KILN_UPDATE_GOLDEN=1)";
+  }
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in) << path << " is missing; run with KILN_UPDATE_GOLDEN=1 to create it deliberately";
+  std::stringstream golden;
+  golden << in.rdbuf();
+  EXPECT_EQ(text, golden.str()) << "the generated source changed; if that is intended, regenerate " << path
+                                << " with KILN_UPDATE_GOLDEN=1 and review the diff";
+}
+
+TEST(Golden, PerTokenSource) {
+  expect_golden("ops_quantize_golden_per_token.cu", codegen::render_source(per_token_cast_spec(7168, {})));
+}
+
+TEST(Golden, PerBlockSource) {
+  expect_golden("ops_quantize_golden_per_block.cu", codegen::render_source(per_block_cast_spec({})));
+}
+
+// ---- real compiles --------------------------------------------------------------------------------------------
+
+class CastCompile : public ::testing::TestWithParam<Backend> {
+ protected:
+  void compile_and_check(const codegen::KernelSpec& spec) {
+    Config config = Config::from_variables({{"HOME", home_.path().string()}});
+    auto compiler = compiler::make_compiler(GetParam(), config, state_.path());
+    compiler::CompileOptions options;
+    options.arch = compiler::Arch::parse("sm_90a");
+    options.resource_report = true;
+    compiler::CompileInput input{codegen::render_source(spec), spec.kernel_name(), spec.op + " " + spec.describe()};
+    compiler::CompiledKernel k = compiler->compile(input, options);
+    EXPECT_GT(k.cubin.size(), 1000u) << input.display_name;
+    ASSERT_TRUE(k.resources.known()) << input.display_name << "\n" << k.log;
+    EXPECT_FALSE(k.resources.uses_local_memory()) << input.display_name << ": " << k.resources.describe();
+    // The register budget __launch_bounds__ gives: 64K registers / (threads x CTAs per SM).
+    EXPECT_LE(k.resources.registers, 65536 / (spec.block_threads * spec.min_blocks_per_sm)) << input.display_name;
+    EXPECT_NO_THROW(compiler::check_resources(k, input.display_name));
+  }
+  test::TempDir home_, state_;
+};
+
+TEST_P(CastCompile, PerTokenKernelsForSeveralK) {
+  for (int64_t k : {128, 512, 7168}) compile_and_check(per_token_cast_spec(k, {}));
+}
+
+TEST_P(CastCompile, PerBlockKernel) { compile_and_check(per_block_cast_spec({})); }
+
+INSTANTIATE_TEST_SUITE_P(Backends, CastCompile, ::testing::Values(Backend::kNvcc, Backend::kNvrtc),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+}  // namespace
+}  // namespace kiln::ops
