@@ -1,10 +1,13 @@
 #include "cuda/driver.hpp"
 
+#include <cudaTypedefs.h>
+
 #include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kiln/error.hpp"
@@ -12,6 +15,14 @@
 
 namespace kiln::cuda {
 namespace {
+
+// Each field's type must be the ABI it is resolved at (see KILN_DRIVER_FUNCTIONS).
+#define KILN_DRIVER_ABI_CHECK(name, abi)                                            \
+  static_assert(std::is_same_v<decltype(&::name), PFN_##name##_v##abi>,             \
+                #name ": cuda.h's prototype is not the ABI of version " #abi "; use " \
+                "the version of the PFN_" #name "_v<N> typedef that matches it");
+KILN_DRIVER_FUNCTIONS(KILN_DRIVER_ABI_CHECK, KILN_DRIVER_ABI_CHECK)
+#undef KILN_DRIVER_ABI_CHECK
 
 constexpr const char* kDriverPurpose = "a CUDA driver (libcuda.so.1) is needed to load and launch kernels";
 constexpr const char* kAheadOfTimeHint =
@@ -66,19 +77,17 @@ void load_into(DriverState& state) {
   }
   int version = 0;
   if (driver_get_version(&version) != CUDA_SUCCESS) version = 0;
-  // Ask for the ABI of the headers kiln was built with, but no newer than the driver offers.
-  const int ask = std::min(CUDA_VERSION, version > 0 ? version : CUDA_VERSION);
   std::string missing;
-  auto resolve = [&](const char* name, void** slot, bool required) {
+  auto resolve = [&](const char* name, int abi_version, void** slot, bool required) {
     CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    CUresult r = get_proc(name, slot, ask, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status);
+    CUresult r = get_proc(name, slot, abi_version, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status);
     if (r != CUDA_SUCCESS || status != CU_GET_PROC_ADDRESS_SUCCESS) {
       *slot = nullptr;
       if (required) missing += std::string(missing.empty() ? "" : ", ") + name;
     }
   };
-#define KILN_RESOLVE_REQUIRED(name) resolve(#name, reinterpret_cast<void**>(&state.api.name), true);
-#define KILN_RESOLVE_OPTIONAL(name) resolve(#name, reinterpret_cast<void**>(&state.api.name), false);
+#define KILN_RESOLVE_REQUIRED(name, abi) resolve(#name, abi, reinterpret_cast<void**>(&state.api.name), true);
+#define KILN_RESOLVE_OPTIONAL(name, abi) resolve(#name, abi, reinterpret_cast<void**>(&state.api.name), false);
   KILN_DRIVER_FUNCTIONS(KILN_RESOLVE_REQUIRED, KILN_RESOLVE_OPTIONAL)
 #undef KILN_RESOLVE_REQUIRED
 #undef KILN_RESOLVE_OPTIONAL

@@ -9,69 +9,74 @@
 
 namespace kiln::cuda {
 
-// Every driver function kiln calls. X(name) for functions every supported driver (CUDA 12.0 or later) has;
-// OPT(name) for newer ones that stay null on an older driver (callers test them before use).
-// The names are the header's public names: where cuda.h maps one to a versioned symbol (cuMemAlloc ->
-// cuMemAlloc_v2), the field takes the versioned name too, so `api.cuMemAlloc(...)` calls the right ABI, and
-// the function is resolved by its public name with cuGetProcAddress for the toolkit version kiln was built
-// with (capped at the driver's version).
-#define KILN_DRIVER_FUNCTIONS(X, OPT)  \
-  X(cuInit)                            \
-  X(cuDriverGetVersion)                \
-  X(cuGetErrorName)                    \
-  X(cuGetErrorString)                  \
-  X(cuDeviceGetCount)                  \
-  X(cuDeviceGet)                       \
-  X(cuDeviceGetName)                   \
-  X(cuDeviceGetAttribute)              \
-  X(cuDeviceTotalMem)                  \
-  X(cuDevicePrimaryCtxRetain)          \
-  X(cuCtxGetCurrent)                   \
-  X(cuCtxSetCurrent)                   \
-  X(cuCtxGetDevice)                    \
-  X(cuLibraryLoadData)                 \
-  X(cuLibraryUnload)                   \
-  X(cuLibraryGetKernel)                \
-  X(cuKernelGetFunction)               \
-  X(cuKernelSetAttribute)              \
-  X(cuKernelGetAttribute)              \
-  X(cuFuncGetAttribute)                \
-  X(cuLaunchKernelEx)                  \
-  X(cuStreamIsCapturing)               \
-  X(cuStreamGetCtx)                    \
-  X(cuStreamCreate)                    \
-  X(cuStreamDestroy)                   \
-  X(cuStreamSynchronize)               \
-  X(cuStreamBeginCapture)              \
-  X(cuStreamEndCapture)                \
-  X(cuGraphInstantiateWithFlags)       \
-  X(cuGraphLaunch)                     \
-  X(cuGraphDestroy)                    \
-  X(cuGraphExecDestroy)                \
-  X(cuTensorMapEncodeTiled)            \
-  X(cuMemAlloc)                        \
-  X(cuMemFree)                         \
-  X(cuMemcpyHtoD)                      \
-  X(cuMemcpyDtoH)                      \
-  X(cuMemsetD8)                        \
-  X(cuCtxSynchronize)                  \
-  X(cuEventCreate)                     \
-  X(cuEventRecord)                     \
-  X(cuEventSynchronize)                \
-  X(cuEventElapsedTime)                \
-  X(cuEventDestroy)                    \
-  OPT(cuStreamGetDevice)
+// Every driver function kiln calls, with the CUDA version of the ABI kiln calls it with: X(name, version)
+// for functions every supported driver (CUDA 12.0 or later) has; OPT(name, version) for newer ones that
+// stay null on an older driver (callers test them before use).
+//
+// Each is resolved with cuGetProcAddress by its public name AT THAT VERSION, never at the toolkit's:
+// asking for "cuCtxGetDevice" at 13000 returns cuCtxGetDevice_v2(CUdevice*, CUcontext), a different
+// signature from the cuCtxGetDevice(CUdevice*) that cuda.h declares (likewise cuCtxSynchronize,
+// cuStreamGetCtx), and calling it through the wrong type crashes. driver.cpp checks at compile time that
+// each field's type (the prototype cuda.h declares, after its own renames such as cuMemAlloc ->
+// cuMemAlloc_v2) is exactly cudaTypedefs.h's PFN_<name>_v<version>; when adding a function, take the
+// version from the PFN_<name>_v<N> typedef that matches cuda.h's prototype.
+#define KILN_DRIVER_FUNCTIONS(X, OPT)         \
+  X(cuInit, 2000)                        \
+  X(cuDriverGetVersion, 2020)            \
+  X(cuGetErrorName, 6000)                \
+  X(cuGetErrorString, 6000)              \
+  X(cuDeviceGetCount, 2000)              \
+  X(cuDeviceGet, 2000)                   \
+  X(cuDeviceGetName, 2000)               \
+  X(cuDeviceGetAttribute, 2000)          \
+  X(cuDeviceTotalMem, 3020)              \
+  X(cuDevicePrimaryCtxRetain, 7000)      \
+  X(cuCtxGetCurrent, 4000)               \
+  X(cuCtxSetCurrent, 4000)               \
+  X(cuCtxGetDevice, 2000)                \
+  X(cuLibraryLoadData, 12000)            \
+  X(cuLibraryUnload, 12000)              \
+  X(cuLibraryGetKernel, 12000)           \
+  X(cuKernelGetFunction, 12000)          \
+  X(cuKernelSetAttribute, 12000)         \
+  X(cuKernelGetAttribute, 12000)         \
+  X(cuFuncGetAttribute, 2020)            \
+  X(cuLaunchKernelEx, 11060)             \
+  X(cuStreamIsCapturing, 10000)          \
+  X(cuStreamGetCtx, 9020)                \
+  X(cuStreamCreate, 2000)                \
+  X(cuStreamDestroy, 4000)               \
+  X(cuStreamSynchronize, 2000)           \
+  X(cuStreamBeginCapture, 10010)         \
+  X(cuStreamEndCapture, 10000)           \
+  X(cuGraphInstantiateWithFlags, 11040)  \
+  X(cuGraphLaunch, 10000)                \
+  X(cuGraphDestroy, 10000)               \
+  X(cuGraphExecDestroy, 10000)           \
+  X(cuTensorMapEncodeTiled, 12000)       \
+  X(cuMemAlloc, 3020)                    \
+  X(cuMemFree, 3020)                     \
+  X(cuMemcpyHtoD, 3020)                  \
+  X(cuMemcpyDtoH, 3020)                  \
+  X(cuMemsetD8, 3020)                    \
+  X(cuCtxSynchronize, 2000)              \
+  X(cuEventCreate, 2000)                 \
+  X(cuEventRecord, 2000)                 \
+  X(cuEventSynchronize, 2000)            \
+  X(cuEventElapsedTime, 2000)            \
+  X(cuEventDestroy, 4000)                \
+  X(cuMemcpyDtoDAsync, 3020)             \
+  OPT(cuStreamGetDevice, 12080)
 
-// Function pointers into libcuda.so.1, resolved with cuGetProcAddress for the toolkit version kiln was
-// built with. get() loads the library and calls cuInit(0) once (thread-safe); it throws Error(kCudaError)
-// saying that a CUDA driver (libcuda.so.1) is needed, and for what, when it is not there, and the cuInit
+// Function pointers into libcuda.so.1, resolved with cuGetProcAddress (see above). get() loads the library
+// and calls cuInit(0) once (thread-safe); it throws Error(kCudaError) saying that a CUDA driver (libcuda.so.1) is needed, and for what, when it is not there, and the cuInit
 // error when the driver loads but cannot initialise (no GPU). A failure is remembered: later calls throw the
 // same error without trying again.
 struct DriverApi {
   static const DriverApi& get();
   static bool available() noexcept;  // true when libcuda loads and cuInit succeeds; never throws
 
-#define KILN_DRIVER_FIELD(name) decltype(&::name) name = nullptr;
+#define KILN_DRIVER_FIELD(name, version) decltype(&::name) name = nullptr;
   KILN_DRIVER_FUNCTIONS(KILN_DRIVER_FIELD, KILN_DRIVER_FIELD)
 #undef KILN_DRIVER_FIELD
 

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <string>
 
@@ -26,7 +27,7 @@ std::string g_log;
 std::string g_log_copy;
 thread_local void* g_current = nullptr;
 thread_local int g_rt_device = 0;
-int g_requested_version = -1;
+std::map<std::string, int> g_requested_versions;  // what cuGetProcAddress was asked, per name
 unsigned long long g_requested_flags = ~0ull;
 
 int env_int(const char* name, int fallback) {
@@ -148,7 +149,11 @@ FAKE_EXPORT void fake_cuda_clear() {
   std::lock_guard<std::mutex> lock(g_mutex);
   g_log.clear();
 }
-FAKE_EXPORT int fake_cuda_requested_version() { return g_requested_version; }
+FAKE_EXPORT int fake_cuda_requested_version(const char* name) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_requested_versions.find(name);
+  return it == g_requested_versions.end() ? -1 : it->second;
+}
 FAKE_EXPORT unsigned long long fake_cuda_requested_flags() { return g_requested_flags; }
 FAKE_EXPORT void fake_cuda_set_current(void* c) { g_current = c; }
 FAKE_EXPORT void* fake_cuda_get_current() { return g_current; }
@@ -301,9 +306,16 @@ bool is_missing(const char* name) {
 }  // namespace
 
 FAKE_EXPORT int cuGetProcAddress_v2(const char* name, void** pfn, int version, unsigned long long flags, int* status) {
-  g_requested_version = version;
-  g_requested_flags = flags;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_requested_versions[name] = version;
+    g_requested_flags = flags;
+  }
   *pfn = nullptr;
+  if (version > env_int("FAKE_CUDA_DRIVER_VERSION", 13000)) {  // newer than this driver
+    if (status) *status = 2;  // CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+    return 0;
+  }
   if (!is_missing(name)) {
     for (const Entry& e : kEntries) {
       if (std::strcmp(e.name, name) == 0) {

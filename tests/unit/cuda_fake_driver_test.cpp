@@ -82,8 +82,9 @@ class FakeDriver : public ::testing::Test {
 };
 
 TEST_F(FakeDriver, ResolvesLoadsAndLaunches) { run_child("normal", "FakeDriverChild"); }
-TEST_F(FakeDriver, OldDriverIsAskedForItsOwnVersion) {
-  run_child("old", "FakeOldDriverChild", {"FAKE_CUDA_DRIVER_VERSION=12040"});
+TEST_F(FakeDriver, OlderDriverWorks) { run_child("old", "FakeOldDriverChild", {"FAKE_CUDA_DRIVER_VERSION=12040"}); }
+TEST_F(FakeDriver, DriverBeforeCuda12IsRefused) {
+  run_child("ancient", "FakeAncientDriverChild", {"FAKE_CUDA_DRIVER_VERSION=11080"});
 }
 TEST_F(FakeDriver, MissingFunctionsAreNamed) {
   run_child("missing", "FakeMissingChild", {"FAKE_CUDA_MISSING=cuLibraryLoadData,cuKernelSetAttribute"});
@@ -111,7 +112,7 @@ struct Fake {
     if (handle == nullptr) throw std::runtime_error("the fake libcuda.so.1 is not loaded");
     log_fn = reinterpret_cast<const char* (*)()>(dlsym(handle, "fake_cuda_log"));
     clear_fn = reinterpret_cast<void (*)()>(dlsym(handle, "fake_cuda_clear"));
-    version = reinterpret_cast<int (*)()>(dlsym(handle, "fake_cuda_requested_version"));
+    version = reinterpret_cast<int (*)(const char*)>(dlsym(handle, "fake_cuda_requested_version"));
     flags = reinterpret_cast<unsigned long long (*)()>(dlsym(handle, "fake_cuda_requested_flags"));
     set_current = reinterpret_cast<void (*)(void*)>(dlsym(handle, "fake_cuda_set_current"));
     get_current = reinterpret_cast<void* (*)()>(dlsym(handle, "fake_cuda_get_current"));
@@ -128,7 +129,7 @@ struct Fake {
   void* handle;
   const char* (*log_fn)();
   void (*clear_fn)();
-  int (*version)();
+  int (*version)(const char*);
   unsigned long long (*flags)();
   void (*set_current)(void*);
   void* (*get_current)();
@@ -186,16 +187,24 @@ const LoadedKernel& runtime_kernel() {
   return *k;
 }
 
-TEST(FakeDriverChild, ResolvesEveryFunctionByItsPublicNameForTheBuildVersion) {
+TEST(FakeDriverChild, ResolvesEveryFunctionByItsPublicNameAtItsAbiVersion) {
   CHILD_OF("normal");
   ASSERT_TRUE(DriverApi::available());
   const DriverApi& api = DriverApi::get();
-  EXPECT_EQ(fake().version(), std::min(CUDA_VERSION, 13000));
+  // Public names, each at the version whose ABI cuda.h declares, not at the toolkit's version: at 13000
+  // "cuCtxGetDevice" would be cuCtxGetDevice_v2(CUdevice*, CUcontext) and crash when called.
+  EXPECT_EQ(fake().version("cuCtxGetDevice"), 2000);
+  EXPECT_EQ(fake().version("cuCtxSynchronize"), 2000);
+  EXPECT_EQ(fake().version("cuStreamGetCtx"), 9020);
+  EXPECT_EQ(fake().version("cuMemAlloc"), 3020);  // held as cuMemAlloc_v2
+  EXPECT_EQ(fake().version("cuLibraryLoadData"), 12000);
+  EXPECT_EQ(fake().version("cuStreamGetDevice"), 12080);
+  EXPECT_EQ(fake().version("cuMemAlloc_v2"), -1);  // never a versioned symbol name
   EXPECT_EQ(fake().flags(), static_cast<unsigned long long>(CU_GET_PROC_ADDRESS_LEGACY_STREAM));
   EXPECT_EQ(api.version, 13000);
   EXPECT_EQ(driver_version(), "13.0");
   EXPECT_NE(api.cuStreamGetDevice, nullptr);
-  EXPECT_NE(api.cuMemAlloc, nullptr);  // asked for as "cuMemAlloc", held as cuMemAlloc_v2
+  EXPECT_NE(api.cuMemAlloc, nullptr);
 }
 
 TEST(FakeDriverChild, DeviceQueries) {
@@ -588,11 +597,23 @@ TEST(FakeDriverChild, RuntimeApiLoadErrors) {
   EXPECT_TRUE(contains(ordinal, "device ordinal 2")) << ordinal;
 }
 
-TEST(FakeOldDriverChild, AsksForTheDriversVersionWhenOlderThanTheToolkit) {
+TEST(FakeOldDriverChild, OlderDriverWorksWithoutTheNewerOptionalFunctions) {
   CHILD_OF("old");
   ASSERT_TRUE(DriverApi::available());
-  EXPECT_EQ(fake().version(), 12040);
   EXPECT_EQ(driver_version(), "12.4");
+  EXPECT_EQ(DriverApi::get().cuStreamGetDevice, nullptr);  // CUDA 12.8
+  EXPECT_NE(DriverApi::get().cuLibraryLoadData, nullptr);
+}
+
+TEST(FakeAncientDriverChild, DriverBeforeCuda12IsRefusedNamingWhatItLacks) {
+  CHILD_OF("ancient");
+  EXPECT_FALSE(DriverApi::available());
+  std::string message = error_of([] { DriverApi::get(); }, ErrorKind::kCudaError);
+  EXPECT_TRUE(contains(message, "the CUDA driver 11.8 (libcuda.so.1) lacks functions kiln needs")) << message;
+  EXPECT_TRUE(contains(message, "cuLibraryLoadData")) << message;
+  EXPECT_TRUE(contains(message, "cuKernelSetAttribute")) << message;
+  EXPECT_FALSE(contains(message, "cuStreamGetDevice")) << message;  // optional: not listed
+  EXPECT_TRUE(contains(message, "CUDA 12.0 or later")) << message;
 }
 
 TEST(FakeMissingChild, NamesEveryMissingFunction) {
