@@ -6,7 +6,8 @@
 namespace kiln::compiler {
 
 Arch Arch::parse(const std::string& text) {
-  static const std::regex kPattern(R"(sm_(\d)(\d+)(a?))");
+  // The last digit is the minor version: sm_90a is 9.0, sm_100a is 10.0, sm_120a is 12.0.
+  static const std::regex kPattern(R"(sm_(\d+)(\d)(a?))");
   std::smatch m;
   if (!std::regex_match(text, m, kPattern))
     throw Error(ErrorKind::kConfigError,

@@ -85,14 +85,18 @@ class Compiler {
   virtual Backend backend() const = 0;
   // Cheap after the first call; never runs a subprocess on a warm start (memoised under the cache dir).
   virtual const ToolchainId& identity() = 0;
-  // Thread-safe. Throws CompileError (with the command and full log) when the compile fails, and
-  // Error(kCompileError) naming the kernel and the figures when options demand a PTXAS check that fails.
+  // Thread-safe. Throws CompileError (with the command and full log) when the compile fails, times out
+  // (NVCC), or yields no cubin or no kernel named input.kernel_name; Error(kCudaError) when NVRTC cannot be
+  // loaded. The PTXAS check is check_resources(), applied by the caller to a kernel compiled with
+  // resource_report (which fills CompiledKernel::resources).
   virtual CompiledKernel compile(const CompileInput& input, const CompileOptions& options) = 0;
 };
 
 // Builds the compiler the configuration selects. `state_dir` is a writable directory for memoised toolchain
 // versions and NVCC's copy of the embedded headers (normally <cache>/toolchain); it may be empty, in which
-// case nothing is memoised on disk.
+// case nothing is memoised on disk. Loads nothing and runs nothing. Throws Error(kConfigError) when
+// Config::nvcc_path is set but is not an executable file, Error(kNotFound) when NVCC is selected and no nvcc
+// is found ($CUDA_HOME/bin, then PATH). CUDA_HOME is Config::cuda_home, else the toolkit kiln was built with.
 std::unique_ptr<Compiler> make_compiler(Backend backend, const Config& config,
                                         const std::filesystem::path& state_dir);
 
@@ -102,8 +106,9 @@ void check_resources(const CompiledKernel& kernel, const std::string& display_na
 // Parses the ptxas -v report for `kernel_name` out of a compiler log.
 ResourceUsage parse_ptxas_report(const std::string& log, const std::string& kernel_name);
 
-// Disassembles a cubin to SASS text with cuobjdump or nvdisasm (searched in $CUDA_HOME/bin, then PATH).
-// Throws Error(kNotFound) saying which tools were looked for and where, when none is found.
+// Disassembles a cubin to SASS text with nvdisasm, else cuobjdump (each searched in $CUDA_HOME/bin, then
+// PATH). Throws Error(kNotFound) saying which tools were looked for and where, when none is found, and
+// Error(kCompileError) with the tool's output when it fails (cuobjdump fails when it cannot find nvdisasm).
 std::string disassemble_sass(const std::vector<uint8_t>& cubin, const Config& config);
 
 }  // namespace kiln::compiler
