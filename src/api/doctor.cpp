@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -170,6 +171,28 @@ DoctorCheck check_cache_dir(const Config& config) {
                  "set DG_JIT_CACHE_DIR to a directory you can write; without one, kernels are kept in memory only");
 }
 
+// Only asked for when DG_JIT_DUMP_SASS/ASM is on: the tools the disassembly step will look for (the same
+// places: $CUDA_HOME/bin, then PATH). Reading PATH here is a one-off diagnostic, not a hot path.
+DoctorCheck check_sass_tools(const Config& config) {
+  std::vector<fs::path> dirs = {config.cuda_home / "bin"};
+  if (const char* path = std::getenv("PATH")) {
+    std::string list = path;
+    for (size_t start = 0; start <= list.size();) {
+      size_t end = list.find(':', start);
+      if (end == std::string::npos) end = list.size();
+      if (end > start) dirs.emplace_back(list.substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  for (const fs::path& dir : dirs)
+    for (const char* tool : {"nvdisasm", "cuobjdump"})
+      if (::access((dir / tool).c_str(), X_OK) == 0) return ok("SASS disassembler", (dir / tool).string());
+  return warning("SASS disassembler", "DG_JIT_DUMP_SASS is on but neither nvdisasm nor cuobjdump is in " +
+                                          (config.cuda_home / "bin").string() + " or on PATH",
+                 "install the toolkit's nvdisasm/cuobjdump (or `pip install triton` and add "
+                 "triton/backends/nvidia/bin to PATH), or turn DG_JIT_DUMP_SASS/DG_JIT_DUMP_ASM off");
+}
+
 }  // namespace
 
 std::vector<DoctorCheck> doctor() {
@@ -196,6 +219,7 @@ std::vector<DoctorCheck> doctor() {
     checks.push_back(check_nvcc(*config, nvcc));
     checks.push_back(check_nvrtc(*config, nvrtc));
     checks.push_back(check_backend(*config, nvcc, nvrtc));
+    if (config->wants_sass()) checks.push_back(check_sass_tools(*config));
   }
   check_driver_and_gpus(checks);
   if (config) {

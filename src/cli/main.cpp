@@ -129,6 +129,12 @@ int run_compile(const std::string& op, const std::vector<std::string>& params, c
     print_json(out);
     return 0;
   }
+  if (reports.empty()) {
+    std::string problem;
+    for (const auto& [name, value] : request.problem) problem += " " + name + "=" + std::to_string(value);
+    std::cout << op << problem << " needs no kernel: nothing to compile\n";
+    return 0;
+  }
   Table table({"op", "spec", "arch", "backend", "hit", "compile ms", "cubin", "key"},
               {false, false, false, false, false, true, true, false});
   for (const auto& r : reports)

@@ -73,6 +73,18 @@ def test_debug_prints_to_stderr_only_and_keeps_the_key(kiln):
     assert out["hit"] is True and out["key"] == base["key"]
 
 
+def test_verbose_switches_keep_stdout_one_json_object_and_dump_ptx(kiln):
+    env = {"DG_JIT_PRINT_COMPILER_COMMAND": "1", "DG_JIT_PTXAS_VERBOSE": "1", "DG_JIT_DUMP_PTX": "1",
+           "DG_PRINT_CONFIGS": "1", "DG_JIT_PRINT_LOAD_TIME": "1"}
+    result = kiln.run("compile", OP, "m=128", "k=256", "--arch", ARCH, "--backend", "nvrtc", "--json", env=env)
+    assert result.returncode == 0, result
+    out = result.json()
+    assert out["hit"] is False
+    assert result.stderr  # the command and the ptxas report went to stderr
+    ptx = list(kiln.cache_dir.rglob(f"{out['key']}.ptx"))
+    assert len(ptx) == 1 and ".version" in ptx[0].read_text()
+
+
 def test_arch_from_environment(kiln):
     explicit = kiln.compile("--backend", "nvrtc")
     result = kiln.run("compile", OP, *PROBLEM, "--backend", "nvrtc", "--json", env={"DG_JIT_ARCH": ARCH})
@@ -102,6 +114,14 @@ def test_human_output_is_a_table(kiln):
     again = kiln.run("compile", OP, *PROBLEM, "--arch", ARCH, "--backend", "nvrtc")
     assert " yes " in again.stdout.splitlines()[1]
     assert again.stdout.splitlines()[1].split()[-1] == key
+
+
+def test_a_problem_needing_no_kernel(kiln):
+    out = kiln.json("compile", OP, "m=0", "k=128", "--arch", ARCH)
+    assert out["kernels"] == []
+    assert "key" not in out
+    human = kiln.run("compile", OP, "m=0", "k=128", "--arch", ARCH, check=True)
+    assert "needs no kernel" in human.stdout
 
 
 def test_ops_lists_operations_and_parameters(kiln):
