@@ -11,6 +11,8 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "config/settings_table.hpp"
 #include "kiln/config.hpp"
@@ -416,6 +418,25 @@ TEST(ConfigOnce, EnvironmentIsReadOnce) {
     unsetenv("DG_JIT_USE_NVRTC");
     const Config* second = &config();
     if (second != first || second->cpp_standard != 17 || second->backend != Backend::kNvrtc) _exit(11);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST(ConfigOnce, ThreadsRacingForTheFirstReadGetTheSameValue) {
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    setenv("DG_JIT_CPP_STANDARD", "17", 1);
+    std::vector<const Config*> seen(16, nullptr);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < seen.size(); ++i) threads.emplace_back([&seen, i] { seen[i] = &config(); });
+    for (auto& t : threads) t.join();
+    for (const Config* c : seen)
+      if (c != seen[0] || c->cpp_standard != 17) _exit(10);
     _exit(0);
   }
   int status = 0;
