@@ -1,0 +1,292 @@
+// FP8 GEMM with DeepSeek-V3 fine-grained scaling (sm_90a), first version:
+//
+//   D[M, N] (bf16) = sum over K blocks kb of  sfa[m, kb] * sfb[n / 128, kb] * (A[m, kb] . B[n, kb])
+//
+// A [M, K] and B [N, K] are e4m3, K-major; the scales and layouts are described in fp8_gemm_params.h.
+//
+// Structure (persistent, warp-specialised):
+//   * one CTA per SM walks output tiles tile = blockIdx.x, blockIdx.x + gridDim.x, ...; tiles are ordered in
+//     groups of kGroupM m-blocks (m fastest inside a group) so a wave of CTAs shares A and B panels in L2;
+//   * warpgroup kNumMathWarpgroups is the producer: one elected thread issues, per 128-wide K block, the TMA
+//     loads of the A tile, the B tile and A's scales into a kStages-deep ring of shared-memory slots, each
+//     guarded by a "full" mbarrier (transaction bytes) and an "empty" mbarrier (one arrival per math warp);
+//   * math warpgroup w owns rows [64w, 64w + 64) of the tile: per K block it runs four
+//     wgmma m64nNk32 e4m3 (128-byte-swizzled operands straight from shared memory) into a fresh FP32
+//     partial tile, waits for them, frees the slot, and promotes the partial into the FP32 accumulator
+//     with sfa[row] * sfb on the CUDA cores. The tensor cores' FP8 accumulation is not full FP32;
+//     this two-level accumulation keeps the error to one 128-long K block;
+//   * setmaxnreg moves registers from the producer (40) to the math warpgroups (232 / 240);
+//   * epilogue (kTmaStore): each math warpgroup converts its 64 rows to bf16, writes them with stmatrix into
+//     a swizzled staging tile and one thread issues TMA stores (which clip rows >= M and columns >= N); the
+//     wait for those stores to finish reading the staging tile is deferred to the next tile's epilogue, so it
+//     overlaps with the next main loop. Without kTmaStore: bf16 pairs stored straight from the accumulator
+//     fragment with masked plain stores (no staging memory, one more pipeline stage).
+//
+// Edges: M is a runtime value (TMA zero-fills rows of A beyond M; stores are masked). N and K are
+// compile-time: N % 8 == 0, K % 16 == 0 (TMA strides are 16-byte multiples); a K tail inside the last
+// 128-block is zero-filled by TMA and contributes nothing.
+#pragma once
+
+#include "kiln/kernels/fp8_gemm_layout.h"
+#include "kiln/kernels/fp8_gemm_params.h"
+#include "kiln/ptx/convert.cuh"
+#include "kiln/ptx/fence.cuh"
+#include "kiln/ptx/mbarrier.cuh"
+#include "kiln/ptx/regalloc.cuh"
+#include "kiln/ptx/tma.cuh"
+#include "kiln/ptx/types.cuh"
+#include "kiln/ptx/wgmma.cuh"
+
+namespace kiln::kernels {
+
+// kN, kK: the problem's N and K. kBlockM = 64 * kNumMathWarpgroups rows and kBlockN columns per tile;
+// kStages pipeline slots (fp8_gemm_max_stages gives the most that fit). Launch with
+// fp8_gemm_num_threads(kNumMathWarpgroups) threads, fp8_gemm_layout(...).total_bytes of dynamic shared
+// memory and at most one CTA per SM.
+template <u32 kN, u32 kK, u32 kBlockM, u32 kBlockN, u32 kStages, u32 kNumMathWarpgroups, bool kTmaStore>
+struct Fp8Gemm {
+  static constexpr u32 kBlockK = kFp8GemmBlockK;
+  static constexpr u32 kNumThreads = fp8_gemm_num_threads(kNumMathWarpgroups);
+  static constexpr u32 kNumKBlocks = (kK + kBlockK - 1) / kBlockK;
+  static constexpr u32 kNumNBlocks = (kN + kBlockN - 1) / kBlockN;
+  static constexpr u32 kNumSfbRows = (kN + 127) / 128;
+  static constexpr u32 kWgmmaK = 32;                 // K of one wgmma.m64nNk32 for 8-bit inputs
+  static constexpr u32 kAccumPerThread = kBlockN / 2;  // a 64 x kBlockN fp32 tile over 128 threads
+  static constexpr u32 kGroupM = 8;
+  static constexpr u32 kProducerRegisters = 40;
+  static constexpr u32 kMathRegisters = kNumMathWarpgroups == 1 ? 240 : 232;
+  static constexpr Fp8GemmLayout kLayout = fp8_gemm_layout(kBlockM, kBlockN, kStages, kTmaStore);
+  // TMA-store epilogue geometry: column groups of kStoreCols, staging rows of kStoreCols * 2 bytes swizzled
+  // in 16-byte units (kUnitsPerRow per row).
+  static constexpr u32 kStoreCols = fp8_gemm_store_cols(kBlockN);
+  static constexpr u32 kStoreRowBytes = kStoreCols * 2;
+  static constexpr u32 kUnitsPerRow = kStoreCols / 8;
+  static constexpr u32 kStoreGroupBytes = kBlockM * kStoreRowBytes;
+  // Every tile lies inside one 128-column scale block of B when kBlockN divides 128; otherwise a tile
+  // straddles at most two (asserted below), switching at a multiple of 16 columns.
+  static constexpr bool kUniformSfb = 128 % kBlockN == 0;
+
+  static_assert(kBlockM == 64 * kNumMathWarpgroups, "one math warpgroup per 64 rows of BLOCK_M");
+  static_assert(kNumMathWarpgroups == 1 || kNumMathWarpgroups == 2, "one or two math warpgroups");
+  static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "BLOCK_N: a multiple of 16 in 16..256");
+  // A tile starts at a multiple of kBlockN, so n0 % 128 <= 128 - gcd(kBlockN, 128): it spans at most two
+  // 128-column blocks when kBlockN <= 128 + gcd(kBlockN, 128) (e.g. 112, 144, 160, 192; not 176).
+  static constexpr u32 kGcdBlockN128 = (kBlockN & (0u - kBlockN)) < 128u ? (kBlockN & (0u - kBlockN)) : 128u;
+  static_assert(kUniformSfb || kBlockN <= 128 + kGcdBlockN128,
+                "a BLOCK_N tile must straddle at most two 128-column scale blocks of B");
+  static_assert(kStages >= 1 && kStages <= kFp8GemmMaxStages, "stages: 1..16");
+  static_assert(kLayout.total_bytes <= kHopperSmemPerBlock, "the stages do not fit in shared memory");
+  static_assert(kN % 8 == 0 && kN > 0, "N must be a positive multiple of 8");
+  static_assert(kK % 16 == 0 && kK > 0, "K must be a positive multiple of 16 (TMA strides are 16-byte units)");
+  static_assert(kProducerRegisters * 128 + kMathRegisters * 128 * kNumMathWarpgroups <= 65536,
+                "register reallocation exceeds the register file");
+
+  // Tile index -> (m block, n block). Groups of kGroupM m-blocks; inside a group m varies fastest, so
+  // consecutive CTAs share B panels and a wave touches about kGroupM A panels.
+  static __device__ __forceinline__ void tile_coords(u32 tile, u32 num_m_blocks, u32& m_block, u32& n_block) {
+    const u32 group = tile / (kGroupM * kNumNBlocks);
+    const u32 first_m = group * kGroupM;
+    const u32 group_m = num_m_blocks - first_m < kGroupM ? num_m_blocks - first_m : kGroupM;
+    const u32 in_group = tile - group * (kGroupM * kNumNBlocks);
+    m_block = first_m + in_group % group_m;
+    n_block = in_group / group_m;
+  }
+
+  static __device__ __forceinline__ void run(const Fp8GemmParams& p) {
+    extern __shared__ __align__(1024) u8 smem[];
+    u64* full = reinterpret_cast<u64*>(smem + kLayout.full_barrier_offset);
+    u64* empty = reinterpret_cast<u64*>(smem + kLayout.empty_barrier_offset);
+    const u32 warpgroup = threadIdx.x / 128;
+    const u32 num_m_blocks = (p.m + kBlockM - 1) / kBlockM;
+    const u32 num_tiles = num_m_blocks * kNumNBlocks;
+
+    if (threadIdx.x == kNumMathWarpgroups * 128) {
+      ptx::tma_prefetch_descriptor(&p.tma_a);
+      ptx::tma_prefetch_descriptor(&p.tma_b);
+      ptx::tma_prefetch_descriptor(&p.tma_sfa);
+      if constexpr (kTmaStore) ptx::tma_prefetch_descriptor(&p.tma_d);
+#pragma unroll
+      for (u32 s = 0; s < kStages; ++s) {
+        ptx::mbarrier_init(&full[s], 1);
+        ptx::mbarrier_init(&empty[s], kNumMathWarpgroups * 4);
+      }
+      ptx::fence_mbarrier_init();
+    }
+    __syncthreads();
+
+    // The role split must be one if/else over whole warpgroups for setmaxnreg to take effect.
+    if (warpgroup == kNumMathWarpgroups) {
+      ptx::setmaxnreg_dec<kProducerRegisters>();
+      if (threadIdx.x / 32 == kNumMathWarpgroups * 4 && ptx::elect_one_sync())
+        produce(p, smem, full, empty, num_m_blocks, num_tiles);
+    } else {
+      ptx::setmaxnreg_inc<kMathRegisters>();
+      consume(p, smem, full, empty, num_m_blocks, num_tiles, warpgroup);
+    }
+  }
+
+  static __device__ __forceinline__ void produce(const Fp8GemmParams& p, u8* smem, u64* full, u64* empty,
+                                                 u32 num_m_blocks, u32 num_tiles) {
+    u32 stage = 0, phase = 0;
+    for (u32 tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+      u32 m_block, n_block;
+      tile_coords(tile, num_m_blocks, m_block, n_block);
+      const i32 m0 = static_cast<i32>(m_block * kBlockM);
+      const i32 n0 = static_cast<i32>(n_block * kBlockN);
+      for (u32 kb = 0; kb < kNumKBlocks; ++kb) {
+        // Wait until every math warp has released this slot (passes at once on the first round).
+        ptx::mbarrier_wait_parity(&empty[stage], phase ^ 1);
+        ptx::mbarrier_arrive_expect_tx(&full[stage], kLayout.stage_tx_bytes);
+        const i32 k0 = static_cast<i32>(kb * kBlockK);
+        ptx::tma_load_2d(smem + kLayout.a_offset + stage * kLayout.a_stage_bytes, &p.tma_a, &full[stage], k0, m0);
+        ptx::tma_load_2d(smem + kLayout.b_offset + stage * kLayout.b_stage_bytes, &p.tma_b, &full[stage], k0, n0);
+        ptx::tma_load_2d(smem + kLayout.sfa_offset + stage * kLayout.sfa_stage_bytes, &p.tma_sfa, &full[stage], m0,
+                         static_cast<i32>(kb));
+        if (++stage == kStages) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
+    }
+  }
+
+  static __device__ __forceinline__ void consume(const Fp8GemmParams& p, u8* smem, u64* full, u64* empty,
+                                                 u32 num_m_blocks, u32 num_tiles, u32 warpgroup) {
+    const u32 lane = threadIdx.x % 32;
+    const u32 warp_in_group = (threadIdx.x / 32) % 4;
+    // This thread's two rows of the tile (the WGMMA accumulator fragment: rows r and r + 8).
+    const u32 row_in_tile = warpgroup * 64 + warp_in_group * 16 + lane / 4;
+    const u32 col_in_chunk = (lane % 4) * 2;
+
+    float accum[kAccumPerThread];
+    float partial[kAccumPerThread];
+    u32 stage = 0, phase = 0;
+
+    for (u32 tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+      u32 m_block, n_block;
+      tile_coords(tile, num_m_blocks, m_block, n_block);
+      const u32 n0 = n_block * kBlockN;
+      const u32 sfb_row0 = n0 / 128;
+      const u32 sfb_row1 = sfb_row0 + 1 < kNumSfbRows ? sfb_row0 + 1 : sfb_row0;
+      const float* sfb0 = p.sfb + sfb_row0 * kNumKBlocks;
+      const float* sfb1 = p.sfb + sfb_row1 * kNumKBlocks;
+      // Tile-local column at which B's second scale block starts (a multiple of 16; >= kBlockN: never).
+      const u32 sfb_switch = 128 - n0 % 128;
+
+#pragma unroll
+      for (u32 i = 0; i < kAccumPerThread; ++i) accum[i] = 0.0f;
+
+      for (u32 kb = 0; kb < kNumKBlocks; ++kb) {
+        ptx::mbarrier_wait_parity(&full[stage], phase);
+        const float* sfa = reinterpret_cast<const float*>(smem + kLayout.sfa_offset + stage * kLayout.sfa_stage_bytes);
+        const float sa0 = sfa[row_in_tile];
+        const float sa1 = sfa[row_in_tile + 8];
+        const float sb0 = sfb0[kb];
+        const float sb1 = kUniformSfb ? sb0 : sfb1[kb];
+
+        const u64 desc_a = ptx::make_smem_desc(smem + kLayout.a_offset + stage * kLayout.a_stage_bytes +
+                                                   warpgroup * 64 * kBlockK,
+                                               ptx::SmemSwizzle::k128B, 0, 1024);
+        const u64 desc_b = ptx::make_smem_desc(smem + kLayout.b_offset + stage * kLayout.b_stage_bytes,
+                                               ptx::SmemSwizzle::k128B, 0, 1024);
+        ptx::fence_operands(partial);
+        ptx::wgmma_fence();
+#pragma unroll
+        for (u32 k = 0; k < kBlockK / kWgmmaK; ++k) {
+          // k * 32 bytes along the 128-byte swizzled row: +2 in the descriptor's 16-byte address units.
+          ptx::WgmmaE4M3<kBlockN>::mma(desc_a + 2 * k, desc_b + 2 * k, partial, k == 0 ? 0u : 1u);
+        }
+        ptx::wgmma_commit_group();
+        ptx::wgmma_wait_group<0>();
+        ptx::fence_operands(partial);
+        // The slot's operands and scales have been read: hand it back to the producer, one arrival per warp.
+        if (lane == 0) ptx::mbarrier_arrive(&empty[stage]);
+
+        const float s00 = sa0 * sb0, s10 = sa1 * sb0;
+        const float s01 = sa0 * sb1, s11 = sa1 * sb1;
+#pragma unroll
+        for (u32 j = 0; j < kBlockN / 8; ++j) {
+          const bool first = kUniformSfb || j * 8 < sfb_switch;
+          const float s0 = first ? s00 : s01;
+          const float s1 = first ? s10 : s11;
+          accum[4 * j + 0] += s0 * partial[4 * j + 0];
+          accum[4 * j + 1] += s0 * partial[4 * j + 1];
+          accum[4 * j + 2] += s1 * partial[4 * j + 2];
+          accum[4 * j + 3] += s1 * partial[4 * j + 3];
+        }
+        if (++stage == kStages) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
+
+      if constexpr (kTmaStore)
+        store_tile_tma(p, smem, accum, warpgroup, warp_in_group, lane, m_block, n0);
+      else
+        store_tile_direct(p, accum, m_block * kBlockM + row_in_tile, n0 + col_in_chunk);
+    }
+    // The staging tile must stay valid until the last stores have read it.
+    if (kTmaStore && threadIdx.x % 128 == 0) ptx::tma_store_wait<0>();
+  }
+
+  // Plain stores of packed bf16 pairs from the accumulator fragment, masked at the M and N edges. `row0` is
+  // this thread's first row of D, `col0` its first column (then every 8 columns).
+  static __device__ __forceinline__ void store_tile_direct(const Fp8GemmParams& p, const float (&accum)[kAccumPerThread],
+                                                           u32 row0, u32 col0) {
+    const u32 row1 = row0 + 8;
+    u8* d = static_cast<u8*>(p.d);
+#pragma unroll
+    for (u32 j = 0; j < kBlockN / 8; ++j) {
+      const u32 col = col0 + j * 8;
+      if (kN % kBlockN == 0 || col < kN) {
+        if (row0 < p.m)
+          *reinterpret_cast<u32*>(d + (static_cast<u64>(row0) * p.ldd + col) * 2) =
+              ptx::f32x2_to_bf16x2(accum[4 * j + 0], accum[4 * j + 1]);
+        if (row1 < p.m)
+          *reinterpret_cast<u32*>(d + (static_cast<u64>(row1) * p.ldd + col) * 2) =
+              ptx::f32x2_to_bf16x2(accum[4 * j + 2], accum[4 * j + 3]);
+      }
+    }
+  }
+
+  // This warpgroup's 64 rows through shared memory and TMA stores. The staging tile holds kBlockN /
+  // kStoreCols column groups of [kBlockM][kStoreCols] bf16, each swizzled like the TMA box expects (16-byte
+  // unit u of row r sits at unit u ^ ((byte offset >> 7) & (kUnitsPerRow - 1))), which also spreads each
+  // stmatrix over all banks.
+  static __device__ __forceinline__ void store_tile_tma(const Fp8GemmParams& p, u8* smem,
+                                                        const float (&accum)[kAccumPerThread], u32 warpgroup,
+                                                        u32 warp_in_group, u32 lane, u32 m_block, u32 n0) {
+    const bool issuer = warp_in_group == 0 && lane == 0;
+    // The previous tile's stores must have finished reading the staging rows before they are overwritten.
+    if (issuer) ptx::tma_store_wait_read<0>();
+    ptx::named_barrier_sync(1 + warpgroup, 128);
+
+    // stmatrix x4 writes column chunks j, j + 1 (8 columns each), top and bottom 8 rows of this warp's 16:
+    // lane l addresses row l % 8 of matrix l / 8 = (chunk j + (l / 8) / 2, half (l / 8) % 2).
+    const u32 matrix = lane / 8;
+    const u32 row = warpgroup * 64 + warp_in_group * 16 + (matrix & 1) * 8 + lane % 8;
+#pragma unroll
+    for (u32 j = 0; j < kBlockN / 8; j += 2) {
+      const u32 chunk = j + (matrix >> 1);
+      const u32 linear = (chunk / kUnitsPerRow) * kStoreGroupBytes + row * kStoreRowBytes + (chunk % kUnitsPerRow) * 16;
+      const u32 swizzled = linear ^ (((linear >> 7) & (kUnitsPerRow - 1)) << 4);
+      ptx::stmatrix_x4(smem + kLayout.d_offset + swizzled,
+                       ptx::f32x2_to_bf16x2(accum[4 * j + 0], accum[4 * j + 1]),
+                       ptx::f32x2_to_bf16x2(accum[4 * j + 2], accum[4 * j + 3]),
+                       ptx::f32x2_to_bf16x2(accum[4 * j + 4], accum[4 * j + 5]),
+                       ptx::f32x2_to_bf16x2(accum[4 * j + 6], accum[4 * j + 7]));
+    }
+    // Generic-proxy writes -> visible to the TMA engine, then every writer is done before the issue.
+    ptx::fence_proxy_async_shared_cta();
+    ptx::named_barrier_sync(1 + warpgroup, 128);
+    if (issuer) {
+#pragma unroll
+      for (u32 g = 0; g < kBlockN / kStoreCols; ++g)
+        ptx::tma_store_2d(&p.tma_d, smem + kLayout.d_offset + g * kStoreGroupBytes + warpgroup * 64 * kStoreRowBytes,
+                          static_cast<i32>(n0 + g * kStoreCols), static_cast<i32>(m_block * kBlockM + warpgroup * 64));
+      ptx::tma_store_commit();
+    }
+  }
+};
+
+}  // namespace kiln::kernels

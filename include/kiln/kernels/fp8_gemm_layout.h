@@ -1,0 +1,73 @@
+// Shared-memory layout of the FP8 GEMM kernel, as constexpr arithmetic both the host (to size the launch
+// and pick the stage count without instantiating the kernel) and the device template use.
+//
+// With the TMA-store epilogue, first a bf16 staging tile for D: BLOCK_N / store_cols column groups, each
+// [BLOCK_M][store_cols] bf16 with a store_cols * 2-byte swizzle (the TMA store's box is {store_cols, 64}).
+// Per pipeline stage: an A tile [BLOCK_M][128] e4m3, a B tile [BLOCK_N][128] e4m3 (both written by TMA with
+// 128-byte swizzle, so each starts 1024-byte aligned) and A's scales for the tile [BLOCK_M] fp32. Then a
+// "full" and an "empty" mbarrier per stage.
+//
+//   [D staging][A stage 0 .. S-1][B stage 0 .. S-1][sfa stage 0 .. S-1][full barriers][empty barriers]
+#pragma once
+
+#include "kiln/ptx/types.cuh"
+
+namespace kiln::kernels {
+
+constexpr u32 kFp8GemmBlockK = 128;         // K per stage: one scale block, one 128-byte swizzle row
+constexpr u32 kFp8GemmMaxStages = 16;
+constexpr u32 kHopperSmemPerBlock = 232448; // 227 KB: the opt-in dynamic shared memory limit of H100/H200
+constexpr u32 kFp8GemmProducerThreads = 128;
+
+constexpr u32 fp8_gemm_align_up(u32 x, u32 a) { return (x + a - 1) / a * a; }
+
+// Columns of D per TMA store box with the TMA-store epilogue: the widest of 64 / 32 / 16 that divides
+// BLOCK_N, so a box never reaches into the next tile. The staging swizzle is store_cols * 2 bytes (128, 64
+// or 32), which keeps the stmatrix writes free of bank conflicts.
+constexpr u32 fp8_gemm_store_cols(u32 block_n) { return block_n % 64 == 0 ? 64 : block_n % 32 == 0 ? 32 : 16; }
+// Rows per TMA store box: each math warpgroup stores its own 64 rows.
+constexpr u32 kFp8GemmStoreRows = 64;
+
+struct Fp8GemmLayout {
+  u32 d_offset = 0, d_bytes = 0;  // D staging (0 bytes without the TMA-store epilogue)
+  u32 a_offset = 0, a_stage_bytes = 0;
+  u32 b_offset = 0, b_stage_bytes = 0;
+  u32 sfa_offset = 0, sfa_stage_bytes = 0;
+  u32 full_barrier_offset = 0, empty_barrier_offset = 0;
+  u32 total_bytes = 0;  // the dynamic shared memory a launch requests
+  u32 stage_tx_bytes = 0;  // bytes the TMA loads of one stage deliver (the full barrier's transaction count)
+};
+
+// The layout for one (BLOCK_M, BLOCK_N, stages, epilogue). BLOCK_M and BLOCK_N must be multiples of 8 (whole
+// swizzle atoms) and BLOCK_M a multiple of 32 (the scale box is 16-byte granular).
+constexpr Fp8GemmLayout fp8_gemm_layout(u32 block_m, u32 block_n, u32 stages, bool tma_store) {
+  Fp8GemmLayout l;
+  l.d_offset = 0;
+  l.d_bytes = tma_store ? fp8_gemm_align_up(block_m * block_n * 2, 1024) : 0;
+  l.a_stage_bytes = block_m * kFp8GemmBlockK;
+  l.b_stage_bytes = block_n * kFp8GemmBlockK;
+  l.sfa_stage_bytes = fp8_gemm_align_up(block_m * 4, 128);
+  l.a_offset = l.d_offset + l.d_bytes;
+  l.b_offset = fp8_gemm_align_up(l.a_offset + stages * l.a_stage_bytes, 1024);
+  l.sfa_offset = fp8_gemm_align_up(l.b_offset + stages * l.b_stage_bytes, 128);
+  l.full_barrier_offset = fp8_gemm_align_up(l.sfa_offset + stages * l.sfa_stage_bytes, 8);
+  l.empty_barrier_offset = l.full_barrier_offset + stages * 8;
+  l.total_bytes = l.empty_barrier_offset + stages * 8;
+  l.stage_tx_bytes = l.a_stage_bytes + l.b_stage_bytes + block_m * 4;
+  return l;
+}
+
+// The most stages (<= kFp8GemmMaxStages) whose layout fits `smem_bytes`; 0 when not even one fits.
+constexpr u32 fp8_gemm_max_stages(u32 block_m, u32 block_n, bool tma_store, u32 smem_bytes = kHopperSmemPerBlock) {
+  u32 best = 0;
+  for (u32 s = 1; s <= kFp8GemmMaxStages; ++s)
+    if (fp8_gemm_layout(block_m, block_n, s, tma_store).total_bytes <= smem_bytes) best = s;
+  return best;
+}
+
+// Threads per CTA: one producer warpgroup plus the math warpgroups (one per 64 rows of BLOCK_M).
+constexpr u32 fp8_gemm_num_threads(u32 num_math_warpgroups) {
+  return kFp8GemmProducerThreads + 128 * num_math_warpgroups;
+}
+
+}  // namespace kiln::kernels

@@ -1,0 +1,42 @@
+// The parameter struct of the FP8 GEMM kernel (fp8_gemm.cuh), shared by the host launch code (plain C++)
+// and the device template. POD with fixed-width fields, so both compilers lay it out alike.
+//
+//   D[M, N] (bf16) = (A[M, K] (e4m3) * sfa) . (B[N, K] (e4m3) * sfb)^T
+//
+// A and B are K-major. A's scales: one fp32 per row per 128 K (1 x 128), MN-major and TMA-aligned: element
+// (row m, K block kb) at sfa[kb * align(M, 4) + m]. B's scales: one fp32 per 128 x 128 block, row-major
+// [ceil(N / 128)][ceil(K / 128)]. N and K are compile-time template arguments of the kernel; M is here.
+#pragma once
+
+#include "kiln/ptx/types.cuh"
+
+namespace kiln {
+
+// Room for one CUtensorMap (128 bytes, 64-byte aligned): the host memcpy's an encoded map into it. Inside a
+// `__grid_constant__` parameter struct its address is the parameter-space address TMA instructions want.
+struct alignas(64) TmaDescriptor {
+  unsigned long long opaque[16];
+};
+
+struct alignas(64) Fp8GemmParams {
+  // A: e4m3 [M, K], dims {K, M}, box {128, BLOCK_M}, 128-byte swizzle, out-of-bounds zero fill.
+  TmaDescriptor tma_a;
+  // B: e4m3 [N, K], dims {K, N}, box {128, BLOCK_N}, 128-byte swizzle, out-of-bounds zero fill.
+  TmaDescriptor tma_b;
+  // A's scales: fp32, dims {align(M, 4), ceil(K / 128)}, box {BLOCK_M, 1}, no swizzle.
+  TmaDescriptor tma_sfa;
+  // D: bf16 [M, N] with row stride ldd, dims {N, M}, box {fp8_gemm_store_cols(BLOCK_N), 64}, swizzle of
+  // store_cols * 2 bytes; used by the TMA-store epilogue only (needs ldd * 2 and the base 16-byte aligned).
+  TmaDescriptor tma_d;
+  // B's scales: fp32 [ceil(N / 128)][ceil(K / 128)], row-major, read directly by the math warpgroups.
+  const float* sfb;
+  // D: bf16 [M, N] with row stride ldd elements (ldd >= N). The plain-store epilogue needs ldd even and a
+  // 4-byte aligned base; the TMA-store one writes through tma_d instead.
+  void* d;
+  u64 ldd;
+  // Rows of A and D; > 0 (the host does not launch for M = 0).
+  u32 m;
+  u32 reserved;
+};
+
+}  // namespace kiln

@@ -1,0 +1,90 @@
+// TMA (the tensor memory accelerator, sm_90): bulk tensor copies between global memory and shared memory,
+// described by a CUtensorMap the host encodes (passed to the kernel inside a `__grid_constant__` parameter
+// struct, so its address is a generic address into parameter space, as the instructions require). Loads
+// complete on an mbarrier (complete_tx::bytes); stores and reductions complete in bulk groups.
+#pragma once
+
+#include "kiln/ptx/types.cuh"
+
+namespace kiln::ptx {
+
+// prefetch.tensormap: brings a tensor map into the descriptor cache ahead of its first use.
+__device__ __forceinline__ void tma_prefetch_descriptor(const void* tensor_map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(tensor_map) : "memory");
+}
+
+// cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes: the box at coordinates
+// (c0 innermost, c1) of `tensor_map` into `smem_dst`, signalling `bar` with the bytes delivered (the full box:
+// out-of-bounds elements are filled with zeros and counted). `smem_dst` 128-byte aligned (1024 with
+// 128-byte swizzle, so the swizzle pattern matches the WGMMA descriptor's).
+__device__ __forceinline__ void tma_load_2d(void* smem_dst, const void* tensor_map, u64* bar, i32 c0, i32 c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::
+          "r"(static_cast<u32>(__cvta_generic_to_shared(smem_dst))),
+      "l"(tensor_map), "r"(c0), "r"(c1), "r"(static_cast<u32>(__cvta_generic_to_shared(bar)))
+      : "memory");
+}
+
+// The same with an L2 cache policy (.L2::cache_hint; a createpolicy value such as kL2EvictFirst).
+__device__ __forceinline__ void tma_load_2d_hint(void* smem_dst, const void* tensor_map, u64* bar, i32 c0, i32 c1,
+                                                 u64 policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(static_cast<u32>(__cvta_generic_to_shared(smem_dst))),
+      "l"(tensor_map), "r"(c0), "r"(c1), "r"(static_cast<u32>(__cvta_generic_to_shared(bar))), "l"(policy)
+      : "memory");
+}
+
+// Cache policies for tma_load_2d_hint, as createpolicy.fractional.L2::<priority>.b64 encodes them for a
+// fraction of 1.0 (the constants CUTLASS and DeepGEMM pass too).
+constexpr u64 kL2EvictNormal = 0x1000000000000000ull;
+constexpr u64 kL2EvictFirst = 0x12F0000000000000ull;
+constexpr u64 kL2EvictLast = 0x14F0000000000000ull;
+
+// cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster: one load
+// delivered to the same shared-memory offset, and signalled on the same barrier offset, in every CTA of the
+// cluster whose bit is set in `cta_mask`.
+__device__ __forceinline__ void tma_load_2d_multicast(void* smem_dst, const void* tensor_map, u64* bar, i32 c0,
+                                                      i32 c1, u16 cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(static_cast<u32>(__cvta_generic_to_shared(smem_dst))),
+      "l"(tensor_map), "r"(c0), "r"(c1), "r"(static_cast<u32>(__cvta_generic_to_shared(bar))), "h"(cta_mask)
+      : "memory");
+}
+
+// cp.async.bulk.tensor.2d.global.shared::cta.bulk_group: stores the box at (c0, c1) from `smem_src`; the
+// elements outside the tensor are not written. The shared memory must have been made visible to the async
+// proxy first (fence_proxy_async_shared_cta after the writes, then a barrier among the writers).
+__device__ __forceinline__ void tma_store_2d(const void* tensor_map, const void* smem_src, i32 c0, i32 c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(tensor_map),
+               "r"(static_cast<u32>(__cvta_generic_to_shared(smem_src))), "r"(c0), "r"(c1)
+               : "memory");
+}
+
+// cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.bulk_group: element-wise D[box] += smem (the
+// accumulating, FP32-output form of a GEMM).
+__device__ __forceinline__ void tma_reduce_add_2d(const void* tensor_map, const void* smem_src, i32 c0, i32 c1) {
+  asm volatile(
+      "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(tensor_map),
+      "r"(static_cast<u32>(__cvta_generic_to_shared(smem_src))), "r"(c0), "r"(c1)
+      : "memory");
+}
+
+// cp.async.bulk.commit_group: closes the bulk stores issued since the last commit into one group.
+__device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+
+// cp.async.bulk.wait_group.read N: waits until at most N groups still read their shared-memory source, so
+// the staging buffer may be overwritten (the global writes may still be in flight).
+template <int kPending>
+__device__ __forceinline__ void tma_store_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
+}
+
+// cp.async.bulk.wait_group N: waits until at most N groups are incomplete, global writes included.
+template <int kPending>
+__device__ __forceinline__ void tma_store_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+}  // namespace kiln::ptx

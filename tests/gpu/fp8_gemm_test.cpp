@@ -1,0 +1,666 @@
+// GPU test of the FP8 GEMM device kernel (include/kiln/kernels/fp8_gemm.cuh), driven directly through the
+// compiler component and the loader: no op layer yet. For each shape it makes random FP8 inputs the way
+// DeepSeek-V3 quantises (A per token per 128 K, B per 128x128 block, scale = amax / 448), poisons D with
+// NaN, launches, and compares against a float64 reference computed from the dequantised inputs
+// (DeepGEMM's calc_diff < 1e-5; NaN never passes), and against the unquantised product (< 1e-3). Large
+// shapes check a sample of rows. Rows and columns outside D must stay poisoned. Shapes with M = 4096 (and
+// the other dense shapes) are also timed with CUDA events, L2 flushed before each call.
+//
+// Prints one PASS/FAIL line per shape; exit status 0 only when everything passed, 77 when no GPU is there
+// (after compiling every kernel, which needs none). DG_JIT_USE_NVRTC=1 compiles with NVRTC.
+#include <cuda.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "codegen/kernel_spec.hpp"
+#include "compiler/compiler.hpp"
+#include "cuda/driver.hpp"
+#include "cuda/kernel.hpp"
+#include "kiln/config.hpp"
+#include "kiln/error.hpp"
+#include "kiln/kernels/fp8_gemm_layout.h"
+#include "kiln/kernels/fp8_gemm_params.h"
+
+namespace {
+
+using kiln::kernels::fp8_gemm_layout;
+using kiln::kernels::fp8_gemm_max_stages;
+using kiln::kernels::fp8_gemm_num_threads;
+
+static_assert(sizeof(CUtensorMap) == sizeof(kiln::TmaDescriptor), "TmaDescriptor must hold a CUtensorMap");
+// CUDA 13 declares CUtensorMap 128-byte aligned (12.x: 64); TMA itself needs 64, which TmaDescriptor gives.
+static_assert(alignof(kiln::TmaDescriptor) >= 64, "TMA descriptors must be 64-byte aligned");
+
+// ---- e4m3 (OCP FN: bias 7, no infinities, 0x7f/0xff NaN, max 448) ------------------------------------------
+
+double e4m3_to_double(uint8_t b) {
+  const int sign = b >> 7, exp = (b >> 3) & 15, man = b & 7;
+  double v;
+  if (exp == 15 && man == 7) return std::nan("");
+  if (exp == 0)
+    v = std::ldexp(man, -9);  // subnormal: man * 2^-6 / 8
+  else
+    v = std::ldexp(1.0 + man / 8.0, exp - 7);
+  return sign ? -v : v;
+}
+
+// Round to nearest even, saturating at +-448 (what cvt.rn.satfinite does and what quantisers rely on).
+uint8_t float_to_e4m3(float x) {
+  if (std::isnan(x)) return 0x7f;
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
+  const float a = std::fabs(x);
+  if (a >= 448.0f) return sign | 0x7e;
+  if (a < std::ldexp(1.0f, -6)) {
+    // Subnormal range: multiples of 2^-9; 8 * 2^-9 rounds up to the smallest normal, whose code is 0x08.
+    const float q = std::nearbyint(a * 512.0f);
+    return static_cast<uint8_t>(sign | static_cast<uint8_t>(q));
+  }
+  int e2 = 0;
+  std::frexp(a, &e2);  // a = f * 2^e2, f in [0.5, 1)
+  int exp = e2 - 1;    // a = 1.m * 2^exp, exp in [-6, 8]
+  float q = std::nearbyint((std::ldexp(a, -exp) - 1.0f) * 8.0f);  // 0..8
+  if (q >= 8.0f) {
+    q = 0.0f;
+    ++exp;
+  }
+  if (exp > 8 || (exp == 8 && q > 6.0f)) return sign | 0x7e;
+  return static_cast<uint8_t>(sign | ((exp + 7) << 3) | static_cast<int>(q));
+}
+
+bool check_e4m3_codec() {
+  // Every finite code decodes and encodes back to itself; midpoints round to even; overflow saturates.
+  for (int b = 0; b < 256; ++b) {
+    const double v = e4m3_to_double(static_cast<uint8_t>(b));
+    if (std::isnan(v)) continue;
+    uint8_t back = float_to_e4m3(static_cast<float>(v));
+    if (v == 0.0) back = static_cast<uint8_t>(back | (b & 0x80));  // +-0 both fine
+    if (back != b) {
+      std::printf("FAIL e4m3 codec: code 0x%02x -> %g -> 0x%02x\n", b, v, back);
+      return false;
+    }
+  }
+  const bool ok = float_to_e4m3(1.0625f) == 0x38 && float_to_e4m3(1.1875f) == 0x3a &&
+                  float_to_e4m3(1000.0f) == 0x7e && float_to_e4m3(-1000.0f) == 0xfe &&
+                  float_to_e4m3(std::ldexp(1.0f, -10)) == 0x00 && float_to_e4m3(std::ldexp(3.0f, -10)) == 0x02;
+  std::printf("%s e4m3 codec (256 codes round-trip, ties to even, saturation)\n", ok ? "PASS" : "FAIL");
+  return ok;
+}
+
+// ---- deterministic random inputs -----------------------------------------------------------------------
+
+uint64_t mix(uint64_t x) {  // splitmix64 finaliser
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+float uniform(uint64_t h) { return static_cast<float>(h >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f; }  // [-1, 1)
+// Magnitudes vary by powers of two between rows / blocks so the scales differ.
+float magnitude(uint64_t h) { return std::ldexp(1.0f, static_cast<int>(h % 9) - 4); }
+
+struct Gen {
+  uint64_t seed;
+  // A[m, k]: a per-row magnitude times a uniform value.
+  float a(uint64_t m, uint64_t k) const {
+    return magnitude(mix(seed ^ (m * 0x51ull))) * uniform(mix(seed * 31 + (m << 24) + k));
+  }
+  // B[n, k]: a per-128x128-block magnitude times a uniform value.
+  float b(uint64_t n, uint64_t k) const {
+    return magnitude(mix(~seed ^ (((n / 128) << 20) + k / 128))) * uniform(mix(~seed * 17 + (n << 24) + k));
+  }
+};
+
+void parallel_for(size_t count, const std::function<void(size_t, size_t)>& body) {
+  const size_t threads = std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), 32));
+  const size_t chunk = (count + threads - 1) / threads;
+  std::vector<std::thread> pool;
+  for (size_t begin = 0; begin < count; begin += chunk)
+    pool.emplace_back(body, begin, std::min(count, begin + chunk));
+  for (auto& t : pool) t.join();
+}
+
+struct HostProblem {
+  uint32_t m, n, k, kb_count, m_aligned;
+  std::vector<uint8_t> a, b;  // [m][k], [n][k]
+  std::vector<float> sfa;     // [kb][m_aligned], MN-major; padding rows NaN (never read into D)
+  std::vector<float> sfb;     // [ceil(n/128)][kb]
+};
+
+HostProblem make_problem(uint32_t m, uint32_t n, uint32_t k, const Gen& g) {
+  HostProblem p;
+  p.m = m, p.n = n, p.k = k;
+  p.kb_count = (k + 127) / 128;
+  p.m_aligned = (m + 3) / 4 * 4;
+  p.a.resize(static_cast<size_t>(m) * k);
+  p.b.resize(static_cast<size_t>(n) * k);
+  p.sfa.assign(static_cast<size_t>(p.kb_count) * p.m_aligned, std::nanf(""));
+  const uint32_t nb_count = (n + 127) / 128;
+  p.sfb.resize(static_cast<size_t>(nb_count) * p.kb_count);
+  parallel_for(m, [&](size_t begin, size_t end) {
+    for (size_t row = begin; row < end; ++row)
+      for (uint32_t kb = 0; kb < p.kb_count; ++kb) {
+        const uint32_t k0 = kb * 128, k1 = std::min(k, k0 + 128);
+        float amax = 0;
+        for (uint32_t c = k0; c < k1; ++c) amax = std::max(amax, std::fabs(g.a(row, c)));
+        const float scale = std::max(amax, 1e-4f) / 448.0f;
+        p.sfa[static_cast<size_t>(kb) * p.m_aligned + row] = scale;
+        for (uint32_t c = k0; c < k1; ++c) p.a[row * k + c] = float_to_e4m3(g.a(row, c) / scale);
+      }
+  });
+  parallel_for(static_cast<size_t>(nb_count) * p.kb_count, [&](size_t begin, size_t end) {
+    for (size_t blk = begin; blk < end; ++blk) {
+      const uint32_t nb = static_cast<uint32_t>(blk / p.kb_count), kb = static_cast<uint32_t>(blk % p.kb_count);
+      const uint32_t n0 = nb * 128, n1 = std::min(n, n0 + 128), k0 = kb * 128, k1 = std::min(k, k0 + 128);
+      float amax = 0;
+      for (uint32_t r = n0; r < n1; ++r)
+        for (uint32_t c = k0; c < k1; ++c) amax = std::max(amax, std::fabs(g.b(r, c)));
+      const float scale = std::max(amax, 1e-4f) / 448.0f;
+      p.sfb[blk] = scale;
+      for (uint32_t r = n0; r < n1; ++r)
+        for (uint32_t c = k0; c < k1; ++c) p.b[static_cast<size_t>(r) * k + c] = float_to_e4m3(g.b(r, c) / scale);
+    }
+  });
+  return p;
+}
+
+// Four independent partial sums: the float64 reference is latency-bound otherwise.
+double dot(const double* x, const double* y, size_t n) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += x[i] * y[i];
+    s1 += x[i + 1] * y[i + 1];
+    s2 += x[i + 2] * y[i + 2];
+    s3 += x[i + 3] * y[i + 3];
+  }
+  for (; i < n; ++i) s0 += x[i] * y[i];
+  return (s0 + s1) + (s2 + s3);
+}
+
+// Reference rows: out_q from the dequantised inputs, out_f from the unquantised ones; float64 throughout.
+void reference(const HostProblem& p, const Gen& g, const std::vector<uint32_t>& rows, std::vector<double>& out_q,
+               std::vector<double>& out_f) {
+  static double lut[256];
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (int i = 0; i < 256; ++i) lut[i] = e4m3_to_double(static_cast<uint8_t>(i));
+  });
+  const size_t r = rows.size(), k = p.k;
+  std::vector<double> qa(r * k), fa(r * k);
+  for (size_t i = 0; i < r; ++i)
+    for (size_t c = 0; c < k; ++c) {
+      qa[i * k + c] = lut[p.a[static_cast<size_t>(rows[i]) * k + c]];
+      fa[i * k + c] = g.a(rows[i], c);
+    }
+  out_q.assign(r * p.n, 0.0);
+  out_f.assign(r * p.n, 0.0);
+  parallel_for(p.n, [&](size_t begin, size_t end) {
+    std::vector<double> qb(k), fb(k);
+    for (size_t n = begin; n < end; ++n) {
+      for (size_t c = 0; c < k; ++c) {
+        qb[c] = lut[p.b[n * k + c]];
+        fb[c] = g.b(n, c);
+      }
+      for (size_t i = 0; i < r; ++i) {
+        const double* qa_row = &qa[i * k];
+        const double* fa_row = &fa[i * k];
+        double acc_q = 0;
+        for (uint32_t kb = 0; kb < p.kb_count; ++kb) {
+          const size_t k0 = kb * 128u, k1 = std::min<size_t>(k, k0 + 128);
+          acc_q += dot(qa_row + k0, qb.data() + k0, k1 - k0) * p.sfa[static_cast<size_t>(kb) * p.m_aligned + rows[i]] *
+                   p.sfb[(n / 128) * p.kb_count + kb];
+        }
+        out_q[i * p.n + n] = acc_q;
+        out_f[i * p.n + n] = dot(fa_row, fb.data(), k);
+      }
+    }
+  });
+}
+
+// DeepGEMM's calc_diff: 1 - 2 sum(xy) / sum(x^2 + y^2); 0 for identical tensors, NaN-propagating.
+double calc_diff(const std::vector<double>& x, const std::vector<double>& y) {
+  double xy = 0, sq = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    xy += x[i] * y[i];
+    sq += x[i] * x[i] + y[i] * y[i];
+  }
+  return sq == 0 ? 0.0 : 1.0 - 2.0 * xy / sq;
+}
+
+double bf16_to_double(uint16_t v) {
+  const uint32_t bits = static_cast<uint32_t>(v) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// ---- kernels ---------------------------------------------------------------------------------------------
+
+struct KernelConfig {
+  uint32_t block_m, block_n, stages, math_warpgroups;
+  bool tma_store;
+  auto tie() const { return std::tie(block_m, block_n, stages, math_warpgroups, tma_store); }
+  bool operator<(const KernelConfig& o) const { return tie() < o.tie(); }
+  bool operator==(const KernelConfig& o) const { return tie() == o.tie(); }
+};
+
+KernelConfig make_config(uint32_t block_m, uint32_t block_n, bool tma_store = true) {
+  return {block_m, block_n, fp8_gemm_max_stages(block_m, block_n, tma_store), block_m / 64, tma_store};
+}
+
+// v1's choice: 64-row tiles (one math warpgroup) up to M = 64, else 128-row tiles; BLOCK_N 128; TMA stores.
+KernelConfig default_config(uint32_t m) { return m <= 64 ? make_config(64, 128) : make_config(128, 128); }
+
+// With --sweep, the timed shapes also run these (each checked like the default) to see what the heuristic
+// should pick.
+std::vector<KernelConfig> sweep_configs(uint32_t m) {
+  if (m <= 64) return {make_config(64, 128, false), make_config(64, 64), make_config(64, 32)};
+  if (m <= 128) return {make_config(128, 128, false), make_config(64, 128), make_config(128, 64), make_config(64, 64)};
+  return {make_config(128, 128, false), make_config(128, 160), make_config(128, 192), make_config(128, 112)};
+}
+
+kiln::codegen::KernelSpec make_spec(uint32_t n, uint32_t k, const KernelConfig& c) {
+  kiln::codegen::KernelSpec spec;
+  spec.op = "fp8_gemm_nt";
+  spec.header = "kiln/kernels/fp8_gemm.cuh";
+  spec.kernel_template = "kiln::kernels::Fp8Gemm";
+  spec.params_type = "kiln::Fp8GemmParams";
+  spec.arg("n", static_cast<int64_t>(n))
+      .arg("k", static_cast<int64_t>(k))
+      .arg("block_m", static_cast<int64_t>(c.block_m))
+      .arg("block_n", static_cast<int64_t>(c.block_n))
+      .arg("stages", static_cast<int64_t>(c.stages))
+      .arg("math_warpgroups", static_cast<int64_t>(c.math_warpgroups))
+      .arg("tma_store", c.tma_store);
+  spec.block_threads = static_cast<int>(fp8_gemm_num_threads(c.math_warpgroups));
+  spec.min_blocks_per_sm = 1;
+  return spec;
+}
+
+struct KernelKey {
+  uint32_t n, k;
+  KernelConfig config;
+  bool operator<(const KernelKey& o) const {
+    return std::tie(n, k) < std::tie(o.n, o.k) || (std::tie(n, k) == std::tie(o.n, o.k) && config < o.config);
+  }
+};
+
+struct Built {
+  kiln::compiler::CompiledKernel compiled;
+  std::unique_ptr<kiln::cuda::LoadedKernel> loaded;
+  std::string error;
+};
+
+// ---- shapes ------------------------------------------------------------------------------------------------
+
+struct Case {
+  uint32_t m, n, k;
+  uint64_t ldd;                        // row stride of D in elements (>= n; a multiple of 8 for TMA stores)
+  std::vector<KernelConfig> configs;   // each is launched and checked against the same reference
+  bool timed;
+  double deepgemm_us;                  // events time from the peers file; 0 when not listed
+};
+
+// DeepGEMM on the H200 (events, µs), from shared/bench/peers-h200.md.
+double deepgemm_us(uint32_t m, uint32_t n, uint32_t k) {
+  static const std::map<std::tuple<uint32_t, uint32_t, uint32_t>, double> kPeers = {
+      {{128, 2112, 7168}, 13.8},  {{128, 24576, 1536}, 20.4},  {{128, 32768, 512}, 13.1},
+      {{128, 7168, 16384}, 47.1}, {{128, 4096, 7168}, 16.6},   {{128, 7168, 2048}, 11.7},
+      {{4096, 2112, 7168}, 97.6}, {{4096, 24576, 1536}, 233.0}, {{4096, 32768, 512}, 130.0},
+      {{4096, 7168, 16384}, 653.1}, {{4096, 4096, 7168}, 193.1}, {{4096, 7168, 2048}, 97.7},
+      {{64, 7168, 2048}, 10.8},   {{64, 4096, 7168}, 16.3},    {{1, 7168, 2048}, 11.4},
+      {{1, 4096, 7168}, 18.3}};
+  auto it = kPeers.find({m, n, k});
+  return it == kPeers.end() ? 0.0 : it->second;
+}
+
+std::vector<Case> make_cases(bool sweep) {
+  // shared/bench/shapes.json, dense_fp8.
+  const uint32_t dense_nk[][2] = {{2112, 7168}, {24576, 1536}, {32768, 512}, {7168, 16384},
+                                  {4096, 7168}, {7168, 2048},  {576, 7168}};
+  std::vector<Case> cases;
+  for (uint32_t m : {1u, 64u, 128u, 4096u})
+    for (const auto& nk : dense_nk) {
+      Case c{m, nk[0], nk[1], nk[0], {default_config(m)}, true, deepgemm_us(m, nk[0], nk[1])};
+      if (sweep)
+        for (const auto& alt : sweep_configs(m)) c.configs.push_back(alt);
+      cases.push_back(c);
+    }
+  // Ragged edges: M not a multiple of the tile, N not a multiple of BLOCK_N, a padded D row stride, a K
+  // tail inside the last 128-block, BLOCK_N = 112 (tiles straddling two of B's scale blocks; TMA-store
+  // groups of 16 columns), and both epilogues.
+  const std::vector<Case> ragged = {
+      {1, 576, 512, 584, {default_config(1), make_config(64, 128, false)}, false, 0},
+      {65, 2112, 7168, 2112, {default_config(65), make_config(128, 128, false)}, false, 0},
+      {200, 576, 7168, 640, {default_config(200), make_config(64, 112)}, false, 0},
+      {200, 2112, 512, 2112, {default_config(200), make_config(128, 112), make_config(128, 112, false)}, false, 0},
+      {65, 576, 512, 576, {make_config(64, 128), make_config(64, 32)}, false, 0},
+      {130, 2112, 720, 2120, {default_config(130), make_config(128, 160)}, false, 0},
+      {37, 576, 7168, 576, {make_config(64, 112), make_config(64, 112, false)}, false, 0},
+  };
+  cases.insert(cases.end(), ragged.begin(), ragged.end());
+  return cases;
+}
+
+// ---- device helpers ------------------------------------------------------------------------------------------
+
+struct DeviceBuffer {
+  CUdeviceptr ptr = 0;
+  size_t bytes = 0;
+  explicit DeviceBuffer(size_t n) : bytes(n) { KILN_CU_CHECK(kiln::cuda::DriverApi::get().cuMemAlloc(&ptr, n)); }
+  ~DeviceBuffer() {
+    if (ptr) kiln::cuda::DriverApi::get().cuMemFree(ptr);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+CUtensorMap encode_2d(CUtensorMapDataType type, CUdeviceptr base, uint64_t inner, uint64_t outer,
+                      uint64_t row_bytes, uint32_t box_inner, uint32_t box_outer, CUtensorMapSwizzle swizzle,
+                      const char* what) {
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {inner, outer};
+  const cuuint64_t strides[1] = {row_bytes};
+  const cuuint32_t box[2] = {box_inner, box_outer};
+  const cuuint32_t elem[2] = {1, 1};
+  kiln::cuda::check(kiln::cuda::DriverApi::get().cuTensorMapEncodeTiled(
+                        &map, type, 2, reinterpret_cast<void*>(base), dims, strides, box, elem,
+                        CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+                    "cuTensorMapEncodeTiled", std::string(" for ") + what);
+  return map;
+}
+
+struct Launch {
+  kiln::Fp8GemmParams params;
+  kiln::cuda::LaunchConfig config;
+};
+
+struct DeviceProblem {
+  CUdeviceptr a, b, sfa, sfb, d;
+};
+
+Launch prepare(const Case& c, const KernelConfig& k, const HostProblem& p, const DeviceProblem& dev, int sm_count) {
+  Launch l{};
+  const auto tma_a = encode_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, dev.a, c.k, c.m, c.k, 128, k.block_m,
+                               CU_TENSOR_MAP_SWIZZLE_128B, "A");
+  const auto tma_b = encode_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, dev.b, c.k, c.n, c.k, 128, k.block_n,
+                               CU_TENSOR_MAP_SWIZZLE_128B, "B");
+  const auto tma_sfa = encode_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, dev.sfa, p.m_aligned, p.kb_count,
+                                 static_cast<uint64_t>(p.m_aligned) * 4, k.block_m, 1, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                 "A's scales");
+  const uint32_t store_cols = kiln::kernels::fp8_gemm_store_cols(k.block_n);
+  const CUtensorMapSwizzle store_swizzle = store_cols == 64   ? CU_TENSOR_MAP_SWIZZLE_128B
+                                           : store_cols == 32 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                                              : CU_TENSOR_MAP_SWIZZLE_32B;
+  const auto tma_d = encode_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, dev.d, c.n, c.m, c.ldd * 2, store_cols,
+                               kiln::kernels::kFp8GemmStoreRows, store_swizzle, "D");
+  std::memcpy(&l.params.tma_a, &tma_a, sizeof(tma_a));
+  std::memcpy(&l.params.tma_b, &tma_b, sizeof(tma_b));
+  std::memcpy(&l.params.tma_sfa, &tma_sfa, sizeof(tma_sfa));
+  std::memcpy(&l.params.tma_d, &tma_d, sizeof(tma_d));
+  l.params.sfb = reinterpret_cast<const float*>(dev.sfb);
+  l.params.d = reinterpret_cast<void*>(dev.d);
+  l.params.ldd = c.ldd;
+  l.params.m = c.m;
+  const uint32_t tiles = (c.m + k.block_m - 1) / k.block_m * ((c.n + k.block_n - 1) / k.block_n);
+  l.config.grid[0] = std::min<uint32_t>(tiles, static_cast<uint32_t>(sm_count));
+  l.config.block[0] = fp8_gemm_num_threads(k.math_warpgroups);
+  l.config.shared_bytes = fp8_gemm_layout(k.block_m, k.block_n, k.stages, k.tma_store).total_bytes;
+  return l;
+}
+
+std::string describe(const Case& c, const KernelConfig& k) {
+  char s[200];
+  std::snprintf(s, sizeof(s), "m=%u n=%u k=%u ldd=%llu block %ux%u stages=%u %s", c.m, c.n, c.k,
+                static_cast<unsigned long long>(c.ldd), k.block_m, k.block_n, k.stages,
+                k.tma_store ? "tma-store" : "direct-store");
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool sweep = argc > 1 && std::strcmp(argv[1], "--sweep") == 0;
+  int failures = 0;
+  if (!check_e4m3_codec()) ++failures;
+
+  const kiln::Config& config = kiln::config();
+  const std::vector<Case> cases = make_cases(sweep);
+
+  // Host-side check of the test's own quantiser: the dequantised product must be close to the exact one.
+  {
+    const Gen g{7};
+    HostProblem p = make_problem(16, 256, 1024, g);
+    std::vector<uint32_t> rows(16);
+    for (uint32_t i = 0; i < 16; ++i) rows[i] = i;
+    std::vector<double> q, f;
+    reference(p, g, rows, q, f);
+    const double diff = calc_diff(q, f);
+    const bool ok = diff < 1e-3;
+    std::printf("%s host quantiser: calc_diff(dequantised, exact) = %.3g (< 1e-3)\n", ok ? "PASS" : "FAIL", diff);
+    if (!ok) ++failures;
+  }
+
+  // Compile every distinct kernel, in parallel (no GPU needed).
+  std::map<KernelKey, Built> kernels;
+  for (const Case& c : cases)
+    for (const auto& k : c.configs) kernels[{c.n, c.k, k}];
+  std::unique_ptr<kiln::compiler::Compiler> compiler;
+  try {
+    compiler = kiln::compiler::make_compiler(config.backend, config, {});
+  } catch (const std::exception& e) {
+    std::printf("FAIL compiler: %s\n", e.what());
+    return 1;
+  }
+  {
+    kiln::compiler::CompileOptions options;
+    options.arch = kiln::compiler::Arch::parse("sm_90a");
+    options.ptxas_verbose = true;  // the resource report (printed to stderr too): no spills, no local memory
+    options.timeout_s = 300;
+    std::vector<std::pair<const KernelKey*, Built*>> work;
+    for (auto& [key, built] : kernels) work.emplace_back(&key, &built);
+    std::atomic<size_t> next{0};
+    const auto t0 = std::chrono::steady_clock::now();
+    const size_t threads = std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), work.size()));
+    std::vector<std::thread> pool;
+    for (size_t t = 0; t < threads; ++t)
+      pool.emplace_back([&] {
+        for (size_t i; (i = next.fetch_add(1)) < work.size();) {
+          const auto& [key, built] = work[i];
+          const auto spec = make_spec(key->n, key->k, key->config);
+          try {
+            built->compiled = compiler->compile(
+                {kiln::codegen::render_source(spec), spec.kernel_name(), spec.op + " " + spec.describe()}, options);
+          } catch (const std::exception& e) {
+            built->error = e.what();
+          }
+        }
+      });
+    for (auto& t : pool) t.join();
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("compiled %zu kernels with %s in %.2f s (%zu threads)\n", work.size(), kiln::to_string(config.backend),
+                secs, threads);
+  }
+  std::string sass_tool_error;
+  for (auto& [key, built] : kernels) {
+    const std::string name = make_spec(key.n, key.k, key.config).describe();
+    if (!built.error.empty()) {
+      std::printf("FAIL compile %s: %s\n", name.c_str(), built.error.c_str());
+      ++failures;
+      continue;
+    }
+    const auto& r = built.compiled.resources;
+    bool ok = r.known() && !r.uses_local_memory() && built.compiled.log.find("C7508") == std::string::npos;
+    std::string sass_note;
+    if (sass_tool_error.empty()) {
+      try {
+        const std::string sass = kiln::compiler::disassemble_sass(built.compiled.cubin, config);
+        const bool qgmma = sass.find("QGMMA") != std::string::npos;
+        ok = ok && qgmma;
+        sass_note = qgmma ? ", QGMMA in SASS" : ", NO QGMMA in SASS";
+      } catch (const std::exception& e) {
+        sass_tool_error = e.what();
+      }
+    }
+    if (sass_note.empty()) sass_note = ", SASS not checked";
+    std::printf("%s compile %s: %s, %.0f ms, %zu bytes%s\n", ok ? "PASS" : "FAIL", name.c_str(),
+                r.known() ? r.describe().c_str() : "no ptxas report", built.compiled.compile_ms,
+                built.compiled.cubin.size(), sass_note.c_str());
+    if (!ok) {
+      ++failures;
+      std::printf("%s\n", built.compiled.log.c_str());
+    }
+  }
+  if (!sass_tool_error.empty()) std::printf("note: SASS not checked: %s\n", sass_tool_error.c_str());
+  std::fflush(stdout);
+
+  if (kiln::cuda::device_count() == 0) {
+    std::printf("SKIP launches: no GPU (%d failures so far)\n", failures);
+    return failures ? 1 : 77;
+  }
+
+  try {
+    const int device = kiln::cuda::current_device();
+    const auto info = kiln::cuda::device_info(device);
+    std::printf("device %d: %s, %d SMs, %lld bytes shared memory per block\n", device, info.name.c_str(),
+                info.sm_count, static_cast<long long>(info.shared_memory_per_block_optin));
+    const auto& api = kiln::cuda::DriverApi::get();
+    for (auto& [key, built] : kernels) {
+      if (!built.error.empty()) continue;
+      built.loaded = kiln::cuda::LoadedKernel::load(built.compiled.cubin, built.compiled.kernel_name, device,
+                                                    config.launch_api, false);
+    }
+    DeviceBuffer flush(512ull << 20);  // larger than the 60 MB L2
+    CUevent start, stop;
+    KILN_CU_CHECK(api.cuEventCreate(&start, CU_EVENT_DEFAULT));
+    KILN_CU_CHECK(api.cuEventCreate(&stop, CU_EVENT_DEFAULT));
+
+    uint64_t seed = 1;
+    std::vector<std::string> timing_lines;
+    for (const Case& c : cases) {
+      const Gen g{seed++};
+      const HostProblem p = make_problem(c.m, c.n, c.k, g);
+      DeviceBuffer a(p.a.size()), b(p.b.size()), sfa(p.sfa.size() * 4), sfb(p.sfb.size() * 4);
+      // One guard row below D; columns ldd - n beyond each row are padding: both must stay poisoned.
+      DeviceBuffer d((static_cast<size_t>(c.m) + 1) * c.ldd * 2);
+      KILN_CU_CHECK(api.cuMemcpyHtoD(a.ptr, p.a.data(), p.a.size()));
+      KILN_CU_CHECK(api.cuMemcpyHtoD(b.ptr, p.b.data(), p.b.size()));
+      KILN_CU_CHECK(api.cuMemcpyHtoD(sfa.ptr, p.sfa.data(), p.sfa.size() * 4));
+      KILN_CU_CHECK(api.cuMemcpyHtoD(sfb.ptr, p.sfb.data(), p.sfb.size() * 4));
+      const DeviceProblem dev{a.ptr, b.ptr, sfa.ptr, sfb.ptr, d.ptr};
+
+      // Rows to check: all for small M, else 64 (the first and last, tile edges, and random ones).
+      std::vector<uint32_t> rows;
+      if (c.m <= 256) {
+        for (uint32_t r = 0; r < c.m; ++r) rows.push_back(r);
+      } else {
+        for (uint32_t r : {0u, 1u, 63u, 64u, 127u, 128u, c.m - 2, c.m - 1}) rows.push_back(r);
+        for (uint64_t i = 0; rows.size() < 64; ++i) rows.push_back(static_cast<uint32_t>(mix(seed * 977 + i) % c.m));
+      }
+      std::vector<double> ref_q, ref_f;
+      reference(p, g, rows, ref_q, ref_f);
+
+      double best_us = 0;
+      std::string best_name;
+      for (const KernelConfig& kc : c.configs) {
+        const std::string name = describe(c, kc);
+        const auto& built = kernels.at({c.n, c.k, kc});
+        if (!built.loaded) {
+          std::printf("FAIL %s: kernel did not compile\n", name.c_str());
+          ++failures;
+          continue;
+        }
+        KILN_CU_CHECK(api.cuMemsetD8(d.ptr, 0xff, d.bytes));  // bf16 0xffff: NaN
+        Launch l = prepare(c, kc, p, dev, info.sm_count);
+        built.loaded->launch(l.config, &l.params);
+        KILN_CU_CHECK(api.cuCtxSynchronize());
+
+        std::vector<uint16_t> out(rows.size() * c.ldd), guard(c.ldd);
+        for (size_t i = 0; i < rows.size(); ++i)
+          KILN_CU_CHECK(api.cuMemcpyDtoH(out.data() + i * c.ldd, d.ptr + static_cast<size_t>(rows[i]) * c.ldd * 2,
+                                         c.ldd * 2));
+        KILN_CU_CHECK(api.cuMemcpyDtoH(guard.data(), d.ptr + static_cast<size_t>(c.m) * c.ldd * 2, c.ldd * 2));
+        std::vector<double> got(rows.size() * c.n);
+        bool finite = true, poison_kept = true;
+        double max_abs = 0, max_ref = 0;
+        for (size_t i = 0; i < rows.size(); ++i) {
+          for (uint32_t n = 0; n < c.n; ++n) {
+            const double v = bf16_to_double(out[i * c.ldd + n]);
+            got[i * c.n + n] = v;
+            if (!std::isfinite(v)) finite = false;
+            max_abs = std::max(max_abs, std::fabs(v - ref_q[i * c.n + n]));
+            max_ref = std::max(max_ref, std::fabs(ref_q[i * c.n + n]));
+          }
+          for (uint64_t n = c.n; n < c.ldd; ++n) poison_kept = poison_kept && out[i * c.ldd + n] == 0xffff;
+        }
+        for (uint16_t v : guard) poison_kept = poison_kept && v == 0xffff;
+        const double diff_q = calc_diff(got, ref_q), diff_f = calc_diff(got, ref_f);
+        const bool ok = finite && poison_kept && diff_q < 1e-5 && diff_f < 1e-3;
+        std::printf("%s %s: calc_diff %.3g (dequantised ref, < 1e-5), %.3g (exact product, < 1e-3), max abs err "
+                    "%.3g (max |ref| %.3g, rel %.3g)%s%s, %zu rows checked\n",
+                    ok ? "PASS" : "FAIL", name.c_str(), diff_q, diff_f, max_abs, max_ref,
+                    max_ref > 0 ? max_abs / max_ref : 0.0, finite ? "" : ", NON-FINITE OUTPUT",
+                    poison_kept ? "" : ", WROTE OUTSIDE D", rows.size());
+        std::fflush(stdout);
+        if (!ok) ++failures;
+
+        if (c.timed && ok) {
+          std::vector<float> ms;
+          for (int it = 0; it < 23; ++it) {
+            KILN_CU_CHECK(api.cuMemsetD8(flush.ptr, static_cast<unsigned char>(it), flush.bytes));
+            KILN_CU_CHECK(api.cuEventRecord(start, nullptr));
+            built.loaded->launch(l.config, &l.params);
+            KILN_CU_CHECK(api.cuEventRecord(stop, nullptr));
+            KILN_CU_CHECK(api.cuEventSynchronize(stop));
+            float t = 0;
+            KILN_CU_CHECK(api.cuEventElapsedTime(&t, start, stop));
+            if (it >= 3) ms.push_back(t);
+          }
+          std::sort(ms.begin(), ms.end());
+          const double us = ms[ms.size() / 2] * 1e3;
+          const double tflops = 2.0 * c.m * c.n * c.k / (us * 1e-6) / 1e12;
+          const double bytes = static_cast<double>(c.m) * c.k + static_cast<double>(c.n) * c.k +
+                               p.sfa.size() * 4.0 + p.sfb.size() * 4.0 + 2.0 * c.m * c.n;
+          char line[320];
+          std::snprintf(line, sizeof(line),
+                        "time m=%-5u n=%-6u k=%-6u %3ux%-3u %-12s %9.1f us %7.1f TFLOPS %6.0f GB/s | DeepGEMM %7.1f us "
+                        "(DeepGEMM/ours %.2f)",
+                        c.m, c.n, c.k, kc.block_m, kc.block_n, kc.tma_store ? "tma-store" : "direct-store", us, tflops,
+                        bytes / (us * 1e-6) / 1e9, c.deepgemm_us, c.deepgemm_us > 0 ? c.deepgemm_us / us : 0.0);
+          timing_lines.push_back(line);
+          std::printf("%s\n", line);
+          if (best_name.empty() || us < best_us) {
+            best_us = us;
+            best_name = line;
+          }
+        }
+      }
+      if (c.timed && c.configs.size() > 1 && !best_name.empty()) timing_lines.push_back("  best: " + best_name);
+    }
+    api.cuEventDestroy(start);
+    api.cuEventDestroy(stop);
+    std::printf("\ntimings (median of 20, events, L2 flushed before each call):\n");
+    for (const auto& line : timing_lines) std::printf("  %s\n", line.c_str());
+  } catch (const std::exception& e) {
+    std::printf("FAIL: %s\n", e.what());
+    ++failures;
+  }
+  std::printf("%s: %d failure(s)\n", failures ? "FAILED" : "ALL PASSED", failures);
+  return failures ? 1 : 0;
+}
