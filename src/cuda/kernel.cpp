@@ -53,6 +53,48 @@ void print_load_time(const std::string& name, int device, LaunchApi api, size_t 
                   std::to_string(device) + "; launch it on a stream of device " + std::to_string(device));
 }
 
+// The device of a context that is not the one expected. Asked by making it current for a moment (and
+// restoring the caller's), since cuStreamGetDevice / cudaStreamGetDevice are refused while the stream is
+// being captured into a graph, and launching into a capture is exactly what must keep working.
+CUresult device_of_context(const DriverApi& api, CUcontext context, CUdevice* device) {
+  CUcontext previous = nullptr;
+  CUresult r = api.cuCtxGetCurrent(&previous);
+  if (r != CUDA_SUCCESS) return r;
+  if (previous != context && (r = api.cuCtxSetCurrent(context)) != CUDA_SUCCESS) return r;
+  r = api.cuCtxGetDevice(device);
+  if (previous != context) (void)api.cuCtxSetCurrent(previous);
+  return r;
+}
+
+// Loading may happen while another stream of the process is being captured in global mode, where the
+// driver counts module loading as a potentially unsafe call and invalidates that capture. Loading from
+// bytes does not touch any stream, so the calling thread relaxes its capture mode for the load.
+class RelaxedCaptureMode {
+ public:
+  explicit RelaxedCaptureMode(const DriverApi& api) : driver_(&api) {
+    saved_ = CU_STREAM_CAPTURE_MODE_RELAXED;
+    active_ = api.cuThreadExchangeStreamCaptureMode(&saved_) == CUDA_SUCCESS;
+  }
+  explicit RelaxedCaptureMode(const RuntimeApi& api) : runtime_(&api) {
+    saved_runtime_ = cudaStreamCaptureModeRelaxed;
+    active_ = api.cudaThreadExchangeStreamCaptureMode(&saved_runtime_) == cudaSuccess;
+  }
+  ~RelaxedCaptureMode() {
+    if (!active_) return;
+    if (driver_ != nullptr) (void)driver_->cuThreadExchangeStreamCaptureMode(&saved_);
+    if (runtime_ != nullptr) (void)runtime_->cudaThreadExchangeStreamCaptureMode(&saved_runtime_);
+  }
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  const DriverApi* driver_ = nullptr;
+  const RuntimeApi* runtime_ = nullptr;
+  CUstreamCaptureMode saved_ = CU_STREAM_CAPTURE_MODE_RELAXED;
+  cudaStreamCaptureMode saved_runtime_ = cudaStreamCaptureModeRelaxed;
+  bool active_ = false;
+};
+
 // ---------------------------------------------------------------------------------------------------------
 // Driver API
 
@@ -99,7 +141,7 @@ class DriverKernel final : public LoadedKernel {
       CUcontext stream_context = nullptr;
       CUresult r = api.cuStreamGetCtx(c.stream, &stream_context);
       if (r != CUDA_SUCCESS) fail(r, "cuStreamGetCtx", c);
-      if (stream_context != primary_) check_stream_device(c);
+      if (stream_context != primary_) check_stream_context(stream_context, c);
     } else {
       CUcontext current = nullptr;
       CUresult r = api.cuCtxGetCurrent(&current);
@@ -123,11 +165,10 @@ class DriverKernel final : public LoadedKernel {
     return driver_->cuCtxGetDevice(&device) == CUDA_SUCCESS && device == handle_;
   }
 
-  [[gnu::noinline]] void check_stream_device(const LaunchConfig& c) const {
-    if (driver_->cuStreamGetDevice == nullptr) return;  // driver before 12.8: trust the caller
+  [[gnu::noinline]] void check_stream_context(CUcontext context, const LaunchConfig& c) const {
     CUdevice device = -1;
-    CUresult r = driver_->cuStreamGetDevice(c.stream, &device);
-    if (r != CUDA_SUCCESS) fail(r, "cuStreamGetDevice", c);
+    CUresult r = device_of_context(*driver_, context, &device);
+    if (r != CUDA_SUCCESS) fail(r, "cuCtxGetDevice", c);
     if (device != handle_) throw_wrong_stream_device(name_, device_, device, c.stream);
   }
 
@@ -178,6 +219,7 @@ std::unique_ptr<LoadedKernel> load_driver(std::span<const uint8_t> cubin, const 
   const DriverApi& api = DriverApi::get();
   const auto start = std::chrono::steady_clock::now();
   const std::string context = kernel_context(name, device, LaunchApi::kDriver);
+  RelaxedCaptureMode relaxed(api);
   CUcontext primary = primary_context(device);  // validates the ordinal
   CUdevice handle = 0;
   check(api.cuDeviceGet(&handle, device), "cuDeviceGet", context);
@@ -215,8 +257,17 @@ std::unique_ptr<LoadedKernel> load_driver(std::span<const uint8_t> cubin, const 
 
 class RuntimeKernel final : public LoadedKernel {
  public:
-  RuntimeKernel(std::string name, int device, const RuntimeApi& api, cudaLibrary_t library, cudaKernel_t kernel)
-      : LoadedKernel(std::move(name), device, LaunchApi::kRuntime), runtime_(&api), library_(library), kernel_(kernel) {}
+  // `driver` (with `primary` and `handle`, device's primary context and handle) checks the context of a
+  // launch's stream; null when the driver table is unavailable, and then nothing is checked.
+  RuntimeKernel(std::string name, int device, const RuntimeApi& api, cudaLibrary_t library, cudaKernel_t kernel,
+                const DriverApi* driver, CUcontext primary, CUdevice handle)
+      : LoadedKernel(std::move(name), device, LaunchApi::kRuntime),
+        runtime_(&api),
+        library_(library),
+        kernel_(kernel),
+        driver_(driver),
+        primary_(primary),
+        handle_(handle) {}
 
   ~RuntimeKernel() override { (void)runtime_->cudaLibraryUnload(library_); }
 
@@ -237,11 +288,13 @@ class RuntimeKernel final : public LoadedKernel {
 
     int restore = -1;
     if (!is_default_stream(c.stream)) {
-      if (api.cudaStreamGetDevice != nullptr) {
-        int stream_device = -1;
-        cudaError_t r = api.cudaStreamGetDevice(c.stream, &stream_device);
-        if (r != cudaSuccess) fail(r, "cudaStreamGetDevice", c);
-        if (stream_device != device_) throw_wrong_stream_device(name_, device_, stream_device, c.stream);
+      // The runtime launches a cudaKernel_t in the stream's context: the same check as the driver path,
+      // through the driver (cudaStreamGetDevice is refused while the stream is being captured).
+      if (driver_ != nullptr) {
+        CUcontext stream_context = nullptr;
+        CUresult r = driver_->cuStreamGetCtx(c.stream, &stream_context);
+        if (r != CUDA_SUCCESS) fail_driver(r, "cuStreamGetCtx", c);
+        if (stream_context != primary_) check_stream_context(stream_context, c);
       }
     } else {
       int current = -1;
@@ -279,6 +332,19 @@ class RuntimeKernel final : public LoadedKernel {
     });
   }
 
+  [[gnu::noinline]] void check_stream_context(CUcontext context, const LaunchConfig& c) const {
+    CUdevice device = -1;
+    CUresult r = device_of_context(*driver_, context, &device);
+    if (r != CUDA_SUCCESS) fail_driver(r, "cuCtxGetDevice", c);
+    if (device != handle_) throw_wrong_stream_device(name_, device_, device, c.stream);
+  }
+
+  [[noreturn, gnu::noinline]] void fail_driver(CUresult r, const char* call, const LaunchConfig& c) const {
+    check(r, call, " launching kernel " + name_ + " on device " + std::to_string(device_) + " with " +
+                       detail::describe(c));
+    throw Error(ErrorKind::kInternal, "unreachable: check() returned on a failure");
+  }
+
   [[noreturn, gnu::noinline]] void fail(cudaError_t r, const char* call, const LaunchConfig& c) const {
     check_runtime(r, call, " launching kernel " + name_ + " on device " + std::to_string(device_) + " with " +
                                detail::describe(c));
@@ -288,6 +354,9 @@ class RuntimeKernel final : public LoadedKernel {
   const RuntimeApi* runtime_;
   cudaLibrary_t library_;
   cudaKernel_t kernel_;
+  const DriverApi* driver_;
+  CUcontext primary_;
+  CUdevice handle_;
   mutable detail::RaisedMark shared_mark_;
   mutable detail::RaisedMark non_portable_mark_;
 };
@@ -297,6 +366,7 @@ std::unique_ptr<LoadedKernel> load_runtime(std::span<const uint8_t> cubin, const
   const RuntimeApi& api = RuntimeApi::get();
   const auto start = std::chrono::steady_clock::now();
   const std::string context = kernel_context(name, device, LaunchApi::kRuntime);
+  RelaxedCaptureMode relaxed(api);
   int count = 0;
   check_runtime(api.cudaGetDeviceCount(&count), "cudaGetDeviceCount",
                 context + "; the runtime API needs a CUDA driver (libcuda.so.1) and a GPU to load and launch "
@@ -305,6 +375,15 @@ std::unique_ptr<LoadedKernel> load_runtime(std::span<const uint8_t> cubin, const
     throw Error(ErrorKind::kValueError, "device ordinal " + std::to_string(device) +
                                             " is out of range: expected 0 <= ordinal < " + std::to_string(count) +
                                             " (" + std::to_string(count) + " CUDA device(s) visible)" + context);
+  }
+  // The driver checks the context of each launch's stream (see RuntimeKernel::launch).
+  const DriverApi* driver = nullptr;
+  CUcontext primary = nullptr;
+  CUdevice handle = 0;
+  if (DriverApi::available()) {
+    driver = &DriverApi::get();
+    primary = primary_context(device);
+    check(driver->cuDeviceGet(&handle, device), "cuDeviceGet", context);
   }
   cudaLibrary_t library = nullptr;
   check_runtime(api.cudaLibraryLoadData(&library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
@@ -328,7 +407,7 @@ std::unique_ptr<LoadedKernel> load_runtime(std::span<const uint8_t> cubin, const
                   " loading the cubin onto device " + std::to_string(device) +
                       " (is it built for this device's arch?)" + context);
   }
-  auto loaded = std::make_unique<RuntimeKernel>(name, device, api, library, kernel);
+  auto loaded = std::make_unique<RuntimeKernel>(name, device, api, library, kernel, driver, primary, handle);
   if (print_time) print_load_time(name, device, LaunchApi::kRuntime, cubin.size(), start);
   return loaded;
 }

@@ -25,7 +25,7 @@ namespace kiln::cuda {
   X(cudaFuncGetAttributes)               \
   X(cudaLaunchKernelExC)                 \
   X(cudaStreamIsCapturing)               \
-  OPT(cudaStreamGetDevice)
+  X(cudaThreadExchangeStreamCaptureMode)
 
 // Function pointers into libcudart (libcudart.so.13, then .so.12, on the loader path, then under
 // $CUDA_HOME/lib64 and the toolkit kiln was built with). get() loads it once (thread-safe) and throws

@@ -349,25 +349,47 @@ void run_capture(const LoadedKernel& fresh, const std::string& tag, Buffers& buf
   });
 }
 
-// Informational: loading a kernel (not only launching one) while another stream captures in global mode.
-void probe_load_during_capture(const std::vector<uint8_t>& cubin, const std::string& name, LaunchApi api) {
-  CUstream stream = nullptr;
-  KILN_CU_CHECK(drv().cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-  KILN_CU_CHECK(drv().cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  std::string outcome;
-  try {
-    auto k = LoadedKernel::load(cubin, name, 0, api, false);
-    outcome = "load worked";
-  } catch (const std::exception& e) {
-    outcome = std::string("load failed: ") + e.what();
-  }
-  CUgraph graph = nullptr;
-  CUresult end = drv().cuStreamEndCapture(stream, &graph);
-  outcome += end == CUDA_SUCCESS ? "; the capture ended cleanly" : "; " + kiln::cuda::describe_failure(end, "cuStreamEndCapture");
-  if (graph) (void)drv().cuGraphDestroy(graph);
-  (void)drv().cuStreamDestroy(stream);
-  note(std::string("loading a kernel through the ") + kiln::to_string(api) +
-       " API while a stream captures in global mode: " + outcome);
+// A kernel served from the disk cache is loaded, not only launched, while the caller's stream captures —
+// in global mode (PyTorch's default), where potentially unsafe calls from any thread invalidate the
+// capture. The load must leave the capture intact, and the kernel must launch into it.
+void run_load_during_capture(const std::vector<uint8_t>& cubin, const std::string& kernel_name, LaunchApi api,
+                             Buffers& buf) {
+  check(std::string(kiln::to_string(api)) + " load during a global-mode capture, launch into it, replay",
+        [&]() -> std::string {
+          CUstream stream = nullptr;
+          KILN_CU_CHECK(drv().cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+          KILN_CU_CHECK(drv().cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+          std::string why;
+          std::unique_ptr<LoadedKernel> kernel;
+          try {
+            kernel = LoadedKernel::load(cubin, kernel_name, 0, api, false);
+            auto p = make_params(buf.in.get(), buf.out.get(), buf.info.get(), kBigShared, false, 1.0f);
+            kernel->launch(make_config(kBlocks, kBigShared, 2, true, stream), &p);
+          } catch (const std::exception& e) {
+            why = e.what();
+          }
+          CUgraph graph = nullptr;
+          CUresult end = drv().cuStreamEndCapture(stream, &graph);
+          if (end != CUDA_SUCCESS) {
+            why += (why.empty() ? "" : "; ") + kiln::cuda::describe_failure(end, "cuStreamEndCapture");
+          } else if (why.empty()) {
+            CUgraphExec exec = nullptr;
+            try {
+              KILN_CU_CHECK(drv().cuGraphInstantiateWithFlags(&exec, graph, 0));
+              buf.poison();
+              KILN_CU_CHECK(drv().cuGraphLaunch(exec, stream));
+              KILN_CU_CHECK(drv().cuStreamSynchronize(stream));
+              why = compare(buf.out.download(), reference(buf.host_in, kBlocks, kBigShared / 4, 2.0f, 1.0f), kElements);
+              if (why.empty()) why = check_cluster_info(buf.info.download(), kBlocks, 2);
+            } catch (const std::exception& e) {
+              why = e.what();
+            }
+            if (exec) (void)drv().cuGraphExecDestroy(exec);
+          }
+          if (graph) (void)drv().cuGraphDestroy(graph);
+          (void)drv().cuStreamDestroy(stream);
+          return why;
+        });
 }
 
 // With two or more GPUs: per device, load and launch from this one thread while the other device's context
@@ -517,7 +539,8 @@ int main() {
     }
   }
 
-  probe_load_during_capture(compiled.begin()->second.cubin, compiled.begin()->second.kernel_name, LaunchApi::kDriver);
+  for (LaunchApi api : {LaunchApi::kDriver, LaunchApi::kRuntime})
+    run_load_during_capture(compiled.begin()->second.cubin, compiled.begin()->second.kernel_name, api, buffers);
 
   if (kiln::cuda::device_count() >= 2) {
     const auto& k = compiled.begin()->second;

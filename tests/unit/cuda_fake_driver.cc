@@ -27,6 +27,7 @@ std::string g_log;
 std::string g_log_copy;
 thread_local void* g_current = nullptr;
 thread_local int g_rt_device = 0;
+thread_local int g_capture_mode = 0;  // CU_STREAM_CAPTURE_MODE_GLOBAL
 std::map<std::string, int> g_requested_versions;  // what cuGetProcAddress was asked, per name
 unsigned long long g_requested_flags = ~0ull;
 
@@ -271,6 +272,13 @@ FAKE_EXPORT int cuStreamGetDevice(void* s, int* d) {
   *d = device_of_context(c);
   return 0;
 }
+FAKE_EXPORT int cuThreadExchangeStreamCaptureMode(int* mode) {
+  log_line("capture_mode " + std::to_string(*mode));
+  int old = g_capture_mode;
+  g_capture_mode = *mode;
+  *mode = old;
+  return 0;
+}
 FAKE_EXPORT int fake_not_used() { return 801; }
 
 // ----- cuGetProcAddress -----
@@ -289,6 +297,7 @@ const Entry kEntries[] = {
     FAKE_ENTRY(cuLibraryLoadData), FAKE_ENTRY(cuLibraryUnload), FAKE_ENTRY(cuLibraryGetKernel),
     FAKE_ENTRY(cuKernelGetFunction), FAKE_ENTRY(cuKernelSetAttribute), FAKE_ENTRY(cuLaunchKernelEx),
     FAKE_ENTRY(cuStreamIsCapturing), FAKE_ENTRY(cuStreamGetCtx), FAKE_ENTRY(cuStreamGetDevice),
+    FAKE_ENTRY(cuThreadExchangeStreamCaptureMode),
     FAKE_UNUSED(cuKernelGetAttribute), FAKE_UNUSED(cuFuncGetAttribute), FAKE_UNUSED(cuStreamCreate),
     FAKE_UNUSED(cuStreamDestroy), FAKE_UNUSED(cuStreamSynchronize), FAKE_UNUSED(cuStreamBeginCapture),
     FAKE_UNUSED(cuStreamEndCapture), FAKE_UNUSED(cuGraphInstantiateWithFlags), FAKE_UNUSED(cuGraphLaunch),
@@ -395,6 +404,13 @@ FAKE_EXPORT int cudaLaunchKernelExC(const RuntimeLaunchConfig* c, const void*, v
 }
 FAKE_EXPORT int cudaStreamIsCapturing(void*, int* status) {
   *status = 0;
+  return 0;
+}
+FAKE_EXPORT int cudaThreadExchangeStreamCaptureMode(int* mode) {
+  log_line("rt_capture_mode " + std::to_string(*mode));
+  int old = g_capture_mode;
+  g_capture_mode = *mode;
+  *mode = old;
   return 0;
 }
 FAKE_EXPORT int cudaStreamGetDevice(void* s, int* d) {
