@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -14,9 +15,13 @@
 
 namespace kiln::compiler::detail {
 
-PrivateTempDir::PrivateTempDir(const std::string& prefix) {
-  const char* base = std::getenv("TMPDIR");
-  std::string pattern = std::string(base && *base ? base : "/tmp") + "/" + prefix + "XXXXXX";
+PrivateTempDir::PrivateTempDir(const std::string& prefix, const std::filesystem::path& base) {
+  std::string root = base.string();
+  if (root.empty()) {
+    const char* tmpdir = std::getenv("TMPDIR");
+    root = tmpdir && *tmpdir ? tmpdir : "/tmp";
+  }
+  std::string pattern = root + "/" + prefix + "XXXXXX";
   if (!::mkdtemp(pattern.data()))
     throw Error(ErrorKind::kInternal, "cannot create a temporary directory " + pattern + ": " + strerror(errno) +
                                           " (set TMPDIR to a writable directory)");
@@ -26,6 +31,18 @@ PrivateTempDir::PrivateTempDir(const std::string& prefix) {
 PrivateTempDir::~PrivateTempDir() {
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
+}
+
+void remove_stale_entries(const std::filesystem::path& dir, std::string_view prefix, int64_t max_age_s) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto now = fs::file_time_type::clock::now();
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    if (!it->path().filename().string().starts_with(prefix)) continue;
+    std::error_code entry_ec;
+    auto mtime = fs::last_write_time(it->path(), entry_ec);
+    if (!entry_ec && now - mtime > std::chrono::seconds(max_age_s)) fs::remove_all(it->path(), entry_ec);
+  }
 }
 
 void write_whole_file(const std::filesystem::path& path, std::string_view bytes) {

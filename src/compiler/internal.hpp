@@ -64,11 +64,12 @@ void clear_process_memo();
 // "<canonical path>|<size>|<mtime ns>" for a memo key; nullopt when the file cannot be stat'ed.
 std::optional<std::string> file_stamp(const std::filesystem::path& file);
 
-// A directory under $TMPDIR (or /tmp) created by mkdtemp (mode 0700), removed with its content on
-// destruction. Throws Error(kInternal) with strerror when it cannot be created.
+// A directory "<base>/<prefix>XXXXXX" created by mkdtemp (mode 0700), removed with its content on
+// destruction; base defaults to $TMPDIR, else /tmp. Throws Error(kInternal) with strerror when it cannot be
+// created.
 class PrivateTempDir {
  public:
-  explicit PrivateTempDir(const std::string& prefix);
+  explicit PrivateTempDir(const std::string& prefix, const std::filesystem::path& base = {});
   ~PrivateTempDir();
   PrivateTempDir(const PrivateTempDir&) = delete;
   PrivateTempDir& operator=(const PrivateTempDir&) = delete;
@@ -77,6 +78,10 @@ class PrivateTempDir {
  private:
   std::filesystem::path path_;
 };
+
+// Removes the entries of `dir` whose names start with `prefix` and that were last modified more than
+// `max_age_s` seconds ago: temporaries of processes killed before their destructors ran. Never throws.
+void remove_stale_entries(const std::filesystem::path& dir, std::string_view prefix, int64_t max_age_s);
 
 // Writes bytes to a file (O_CREAT|O_TRUNC, mode 0600). Throws Error(kInternal) naming the path on failure.
 void write_whole_file(const std::filesystem::path& path, std::string_view bytes);

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -20,8 +21,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Temporaries older than this in <state_dir>/include are leftovers of killed processes.
-constexpr auto kStaleTemporaryAge = std::chrono::hours(1);
+// Temporaries older than this under the state directory are leftovers of killed processes (a compile is
+// killed after DG_JIT_COMPILE_TIMEOUT, 600 s by default, so a live one is never this old).
+constexpr int64_t kStaleTemporaryAgeS = 6 * 3600;
 
 void write_headers(const fs::path& root) {
   for (const auto& h : codegen::embedded_headers()) {
@@ -30,18 +32,6 @@ void write_headers(const fs::path& root) {
     fs::create_directories(target.parent_path(), ec);
     if (ec) throw Error(ErrorKind::kInternal, "cannot create " + target.parent_path().string() + ": " + ec.message());
     write_whole_file(target, h.content);
-  }
-}
-
-void remove_stale_temporaries(const fs::path& include_root) {
-  std::error_code ec;
-  const auto now = fs::file_time_type::clock::now();
-  for (auto it = fs::directory_iterator(include_root, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (!name.starts_with(".tmp-")) continue;
-    std::error_code tec;
-    auto mtime = fs::last_write_time(it->path(), tec);
-    if (!tec && now - mtime > kStaleTemporaryAge) fs::remove_all(it->path(), tec);
   }
 }
 
@@ -67,7 +57,7 @@ std::optional<fs::path> shared_headers(const fs::path& state_dir) {
   if (fs::is_directory(final_dir, ec)) return final_dir;
   fs::create_directories(root, ec);
   if (ec) return std::nullopt;
-  remove_stale_temporaries(root);
+  remove_stale_entries(root, ".tmp-", kStaleTemporaryAgeS);
   std::string tmp = (root / (".tmp-" + codegen::all_headers_digest().substr(0, 16) + "-XXXXXX")).string();
   if (!::mkdtemp(tmp.data())) return std::nullopt;
   try {
@@ -92,16 +82,20 @@ class NvccCompiler final : public Compiler {
   Backend backend() const override { return Backend::kNvcc; }
 
   const ToolchainId& identity() override {
-    // A mutex rather than call_once: a failure (nvcc missing) must leave the next call free to try again.
+    // Not call_once: a failure (nvcc missing) must leave the next call free to try again.
+    if (identity_ready_.load(std::memory_order_acquire)) return identity_;
     std::lock_guard<std::mutex> lock(identity_mutex_);
-    if (!identity_) identity_ = nvcc_identity(nvcc_, state_dir_);
-    return *identity_;
+    if (!identity_ready_.load(std::memory_order_relaxed)) {
+      identity_ = nvcc_identity(nvcc_, state_dir_);
+      identity_ready_.store(true, std::memory_order_release);
+    }
+    return identity_;
   }
 
   CompiledKernel compile(const CompileInput& input, const CompileOptions& options) override {
     const auto start = Clock::now();
     const fs::path include_dir = headers_dir();
-    PrivateTempDir work("kiln-nvcc-");
+    PrivateTempDir work("kiln-nvcc-", work_root());
     const std::string stem = source_stem(input.kernel_name);
     const fs::path source = work.path() / (stem + ".cu");
     const fs::path cubin_path = work.path() / (stem + ".cubin");
@@ -188,10 +182,25 @@ class NvccCompiler final : public Compiler {
     return headers_;
   }
 
+  // Where each compile's private directory goes: <state_dir>/tmp, so that the directories of processes
+  // killed mid-compile (Ctrl-C, SIGKILL: no destructor runs) are found and removed later; $TMPDIR when there
+  // is no usable state directory.
+  fs::path work_root() {
+    if (state_dir_.empty()) return {};
+    std::error_code ec;
+    const fs::path root = state_dir_ / "tmp";
+    fs::create_directories(root, ec);  // every time: `kiln cache clear` may have removed it
+    if (ec || ::access(root.c_str(), W_OK) != 0) return {};
+    std::call_once(swept_, [&] { remove_stale_entries(root, "kiln-nvcc-", kStaleTemporaryAgeS); });
+    return root;
+  }
+
   const fs::path nvcc_;
   const fs::path state_dir_;
+  std::once_flag swept_;
   std::mutex identity_mutex_;
-  std::optional<ToolchainId> identity_;
+  std::atomic<bool> identity_ready_{false};
+  ToolchainId identity_;
   std::mutex headers_mutex_;
   fs::path headers_;
 };

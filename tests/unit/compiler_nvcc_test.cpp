@@ -224,6 +224,31 @@ TEST(Nvcc, HeadersAreMaterialisedOnceAndRestoredWhenRemoved) {
   EXPECT_TRUE(fs::exists(include / "kiln" / "ptx" / "types.cuh"));
 }
 
+TEST(Nvcc, LeftoversOfKilledCompilesAreRemoved) {
+  test::TempDir dir;
+  const fs::path state = dir.path() / "state";
+  // What a process killed in the middle of a compile (or of materialising the headers) leaves behind.
+  const fs::path stale_work = state / "tmp" / "kiln-nvcc-AbC123";
+  const fs::path stale_headers = state / "include" / ".tmp-0123456789abcdef-XyZ789";
+  const fs::path fresh_work = state / "tmp" / "kiln-nvcc-Fresh1";
+  for (const auto& d : {stale_work, stale_headers, fresh_work}) {
+    fs::create_directories(d);
+    std::ofstream(d / "kernel.cu") << "partial";
+  }
+  const auto old = fs::file_time_type::clock::now() - std::chrono::hours(48);
+  fs::last_write_time(stale_work, old);
+  fs::last_write_time(stale_headers, old);
+
+  auto compiler = make_compiler(Backend::kNvcc, test_config(), state);
+  EXPECT_TRUE(is_elf(compiler->compile(add_input(), sm90a_options()).cubin));
+  EXPECT_FALSE(fs::exists(stale_work));
+  EXPECT_FALSE(fs::exists(stale_headers));
+  EXPECT_TRUE(fs::exists(fresh_work)) << "a recent directory may belong to a live compile";
+  int work_dirs = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(state / "tmp")) ++work_dirs;
+  EXPECT_EQ(work_dirs, 1) << "the compile's own directory is removed when it ends";
+}
+
 TEST(Nvcc, ConcurrentCompilesShareOneHeaderCopy) {
   test::TempDir dir;
   const fs::path state = dir.path() / "state";
