@@ -112,8 +112,12 @@ cuda::LaunchConfig launch_config(uint32_t grid, const CastKernel& k, Stream stre
 
 CastPlan per_token_cast_plan(int64_t k, const TargetInfo& /*target*/) {
   require_multiple_of_128(kPerTokenOp, "k", k);
-  // 256 threads x 4 vectors x 16 bytes = 16 KB of loads in flight per CTA, 4 CTAs per SM (64 registers):
-  // 64 KB per SM, about twice what Little's law asks of an H200's HBM. Measured choices are welcome here.
+  // 256 threads x 4 vectors x 16 bytes = 16 KB of loads in flight per CTA, 4 CTAs per SM (<= 64 registers):
+  // 64 KB per SM. Measured on an H200 (16384 x 7168, L2 flushed): 3.22 TB/s, 79.8 % of a device copy of
+  // the same bytes in the same run. A layout with 4 lanes per group (one division and a 2-step butterfly
+  // per 4 vectors, 2.5x fewer instructions) and 2x the bytes in flight was slower (3.0-3.06 TB/s over 7
+  // variants of groups per thread and CTAs per SM): its loads touch 64-byte pieces of 8 lines per warp
+  // instruction instead of whole 256-byte runs.
   return CastPlan{256, 4, 4};
 }
 
@@ -131,7 +135,8 @@ codegen::KernelSpec per_token_cast_spec(int64_t k, const TargetInfo& target) {
 }
 
 CastPlan per_block_cast_plan(const TargetInfo& /*target*/) {
-  // 256 threads hold a 128x128 block (8 vectors each, 32 KB of loads in flight per CTA); 4 CTAs per SM.
+  // 256 threads hold a 128x128 block (8 vectors each, 32 KB of loads in flight per CTA); 4 CTAs per SM
+  // (64 registers). Measured on an H200: 3.55-3.62 TB/s on 7168 x 16384, 92 % of a device copy.
   return CastPlan{256, 8, 4};
 }
 
