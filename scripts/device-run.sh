@@ -36,7 +36,8 @@ run_step() {  # name, timeout seconds, command...
 }
 
 if [[ $what == tests || $what == all ]]; then
-  for t in $build/tests/cuda_launch_test $build/tests/quantize_test $build/tests/fp8_gemm_test; do
+  for src in tests/gpu/*_test.cpp; do
+    t=$build/tests/$(basename "$src" .cpp)
     [[ -x $t ]] && run_step "$(basename "$t")" 240 "$t"
   done
   DG_JIT_USE_RUNTIME_API=1 run_step quantize_test_runtime_api 240 $build/tests/quantize_test

@@ -1,0 +1,223 @@
+// JIT benchmarks (issue 2, item 11). Figures, not assertions: recorded in bench/RESULTS.md.
+//
+//   cold compile per kernel, NVCC and NVRTC   fresh cache, the FP8 cast kernels at three K, one process each
+//   warm disk, fresh process, first kernel   a child process from main() to "kernel ready" (loaded on a GPU,
+//                                            fetched and verified from disk without one); CUDA context
+//                                            creation is reported apart, as torch has done it already
+//   in-memory hit                            the launch path's table lookup
+//
+// Runs without a GPU (the load step is then skipped and said so).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cuda/driver.hpp"
+#include "cuda/kernel.hpp"
+#include "kiln/kernels/quantize_params.h"
+#include "jit/jit_runtime.hpp"
+#include "jit/kernel_table.hpp"
+#include "kiln/kiln.hpp"
+#include "ops/registry.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+kiln::codegen::KernelSpec cast_spec(int64_t k) {
+  return kiln::ops::find_op("per_token_cast_to_fp8").kernels({{"m", 4096}, {"k", k}}, kiln::ops::TargetInfo{}).at(0);
+}
+
+fs::path fresh_dir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("kiln-bench-" + name + "-" + std::to_string(getpid()));
+  fs::remove_all(p);
+  return p;
+}
+
+void cold_compiles(kiln::Backend backend) {
+  kiln::Config config = kiln::config();
+  config.cache_dir = fresh_dir(std::string("cold-") + kiln::to_string(backend));
+  config.backend = backend;
+  if (backend == kiln::Backend::kNvcc && config.nvcc_path.empty()) {
+    std::printf("cold %-5s: no nvcc found, skipped\n", kiln::to_string(backend));
+    return;
+  }
+  kiln::jit::JitRuntime rt(config);
+  kiln::jit::Target target{kiln::compiler::Arch::parse("sm_90a"), backend};
+  std::vector<double> times;
+  for (int64_t k : {7168, 2048, 4096, 1536, 512}) {
+    auto t0 = Clock::now();
+    kiln::jit::BuildResult r = rt.build(cast_spec(k), target);
+    double wall = ms_since(t0);
+    times.push_back(r.compile_ms);
+    std::printf("cold %-5s per_token_cast_to_fp8 k=%-5lld compile %8.1f ms (wall %8.1f ms, cubin %zu B)\n",
+                kiln::to_string(backend), static_cast<long long>(k), r.compile_ms, wall, r.binary->cubin.size());
+  }
+  std::printf("RESULT cold_compile_%s_ms first=%.1f median=%.1f\n", kiln::to_string(backend), times.front(),
+              median(times));
+  fs::remove_all(config.cache_dir);
+}
+
+// In a fresh process: how long from main() to the first kernel being ready, given a warm disk cache.
+int warm_child() {
+  auto t0 = Clock::now();
+  const bool gpu = kiln::cuda::device_count() > 0;
+  double context_ms = 0;
+  if (gpu) {
+    kiln::cuda::current_device();  // driver init + primary context: torch would have paid this already
+    context_ms = ms_since(t0);
+  }
+  auto t1 = Clock::now();
+  kiln::codegen::KernelSpec spec = cast_spec(7168);
+  if (gpu) {
+    kiln::jit::runtime().kernel(spec, 0, nullptr);
+  } else {
+    kiln::jit::runtime().build(spec, {kiln::jit::runtime().default_arch(), kiln::config().backend});
+  }
+  std::printf("%.4f %.4f %d\n", ms_since(t1), context_ms, gpu ? 1 : 0);
+  return 0;
+}
+
+void warm_start(const char* self) {
+  fs::path dir = fresh_dir("warm");
+  setenv("DG_JIT_CACHE_DIR", dir.c_str(), 1);
+  {
+    kiln::Config config = kiln::config();
+    config.cache_dir = dir;
+    kiln::jit::JitRuntime rt(config);
+    rt.build(cast_spec(7168), {rt.default_arch(), config.backend});
+  }
+  std::vector<double> ready, context;
+  bool gpu = false;
+  for (int i = 0; i < 9; ++i) {
+    int fds[2];
+    if (pipe(fds) != 0) return;
+    pid_t pid = fork();
+    if (pid == 0) {
+      dup2(fds[1], 1);
+      close(fds[0]);
+      execl(self, self, "--warm-child", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(fds[1]);
+    char buf[256] = {};
+    ssize_t n = read(fds[0], buf, sizeof buf - 1);
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    double r = 0, c = 0;
+    int g = 0;
+    if (n > 0 && std::sscanf(buf, "%lf %lf %d", &r, &c, &g) == 3) {
+      ready.push_back(r);
+      context.push_back(c);
+      gpu = g;
+    }
+  }
+  std::printf("warm disk, fresh process, first kernel %s: median %.3f ms over %zu processes "
+              "(CUDA context creation before it, not counted: %.1f ms)\n",
+              gpu ? "loaded" : "fetched+verified (no GPU: not loaded)", median(ready), ready.size(), median(context));
+  std::printf("RESULT warm_first_kernel_ms=%.3f gpu=%d\n", median(ready), gpu ? 1 : 0);
+  fs::remove_all(dir);
+}
+
+void table_hit() {
+  using Table = kiln::jit::KernelTable<int, 8>;
+  Table table;
+  std::vector<int> values(32);
+  for (int i = 0; i < 32; ++i) table.insert(Table::Key{{1, 0, 7168 + i, 0, 0, 0, 0, 0}}, &values[i]);
+  const int iters = 5'000'000;
+  std::vector<double> runs;
+  int64_t sum = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    auto t0 = Clock::now();
+    for (int i = 0; i < iters; ++i) sum += *table.find(Table::Key{{1, 0, 7168 + (i & 31), 0, 0, 0, 0, 0}});
+    runs.push_back(ms_since(t0) * 1e6 / iters);
+  }
+  std::printf("in-memory hit (KernelTable::find): %.1f ns (median of 5 x %d; checksum %lld)\n", median(runs), iters,
+              static_cast<long long>(sum));
+  std::printf("RESULT memory_hit_ns=%.1f\n", median(runs));
+}
+
+// Host time per call of the whole operation (validation, table lookup, params, launch) against
+// LoadedKernel::launch of the same kernel with the same parameters (whose own cost over a bare
+// cuLaunchKernelEx is measured by tests/gpu/launch_overhead_bench). m = 1: the launch is all there is.
+void op_overhead() {
+  if (kiln::cuda::device_count() == 0) {
+    std::printf("op host overhead: no GPU, skipped\n");
+    return;
+  }
+  const auto& cu = kiln::cuda::DriverApi::get();
+  kiln::cuda::current_device();
+  const int64_t m = 1, k = 7168;
+  CUdeviceptr x = 0, out = 0, scales = 0;
+  KILN_CU_CHECK(cu.cuMemAlloc(&x, m * k * 2));
+  KILN_CU_CHECK(cu.cuMemAlloc(&out, m * k));
+  KILN_CU_CHECK(cu.cuMemAlloc(&scales, kiln::per_token_scales_storage(m, k) * 4));
+  KILN_CU_CHECK(cu.cuMemsetD8(x, 0x3c, m * k * 2));
+  auto tx = kiln::TensorView::contiguous(reinterpret_cast<void*>(x), kiln::DType::kBFloat16, {m, k});
+  auto tout = kiln::TensorView::contiguous(reinterpret_cast<void*>(out), kiln::DType::kFloat8E4M3, {m, k});
+  auto tsc = kiln::TensorView::contiguous(reinterpret_cast<void*>(scales), kiln::DType::kFloat32, {m, k / 128});
+  tsc.strides = {1, kiln::get_tma_aligned_size(m, 4)};
+  kiln::per_token_cast_to_fp8(tx, tout, tsc);  // warm: compiled/loaded
+  const kiln::cuda::LoadedKernel& kernel = kiln::jit::runtime().kernel(cast_spec(k), 0, nullptr);
+  kiln::PerTokenCastParams params{reinterpret_cast<void*>(x), reinterpret_cast<void*>(out),
+                                  reinterpret_cast<float*>(scales), 1, static_cast<kiln::u64>(k),
+                                  static_cast<kiln::u64>(kiln::get_tma_aligned_size(m, 4))};
+  kiln::cuda::LaunchConfig config;
+  config.block[0] = 256;
+  KILN_CU_CHECK(cu.cuCtxSynchronize());
+
+  auto per_call_ns = [&](auto&& call) {
+    std::vector<double> batches;
+    for (int b = 0; b < 60; ++b) {
+      auto t0 = Clock::now();
+      for (int i = 0; i < 200; ++i) call();
+      batches.push_back(ms_since(t0) * 1e6 / 200);
+      KILN_CU_CHECK(cu.cuCtxSynchronize());  // drain, so the launch queue never fills and blocks
+    }
+    return median(batches);
+  };
+  double launch_ns = per_call_ns([&] { kernel.launch(config, &params); });
+  double op_ns = per_call_ns([&] { kiln::per_token_cast_to_fp8(tx, tout, tsc); });
+  double launch_ns2 = per_call_ns([&] { kernel.launch(config, &params); });
+  std::printf("host per call, m=1 k=7168: per_token_cast_to_fp8 %.0f ns, LoadedKernel::launch %.0f ns "
+              "(again %.0f ns): the operation adds %.0f ns\n", op_ns, launch_ns, launch_ns2,
+              op_ns - std::min(launch_ns, launch_ns2));
+  std::printf("RESULT op_overhead_ns=%.0f\n", op_ns - std::min(launch_ns, launch_ns2));
+  cu.cuMemFree(x);
+  cu.cuMemFree(out);
+  cu.cuMemFree(scales);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    if (argc > 1 && std::string(argv[1]) == "--warm-child") return warm_child();
+    cold_compiles(kiln::Backend::kNvrtc);
+    cold_compiles(kiln::Backend::kNvcc);
+    warm_start("/proc/self/exe");
+    table_hit();
+    op_overhead();
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "jit_bench: %s\n", e.what());
+    return 1;
+  }
+}
