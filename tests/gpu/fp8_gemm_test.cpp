@@ -254,14 +254,16 @@ double bf16_to_double(uint16_t v) {
 struct KernelConfig {
   uint32_t block_m, block_n, stages, math_warpgroups;
   bool tma_store;
-  auto tie() const { return std::tie(block_m, block_n, stages, math_warpgroups, tma_store); }
+  uint32_t cluster_m;  // 2: pairs of CTAs share (multicast) the B tile
+  auto tie() const { return std::tie(block_m, block_n, stages, math_warpgroups, tma_store, cluster_m); }
   bool operator<(const KernelConfig& o) const { return tie() < o.tie(); }
   bool operator==(const KernelConfig& o) const { return tie() == o.tie(); }
 };
 
-KernelConfig make_config(uint32_t block_m, uint32_t block_n, bool tma_store = true) {
-  return {block_m, block_n, fp8_gemm_max_stages(block_m, block_n, tma_store), block_m / 64, tma_store};
+KernelConfig make_config(uint32_t block_m, uint32_t block_n, bool tma_store = true, uint32_t cluster_m = 1) {
+  return {block_m, block_n, fp8_gemm_max_stages(block_m, block_n, tma_store), block_m / 64, tma_store, cluster_m};
 }
+KernelConfig multicast(uint32_t block_m, uint32_t block_n) { return make_config(block_m, block_n, true, 2); }
 
 // v1's choice: 64-row tiles (one math warpgroup) up to M = 64, else 128-row tiles; BLOCK_N 128; TMA stores.
 KernelConfig default_config(uint32_t m) { return m <= 64 ? make_config(64, 128) : make_config(128, 128); }
@@ -271,7 +273,8 @@ KernelConfig default_config(uint32_t m) { return m <= 64 ? make_config(64, 128) 
 std::vector<KernelConfig> sweep_configs(uint32_t m) {
   if (m <= 64) return {make_config(64, 128, false), make_config(64, 64), make_config(64, 32)};
   if (m <= 128) return {make_config(128, 128, false), make_config(64, 128), make_config(128, 64), make_config(64, 64)};
-  return {make_config(128, 128, false), make_config(128, 160), make_config(128, 192), make_config(128, 112)};
+  return {make_config(128, 128, false), make_config(128, 160), make_config(128, 192), make_config(128, 112),
+          multicast(128, 128), multicast(128, 160), multicast(128, 192)};
 }
 
 kiln::codegen::KernelSpec make_spec(uint32_t n, uint32_t k, const KernelConfig& c) {
@@ -286,7 +289,8 @@ kiln::codegen::KernelSpec make_spec(uint32_t n, uint32_t k, const KernelConfig& 
       .arg("block_n", static_cast<int64_t>(c.block_n))
       .arg("stages", static_cast<int64_t>(c.stages))
       .arg("math_warpgroups", static_cast<int64_t>(c.math_warpgroups))
-      .arg("tma_store", c.tma_store);
+      .arg("tma_store", c.tma_store)
+      .arg("cluster_m", static_cast<int64_t>(c.cluster_m));
   spec.block_threads = static_cast<int>(fp8_gemm_num_threads(c.math_warpgroups));
   spec.min_blocks_per_sm = 1;
   return spec;
@@ -343,14 +347,15 @@ std::vector<Case> make_cases(bool sweep) {
     }
   // Ragged edges: M not a multiple of the tile, N not a multiple of BLOCK_N, a padded D row stride, a K
   // tail inside the last 128-block, BLOCK_N = 112 (tiles straddling two of B's scale blocks; TMA-store
-  // groups of 16 columns), and both epilogues.
+  // groups of 16 columns), both epilogues, and B multicast in CTA pairs with an odd number of m blocks (the
+  // second CTA of the last pair works entirely beyond M).
   const std::vector<Case> ragged = {
       {1, 576, 512, 584, {default_config(1), make_config(64, 128, false)}, false, 0},
-      {65, 2112, 7168, 2112, {default_config(65), make_config(128, 128, false)}, false, 0},
-      {200, 576, 7168, 640, {default_config(200), make_config(64, 112)}, false, 0},
+      {65, 2112, 7168, 2112, {default_config(65), make_config(128, 128, false), multicast(128, 128)}, false, 0},
+      {200, 576, 7168, 640, {default_config(200), make_config(64, 112), multicast(64, 112)}, false, 0},
       {200, 2112, 512, 2112, {default_config(200), make_config(128, 112), make_config(128, 112, false)}, false, 0},
       {65, 576, 512, 576, {make_config(64, 128), make_config(64, 32)}, false, 0},
-      {130, 2112, 720, 2120, {default_config(130), make_config(128, 160)}, false, 0},
+      {130, 2112, 720, 2120, {default_config(130), make_config(128, 160), multicast(64, 128)}, false, 0},
       {37, 576, 7168, 576, {make_config(64, 112), make_config(64, 112, false)}, false, 0},
   };
   cases.insert(cases.end(), ragged.begin(), ragged.end());
@@ -399,7 +404,8 @@ Launch prepare(const Case& c, const KernelConfig& k, const HostProblem& p, const
   Launch l{};
   const auto tma_a = encode_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, dev.a, c.k, c.m, c.k, 128, k.block_m,
                                CU_TENSOR_MAP_SWIZZLE_128B, "A");
-  const auto tma_b = encode_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, dev.b, c.k, c.n, c.k, 128, k.block_n,
+  // With a cluster each CTA loads (and multicasts) block_n / cluster_m rows of the B tile.
+  const auto tma_b = encode_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, dev.b, c.k, c.n, c.k, 128, k.block_n / k.cluster_m,
                                CU_TENSOR_MAP_SWIZZLE_128B, "B");
   const auto tma_sfa = encode_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, dev.sfa, p.m_aligned, p.kb_count,
                                  static_cast<uint64_t>(p.m_aligned) * 4, k.block_m, 1, CU_TENSOR_MAP_SWIZZLE_NONE,
@@ -418,8 +424,11 @@ Launch prepare(const Case& c, const KernelConfig& k, const HostProblem& p, const
   l.params.d = reinterpret_cast<void*>(dev.d);
   l.params.ldd = c.ldd;
   l.params.m = c.m;
-  const uint32_t tiles = (c.m + k.block_m - 1) / k.block_m * ((c.n + k.block_n - 1) / k.block_n);
-  l.config.grid[0] = std::min<uint32_t>(tiles, static_cast<uint32_t>(sm_count));
+  // Work units of cluster_m vertically adjacent tiles; the grid is a whole number of clusters.
+  const uint32_t m_blocks = (c.m + k.block_m - 1) / k.block_m;
+  const uint32_t units = (m_blocks + k.cluster_m - 1) / k.cluster_m * ((c.n + k.block_n - 1) / k.block_n);
+  l.config.grid[0] = std::min<uint32_t>(units, static_cast<uint32_t>(sm_count) / k.cluster_m) * k.cluster_m;
+  l.config.cluster[0] = k.cluster_m;
   l.config.block[0] = fp8_gemm_num_threads(k.math_warpgroups);
   l.config.shared_bytes = fp8_gemm_layout(k.block_m, k.block_n, k.stages, k.tma_store).total_bytes;
   return l;
@@ -427,9 +436,9 @@ Launch prepare(const Case& c, const KernelConfig& k, const HostProblem& p, const
 
 std::string describe(const Case& c, const KernelConfig& k) {
   char s[200];
-  std::snprintf(s, sizeof(s), "m=%u n=%u k=%u ldd=%llu block %ux%u stages=%u %s", c.m, c.n, c.k,
+  std::snprintf(s, sizeof(s), "m=%u n=%u k=%u ldd=%llu block %ux%u stages=%u %s%s", c.m, c.n, c.k,
                 static_cast<unsigned long long>(c.ldd), k.block_m, k.block_n, k.stages,
-                k.tma_store ? "tma-store" : "direct-store");
+                k.tma_store ? "tma-store" : "direct-store", k.cluster_m > 1 ? " multicast-2" : "");
   return s;
 }
 
@@ -551,107 +560,117 @@ int main(int argc, char** argv) {
     KILN_CU_CHECK(api.cuEventCreate(&start, CU_EVENT_DEFAULT));
     KILN_CU_CHECK(api.cuEventCreate(&stop, CU_EVENT_DEFAULT));
 
-    uint64_t seed = 1;
     std::vector<std::string> timing_lines;
-    for (const Case& c : cases) {
-      const Gen g{seed++};
-      const HostProblem p = make_problem(c.m, c.n, c.k, g);
-      DeviceBuffer a(p.a.size()), b(p.b.size()), sfa(p.sfa.size() * 4), sfb(p.sfb.size() * 4);
-      // One guard row below D; columns ldd - n beyond each row are padding: both must stay poisoned.
-      DeviceBuffer d((static_cast<size_t>(c.m) + 1) * c.ldd * 2);
-      KILN_CU_CHECK(api.cuMemcpyHtoD(a.ptr, p.a.data(), p.a.size()));
-      KILN_CU_CHECK(api.cuMemcpyHtoD(b.ptr, p.b.data(), p.b.size()));
-      KILN_CU_CHECK(api.cuMemcpyHtoD(sfa.ptr, p.sfa.data(), p.sfa.size() * 4));
-      KILN_CU_CHECK(api.cuMemcpyHtoD(sfb.ptr, p.sfb.data(), p.sfb.size() * 4));
-      const DeviceProblem dev{a.ptr, b.ptr, sfa.ptr, sfb.ptr, d.ptr};
+    // Two passes: every single-CTA configuration first, then the multicast (cluster) ones, so that a hang
+    // in the newer cluster code cannot hide the results of the rest.
+    for (int pass = 0; pass < 2; ++pass) {
+      uint64_t seed = 1;
+      for (const Case& c_all : cases) {
+        Case c = c_all;
+        c.configs.clear();
+        for (const auto& kc : c_all.configs)
+          if ((kc.cluster_m > 1) == (pass == 1)) c.configs.push_back(kc);
+        const Gen g{seed++};
+        if (c.configs.empty()) continue;
+        const HostProblem p = make_problem(c.m, c.n, c.k, g);
+        DeviceBuffer a(p.a.size()), b(p.b.size()), sfa(p.sfa.size() * 4), sfb(p.sfb.size() * 4);
+        // One guard row below D; columns ldd - n beyond each row are padding: both must stay poisoned.
+        DeviceBuffer d((static_cast<size_t>(c.m) + 1) * c.ldd * 2);
+        KILN_CU_CHECK(api.cuMemcpyHtoD(a.ptr, p.a.data(), p.a.size()));
+        KILN_CU_CHECK(api.cuMemcpyHtoD(b.ptr, p.b.data(), p.b.size()));
+        KILN_CU_CHECK(api.cuMemcpyHtoD(sfa.ptr, p.sfa.data(), p.sfa.size() * 4));
+        KILN_CU_CHECK(api.cuMemcpyHtoD(sfb.ptr, p.sfb.data(), p.sfb.size() * 4));
+        const DeviceProblem dev{a.ptr, b.ptr, sfa.ptr, sfb.ptr, d.ptr};
 
-      // Rows to check: all for small M, else 64 (the first and last, tile edges, and random ones).
-      std::vector<uint32_t> rows;
-      if (c.m <= 256) {
-        for (uint32_t r = 0; r < c.m; ++r) rows.push_back(r);
-      } else {
-        for (uint32_t r : {0u, 1u, 63u, 64u, 127u, 128u, c.m - 2, c.m - 1}) rows.push_back(r);
-        for (uint64_t i = 0; rows.size() < 64; ++i) rows.push_back(static_cast<uint32_t>(mix(seed * 977 + i) % c.m));
+        // Rows to check: all for small M, else 64 (the first and last, tile edges, and random ones).
+        std::vector<uint32_t> rows;
+        if (c.m <= 256) {
+          for (uint32_t r = 0; r < c.m; ++r) rows.push_back(r);
+        } else {
+          for (uint32_t r : {0u, 1u, 63u, 64u, 127u, 128u, c.m - 2, c.m - 1}) rows.push_back(r);
+          for (uint64_t i = 0; rows.size() < 64; ++i) rows.push_back(static_cast<uint32_t>(mix(seed * 977 + i) % c.m));
+        }
+        std::vector<double> ref_q, ref_f;
+        reference(p, g, rows, ref_q, ref_f);
+
+        double best_us = 0;
+        std::string best_name;
+        for (const KernelConfig& kc : c.configs) {
+          const std::string name = describe(c, kc);
+          const auto& built = kernels.at({c.n, c.k, kc});
+          if (!built.loaded) {
+            std::printf("FAIL %s: kernel did not compile\n", name.c_str());
+            ++failures;
+            continue;
+          }
+          KILN_CU_CHECK(api.cuMemsetD8(d.ptr, 0xff, d.bytes));  // bf16 0xffff: NaN
+          Launch l = prepare(c, kc, p, dev, info.sm_count);
+          built.loaded->launch(l.config, &l.params);
+          KILN_CU_CHECK(api.cuCtxSynchronize());
+
+          std::vector<uint16_t> out(rows.size() * c.ldd), guard(c.ldd);
+          for (size_t i = 0; i < rows.size(); ++i)
+            KILN_CU_CHECK(api.cuMemcpyDtoH(out.data() + i * c.ldd, d.ptr + static_cast<size_t>(rows[i]) * c.ldd * 2,
+                                           c.ldd * 2));
+          KILN_CU_CHECK(api.cuMemcpyDtoH(guard.data(), d.ptr + static_cast<size_t>(c.m) * c.ldd * 2, c.ldd * 2));
+          std::vector<double> got(rows.size() * c.n);
+          bool finite = true, poison_kept = true;
+          double max_abs = 0, max_ref = 0;
+          for (size_t i = 0; i < rows.size(); ++i) {
+            for (uint32_t n = 0; n < c.n; ++n) {
+              const double v = bf16_to_double(out[i * c.ldd + n]);
+              got[i * c.n + n] = v;
+              if (!std::isfinite(v)) finite = false;
+              max_abs = std::max(max_abs, std::fabs(v - ref_q[i * c.n + n]));
+              max_ref = std::max(max_ref, std::fabs(ref_q[i * c.n + n]));
+            }
+            for (uint64_t n = c.n; n < c.ldd; ++n) poison_kept = poison_kept && out[i * c.ldd + n] == 0xffff;
+          }
+          for (uint16_t v : guard) poison_kept = poison_kept && v == 0xffff;
+          const double diff_q = calc_diff(got, ref_q), diff_f = calc_diff(got, ref_f);
+          const bool ok = finite && poison_kept && diff_q < 1e-5 && diff_f < 1e-3;
+          std::printf("%s %s: calc_diff %.3g (dequantised ref, < 1e-5), %.3g (exact product, < 1e-3), max abs err "
+                      "%.3g (max |ref| %.3g, rel %.3g)%s%s, %zu rows checked\n",
+                      ok ? "PASS" : "FAIL", name.c_str(), diff_q, diff_f, max_abs, max_ref,
+                      max_ref > 0 ? max_abs / max_ref : 0.0, finite ? "" : ", NON-FINITE OUTPUT",
+                      poison_kept ? "" : ", WROTE OUTSIDE D", rows.size());
+          std::fflush(stdout);
+          if (!ok) ++failures;
+
+          if (c.timed && ok) {
+            std::vector<float> ms;
+            for (int it = 0; it < 23; ++it) {
+              KILN_CU_CHECK(api.cuMemsetD8(flush.ptr, static_cast<unsigned char>(it), flush.bytes));
+              KILN_CU_CHECK(api.cuEventRecord(start, nullptr));
+              built.loaded->launch(l.config, &l.params);
+              KILN_CU_CHECK(api.cuEventRecord(stop, nullptr));
+              KILN_CU_CHECK(api.cuEventSynchronize(stop));
+              float t = 0;
+              KILN_CU_CHECK(api.cuEventElapsedTime(&t, start, stop));
+              if (it >= 3) ms.push_back(t);
+            }
+            std::sort(ms.begin(), ms.end());
+            const double us = ms[ms.size() / 2] * 1e3;
+            const double tflops = 2.0 * c.m * c.n * c.k / (us * 1e-6) / 1e12;
+            const double bytes = static_cast<double>(c.m) * c.k + static_cast<double>(c.n) * c.k +
+                                 p.sfa.size() * 4.0 + p.sfb.size() * 4.0 + 2.0 * c.m * c.n;
+            char line[320];
+            std::snprintf(line, sizeof(line),
+                          "time m=%-5u n=%-6u k=%-6u %3ux%-3u %-12s%s %9.1f us %7.1f TFLOPS %6.0f GB/s | DeepGEMM %7.1f us "
+                          "(DeepGEMM/ours %.2f)",
+                          c.m, c.n, c.k, kc.block_m, kc.block_n, kc.tma_store ? "tma-store" : "direct-store",
+                          kc.cluster_m > 1 ? " mc2" : "    ", us, tflops,
+                          bytes / (us * 1e-6) / 1e9, c.deepgemm_us, c.deepgemm_us > 0 ? c.deepgemm_us / us : 0.0);
+            timing_lines.push_back(line);
+            std::printf("%s\n", line);
+            if (best_name.empty() || us < best_us) {
+              best_us = us;
+              best_name = line;
+            }
+          }
+        }
+        if (c.timed && c.configs.size() > 1 && !best_name.empty()) timing_lines.push_back("  best: " + best_name);
       }
-      std::vector<double> ref_q, ref_f;
-      reference(p, g, rows, ref_q, ref_f);
-
-      double best_us = 0;
-      std::string best_name;
-      for (const KernelConfig& kc : c.configs) {
-        const std::string name = describe(c, kc);
-        const auto& built = kernels.at({c.n, c.k, kc});
-        if (!built.loaded) {
-          std::printf("FAIL %s: kernel did not compile\n", name.c_str());
-          ++failures;
-          continue;
-        }
-        KILN_CU_CHECK(api.cuMemsetD8(d.ptr, 0xff, d.bytes));  // bf16 0xffff: NaN
-        Launch l = prepare(c, kc, p, dev, info.sm_count);
-        built.loaded->launch(l.config, &l.params);
-        KILN_CU_CHECK(api.cuCtxSynchronize());
-
-        std::vector<uint16_t> out(rows.size() * c.ldd), guard(c.ldd);
-        for (size_t i = 0; i < rows.size(); ++i)
-          KILN_CU_CHECK(api.cuMemcpyDtoH(out.data() + i * c.ldd, d.ptr + static_cast<size_t>(rows[i]) * c.ldd * 2,
-                                         c.ldd * 2));
-        KILN_CU_CHECK(api.cuMemcpyDtoH(guard.data(), d.ptr + static_cast<size_t>(c.m) * c.ldd * 2, c.ldd * 2));
-        std::vector<double> got(rows.size() * c.n);
-        bool finite = true, poison_kept = true;
-        double max_abs = 0, max_ref = 0;
-        for (size_t i = 0; i < rows.size(); ++i) {
-          for (uint32_t n = 0; n < c.n; ++n) {
-            const double v = bf16_to_double(out[i * c.ldd + n]);
-            got[i * c.n + n] = v;
-            if (!std::isfinite(v)) finite = false;
-            max_abs = std::max(max_abs, std::fabs(v - ref_q[i * c.n + n]));
-            max_ref = std::max(max_ref, std::fabs(ref_q[i * c.n + n]));
-          }
-          for (uint64_t n = c.n; n < c.ldd; ++n) poison_kept = poison_kept && out[i * c.ldd + n] == 0xffff;
-        }
-        for (uint16_t v : guard) poison_kept = poison_kept && v == 0xffff;
-        const double diff_q = calc_diff(got, ref_q), diff_f = calc_diff(got, ref_f);
-        const bool ok = finite && poison_kept && diff_q < 1e-5 && diff_f < 1e-3;
-        std::printf("%s %s: calc_diff %.3g (dequantised ref, < 1e-5), %.3g (exact product, < 1e-3), max abs err "
-                    "%.3g (max |ref| %.3g, rel %.3g)%s%s, %zu rows checked\n",
-                    ok ? "PASS" : "FAIL", name.c_str(), diff_q, diff_f, max_abs, max_ref,
-                    max_ref > 0 ? max_abs / max_ref : 0.0, finite ? "" : ", NON-FINITE OUTPUT",
-                    poison_kept ? "" : ", WROTE OUTSIDE D", rows.size());
-        std::fflush(stdout);
-        if (!ok) ++failures;
-
-        if (c.timed && ok) {
-          std::vector<float> ms;
-          for (int it = 0; it < 23; ++it) {
-            KILN_CU_CHECK(api.cuMemsetD8(flush.ptr, static_cast<unsigned char>(it), flush.bytes));
-            KILN_CU_CHECK(api.cuEventRecord(start, nullptr));
-            built.loaded->launch(l.config, &l.params);
-            KILN_CU_CHECK(api.cuEventRecord(stop, nullptr));
-            KILN_CU_CHECK(api.cuEventSynchronize(stop));
-            float t = 0;
-            KILN_CU_CHECK(api.cuEventElapsedTime(&t, start, stop));
-            if (it >= 3) ms.push_back(t);
-          }
-          std::sort(ms.begin(), ms.end());
-          const double us = ms[ms.size() / 2] * 1e3;
-          const double tflops = 2.0 * c.m * c.n * c.k / (us * 1e-6) / 1e12;
-          const double bytes = static_cast<double>(c.m) * c.k + static_cast<double>(c.n) * c.k +
-                               p.sfa.size() * 4.0 + p.sfb.size() * 4.0 + 2.0 * c.m * c.n;
-          char line[320];
-          std::snprintf(line, sizeof(line),
-                        "time m=%-5u n=%-6u k=%-6u %3ux%-3u %-12s %9.1f us %7.1f TFLOPS %6.0f GB/s | DeepGEMM %7.1f us "
-                        "(DeepGEMM/ours %.2f)",
-                        c.m, c.n, c.k, kc.block_m, kc.block_n, kc.tma_store ? "tma-store" : "direct-store", us, tflops,
-                        bytes / (us * 1e-6) / 1e9, c.deepgemm_us, c.deepgemm_us > 0 ? c.deepgemm_us / us : 0.0);
-          timing_lines.push_back(line);
-          std::printf("%s\n", line);
-          if (best_name.empty() || us < best_us) {
-            best_us = us;
-            best_name = line;
-          }
-        }
-      }
-      if (c.timed && c.configs.size() > 1 && !best_name.empty()) timing_lines.push_back("  best: " + best_name);
     }
     api.cuEventDestroy(start);
     api.cuEventDestroy(stop);

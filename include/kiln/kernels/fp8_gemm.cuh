@@ -16,6 +16,10 @@
 //     with sfa[row] * sfb on the CUDA cores. The tensor cores' FP8 accumulation is not full FP32;
 //     this two-level accumulation keeps the error to one 128-long K block;
 //   * setmaxnreg moves registers from the producer (40) to the math warpgroups (232 / 240);
+//   * kClusterM = 2: CTAs work in clusters of two on vertically adjacent tiles (same n block, m blocks 2u and
+//     2u + 1), and each CTA loads half of the shared B tile and multicasts it to both, halving B's traffic
+//     from L2. A slot is then free only when the math warps of both CTAs have released it, so each math
+//     warp arrives on the empty barrier of every CTA in the cluster;
 //   * epilogue (kTmaStore): each math warpgroup converts its 64 rows to bf16, writes them with stmatrix into
 //     a swizzled staging tile and one thread issues TMA stores (which clip rows >= M and columns >= N); the
 //     wait for those stores to finish reading the staging tile is deferred to the next tile's epilogue, so it
@@ -29,6 +33,7 @@
 
 #include "kiln/kernels/fp8_gemm_layout.h"
 #include "kiln/kernels/fp8_gemm_params.h"
+#include "kiln/ptx/cluster.cuh"
 #include "kiln/ptx/convert.cuh"
 #include "kiln/ptx/fence.cuh"
 #include "kiln/ptx/mbarrier.cuh"
@@ -42,8 +47,10 @@ namespace kiln::kernels {
 // kN, kK: the problem's N and K. kBlockM = 64 * kNumMathWarpgroups rows and kBlockN columns per tile;
 // kStages pipeline slots (fp8_gemm_max_stages gives the most that fit). Launch with
 // fp8_gemm_num_threads(kNumMathWarpgroups) threads, fp8_gemm_layout(...).total_bytes of dynamic shared
-// memory and at most one CTA per SM.
-template <u32 kN, u32 kK, u32 kBlockM, u32 kBlockN, u32 kStages, u32 kNumMathWarpgroups, bool kTmaStore>
+// memory and at most one CTA per SM; with kClusterM = 2, clusters of (2, 1, 1), an even grid, and B's
+// tensor map boxed {128, kBlockN / 2}.
+template <u32 kN, u32 kK, u32 kBlockM, u32 kBlockN, u32 kStages, u32 kNumMathWarpgroups, bool kTmaStore,
+          u32 kClusterM>
 struct Fp8Gemm {
   static constexpr u32 kBlockK = kFp8GemmBlockK;
   static constexpr u32 kNumThreads = fp8_gemm_num_threads(kNumMathWarpgroups);
@@ -65,6 +72,9 @@ struct Fp8Gemm {
   // Every tile lies inside one 128-column scale block of B when kBlockN divides 128; otherwise a tile
   // straddles at most two (asserted below), switching at a multiple of 16 columns.
   static constexpr bool kUniformSfb = 128 % kBlockN == 0;
+  // Rows of the B tile each CTA of a cluster loads and multicasts.
+  static constexpr u32 kBlockNPerCta = kBlockN / kClusterM;
+  static constexpr u32 kEmptyArrivals = kNumMathWarpgroups * 4 * kClusterM;
 
   static_assert(kBlockM == 64 * kNumMathWarpgroups, "one math warpgroup per 64 rows of BLOCK_M");
   static_assert(kNumMathWarpgroups == 1 || kNumMathWarpgroups == 2, "one or two math warpgroups");
@@ -78,6 +88,8 @@ struct Fp8Gemm {
   static_assert(kLayout.total_bytes <= kHopperSmemPerBlock, "the stages do not fit in shared memory");
   static_assert(kN % 8 == 0 && kN > 0, "N must be a positive multiple of 8");
   static_assert(kK % 16 == 0 && kK > 0, "K must be a positive multiple of 16 (TMA strides are 16-byte units)");
+  static_assert(kClusterM == 1 || kClusterM == 2, "clusters of one or two CTAs along M");
+  static_assert(kBlockNPerCta % 8 == 0, "each CTA's share of the B tile must be whole 8-row swizzle atoms");
   static_assert(kProducerRegisters * 128 + kMathRegisters * 128 * kNumMathWarpgroups <= 65536,
                 "register reallocation exceeds the register file");
 
@@ -92,13 +104,34 @@ struct Fp8Gemm {
     n_block = in_group / group_m;
   }
 
+  // The walk over output tiles, shared by the producer and the math warpgroups of a CTA (they must agree
+  // exactly) and by the CTAs of a cluster (they must run the same number of K blocks). Work units are
+  // kClusterM vertically adjacent tiles; unit u goes to cluster u mod (clusters), and CTA `rank` of the
+  // cluster takes m block kClusterM * (unit's m) + rank. With an odd number of m blocks the last unit's
+  // second tile lies beyond M: it is computed on TMA's zero fill and never stored.
+  struct Schedule {
+    u32 num_m_units, num_units, first, stride, rank;
+    __device__ __forceinline__ explicit Schedule(u32 m) {
+      const u32 num_m_blocks = (m + kBlockM - 1) / kBlockM;
+      num_m_units = (num_m_blocks + kClusterM - 1) / kClusterM;
+      num_units = num_m_units * kNumNBlocks;
+      first = blockIdx.x / kClusterM;
+      stride = gridDim.x / kClusterM;
+      rank = kClusterM == 1 ? 0 : ptx::cluster_cta_rank();  // cluster (kClusterM, 1, 1): blocks x .. x + 1
+    }
+    __device__ __forceinline__ void coords(u32 unit, u32& m_block, u32& n_block) const {
+      u32 m_unit;
+      tile_coords(unit, num_m_units, m_unit, n_block);
+      m_block = m_unit * kClusterM + rank;
+    }
+  };
+
   static __device__ __forceinline__ void run(const Fp8GemmParams& p) {
     extern __shared__ __align__(1024) u8 smem[];
     u64* full = reinterpret_cast<u64*>(smem + kLayout.full_barrier_offset);
     u64* empty = reinterpret_cast<u64*>(smem + kLayout.empty_barrier_offset);
     const u32 warpgroup = threadIdx.x / 128;
-    const u32 num_m_blocks = (p.m + kBlockM - 1) / kBlockM;
-    const u32 num_tiles = num_m_blocks * kNumNBlocks;
+    const Schedule schedule(p.m);
 
     if (threadIdx.x == kNumMathWarpgroups * 128) {
       ptx::tma_prefetch_descriptor(&p.tma_a);
@@ -108,29 +141,34 @@ struct Fp8Gemm {
 #pragma unroll
       for (u32 s = 0; s < kStages; ++s) {
         ptx::mbarrier_init(&full[s], 1);
-        ptx::mbarrier_init(&empty[s], kNumMathWarpgroups * 4);
+        ptx::mbarrier_init(&empty[s], kEmptyArrivals);
       }
       ptx::fence_mbarrier_init();
     }
-    __syncthreads();
+    // The peer CTA's multicasts and remote arrivals target these barriers: initialised cluster-wide first.
+    if constexpr (kClusterM > 1)
+      ptx::cluster_sync();
+    else
+      __syncthreads();
 
     // The role split must be one if/else over whole warpgroups for setmaxnreg to take effect.
     if (warpgroup == kNumMathWarpgroups) {
       ptx::setmaxnreg_dec<kProducerRegisters>();
-      if (threadIdx.x / 32 == kNumMathWarpgroups * 4 && ptx::elect_one_sync())
-        produce(p, smem, full, empty, num_m_blocks, num_tiles);
+      if (threadIdx.x / 32 == kNumMathWarpgroups * 4 && ptx::elect_one_sync()) produce(p, smem, full, empty, schedule);
     } else {
       ptx::setmaxnreg_inc<kMathRegisters>();
-      consume(p, smem, full, empty, num_m_blocks, num_tiles, warpgroup);
+      consume(p, smem, full, empty, schedule, warpgroup);
     }
+    // No CTA may exit while its peer can still arrive on its barriers.
+    if constexpr (kClusterM > 1) ptx::cluster_sync();
   }
 
   static __device__ __forceinline__ void produce(const Fp8GemmParams& p, u8* smem, u64* full, u64* empty,
-                                                 u32 num_m_blocks, u32 num_tiles) {
+                                                 const Schedule& schedule) {
     u32 stage = 0, phase = 0;
-    for (u32 tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+    for (u32 unit = schedule.first; unit < schedule.num_units; unit += schedule.stride) {
       u32 m_block, n_block;
-      tile_coords(tile, num_m_blocks, m_block, n_block);
+      schedule.coords(unit, m_block, n_block);
       const i32 m0 = static_cast<i32>(m_block * kBlockM);
       const i32 n0 = static_cast<i32>(n_block * kBlockN);
       for (u32 kb = 0; kb < kNumKBlocks; ++kb) {
@@ -139,7 +177,15 @@ struct Fp8Gemm {
         ptx::mbarrier_arrive_expect_tx(&full[stage], kLayout.stage_tx_bytes);
         const i32 k0 = static_cast<i32>(kb * kBlockK);
         ptx::tma_load_2d(smem + kLayout.a_offset + stage * kLayout.a_stage_bytes, &p.tma_a, &full[stage], k0, m0);
-        ptx::tma_load_2d(smem + kLayout.b_offset + stage * kLayout.b_stage_bytes, &p.tma_b, &full[stage], k0, n0);
+        u8* b_tile = smem + kLayout.b_offset + stage * kLayout.b_stage_bytes;
+        if constexpr (kClusterM == 1) {
+          ptx::tma_load_2d(b_tile, &p.tma_b, &full[stage], k0, n0);
+        } else {
+          // This CTA's rows of the shared B tile, delivered to both CTAs (and counted by both full barriers).
+          ptx::tma_load_2d_multicast(b_tile + schedule.rank * kBlockNPerCta * kBlockK, &p.tma_b, &full[stage], k0,
+                                     n0 + static_cast<i32>(schedule.rank * kBlockNPerCta),
+                                     static_cast<u16>((1u << kClusterM) - 1));
+        }
         ptx::tma_load_2d(smem + kLayout.sfa_offset + stage * kLayout.sfa_stage_bytes, &p.tma_sfa, &full[stage], m0,
                          static_cast<i32>(kb));
         if (++stage == kStages) {
@@ -151,7 +197,7 @@ struct Fp8Gemm {
   }
 
   static __device__ __forceinline__ void consume(const Fp8GemmParams& p, u8* smem, u64* full, u64* empty,
-                                                 u32 num_m_blocks, u32 num_tiles, u32 warpgroup) {
+                                                 const Schedule& schedule, u32 warpgroup) {
     const u32 lane = threadIdx.x % 32;
     const u32 warp_in_group = (threadIdx.x / 32) % 4;
     // This thread's two rows of the tile (the WGMMA accumulator fragment: rows r and r + 8).
@@ -162,9 +208,9 @@ struct Fp8Gemm {
     float partial[kAccumPerThread];
     u32 stage = 0, phase = 0;
 
-    for (u32 tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+    for (u32 unit = schedule.first; unit < schedule.num_units; unit += schedule.stride) {
       u32 m_block, n_block;
-      tile_coords(tile, num_m_blocks, m_block, n_block);
+      schedule.coords(unit, m_block, n_block);
       const u32 n0 = n_block * kBlockN;
       const u32 sfb_row0 = n0 / 128;
       const u32 sfb_row1 = sfb_row0 + 1 < kNumSfbRows ? sfb_row0 + 1 : sfb_row0;
@@ -200,7 +246,15 @@ struct Fp8Gemm {
         ptx::wgmma_wait_group<0>();
         ptx::fence_operands(partial);
         // The slot's operands and scales have been read: hand it back to the producer, one arrival per warp.
-        if (lane == 0) ptx::mbarrier_arrive(&empty[stage]);
+        // With a cluster, the peer's producer multicasts into this slot too: release it there as well.
+        if (lane == 0) {
+          if constexpr (kClusterM == 1) {
+            ptx::mbarrier_arrive(&empty[stage]);
+          } else {
+#pragma unroll
+            for (u32 r = 0; r < kClusterM; ++r) ptx::mbarrier_arrive_cluster(&empty[stage], r);
+          }
+        }
 
         const float s00 = sa0 * sb0, s10 = sa1 * sb0;
         const float s01 = sa0 * sb1, s11 = sa1 * sb1;
