@@ -3,7 +3,7 @@ PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build demo test unit-tests cli-tests clean format
+.PHONY: all deps build demo test unit-tests cli-tests python-tests clean format
 
 all: build
 
@@ -27,7 +27,16 @@ unit-tests: build
 cli-tests: build
 	KILN_BUILD_DIR=$(abspath $(BUILD_DIR)) python3 -m pytest -q tests/cli
 
-test: unit-tests cli-tests
+# The Python package as a user gets it: a fresh virtual environment, `pip install .` (scikit-build-core builds
+# the module, libkiln and the command), then pytest against the installed package. No GPU or PyTorch needed.
+PYVENV := build/pyvenv
+python-tests: deps
+	rm -rf $(PYVENV) && python3 -m venv $(PYVENV)
+	$(PYVENV)/bin/python -m pip install -q numpy pytest
+	$(PYVENV)/bin/python -m pip install -q .
+	$(PYVENV)/bin/python -m pytest -q tests/python
+
+test: unit-tests cli-tests python-tests
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp' '*.cuh' '*.h')

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a GPU machine (the lent H200): build, run every GPU test and the benchmarks, keep the logs under
 # $OUT (or ./device-out), and print a short table last.
-#   usage: scripts/device-run.sh [tests|bench|all]   (default all)
+#   usage: scripts/device-run.sh [tests|bench|python|all]   (default all; python: only the Python package's steps)
 # Builds with /usr/bin/g++: on the H200 image the default CC/CXX wrappers produced binaries that crashed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -48,6 +48,30 @@ if [[ $what == bench || $what == all ]]; then
   for b in $build/bench/quantize_bench $build/bench/jit_bench $build/tests/launch_overhead_bench; do
     [[ -x $b ]] && run_step "$(basename "$b")" 300 "$b"
   done
+fi
+
+# The Python package (issue 4): built as `pip install .` builds it, with /usr/bin/g++ and the machine's own
+# scikit-build-core and nanobind (no package registry there), into a private directory; then its GPU tests,
+# the whole pytest suite when pytest is installed, and the host-overhead benchmark.
+if [[ $what == tests || $what == bench || $what == python || $what == all ]]; then
+  pydir=$PWD/$build/python-package
+  t0=$(date +%s)
+  rm -rf "$pydir"
+  if CXX=/usr/bin/g++ python3 -m pip install --no-build-isolation --no-deps --target "$pydir" . \
+       >"$out/python_build.log" 2>&1; then
+    record python_build ok "$(( $(date +%s) - t0 )) s"
+    if [[ $what != bench ]]; then
+      PYTHONPATH=$pydir run_step python_gpu_ops 600 python3 tests/python/test_gpu_ops.py
+      PYTHONPATH=$pydir run_step python_gpu_threads 300 python3 tests/python/test_gpu_threads.py
+      if python3 -c "import pytest, numpy" 2>/dev/null; then
+        PYTHONPATH=$pydir run_step python_pytest 900 python3 -m pytest -q -p no:cacheprovider tests/python
+      fi
+    fi
+    [[ $what != tests ]] && PYTHONPATH=$pydir run_step python_overhead 300 python3 bench/python_overhead.py
+  else
+    tail -30 "$out/python_build.log"
+    record python_build FAIL "$(( $(date +%s) - t0 )) s (log: python_build.log)"
+  fi
 fi
 
 echo

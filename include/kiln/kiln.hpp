@@ -44,6 +44,12 @@ struct KernelReport {
 // unknown op, Error(kValueError) for a bad problem, CompileError when a compile fails.
 std::vector<KernelReport> compile(const CompileRequest& request);
 
+// The kernels compile() would build for the same request, found without compiling, loading or reading a
+// cache entry: op, spec, key, arch, backend and kernel_name are filled; hit, compile_ms and cubin_bytes are
+// left at their defaults. Needs no GPU (the compiler's version, part of every key, is learnt once and
+// memoised). Throws what compile() throws for a bad request.
+std::vector<KernelReport> plan(const CompileRequest& request);
+
 struct OpInfo {
   std::string name;
   std::string summary;

@@ -1,0 +1,408 @@
+// kiln._native: the nanobind module over kiln's public C++ API. The Python package `kiln` (python/kiln/)
+// wraps it with DeepGEMM's names, allocates outputs with torch, and documents every function; this layer
+// only converts arguments (tensor_arg.hpp), releases the GIL around calls that may compile or launch, and
+// turns kiln::Error into the package's exception classes.
+//
+// Adding an operation is one function here (convert the tensors, resolve the stream, release the GIL, call
+// the C++ API) and one wrapper in python/kiln/__init__.py; see docs/PYTHON.md, "Adding an operation".
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/kiln.hpp"
+#include "tensor_arg.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace kiln::python {
+namespace {
+
+// ---- Errors ---------------------------------------------------------------------------------------------
+
+constexpr size_t kErrorKinds = static_cast<size_t>(ErrorKind::kInternal) + 1;
+
+// The Python class for each ErrorKind, registered by the package at import (python/kiln/_errors.py), so the
+// classes are plain Python and can inherit from both kiln.KilnError and the builtin the issue asks for.
+// Until then (someone importing kiln._native alone) the builtins are used. Guarded by the GIL.
+std::array<PyObject*, kErrorKinds> g_error_types{};
+
+PyObject* builtin_for(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::kTypeError: return PyExc_TypeError;
+    case ErrorKind::kValueError:
+    case ErrorKind::kConfigError: return PyExc_ValueError;
+    case ErrorKind::kNotFound: return PyExc_LookupError;
+    default: return PyExc_RuntimeError;
+  }
+}
+
+// Compiler logs and paths need not be UTF-8: undecodable bytes become U+FFFD rather than a second error.
+nb::object text(const char* data, size_t size) {
+  return nb::steal(PyUnicode_DecodeUTF8(data, static_cast<Py_ssize_t>(size), "replace"));
+}
+
+void raise(const Error& e) {
+  const auto index = static_cast<size_t>(e.kind());
+  PyObject* type = index < kErrorKinds && g_error_types[index] ? g_error_types[index] : builtin_for(e.kind());
+  nb::object message = text(e.what(), std::strlen(e.what()));
+  if (!message.is_valid()) return;  // the decode error is set instead
+  PyObject* instance = PyObject_CallOneArg(type, message.ptr());
+  if (!instance) return;  // the constructor's error is set instead
+  if (auto* compile_error = dynamic_cast<const CompileError*>(&e)) {
+    // Keep the parts apart too, as the C++ API does: scripts read .log without parsing the message.
+    nb::object command = text(compile_error->command().data(), compile_error->command().size());
+    nb::object log = text(compile_error->log().data(), compile_error->log().size());
+    if (!command.is_valid() || !log.is_valid() || PyObject_SetAttrString(instance, "command", command.ptr()) != 0 ||
+        PyObject_SetAttrString(instance, "log", log.ptr()) != 0) {
+      Py_DECREF(instance);
+      return;  // that error is set instead
+    }
+  }
+  PyErr_SetObject(type, instance);
+  Py_DECREF(instance);
+}
+
+void set_error_types(nb::dict types) {
+  static const std::pair<const char*, ErrorKind> kinds[] = {
+      {"type_error", ErrorKind::kTypeError},       {"value_error", ErrorKind::kValueError},
+      {"config_error", ErrorKind::kConfigError},   {"compile_error", ErrorKind::kCompileError},
+      {"cuda_error", ErrorKind::kCudaError},       {"cache_error", ErrorKind::kCacheError},
+      {"capture_error", ErrorKind::kCaptureError}, {"not_found", ErrorKind::kNotFound},
+      {"internal", ErrorKind::kInternal}};
+  for (const auto& [name, kind] : kinds) {
+    if (!types.contains(name)) continue;
+    nb::object type = types[name];
+    if (!PyType_Check(type.ptr()) || !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(type.ptr()),
+                                                       reinterpret_cast<PyTypeObject*>(PyExc_Exception)))
+      throw nb::type_error(("_set_error_types: '" + std::string(name) + "' must be an exception class").c_str());
+    PyObject*& slot = g_error_types[static_cast<size_t>(kind)];
+    Py_XDECREF(slot);
+    slot = type.release().ptr();
+  }
+}
+
+// ---- Conversions of the API's records -------------------------------------------------------------------
+
+std::optional<Backend> parse_backend(const std::optional<std::string>& text) {
+  if (!text) return std::nullopt;
+  if (*text == "nvcc") return Backend::kNvcc;
+  if (*text == "nvrtc") return Backend::kNvrtc;
+  throw Error(ErrorKind::kValueError, "backend must be 'nvcc' or 'nvrtc', got '" + *text + "'");
+}
+
+CompileRequest request_of(const std::string& op, const std::map<std::string, int64_t>& problem,
+                          const std::optional<std::string>& arch, const std::optional<std::string>& backend) {
+  CompileRequest r;
+  r.op = op;
+  r.problem = problem;
+  r.arch = arch;
+  r.backend = parse_backend(backend);
+  return r;
+}
+
+nb::dict report_dict(const KernelReport& r, bool compiled) {
+  nb::dict d;
+  d["op"] = r.op;
+  d["spec"] = r.spec;
+  d["key"] = r.key;
+  d["arch"] = r.arch;
+  d["backend"] = to_string(r.backend);
+  d["kernel_name"] = r.kernel_name;
+  if (compiled) {
+    d["hit"] = r.hit;
+    d["compile_ms"] = r.compile_ms;
+    d["cubin_bytes"] = r.cubin_bytes;
+  }
+  return d;
+}
+
+nb::list reports_list(const std::vector<KernelReport>& reports, bool compiled) {
+  nb::list out;
+  for (const KernelReport& r : reports) out.append(report_dict(r, compiled));
+  return out;
+}
+
+// ---- Operations -----------------------------------------------------------------------------------------
+
+// One cast: convert x, out and out_scales, pick the stream, release the GIL (a first call compiles), launch.
+template <void (*Op)(const TensorView&, const TensorView&, const TensorView&, Stream)>
+void cast_op(const char* function, nb::handle x, nb::handle out, nb::handle out_scales, nb::handle stream) {
+  KeepAlive keep;
+  const TensorView xv = to_view(x, function, "x", keep);
+  const TensorView ov = to_view(out, function, "out", keep);
+  const TensorView sv = to_view(out_scales, function, "out_scales", keep);
+  const uintptr_t s = resolve_stream(stream, x, xv, function);
+  nb::gil_scoped_release release;
+  Op(xv, ov, sv, reinterpret_cast<Stream>(s));
+}
+
+}  // namespace
+}  // namespace kiln::python
+
+NB_MODULE(_native, m) {
+  using namespace kiln::python;
+  m.doc() = "kiln's native module: the C++ API, bound with nanobind. Use the `kiln` package, not this module.";
+
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const kiln::Error& e) {
+      raise(e);
+    }
+  });
+
+  m.def("_set_error_types", &set_error_types, "types"_a,
+        "Registers the Python exception class for each kiln error kind (called by kiln/__init__.py).");
+  m.def("version", &kiln::version, "kiln's library version.");
+
+  // ---- Operations
+  m.def(
+      "per_token_cast_to_fp8",
+      [](nb::handle x, nb::handle out, nb::handle out_scales, nb::handle stream) {
+        cast_op<&kiln::per_token_cast_to_fp8>("per_token_cast_to_fp8", x, out, out_scales, stream);
+      },
+      "x"_a.none(), "out"_a.none(), "out_scales"_a.none(), "stream"_a.none() = nb::none(),
+      "Per-token, per-128-channel FP8 cast into caller-provided outputs (see kiln.per_token_cast_to_fp8).");
+  m.def(
+      "per_block_cast_to_fp8",
+      [](nb::handle x, nb::handle out, nb::handle out_scales, nb::handle stream) {
+        cast_op<&kiln::per_block_cast_to_fp8>("per_block_cast_to_fp8", x, out, out_scales, stream);
+      },
+      "x"_a.none(), "out"_a.none(), "out_scales"_a.none(), "stream"_a.none() = nb::none(),
+      "Per-128x128-block FP8 cast into caller-provided outputs (see kiln.per_block_cast_to_fp8).");
+  m.def("per_token_scales_storage", &kiln::per_token_scales_storage, "m"_a, "k"_a,
+        "Floats of storage behind per_token_cast_to_fp8's scales: (k / 128) * get_tma_aligned_size(m, 4).");
+  m.def(
+      "get_tma_aligned_size",
+      [](int64_t x, int element_size) {
+        if (element_size != 1 && element_size != 2 && element_size != 4 && element_size != 8 && element_size != 16)
+          throw kiln::Error(kiln::ErrorKind::kValueError,
+                            "get_tma_aligned_size: element_size must be 1, 2, 4, 8 or 16 bytes, got " +
+                                std::to_string(element_size));
+        if (x < 0)
+          throw kiln::Error(kiln::ErrorKind::kValueError,
+                            "get_tma_aligned_size: x must be >= 0, got " + std::to_string(x));
+        return kiln::get_tma_aligned_size(x, element_size);
+      },
+      "x"_a, "element_size"_a, "x rounded up so that x elements of element_size bytes span a multiple of 16 bytes.");
+
+  // ---- Settings
+  m.def("set_num_sms", &kiln::set_num_sms, "num_sms"_a, "Limit the SMs kiln's kernels use (0: all).");
+  m.def("get_num_sms", &kiln::get_num_sms, "The SM limit set with set_num_sms (0: none).");
+  m.def("set_pdl", &kiln::set_pdl, "enabled"_a, "Programmatic dependent launch for kiln's kernels.");
+  m.def("get_pdl", &kiln::get_pdl, "Whether programmatic dependent launch is on.");
+
+  // ---- Ahead of time
+  m.def(
+      "compile",
+      [](const std::string& op, const std::map<std::string, int64_t>& problem, const std::optional<std::string>& arch,
+         const std::optional<std::string>& backend) {
+        const kiln::CompileRequest request = request_of(op, problem, arch, backend);
+        std::vector<kiln::KernelReport> reports;
+        {
+          nb::gil_scoped_release release;
+          reports = kiln::compile(request);
+        }
+        return reports_list(reports, true);
+      },
+      "op"_a, "problem"_a, "arch"_a = nb::none(), "backend"_a = nb::none(),
+      "Compile (or find in the cache) every kernel a problem needs; a list of report dicts.");
+  m.def(
+      "plan",
+      [](const std::string& op, const std::map<std::string, int64_t>& problem, const std::optional<std::string>& arch,
+         const std::optional<std::string>& backend) {
+        const kiln::CompileRequest request = request_of(op, problem, arch, backend);
+        std::vector<kiln::KernelReport> reports;
+        {
+          nb::gil_scoped_release release;
+          reports = kiln::plan(request);
+        }
+        return reports_list(reports, false);
+      },
+      "op"_a, "problem"_a, "arch"_a = nb::none(), "backend"_a = nb::none(),
+      "The kernels a problem needs and their cache keys, without compiling.");
+  m.def(
+      "list_ops",
+      [] {
+        nb::list out;
+        for (const kiln::OpInfo& op : kiln::list_ops()) {
+          nb::dict d, params;
+          d["name"] = op.name;
+          d["summary"] = op.summary;
+          for (const auto& [name, doc] : op.params) params[name.c_str()] = doc;
+          d["params"] = params;
+          out.append(d);
+        }
+        return out;
+      },
+      "The operations kiln can compile, with their problem parameters.");
+
+  // ---- Cache
+  m.def(
+      "cache_stats",
+      [] {
+        kiln::CacheStats s;
+        {
+          nb::gil_scoped_release release;
+          s = kiln::cache_stats();
+        }
+        nb::dict d;
+        d["directory"] = s.directory.string();
+        d["writable"] = s.writable;
+        d["entries"] = s.entries;
+        d["bytes"] = s.bytes;
+        d["hits"] = s.hits;
+        d["misses"] = s.misses;
+        d["compiles"] = s.compiles;
+        d["corrupt"] = s.corrupt;
+        d["compile_seconds"] = s.compile_seconds;
+        d["memory_hits"] = s.memory_hits;
+        return d;
+      },
+      "Cache statistics (counted across processes) and this process's memory hits.");
+  m.def(
+      "cache_list",
+      [] {
+        std::vector<kiln::CacheEntryInfo> entries;
+        {
+          nb::gil_scoped_release release;
+          entries = kiln::cache_list();
+        }
+        nb::list out;
+        for (const kiln::CacheEntryInfo& e : entries) {
+          nb::dict d;
+          d["key"] = e.key;
+          d["op"] = e.op;
+          d["spec"] = e.spec;
+          d["arch"] = e.arch;
+          d["backend"] = e.backend;
+          d["compiler"] = e.compiler;
+          d["kernel_name"] = e.kernel_name;
+          d["bytes"] = e.bytes;
+          d["compile_ms"] = e.compile_ms;
+          d["created_unix"] = e.created_unix;
+          d["last_use_unix"] = e.last_use_unix;
+          out.append(d);
+        }
+        return out;
+      },
+      "The cache's entries.");
+  m.def(
+      "cache_verify",
+      [] {
+        kiln::CacheVerifyReport r;
+        {
+          nb::gil_scoped_release release;
+          r = kiln::cache_verify();
+        }
+        nb::dict d;
+        d["checked"] = r.checked;
+        d["corrupt"] = r.corrupt;
+        d["removed"] = r.removed;
+        return d;
+      },
+      "Check every cache entry, removing the bad ones.");
+  m.def(
+      "cache_clear",
+      [] {
+        nb::gil_scoped_release release;
+        return kiln::cache_clear();
+      },
+      "Remove every cache entry; returns how many were removed.");
+
+  // ---- Configuration, devices, diagnostics
+  m.def(
+      "config",
+      [] {
+        const kiln::Config& c = kiln::config();
+        nb::dict out;
+        for (const kiln::Config::Setting& s : c.settings()) {
+          nb::dict d;
+          d["value"] = s.value;
+          d["variable"] = s.variable;
+          d["origin"] = kiln::to_string(s.origin);
+          d["doc"] = s.doc;
+          d["detail"] = s.detail;
+          out[s.name.c_str()] = d;
+        }
+        return out;
+      },
+      "Every effective setting: value, variable, origin, doc and detail.");
+  m.def(
+      "devices",
+      [] {
+        std::vector<kiln::DeviceSummary> list;
+        {
+          nb::gil_scoped_release release;
+          list = kiln::devices();
+        }
+        nb::list out;
+        for (const kiln::DeviceSummary& s : list) {
+          nb::dict d;
+          d["ordinal"] = s.ordinal;
+          d["name"] = s.name;
+          d["arch"] = s.arch;
+          d["sm_count"] = s.sm_count;
+          d["memory_bytes"] = s.memory_bytes;
+          out.append(d);
+        }
+        return out;
+      },
+      "The CUDA devices present (empty without a GPU or driver).");
+  m.def(
+      "doctor",
+      [] {
+        std::vector<kiln::DoctorCheck> checks;
+        {
+          nb::gil_scoped_release release;
+          checks = kiln::doctor();
+        }
+        nb::list out;
+        for (const kiln::DoctorCheck& c : checks) {
+          nb::dict d;
+          d["what"] = c.what;
+          d["status"] = c.status;
+          d["detail"] = c.detail;
+          d["advice"] = c.advice;
+          out.append(d);
+        }
+        return out;
+      },
+      "Toolkit, compilers, driver, GPUs and cache checks, with advice.");
+
+  // ---- Tensors (for the package and its tests)
+  m.def(
+      "describe",
+      [](nb::handle obj) { return nb::cast<std::string>(view_info(obj, "describe", "tensor")["describe"]); },
+      "tensor"_a.none(), "How kiln sees a tensor: 'bfloat16[4096, 7168] strides (7168, 1) on cuda:0'.");
+  m.def(
+      "_view",
+      [](nb::handle obj, const std::string& function, const std::string& name) {
+        return view_info(obj, function.c_str(), name.c_str());
+      },
+      "tensor"_a.none(), "function"_a = "describe", "name"_a = "tensor",
+      "The view kiln builds for a tensor, as a dict (for the package and its tests).");
+  m.def("_is_torch_tensor", [](nb::handle obj) { return is_torch_tensor(obj); }, "obj"_a.none(),
+        "Whether obj is a torch.Tensor (tests).");
+  m.def(
+      "_convert_only",
+      [](nb::handle x, nb::handle out, nb::handle out_scales, nb::handle stream) {
+        // Everything a cast call does on the host before the C++ API, for the overhead benchmark.
+        KeepAlive keep;
+        const kiln::TensorView xv = to_view(x, "convert", "x", keep);
+        to_view(out, "convert", "out", keep);
+        to_view(out_scales, "convert", "out_scales", keep);
+        return resolve_stream(stream, x, xv, "convert");
+      },
+      "x"_a.none(), "out"_a.none(), "out_scales"_a.none(), "stream"_a.none() = nb::none());
+}

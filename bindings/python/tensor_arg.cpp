@@ -1,0 +1,502 @@
+#include "tensor_arg.hpp"
+
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+
+#include <array>
+#include <string>
+
+#include "kiln/error.hpp"
+#include "kiln/kiln.hpp"
+
+namespace kiln::python {
+namespace {
+
+// Interned attribute names, created once (the module lives as long as the process).
+PyObject* intern(const char* text) {
+  PyObject* s = PyUnicode_InternFromString(text);
+  if (!s) throw nb::python_error();
+  return s;
+}
+
+struct Names {
+  PyObject* dtype = intern("dtype");
+  PyObject* data_ptr = intern("data_ptr");
+  PyObject* shape = intern("shape");
+  PyObject* stride = intern("stride");
+  PyObject* is_cuda = intern("is_cuda");
+  PyObject* get_device = intern("get_device");
+  PyObject* device = intern("device");
+};
+
+const Names& names() {
+  static const Names n;  // first use is under the GIL
+  return n;
+}
+
+std::string python_type_name(nb::handle obj) {
+  nb::handle tp = obj.type();
+  std::string module = nb::hasattr(tp, "__module__") ? nb::cast<std::string>(nb::str(tp.attr("__module__"))) : "";
+  std::string name = nb::cast<std::string>(nb::str(tp.attr("__qualname__")));
+  return module.empty() || module == "builtins" ? name : module + "." + name;
+}
+
+std::string prefix(const char* function, const char* name) { return std::string(function) + ": " + name; }
+
+constexpr const char* kSupportedDtypes = "float32, bfloat16, float16, float8_e4m3fn, int32, int64 or uint8";
+
+// ---- torch ---------------------------------------------------------------------------------------------
+
+// What kiln needs from torch, looked up once torch has been imported by the program (kiln never imports it
+// from C++). Guarded by the GIL.
+struct Torch {
+  bool ready = false;
+  PyTypeObject* tensor_type = nullptr;
+  PyObject* to_dlpack = nullptr;       // torch._C._to_dlpack(tensor) -> "dltensor" capsule, when present
+  std::array<std::pair<PyObject*, DType>, 7> dtypes{};
+  PyObject* raw_stream = nullptr;      // torch._C._cuda_getCurrentRawStream(device) -> int, when present
+  PyObject* current_stream = nullptr;  // torch.cuda.current_stream(device), the public fallback
+};
+
+Torch& torch_state() {
+  static Torch t;
+  if (t.ready) return t;
+  PyObject* name = PyUnicode_FromString("torch");
+  PyObject* module = name ? PyImport_GetModule(name) : nullptr;  // new reference, or null when not imported
+  Py_XDECREF(name);
+  if (!module) {
+    PyErr_Clear();
+    return t;
+  }
+  nb::object torch = nb::steal(module);
+  nb::object tensor = torch.attr("Tensor");
+  const std::pair<const char*, DType> dtype_names[] = {
+      {"float32", DType::kFloat32}, {"bfloat16", DType::kBFloat16}, {"float16", DType::kFloat16},
+      {"float8_e4m3fn", DType::kFloat8E4M3}, {"int32", DType::kInt32}, {"int64", DType::kInt64},
+      {"uint8", DType::kUInt8}};
+  for (size_t i = 0; i < t.dtypes.size(); ++i)
+    t.dtypes[i] = {nb::object(torch.attr(dtype_names[i].first)).release().ptr(), dtype_names[i].second};
+  nb::object c = torch.attr("_C");
+  if (nb::hasattr(c, "_to_dlpack")) t.to_dlpack = nb::object(c.attr("_to_dlpack")).release().ptr();
+  if (nb::hasattr(c, "_cuda_getCurrentRawStream")) t.raw_stream = nb::object(c.attr("_cuda_getCurrentRawStream")).release().ptr();
+  t.current_stream = nb::object(torch.attr("cuda").attr("current_stream")).release().ptr();
+  t.tensor_type = reinterpret_cast<PyTypeObject*>(tensor.release().ptr());
+  t.ready = true;
+  return t;
+}
+
+bool torch_tensor(PyObject* obj) {
+  PyTypeObject* tp = Py_TYPE(obj);
+  Torch& t = torch_state();
+  return t.ready && (tp == t.tensor_type || PyType_IsSubtype(tp, t.tensor_type));
+}
+
+nb::object get(PyObject* obj, PyObject* attr) {
+  PyObject* r = PyObject_GetAttr(obj, attr);
+  if (!r) throw nb::python_error();
+  return nb::steal(r);
+}
+
+nb::object call(PyObject* obj, PyObject* method) {
+  PyObject* r = PyObject_CallMethodNoArgs(obj, method);
+  if (!r) throw nb::python_error();
+  return nb::steal(r);
+}
+
+int64_t as_int64(PyObject* v) {
+  const long long r = PyLong_AsLongLong(v);
+  if (r == -1 && PyErr_Occurred()) throw nb::python_error();
+  return r;
+}
+
+void fill_dims(PyObject* tuple, std::array<int64_t, TensorView::kMaxDims>& dims, int ndim) {
+  for (int i = 0; i < ndim; ++i) dims[static_cast<size_t>(i)] = as_int64(PyTuple_GET_ITEM(tuple, i));
+}
+
+// DLPack's ABI (stable since 0.x), for reading torch's unversioned capsule without nanobind's bookkeeping.
+struct DLTensorAbi {
+  void* data;
+  int32_t device_type;
+  int32_t device_id;
+  int32_t ndim;
+  uint8_t code;
+  uint8_t bits;
+  uint16_t lanes;
+  int64_t* shape;
+  int64_t* strides;
+  uint64_t byte_offset;
+};
+
+bool dtype_from_dlpack(const nb::dlpack::dtype& dt, DType& out);
+
+// The fast path: torch._C._to_dlpack(t) makes a capsule in about 0.15 us (one call instead of six attribute
+// lookups, and none of Tensor.__dlpack__'s Python-level stream handling); its fields are read here and the
+// capsule is dropped unconsumed, so torch's destructor releases it. Returns false (nothing thrown) when the
+// tensor cannot be exported (an older torch without float8 export, a meta tensor): the caller falls back to
+// attributes.
+bool torch_view_dlpack(PyObject* obj, const Torch& t, const char* function, const char* name, TensorView& v) {
+  if (!t.to_dlpack) return false;
+  PyObject* capsule = PyObject_CallOneArg(t.to_dlpack, obj);
+  if (!capsule) {
+    PyErr_Clear();
+    return false;
+  }
+  nb::object owner = nb::steal(capsule);
+  auto* dl = static_cast<DLTensorAbi*>(PyCapsule_GetPointer(capsule, "dltensor"));
+  if (!dl) {
+    PyErr_Clear();
+    return false;
+  }
+  const nb::dlpack::dtype dt{dl->code, dl->bits, dl->lanes};
+  if (!dtype_from_dlpack(dt, v.dtype)) return false;  // the attribute path names torch's dtype
+  if (dl->ndim > TensorView::kMaxDims)
+    throw Error(ErrorKind::kValueError, prefix(function, name) + " must have at most " +
+                                            std::to_string(TensorView::kMaxDims) + " dimensions, got " +
+                                            std::to_string(dl->ndim));
+  if (dl->device_type == 2) {  // kDLCUDA
+    v.device_kind = DeviceKind::kCuda;
+    v.device = dl->device_id;
+  } else if (dl->device_type == 1) {  // kDLCPU
+    v.device_kind = DeviceKind::kCpu;
+    v.device = 0;
+  } else {
+    return false;
+  }
+  v.ndim = dl->ndim;
+  int64_t contiguous = 1;
+  for (int i = v.ndim - 1; i >= 0; --i) {
+    const size_t d = static_cast<size_t>(i);
+    v.shape[d] = dl->shape[i];
+    v.strides[d] = dl->strides ? dl->strides[i] : contiguous;
+    contiguous *= dl->shape[i];
+  }
+  v.data = static_cast<char*>(dl->data) + dl->byte_offset;
+  return true;
+}
+
+TensorView torch_view(PyObject* obj, const char* function, const char* name) {
+  const Names& n = names();
+  const Torch& t = torch_state();
+  TensorView v;
+  if (torch_view_dlpack(obj, t, function, name, v)) return v;
+  v = TensorView{};
+  nb::object dtype = get(obj, n.dtype);
+  bool known = false;
+  for (const auto& [object, kind] : t.dtypes) {
+    if (object == dtype.ptr()) {
+      v.dtype = kind;
+      known = true;
+      break;
+    }
+  }
+  if (!known)
+    throw Error(ErrorKind::kTypeError, prefix(function, name) + " has dtype " +
+                                           nb::cast<std::string>(nb::str(dtype)) + ", which kiln does not handle (" +
+                                           kSupportedDtypes + ")");
+  nb::object shape = get(obj, n.shape);
+  if (!PyTuple_Check(shape.ptr())) throw Error(ErrorKind::kTypeError, prefix(function, name) + ".shape is not a tuple");
+  const Py_ssize_t ndim = PyTuple_GET_SIZE(shape.ptr());
+  if (ndim > TensorView::kMaxDims)
+    throw Error(ErrorKind::kValueError, prefix(function, name) + " must have at most " +
+                                            std::to_string(TensorView::kMaxDims) + " dimensions, got " +
+                                            std::to_string(ndim));
+  v.ndim = static_cast<int>(ndim);
+  fill_dims(shape.ptr(), v.shape, v.ndim);
+  nb::object strides = call(obj, n.stride);
+  if (!PyTuple_Check(strides.ptr()) || PyTuple_GET_SIZE(strides.ptr()) != ndim)
+    throw Error(ErrorKind::kTypeError, prefix(function, name) + ".stride() did not return one stride per dimension");
+  fill_dims(strides.ptr(), v.strides, v.ndim);
+
+  nb::object is_cuda = get(obj, n.is_cuda);
+  if (is_cuda.ptr() == Py_True) {
+    v.device_kind = DeviceKind::kCuda;
+    v.device = static_cast<int>(as_int64(call(obj, n.get_device).ptr()));
+  } else {
+    v.device_kind = DeviceKind::kCpu;
+    v.device = 0;
+    // A tensor on another device (meta, mps, xpu...) is not host memory either: say where it is.
+    nb::object device = get(obj, n.device);
+    std::string where = nb::cast<std::string>(nb::str(device.attr("type")));
+    if (where != "cpu")
+      throw Error(ErrorKind::kValueError, prefix(function, name) + " must be on a CUDA device, got a tensor on '" +
+                                              nb::cast<std::string>(nb::str(device)) + "'");
+  }
+  v.data = PyLong_AsVoidPtr(call(obj, n.data_ptr).ptr());
+  if (!v.data && PyErr_Occurred()) throw nb::python_error();
+  return v;
+}
+
+uintptr_t torch_current_stream(int device) {
+  const Torch& t = torch_state();
+  nb::object index = nb::int_(device);
+  if (t.raw_stream) {
+    PyObject* r = PyObject_CallOneArg(t.raw_stream, index.ptr());
+    if (!r) throw nb::python_error();
+    nb::object handle = nb::steal(r);
+    return static_cast<uintptr_t>(PyLong_AsUnsignedLongLong(handle.ptr()));
+  }
+  nb::object stream = nb::steal(PyObject_CallOneArg(t.current_stream, index.ptr()));
+  if (!stream.is_valid()) throw nb::python_error();
+  return nb::cast<uintptr_t>(stream.attr("cuda_stream"));
+}
+
+// ---- DLPack -----------------------------------------------------------------------------------------------
+
+enum : int { kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3, kDLCUDAManaged = 13 };
+
+std::string dlpack_dpython_type_name(const nb::dlpack::dtype& dt) {
+  static const char* const fixed[] = {nullptr,        nullptr,         nullptr,
+                                      nullptr,        nullptr,         nullptr,
+                                      nullptr,        "float8_e3m4",   "float8_e4m3",
+                                      "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz",
+                                      "float8_e5m2",  "float8_e5m2fnuz", "float8_e8m0fnu",
+                                      "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn"};
+  std::string text;
+  switch (dt.code) {
+    case 0: text = "int" + std::to_string(dt.bits); break;
+    case 1: text = "uint" + std::to_string(dt.bits); break;
+    case 2: text = "float" + std::to_string(dt.bits); break;
+    case 4: text = "bfloat" + std::to_string(dt.bits); break;
+    case 5: text = "complex" + std::to_string(dt.bits); break;
+    case 6: text = "bool"; break;
+    case 18: text = "bcomplex" + std::to_string(dt.bits); break;
+    default:
+      text = dt.code < std::size(fixed) && fixed[dt.code] ? fixed[dt.code]
+                                                          : "DLPack type code " + std::to_string(dt.code) + " with " +
+                                                                std::to_string(dt.bits) + " bits";
+  }
+  if (dt.lanes != 1) text += "x" + std::to_string(dt.lanes);
+  return text;
+}
+
+bool dtype_from_dlpack(const nb::dlpack::dtype& dt, DType& out) {
+  if (dt.lanes != 1) return false;
+  switch (dt.code) {
+    case 0:  // int
+      if (dt.bits == 32) return out = DType::kInt32, true;
+      if (dt.bits == 64) return out = DType::kInt64, true;
+      return false;
+    case 1:  // uint
+      if (dt.bits == 8) return out = DType::kUInt8, true;
+      return false;
+    case 2:  // float
+      if (dt.bits == 32) return out = DType::kFloat32, true;
+      if (dt.bits == 16) return out = DType::kFloat16, true;
+      return false;
+    case 4:  // bfloat
+      if (dt.bits == 16) return out = DType::kBFloat16, true;
+      return false;
+    case 10:  // kDLFloat8_e4m3fn (DLPack >= 1.0)
+      if (dt.bits == 8) return out = DType::kFloat8E4M3, true;
+      return false;
+    default:
+      return false;
+  }
+}
+
+template <typename Array>
+TensorView dlpack_view(const Array& a, const char* function, const char* name) {
+  TensorView v;
+  if (!dtype_from_dlpack(a.dtype(), v.dtype))
+    throw Error(ErrorKind::kTypeError, prefix(function, name) + " has dtype " + dlpack_dpython_type_name(a.dtype()) +
+                                           ", which kiln does not handle (" + kSupportedDtypes + ")");
+  if (a.ndim() > static_cast<size_t>(TensorView::kMaxDims))
+    throw Error(ErrorKind::kValueError, prefix(function, name) + " must have at most " +
+                                            std::to_string(TensorView::kMaxDims) + " dimensions, got " +
+                                            std::to_string(a.ndim()));
+  v.ndim = static_cast<int>(a.ndim());
+  for (int i = 0; i < v.ndim; ++i) {
+    v.shape[static_cast<size_t>(i)] = static_cast<int64_t>(a.shape(static_cast<size_t>(i)));
+    v.strides[static_cast<size_t>(i)] = a.stride(static_cast<size_t>(i));  // DLPack strides are in elements
+  }
+  switch (a.device_type()) {
+    case kDLCUDA:
+    case kDLCUDAManaged:
+      v.device_kind = DeviceKind::kCuda;
+      v.device = a.device_id();
+      break;
+    case kDLCPU:
+    case kDLCUDAHost:  // pinned host memory is still host memory
+      v.device_kind = DeviceKind::kCpu;
+      v.device = 0;
+      break;
+    default:
+      throw Error(ErrorKind::kValueError, prefix(function, name) + " must be on a CUDA device, got DLPack device type " +
+                                              std::to_string(a.device_type()));
+  }
+  v.data = const_cast<void*>(static_cast<const void*>(a.data()));
+  return v;
+}
+
+// ---- __cuda_array_interface__ -------------------------------------------------------------------------
+
+bool dtype_from_typestr(const std::string& typestr, DType& out) {
+  // Byte order: '<' little endian, '|' not applicable, '=' native (little endian on every CUDA host).
+  if (typestr.size() < 3 || (typestr[0] != '<' && typestr[0] != '|' && typestr[0] != '=')) return false;
+  const std::string t = typestr.substr(1);
+  if (t == "f4") return out = DType::kFloat32, true;
+  if (t == "f2") return out = DType::kFloat16, true;
+  if (t == "i4") return out = DType::kInt32, true;
+  if (t == "i8") return out = DType::kInt64, true;
+  if (t == "u1") return out = DType::kUInt8, true;
+  return false;
+}
+
+int cai_device(nb::handle obj, const char* function, const char* name) {
+  // The interface carries no device ordinal. CuPy arrays say it as .device.id; torch-like objects as
+  // .device.index. Otherwise it is only unambiguous with a single GPU.
+  if (nb::hasattr(obj, "device")) {
+    nb::object device = obj.attr("device");
+    for (const char* attr : {"id", "index"}) {
+      if (nb::hasattr(device, attr)) {
+        nb::object value = device.attr(attr);
+        if (PyLong_Check(value.ptr())) return nb::cast<int>(value);
+      }
+    }
+  }
+  if (kiln::devices().size() <= 1) return 0;
+  throw Error(ErrorKind::kValueError,
+              prefix(function, name) + ": cannot tell which GPU its __cuda_array_interface__ memory is on (the object "
+                                       "has no device.id) and this machine has several; pass a DLPack producer instead");
+}
+
+TensorView cai_view(nb::handle obj, nb::handle cai, const char* function, const char* name) {
+  if (!PyDict_Check(cai.ptr()))
+    throw Error(ErrorKind::kTypeError, prefix(function, name) + ".__cuda_array_interface__ is not a dict");
+  nb::dict d = nb::borrow<nb::dict>(cai);
+  auto field = [&](const char* key) -> nb::object {
+    if (!d.contains(key))
+      throw Error(ErrorKind::kTypeError,
+                  prefix(function, name) + ".__cuda_array_interface__ has no '" + key + "' entry");
+    return d[key];
+  };
+  TensorView v;
+  const std::string typestr = nb::cast<std::string>(nb::str(field("typestr")));
+  if (!dtype_from_typestr(typestr, v.dtype))
+    throw Error(ErrorKind::kTypeError, prefix(function, name) + " has typestr '" + typestr +
+                                           "', which kiln does not handle (" + kSupportedDtypes +
+                                           "; bfloat16 and float8 have no typestr: use DLPack for them)");
+  if (d.contains("mask") && !d["mask"].is_none())
+    throw Error(ErrorKind::kValueError, prefix(function, name) + " is a masked array; kiln takes plain arrays");
+  nb::tuple shape = nb::cast<nb::tuple>(field("shape"));
+  if (shape.size() > static_cast<size_t>(TensorView::kMaxDims))
+    throw Error(ErrorKind::kValueError, prefix(function, name) + " must have at most " +
+                                            std::to_string(TensorView::kMaxDims) + " dimensions, got " +
+                                            std::to_string(shape.size()));
+  v.ndim = static_cast<int>(shape.size());
+  for (int i = 0; i < v.ndim; ++i) v.shape[static_cast<size_t>(i)] = nb::cast<int64_t>(shape[static_cast<size_t>(i)]);
+  const int64_t item = element_size(v.dtype);
+  nb::object strides = d.contains("strides") ? nb::object(d["strides"]) : nb::none();
+  if (strides.is_none()) {
+    int64_t s = 1;
+    for (int i = v.ndim - 1; i >= 0; --i) {
+      v.strides[static_cast<size_t>(i)] = s;
+      s *= v.shape[static_cast<size_t>(i)];
+    }
+  } else {
+    nb::tuple st = nb::cast<nb::tuple>(strides);
+    if (st.size() != shape.size())
+      throw Error(ErrorKind::kValueError, prefix(function, name) + ".__cuda_array_interface__ has " +
+                                              std::to_string(st.size()) + " strides for " +
+                                              std::to_string(shape.size()) + " dimensions");
+    for (int i = 0; i < v.ndim; ++i) {
+      const int64_t bytes = nb::cast<int64_t>(st[static_cast<size_t>(i)]);
+      if (bytes % item != 0)
+        throw Error(ErrorKind::kValueError, prefix(function, name) + " has a stride of " + std::to_string(bytes) +
+                                                " bytes in dimension " + std::to_string(i) +
+                                                ", not a whole number of " + std::to_string(item) + "-byte elements");
+      v.strides[static_cast<size_t>(i)] = bytes / item;
+    }
+  }
+  nb::tuple data = nb::cast<nb::tuple>(field("data"));
+  v.data = reinterpret_cast<void*>(nb::cast<uintptr_t>(data[0]));
+  v.device_kind = DeviceKind::kCuda;
+  v.device = cai_device(obj, function, name);
+  return v;
+}
+
+}  // namespace
+
+bool is_torch_tensor(nb::handle obj) { return torch_tensor(obj.ptr()); }
+
+TensorView to_view(nb::handle obj, const char* function, const char* name, KeepAlive& keep) {
+  if (torch_tensor(obj.ptr())) return torch_view(obj.ptr(), function, name);
+  if (obj.is_none())
+    throw Error(ErrorKind::kTypeError, prefix(function, name) +
+                                           " must be a tensor (a torch.Tensor, a DLPack producer or an object with "
+                                           "__cuda_array_interface__), got None");
+
+  // DLPack (or the buffer protocol). The read-only variant accepts producers that flag their export
+  // read-only; kiln does not write through inputs, and the caller owns the outputs it passes.
+  nb::ndarray<nb::ro> array;
+  if (nb::try_cast(obj, array, false)) {
+    TensorView v = dlpack_view(array, function, name);
+    keep.arrays.push_back(std::move(array));
+    return v;
+  }
+  PyErr_Clear();
+
+  if (nb::hasattr(obj, "__cuda_array_interface__"))
+    return cai_view(obj, obj.attr("__cuda_array_interface__"), function, name);
+
+  throw Error(ErrorKind::kTypeError, prefix(function, name) +
+                                         " must be a tensor (a torch.Tensor, a DLPack producer or an object with "
+                                         "__cuda_array_interface__), got " + python_type_name(obj));
+}
+
+uintptr_t resolve_stream(nb::handle stream, nb::handle x, const TensorView& x_view, const char* function) {
+  if (stream.is_none()) {
+    if (x_view.device_kind != DeviceKind::kCuda) return 0;
+    if (torch_tensor(x.ptr())) return torch_current_stream(x_view.device);
+    nb::handle tp = x.type();
+    if (nb::hasattr(tp, "__module__")) {
+      const std::string module = nb::cast<std::string>(nb::str(tp.attr("__module__")));
+      if (module.rfind("cupy", 0) == 0) {
+        nb::object cupy = nb::module_::import_("cupy");
+        return nb::cast<uintptr_t>(cupy.attr("cuda").attr("get_current_stream")().attr("ptr"));
+      }
+    }
+    return 0;  // the legacy default stream
+  }
+  PyObject* s = stream.ptr();
+  if (PyLong_Check(s) && !PyBool_Check(s)) {
+    const unsigned long long v = PyLong_AsUnsignedLongLong(s);
+    if (v == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+      if (!PyErr_ExceptionMatches(PyExc_OverflowError)) throw nb::python_error();
+      PyErr_Clear();
+      throw Error(ErrorKind::kValueError, std::string(function) +
+                                              ": stream must be a CUstream handle (an int from 0 to 2**64 - 1), got " +
+                                              nb::cast<std::string>(nb::repr(stream)));
+    }
+    return static_cast<uintptr_t>(v);
+  }
+  if (nb::hasattr(stream, "cuda_stream")) return nb::cast<uintptr_t>(stream.attr("cuda_stream"));
+  if (nb::hasattr(stream, "__cuda_stream__")) {
+    nb::object pair = stream.attr("__cuda_stream__")();
+    return nb::cast<uintptr_t>(pair[1]);
+  }
+  if (nb::hasattr(stream, "ptr")) return nb::cast<uintptr_t>(stream.attr("ptr"));
+  throw Error(ErrorKind::kTypeError,
+              std::string(function) + ": stream must be None, an int CUstream handle, a torch.cuda.Stream, a "
+                                      "cupy.cuda.Stream or an object with __cuda_stream__, got " + python_type_name(stream));
+}
+
+nb::dict view_info(nb::handle obj, const char* function, const char* name) {
+  KeepAlive keep;
+  TensorView v = to_view(obj, function, name, keep);
+  nb::dict d;
+  d["dtype"] = to_string(v.dtype);
+  d["device"] = v.device_kind == DeviceKind::kCuda ? "cuda:" + std::to_string(v.device) : std::string("cpu");
+  nb::list shape, strides;
+  for (int i = 0; i < v.ndim; ++i) {
+    shape.append(v.shape[static_cast<size_t>(i)]);
+    strides.append(v.strides[static_cast<size_t>(i)]);
+  }
+  d["shape"] = nb::steal(PySequence_Tuple(shape.ptr()));
+  d["strides"] = nb::steal(PySequence_Tuple(strides.ptr()));
+  d["data_ptr"] = reinterpret_cast<uintptr_t>(v.data);
+  d["describe"] = v.describe();
+  return d;
+}
+
+}  // namespace kiln::python

@@ -1,0 +1,362 @@
+"""kiln: JIT-compiled tensor-core kernels for NVIDIA Hopper (sm_90a), with DeepGEMM's names.
+
+Tensors come in as PyTorch tensors (the fast path), any DLPack producer, or objects with
+``__cuda_array_interface__``; work is enqueued on the caller's current CUDA stream (for torch tensors,
+``torch.cuda.current_stream(x.device)``), and the GIL is released while kiln compiles or launches.
+A kernel is compiled on first use and cached on disk (``DG_JIT_CACHE_DIR``, default ``~/.deep_gemm``);
+``kiln.precompile`` builds kernels ahead of time, without a GPU.
+
+Errors are :class:`KilnError` subclasses that are also ``TypeError`` (dtypes), ``ValueError`` (shapes,
+layouts, devices, settings) or ``RuntimeError`` (CUDA, compiles, graph capture), carrying the library's
+full message. See docs/PYTHON.md.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from . import _native
+from . import _tensors
+from ._errors import (
+    BY_KIND as _BY_KIND,
+    CacheError,
+    CaptureError,
+    CompileError,
+    ConfigError,
+    CudaError,
+    InternalError,
+    KilnError,
+    KilnTypeError,
+    KilnValueError,
+    NotFoundError,
+)
+
+_native._set_error_types(_BY_KIND)
+
+__version__: str = _native.version()
+
+__all__ = [
+    # DeepGEMM's names
+    "per_token_cast_to_fp8",
+    "per_block_cast_to_fp8",
+    "get_mn_major_tma_aligned_tensor",
+    "get_tma_aligned_size",
+    "set_num_sms",
+    "get_num_sms",
+    "set_pdl",
+    "get_pdl",
+    "ceil_div",
+    "align",
+    # kiln's own
+    "precompile",
+    "plan",
+    "list_ops",
+    "cache_stats",
+    "cache_list",
+    "cache_verify",
+    "cache_clear",
+    "config",
+    "devices",
+    "doctor",
+    "describe",
+    "version",
+    # errors
+    "KilnError",
+    "KilnTypeError",
+    "KilnValueError",
+    "ConfigError",
+    "NotFoundError",
+    "CompileError",
+    "CudaError",
+    "CacheError",
+    "CaptureError",
+    "InternalError",
+]
+# `compile` is kiln.compile too (the name of the `kiln compile` command), but is kept out of __all__ so that
+# `from kiln import *` does not shadow the builtin.
+
+# Hot-path names, bound once.
+_per_token_native = _native.per_token_cast_to_fp8
+_per_block_native = _native.per_block_cast_to_fp8
+_per_token_outputs = _tensors.per_token_outputs
+_per_block_outputs = _tensors.per_block_outputs
+
+
+# ---- Small helpers -----------------------------------------------------------------------------------------
+
+def ceil_div(x: int, y: int) -> int:
+    """``ceil(x / y)`` for integers: ``(x + y - 1) // y`` (DeepGEMM's ``ceil_div``)."""
+    return (x + y - 1) // y
+
+
+def align(x: int, y: int) -> int:
+    """``x`` rounded up to a multiple of ``y`` (DeepGEMM's ``align``)."""
+    return (x + y - 1) // y * y
+
+
+def get_tma_aligned_size(x: int, element_size: int) -> int:
+    """The number of elements a dimension of ``x`` elements of ``element_size`` bytes is padded to so
+    that it spans a multiple of 16 bytes, as TMA needs (DeepGEMM's ``get_tma_aligned_size``). For the
+    float32 scales of ``per_token_cast_to_fp8``, ``get_tma_aligned_size(m, 4)`` is the scales' column stride.
+
+    Raises ValueError for ``x < 0`` or an ``element_size`` other than 1, 2, 4, 8 or 16.
+    """
+    return _native.get_tma_aligned_size(x, element_size)
+
+
+def version() -> str:
+    """The kiln library's version (the same as ``kiln.__version__`` and ``kiln --version``)."""
+    return _native.version()
+
+
+def describe(tensor: Any) -> str:
+    """How kiln sees a tensor, e.g. ``'bfloat16[4096, 7168] strides (7168, 1) on cuda:0'`` (strides in
+    elements). Works for torch tensors, DLPack producers and ``__cuda_array_interface__`` objects; raises
+    TypeError for anything else or a dtype kiln does not handle."""
+    return _native.describe(tensor)
+
+
+def _unsupported(function: str, what: str) -> None:
+    raise KilnValueError(f"{function}: {what} is not supported by kiln (scales are float32 amax / 448 over "
+                         f"groups of 128, the DeepSeek-V3 recipe for sm_90)")
+
+
+def _check_recipe(function: str, use_ue8m0: bool, gran_k: int, use_packed_ue8m0: bool) -> None:
+    if use_ue8m0:
+        _unsupported(function, "use_ue8m0=True (power-of-two UE8M0 scales)")
+    if use_packed_ue8m0:
+        _unsupported(function, "use_packed_ue8m0=True")
+    if gran_k != 128:
+        _unsupported(function, f"gran_k={gran_k!r}")
+
+
+def _out_pair(out: Any, function: str) -> Tuple[Any, Any]:
+    try:
+        first, second = out
+    except (TypeError, ValueError):
+        raise KilnTypeError(f"{function}: out must be a pair (x_fp8, scales) of tensors, got "
+                            f"{type(out).__module__}.{type(out).__qualname__}") from None
+    return first, second
+
+
+# ---- FP8 quantisation --------------------------------------------------------------------------------------
+
+def per_token_cast_to_fp8(x: Any, use_ue8m0: bool = False, gran_k: int = 128, use_packed_ue8m0: bool = False,
+                          *, out: Optional[Sequence[Any]] = None, stream: Any = None) -> Tuple[Any, Any]:
+    """Quantise a bfloat16 ``[m, k]`` tensor to FP8 e4m3 per token and 128 channels (DeepSeek-V3).
+
+    Each group of 128 consecutive elements of a row gets one float32 scale ``max(amax, 1e-4) / 448``; the
+    values are ``x / scale`` rounded to e4m3. ``k`` must be a multiple of 128; ``x`` must be row-major
+    (its row stride may exceed ``k``), 16-byte aligned, on a CUDA device.
+
+    Returns ``(x_fp8, scales)``: ``x_fp8`` float8_e4m3fn ``[m, k]`` contiguous, and ``scales`` float32
+    ``[m, k // 128]`` already in the MN-major, TMA-aligned layout the FP8 GEMM reads (strides
+    ``(1, get_tma_aligned_size(m, 4))``), so ``get_mn_major_tma_aligned_tensor(scales)`` returns it as is.
+    The values are the same as DeepGEMM's ``per_token_cast_to_fp8(x, use_ue8m0=False)``; only the scales'
+    strides differ.
+
+    Args:
+        x: bfloat16 ``[m, k]``: a torch tensor, or any CUDA DLPack producer (outputs are then torch
+            tensors; needs PyTorch unless ``out`` is given).
+        use_ue8m0, gran_k, use_packed_ue8m0: DeepGEMM's recipe arguments; only the defaults (float32
+            scales over groups of 128) are supported, anything else raises ValueError.
+        out: optional preallocated ``(x_fp8, scales)`` with the dtypes, shapes and strides above (any
+            tensor kind kiln accepts); nothing is allocated then.
+        stream: where to enqueue: None for the caller's current stream (torch's current stream on x's
+            device; CuPy's for a CuPy array; otherwise the legacy default stream), an int ``CUstream``, or
+            a ``torch.cuda.Stream``/``cupy.cuda.Stream``/``__cuda_stream__`` object.
+
+    Raises:
+        TypeError: wrong dtype or a non-tensor argument. ValueError: bad shape, strides, alignment or
+        device. RuntimeError: CUDA errors, a failed compile, or a compile needed during graph capture.
+    """
+    if use_ue8m0 or gran_k != 128 or use_packed_ue8m0:
+        _check_recipe("per_token_cast_to_fp8", use_ue8m0, gran_k, use_packed_ue8m0)
+    if out is None:
+        x, x_fp8, scales = _per_token_outputs(x)
+    else:
+        x_fp8, scales = _out_pair(out, "per_token_cast_to_fp8")
+    _per_token_native(x, x_fp8, scales, stream)
+    return x_fp8, scales
+
+
+def per_block_cast_to_fp8(x: Any, use_ue8m0: bool = False, gran_k: int = 128, *,
+                          out: Optional[Sequence[Any]] = None, stream: Any = None) -> Tuple[Any, Any]:
+    """Quantise a bfloat16 ``[n, k]`` tensor (weights) to FP8 e4m3 per 128x128 block (DeepSeek-V3).
+
+    Each 128x128 block gets one float32 scale ``max(amax, 1e-4) / 448``; rows past ``n`` count as zeros.
+    ``k`` must be a multiple of 128, ``n`` may be anything; ``x`` must be row-major (row stride may exceed
+    ``k``), 16-byte aligned, on a CUDA device.
+
+    Returns ``(x_fp8, scales)``: float8_e4m3fn ``[n, k]`` contiguous and float32
+    ``[ceil(n / 128), k // 128]`` contiguous, as DeepGEMM's ``per_block_cast_to_fp8(x, use_ue8m0=False)``.
+
+    Args:
+        x: bfloat16 ``[n, k]``: a torch tensor or any CUDA DLPack producer (see per_token_cast_to_fp8).
+        use_ue8m0, gran_k: DeepGEMM's recipe arguments; only the defaults are supported (ValueError).
+        out: optional preallocated ``(x_fp8, scales)``; nothing is allocated then.
+        stream: as for per_token_cast_to_fp8.
+
+    Raises:
+        TypeError, ValueError, RuntimeError: as for per_token_cast_to_fp8.
+    """
+    if use_ue8m0 or gran_k != 128:
+        _check_recipe("per_block_cast_to_fp8", use_ue8m0, gran_k, False)
+    if out is None:
+        x, x_fp8, scales = _per_block_outputs(x)
+    else:
+        x_fp8, scales = _out_pair(out, "per_block_cast_to_fp8")
+    _per_block_native(x, x_fp8, scales, stream)
+    return x_fp8, scales
+
+
+def get_mn_major_tma_aligned_tensor(sf: Any) -> Any:
+    """A float32 scale tensor ``[mn, k/128]`` (or batched ``[groups, mn, k/128]``) in the MN-major,
+    TMA-aligned layout the FP8 GEMM reads: strides ``(1, a)`` (batched: ``(a * k/128, 1, a)``) with
+    ``a = get_tma_aligned_size(mn, 4)``. Returns ``sf`` itself when it already has that layout (as
+    ``per_token_cast_to_fp8``'s scales do), else a copy (DeepGEMM's ``get_mn_major_tma_aligned_tensor``).
+
+    Needs a torch tensor (TypeError otherwise); TypeError for a dtype other than float32, ValueError for
+    a tensor that is not 2-D or 3-D.
+    """
+    return _tensors.get_mn_major_tma_aligned_tensor(sf)
+
+
+# ---- Settings ----------------------------------------------------------------------------------------------
+
+def set_num_sms(num_sms: int) -> None:
+    """Limit the number of SMs kiln's kernels use, for leaving SMs to communication kernels (DeepGEMM's
+    ``set_num_sms``). ``0`` removes the limit; a limit above a device's SM count means all of them.
+    Process-wide; raises ValueError for a negative number."""
+    _native.set_num_sms(operator.index(num_sms))
+
+
+def get_num_sms() -> int:
+    """The number of SMs kiln's kernels may use: the limit set with ``set_num_sms``, or, when none is set,
+    the current device's SM count as DeepGEMM reports it (torch's current device, else device 0; 0 on a
+    machine without a GPU)."""
+    limit = _native.get_num_sms()
+    return limit if limit else _tensors.current_device_sm_count()
+
+
+def set_pdl(enabled: bool) -> None:
+    """Turn programmatic dependent launch on or off for kiln's kernels (DeepGEMM's ``set_pdl``; default
+    off). Process-wide."""
+    _native.set_pdl(bool(enabled))
+
+
+def get_pdl() -> bool:
+    """Whether programmatic dependent launch is on for kiln's kernels (DeepGEMM's ``get_pdl``)."""
+    return _native.get_pdl()
+
+
+# ---- Ahead of time -----------------------------------------------------------------------------------------
+
+def _problem(function: str, problem: Dict[str, Any]) -> Dict[str, int]:
+    out = {}
+    for name, value in problem.items():
+        if isinstance(value, bool):
+            raise KilnTypeError(f"{function}: problem parameter {name} must be an int, got bool")
+        try:
+            out[name] = operator.index(value)
+        except TypeError:
+            raise KilnTypeError(f"{function}: problem parameter {name} must be an int, got "
+                                f"{type(value).__name__} {value!r}") from None
+    return out
+
+
+def precompile(op: str, *, arch: Optional[str] = None, backend: Optional[str] = None,
+               **problem: int) -> List[Dict[str, Any]]:
+    """Compile (or find in the cache) every kernel an operation needs for a problem, ahead of time: no
+    GPU is needed. The problem is given as the operation's parameters, mapped to kernels exactly as at run
+    time, e.g. ``precompile("per_token_cast_to_fp8", m=4096, k=7168, arch="sm_90a")``.
+
+    Args:
+        op: the operation's name (``list_ops()`` lists them).
+        arch: the target, e.g. ``"sm_90a"``; default ``DG_JIT_ARCH``, else the current GPU, else sm_90a.
+        backend: ``"nvcc"`` or ``"nvrtc"``; default the configured one (``DG_JIT_USE_NVRTC``).
+        **problem: the operation's problem parameters (ints).
+
+    Returns:
+        One dict per distinct kernel, with the fields of ``kiln compile --json``: ``op``, ``spec``, ``key``,
+        ``arch``, ``backend``, ``kernel_name``, ``hit`` (found in the cache: nothing compiled),
+        ``compile_ms`` and ``cubin_bytes``.
+
+    Raises:
+        ValueError (NotFoundError) for an unknown op; ValueError for a bad problem, arch or backend;
+        TypeError for a non-int parameter; RuntimeError (CompileError) when a compile fails.
+    """
+    return _native.compile(op, _problem("precompile", problem), arch, backend)
+
+
+def compile(op: str, *, arch: Optional[str] = None, backend: Optional[str] = None,  # noqa: A001
+            **problem: int) -> List[Dict[str, Any]]:
+    """The same as :func:`precompile` (named after the ``kiln compile`` command)."""
+    return _native.compile(op, _problem("compile", problem), arch, backend)
+
+
+def plan(op: str, *, arch: Optional[str] = None, backend: Optional[str] = None,
+         **problem: int) -> List[Dict[str, Any]]:
+    """The kernels an operation needs for a problem and their cache keys, without compiling, loading or
+    reading anything from the cache: what ``precompile`` with the same arguments would build.
+
+    Returns one dict per distinct kernel: ``op``, ``spec`` (the values it is specialised on, e.g.
+    ``"k=7168 threads=256 vecs_per_thread=4"``), ``key`` (its cache key), ``arch``, ``backend`` and
+    ``kernel_name``. A problem that needs no kernel (``m=0``) gives an empty list. Raises as ``precompile``.
+    The first call may run the compiler once to learn its version (part of every key; memoised).
+    """
+    return _native.plan(op, _problem("plan", problem), arch, backend)
+
+
+def list_ops() -> List[Dict[str, Any]]:
+    """The operations kiln can compile: dicts with ``name``, ``summary`` and ``params`` (parameter name ->
+    description), sorted by name."""
+    return _native.list_ops()
+
+
+# ---- Cache, configuration, devices, diagnostics -------------------------------------------------------------
+
+def cache_stats() -> Dict[str, Any]:
+    """Statistics of the kernel cache: ``directory``, ``writable``, ``entries``, ``bytes``, and ``hits``,
+    ``misses``, ``compiles``, ``corrupt``, ``compile_seconds`` counted across processes since the cache was
+    created or cleared, plus ``memory_hits`` (this process's lookups served from memory)."""
+    return _native.cache_stats()
+
+
+def cache_list() -> List[Dict[str, Any]]:
+    """The cache's entries: dicts with ``key``, ``op``, ``spec``, ``arch``, ``backend``, ``compiler``,
+    ``kernel_name``, ``bytes``, ``compile_ms``, ``created_unix`` and ``last_use_unix``."""
+    return _native.cache_list()
+
+
+def cache_verify() -> Dict[str, int]:
+    """Check every cache entry (checksum and metadata) and remove the bad ones: ``{"checked", "corrupt",
+    "removed"}``."""
+    return _native.cache_verify()
+
+
+def cache_clear() -> int:
+    """Remove every entry from the kernel cache; returns how many were removed."""
+    return _native.cache_clear()
+
+
+def config() -> Dict[str, Dict[str, str]]:
+    """Every effective setting, by name, in a stable order: ``{"value", "variable", "origin", "doc",
+    "detail"}``, where ``origin`` is ``"default"``, ``"environment"`` or ``"api"``. The ``DG_JIT_*``
+    environment is read once per process, on first use; a bad value raises ConfigError (a ValueError)
+    naming the variable, the value and what is accepted."""
+    return _native.config()
+
+
+def devices() -> List[Dict[str, Any]]:
+    """The CUDA devices present: dicts with ``ordinal``, ``name``, ``arch`` (the target kiln builds for,
+    ``"sm_90a"`` on an H100/H200), ``sm_count`` and ``memory_bytes``. Empty, never an error, without a GPU
+    or driver."""
+    return _native.devices()
+
+
+def doctor() -> List[Dict[str, str]]:
+    """What ``kiln doctor`` checks (toolkit, NVRTC and NVCC, driver, GPUs, cache directory): dicts with
+    ``what``, ``status`` (``"ok"``, ``"warning"`` or ``"error"``), ``detail`` and ``advice``."""
+    return _native.doctor()

@@ -1,0 +1,129 @@
+# Type stub of the public `kiln` package (see __init__.py for the documentation of each function).
+# tests/python/test_package.py checks that every public function and class is declared here with the
+# module's parameter names.
+from typing import Any, Dict, List, Optional, Sequence, Tuple, TypedDict
+
+__version__: str
+
+class _KernelPlan(TypedDict):
+    op: str
+    spec: str
+    key: str
+    arch: str
+    backend: str
+    kernel_name: str
+
+class _KernelReport(_KernelPlan):
+    hit: bool
+    compile_ms: float
+    cubin_bytes: int
+
+class _Setting(TypedDict):
+    value: str
+    variable: str
+    origin: str  # "default", "environment" or "api"
+    doc: str
+    detail: str
+
+class _CacheStats(TypedDict):
+    directory: str
+    writable: bool
+    entries: int
+    bytes: int
+    hits: int
+    misses: int
+    compiles: int
+    corrupt: int
+    compile_seconds: float
+    memory_hits: int
+
+class _CacheEntry(TypedDict):
+    key: str
+    op: str
+    spec: str
+    arch: str
+    backend: str
+    compiler: str
+    kernel_name: str
+    bytes: int
+    compile_ms: float
+    created_unix: int
+    last_use_unix: int
+
+class _CacheVerifyReport(TypedDict):
+    checked: int
+    corrupt: int
+    removed: int
+
+class _Device(TypedDict):
+    ordinal: int
+    name: str
+    arch: str
+    sm_count: int
+    memory_bytes: int
+
+class _DoctorCheck(TypedDict):
+    what: str
+    status: str  # "ok", "warning" or "error"
+    detail: str
+    advice: str
+
+class _OpInfo(TypedDict):
+    name: str
+    summary: str
+    params: Dict[str, str]
+
+# (Names starting with _ exist only in this stub.)
+# A tensor: a torch.Tensor, any DLPack producer, or an object with __cuda_array_interface__.
+_Tensor = Any
+# None (the caller's current stream), an int CUstream, or a torch/CuPy stream or __cuda_stream__ object.
+_StreamLike = Any
+
+# ---- Errors
+class KilnError(Exception):
+    kind: str
+class KilnTypeError(KilnError, TypeError): ...
+class KilnValueError(KilnError, ValueError): ...
+class ConfigError(KilnError, ValueError): ...
+class NotFoundError(KilnError, ValueError, LookupError): ...
+class CompileError(KilnError, RuntimeError):
+    command: str
+    log: str
+class CudaError(KilnError, RuntimeError): ...
+class CacheError(KilnError, RuntimeError): ...
+class CaptureError(KilnError, RuntimeError): ...
+class InternalError(KilnError, RuntimeError): ...
+
+# ---- DeepGEMM's names
+def per_token_cast_to_fp8(x: _Tensor, use_ue8m0: bool = False, gran_k: int = 128, use_packed_ue8m0: bool = False,
+                          *, out: Optional[Sequence[_Tensor]] = None,
+                          stream: _StreamLike = None) -> Tuple[_Tensor, _Tensor]: ...
+def per_block_cast_to_fp8(x: _Tensor, use_ue8m0: bool = False, gran_k: int = 128, *,
+                          out: Optional[Sequence[_Tensor]] = None,
+                          stream: _StreamLike = None) -> Tuple[_Tensor, _Tensor]: ...
+def get_mn_major_tma_aligned_tensor(sf: _Tensor) -> _Tensor: ...
+def get_tma_aligned_size(x: int, element_size: int) -> int: ...
+def set_num_sms(num_sms: int) -> None: ...
+def get_num_sms() -> int: ...
+def set_pdl(enabled: bool) -> None: ...
+def get_pdl() -> bool: ...
+def ceil_div(x: int, y: int) -> int: ...
+def align(x: int, y: int) -> int: ...
+
+# ---- kiln's own
+def precompile(op: str, *, arch: Optional[str] = None, backend: Optional[str] = None,
+               **problem: int) -> List[_KernelReport]: ...
+def compile(op: str, *, arch: Optional[str] = None, backend: Optional[str] = None,
+            **problem: int) -> List[_KernelReport]: ...
+def plan(op: str, *, arch: Optional[str] = None, backend: Optional[str] = None,
+         **problem: int) -> List[_KernelPlan]: ...
+def list_ops() -> List[_OpInfo]: ...
+def cache_stats() -> _CacheStats: ...
+def cache_list() -> List[_CacheEntry]: ...
+def cache_verify() -> _CacheVerifyReport: ...
+def cache_clear() -> int: ...
+def config() -> Dict[str, _Setting]: ...
+def devices() -> List[_Device]: ...
+def doctor() -> List[_DoctorCheck]: ...
+def describe(tensor: _Tensor) -> str: ...
+def version() -> str: ...

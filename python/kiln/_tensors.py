@@ -1,0 +1,152 @@
+"""PyTorch glue: output allocation for the ops, and torch-only layout helpers.
+
+kiln never imports torch by itself on the hot path: torch is looked up in ``sys.modules`` (a program that
+passes torch tensors has imported it), so ``import kiln`` stays fast and works without PyTorch. The C++
+library allocates nothing; when the caller does not pass ``out=``, the outputs are allocated here with
+torch on the input's device, in exactly the layouts the C++ API checks.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Tuple
+
+from . import _native
+from ._errors import KilnTypeError, KilnValueError
+
+GROUP = 128  # elements along k (and, per block, along n) sharing one scale
+
+
+class _NoTorch:
+    """Stands in for torch.Tensor until torch is imported: nothing is an instance of it."""
+
+
+torch: Any = None
+Tensor: Any = _NoTorch
+_float8: Any = None
+_float32: Any = None
+_empty_like: Any = None
+_empty_strided: Any = None
+
+
+def bind() -> bool:
+    """Look torch up once it has been imported by the program; True when it is available."""
+    global torch, Tensor, _float8, _float32, _empty_like, _empty_strided
+    if torch is not None:
+        return True
+    module = sys.modules.get("torch")
+    if module is None or not hasattr(module, "Tensor"):
+        return False
+    _float8 = module.float8_e4m3fn
+    _float32 = module.float32
+    _empty_like = module.empty_like
+    _empty_strided = module.empty_strided
+    Tensor = module.Tensor
+    torch = module
+    return True
+
+
+def _import_torch() -> bool:
+    try:
+        import torch as _  # noqa: F401  (first import; bind() then finds it)
+    except ImportError:
+        return False
+    return bind()
+
+
+def as_torch(x: Any, function: str) -> Any:
+    """x as a torch tensor for allocating outputs next to it: x itself when it is one; a zero-copy
+    torch.from_dlpack view of a CUDA DLPack producer; otherwise a precise error."""
+    if isinstance(x, Tensor) or (bind() and isinstance(x, Tensor)):
+        return x
+    info = _native._view(x, function, "x")  # TypeError for a non-tensor or an unsupported dtype
+    if not info["device"].startswith("cuda"):
+        raise KilnValueError(
+            f"{function}: x must be on a CUDA device, got host memory (x is {info['describe']}); "
+            "kiln's kernels run on the GPU")
+    if not _import_torch():
+        raise KilnTypeError(
+            f"{function}: kiln allocates outputs with PyTorch, which is not installed; pass "
+            f"out=(...) with preallocated arrays (x is a {type(x).__module__}.{type(x).__qualname__}: "
+            f"{info['describe']})")
+    return torch.from_dlpack(x)
+
+
+def per_token_outputs(x: Any) -> Tuple[Any, Any, Any]:
+    """(x as torch, out, out_scales) for per_token_cast_to_fp8: out float8_e4m3fn [m, k] contiguous, scales
+    float32 [m, k/128] with strides (1, get_tma_aligned_size(m, 4)) (MN-major, TMA-aligned)."""
+    t = x if isinstance(x, Tensor) else as_torch(x, "per_token_cast_to_fp8")
+    if t.dim() == 2:
+        m, k = t.shape
+        # empty_like is torch's cheapest allocation (no shape or device to parse). It is contiguous for every
+        # x the kernel accepts (dense rows: row-major, or rows padded apart).
+        return (t, _empty_like(t, dtype=_float8),
+                _empty_strided((m, k // GROUP), (1, (m + 3) & ~3), dtype=_float32, device=t.device))
+    return (t, *_placeholders(t))
+
+
+def per_block_outputs(x: Any) -> Tuple[Any, Any, Any]:
+    """(x as torch, out, out_scales) for per_block_cast_to_fp8: out float8_e4m3fn [n, k] contiguous, scales
+    float32 [ceil(n/128), k/128] contiguous."""
+    t = x if isinstance(x, Tensor) else as_torch(x, "per_block_cast_to_fp8")
+    if t.dim() == 2:
+        n, k = t.shape
+        device = t.device
+        return (t, torch.empty((n, k), dtype=_float8, device=device),
+                torch.empty(((n + GROUP - 1) // GROUP, k // GROUP), dtype=_float32, device=device))
+    return (t, *_placeholders(t))
+
+
+def _placeholders(t: Any) -> Tuple[Any, Any]:
+    # x is not 2-D: no output shape follows from it. Empty outputs of the right dtypes let the C++ API
+    # report what is wrong with x, in its own words, before anything is launched.
+    return (torch.empty((0, 0), dtype=_float8, device=t.device),
+            torch.empty((0, 0), dtype=_float32, device=t.device))
+
+
+def _strides_match(t: Any, expected: Tuple[int, ...]) -> bool:
+    # As the C++ API checks strides: a dimension of size 1 has no meaningful stride.
+    return all(size == 1 or stride == want for size, stride, want in zip(t.shape, t.stride(), expected))
+
+
+def _describe_torch(t: Any) -> str:
+    # As TensorView::describe() words it, for any dtype and device.
+    dims = ", ".join(str(n) for n in t.shape)
+    strides = ", ".join(str(n) for n in t.stride())
+    return f"{str(t.dtype).replace('torch.', '')}[{dims}] strides ({strides}) on {t.device}"
+
+
+def get_mn_major_tma_aligned_tensor(sf: Any) -> Any:
+    """See kiln.get_mn_major_tma_aligned_tensor."""
+    function = "get_mn_major_tma_aligned_tensor"
+    if not isinstance(sf, Tensor) and not (bind() and isinstance(sf, Tensor)):
+        raise KilnTypeError(
+            f"{function}: sf must be a torch.Tensor, got {type(sf).__module__}.{type(sf).__qualname__}")
+    if sf.dtype != _float32:
+        raise KilnTypeError(f"{function}: sf must be float32, got {sf.dtype} (sf is {_describe_torch(sf)})")
+    if sf.dim() not in (2, 3):
+        raise KilnValueError(f"{function}: sf must be 2-D [mn, k/128] or 3-D [groups, mn, k/128], got "
+                             f"{sf.dim()}-D (sf is {_describe_torch(sf)})")
+    batched = sf if sf.dim() == 3 else sf.unsqueeze(0)
+    groups, mn, sf_k = batched.shape
+    aligned = _native.get_tma_aligned_size(mn, 4)
+    expected = (aligned * sf_k, 1, aligned)
+    if _strides_match(batched, expected):
+        return sf
+    out = torch.empty_strided((groups, mn, sf_k), expected, dtype=_float32, device=sf.device)
+    out.copy_(batched)
+    return out if sf.dim() == 3 else out.squeeze(0)
+
+
+def current_device_sm_count() -> int:
+    """The SM count of the current device (torch's current device when torch has CUDA, else device 0);
+    0 without a GPU."""
+    if bind():
+        try:
+            if torch.cuda.is_available():
+                props = torch.cuda.get_device_properties(torch.cuda.current_device())
+                return int(props.multi_processor_count)
+        except Exception:  # a broken CUDA install: fall back to kiln's own view
+            pass
+    devices = _native.devices()
+    return int(devices[0]["sm_count"]) if devices else 0

@@ -1,0 +1,165 @@
+"""Ahead-of-time compilation, plan and the cache, from Python, without a GPU. Each test that compiles runs in
+subprocesses with a cache directory of its own (the configuration is read once per process)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+import kiln
+
+PROBLEM = {"m": 4096, "k": 7168}
+
+
+def _json_lines(out: str):
+    return [json.loads(line) for line in out.splitlines() if line.startswith(("{", "["))]
+
+
+def test_precompile_for_sm_90a_compiles_once_then_hits_the_cache(python, cache_dir):
+    code = """
+        import json, kiln
+        print(json.dumps(kiln.precompile("per_token_cast_to_fp8", m=4096, k=7168, arch="sm_90a")))
+        print(json.dumps(kiln.cache_stats()))
+    """
+    first, stats = _json_lines(python(code, env={"DG_JIT_CACHE_DIR": cache_dir}))
+    assert len(first) == 1
+    report = first[0]
+    assert report["op"] == "per_token_cast_to_fp8" and report["arch"] == "sm_90a" and report["backend"] == "nvcc"
+    assert report["hit"] is False and report["compile_ms"] > 0 and report["cubin_bytes"] > 0
+    assert "k=7168" in report["spec"] and report["kernel_name"]
+    assert stats["entries"] == 1 and stats["compiles"] == 1 and stats["directory"].startswith(cache_dir)
+
+    second, stats = _json_lines(python(code, env={"DG_JIT_CACHE_DIR": cache_dir}))
+    assert second[0]["hit"] is True and second[0]["key"] == report["key"] and second[0]["compile_ms"] == 0
+    assert stats["compiles"] == 1 and stats["hits"] >= 1
+
+
+def test_plan_lists_the_keys_precompile_builds_without_compiling(python, cache_dir):
+    out = python("""
+        import json, kiln
+        print(json.dumps(kiln.plan("per_token_cast_to_fp8", m=4096, k=7168, arch="sm_90a", backend="nvrtc")))
+        print(json.dumps(kiln.cache_stats()))
+        print(json.dumps(kiln.precompile("per_token_cast_to_fp8", m=4096, k=7168, arch="sm_90a", backend="nvrtc")))
+        print(json.dumps(kiln.plan("per_block_cast_to_fp8", n=7168, k=2048, arch="sm_90a", backend="nvrtc")))
+        print(json.dumps(kiln.precompile("per_block_cast_to_fp8", n=7168, k=2048, arch="sm_90a", backend="nvrtc")))
+    """, env={"DG_JIT_CACHE_DIR": cache_dir})
+    planned, stats, built, block_planned, block_built = _json_lines(out)
+    assert stats["compiles"] == 0 and stats["entries"] == 0, "plan compiled something"
+    assert [p["key"] for p in planned] == [b["key"] for b in built]
+    assert [p["key"] for p in block_planned] == [b["key"] for b in block_built]
+    for p, b in zip(planned + block_planned, built + block_built):
+        assert set(p) == {"op", "spec", "key", "arch", "backend", "kernel_name"}
+        for field in p:
+            assert p[field] == b[field], field
+    assert built[0]["backend"] == "nvrtc" and built[0]["cubin_bytes"] > 0
+
+
+def test_plan_and_precompile_of_an_empty_problem_need_no_kernel():
+    assert kiln.plan("per_token_cast_to_fp8", m=0, k=7168, arch="sm_90a") == []
+    assert kiln.precompile("per_token_cast_to_fp8", m=0, k=7168, arch="sm_90a") == []
+    assert kiln.plan("per_block_cast_to_fp8", n=0, k=128, arch="sm_90a") == []
+
+
+def test_plan_key_does_not_depend_on_m():
+    a = kiln.plan("per_token_cast_to_fp8", m=1, k=7168, arch="sm_90a")
+    b = kiln.plan("per_token_cast_to_fp8", m=4096, k=7168, arch="sm_90a")
+    c = kiln.plan("per_token_cast_to_fp8", m=1, k=4096, arch="sm_90a")
+    assert a[0]["key"] == b[0]["key"] != c[0]["key"]
+
+
+def test_compile_is_precompile():
+    assert kiln.compile("per_token_cast_to_fp8", m=0, k=128, arch="sm_90a") == []
+
+
+def test_list_ops_describes_each_operation_and_its_parameters():
+    ops = {op["name"]: op for op in kiln.list_ops()}
+    assert {"per_token_cast_to_fp8", "per_block_cast_to_fp8"} <= set(ops)
+    assert set(ops["per_token_cast_to_fp8"]["params"]) == {"m", "k"}
+    assert set(ops["per_block_cast_to_fp8"]["params"]) == {"n", "k"}
+    assert all(op["summary"] for op in ops.values())
+
+
+@pytest.mark.parametrize("call,error,text", [
+    (lambda: kiln.plan("no_such_op", m=1), kiln.NotFoundError, "per_token_cast_to_fp8"),
+    (lambda: kiln.plan("per_token_cast_to_fp8", m=1), ValueError, "k"),
+    (lambda: kiln.plan("per_token_cast_to_fp8", m=1, k=128, q=3), ValueError, "q"),
+    (lambda: kiln.plan("per_token_cast_to_fp8", m=-1, k=128), ValueError, "m"),
+    (lambda: kiln.plan("per_token_cast_to_fp8", m=1, k=100, arch="sm_90a"), ValueError, "multiple of 128"),
+    (lambda: kiln.plan("per_token_cast_to_fp8", m=1, k=128, arch="sm_banana"), ValueError, "sm_banana"),
+    (lambda: kiln.plan("per_token_cast_to_fp8", m=1, k=128, backend="gcc"), ValueError, "gcc"),
+    (lambda: kiln.plan("per_token_cast_to_fp8", m=1, k=128.0), TypeError, "k must be an int"),
+    (lambda: kiln.plan("per_token_cast_to_fp8", m=True, k=128), TypeError, "m must be an int"),
+    (lambda: kiln.precompile("no_such_op", m=1), LookupError, "no_such_op"),
+    (lambda: kiln.precompile("per_token_cast_to_fp8", m=1, k=96, arch="sm_90a"), ValueError, "96"),
+])
+def test_bad_requests_raise_the_right_exception_with_the_library_message(call, error, text):
+    with pytest.raises(error, match=text):
+        call()
+
+
+def test_precompile_releases_the_gil(python, cache_dir):
+    # While NVCC compiles in a thread, the main thread keeps running Python.
+    out = python("""
+        import threading, time, kiln
+        done = threading.Event()
+        result = {}
+        def work():
+            result["r"] = kiln.precompile("per_block_cast_to_fp8", n=128, k=128, arch="sm_90a", backend="nvcc")
+            done.set()
+        t = threading.Thread(target=work)
+        start = time.perf_counter()
+        t.start()
+        ticks = 0
+        while not done.is_set():
+            ticks += 1
+            time.sleep(0.001)
+        t.join()
+        print(ticks, time.perf_counter() - start, result["r"][0]["hit"])
+    """, env={"DG_JIT_CACHE_DIR": cache_dir})
+    ticks, seconds, hit = out.split()
+    assert hit == "False"
+    # Each tick sleeps 1 ms; with the GIL held for the whole compile the loop could not tick at all.
+    assert float(seconds) > 0.05 and int(ticks) >= 0.1 * float(seconds) * 1000, out
+
+
+def test_cache_list_verify_and_clear(python, cache_dir):
+    out = python("""
+        import json, kiln
+        kiln.precompile("per_block_cast_to_fp8", n=256, k=256, arch="sm_90a", backend="nvrtc")
+        print(json.dumps(kiln.cache_list()))
+        print(json.dumps(kiln.cache_verify()))
+        print(json.dumps(kiln.cache_clear()))
+        print(json.dumps(kiln.cache_list()))
+    """, env={"DG_JIT_CACHE_DIR": cache_dir})
+    lines = out.splitlines()
+    entries, verify, cleared, after = (json.loads(line) for line in lines[-4:])
+    assert len(entries) == 1 and entries[0]["op"] == "per_block_cast_to_fp8" and entries[0]["arch"] == "sm_90a"
+    assert entries[0]["backend"] == "nvrtc" and entries[0]["bytes"] > 0
+    assert verify == {"checked": 1, "corrupt": 0, "removed": 0}
+    assert cleared == 1 and after == []
+
+
+def test_a_failed_compile_is_a_compile_error_with_command_and_log(python, cache_dir, tmp_path):
+    # An "nvcc" that knows its version (part of every key) but fails every compile with a recognisable log.
+    real = subprocess.run(["bash", "-c", "command -v nvcc || echo /usr/local/cuda/bin/nvcc"], capture_output=True,
+                          text=True).stdout.strip()
+    fake = tmp_path / "fake nvcc"
+    fake.write_text(f'#!/bin/sh\nfor a in "$@"; do [ "$a" = --version ] && exec "{real}" --version; done\n'
+                    'echo "kiln-test: this compiler always fails" >&2\nexit 3\n')
+    fake.chmod(0o755)
+    out = python("""
+        import kiln
+        try:
+            kiln.precompile("per_block_cast_to_fp8", n=128, k=128, arch="sm_90a", backend="nvcc")
+        except kiln.CompileError as e:
+            assert isinstance(e, RuntimeError) and e.kind == "compile_error"
+            assert "kiln-test: this compiler always fails" in e.log, e.log
+            assert "fake nvcc" in e.command, e.command
+            assert "kiln-test: this compiler always fails" in str(e)
+            print("ok", kiln.cache_stats()["entries"])
+        else:
+            raise SystemExit("no error")
+    """, env={"DG_JIT_CACHE_DIR": cache_dir, "DG_JIT_NVCC_COMPILER": str(fake)})
+    assert out.split() == ["ok", "0"], out  # a failed compile is never cached

@@ -1,0 +1,128 @@
+"""Configuration, process-wide settings and the small helpers."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import kiln
+
+SETTINGS = ["cache_dir", "backend", "cpp_standard", "debug"]
+
+
+def test_config_lists_each_setting_with_value_variable_and_origin():
+    config = kiln.config()
+    for name in SETTINGS:
+        assert name in config, f"{name} missing from {list(config)}"
+    for name, setting in config.items():
+        assert set(setting) == {"value", "variable", "origin", "doc", "detail"}, name
+        assert setting["origin"] in ("default", "environment", "api"), name
+        assert setting["doc"], f"{name} has no documentation"
+    assert config["cache_dir"]["variable"] == "DG_JIT_CACHE_DIR"
+    assert config["cache_dir"]["origin"] == "environment"
+    assert config["cache_dir"]["value"] == os.environ["DG_JIT_CACHE_DIR"]
+    assert config["backend"] == {**config["backend"], "value": "nvcc", "origin": "default"}
+
+
+def test_environment_values_and_their_origin(python, cache_dir):
+    out = python("""
+        import kiln
+        c = kiln.config()
+        print(c["backend"]["value"], c["backend"]["origin"], c["cpp_standard"]["value"], c["cpp_standard"]["origin"])
+    """, env={"DG_JIT_CACHE_DIR": cache_dir, "DG_JIT_USE_NVRTC": "1", "DG_JIT_CPP_STANDARD": "17"})
+    assert out.split() == ["nvrtc", "environment", "17", "environment"]
+
+
+@pytest.mark.parametrize("variable,value", [("DG_JIT_USE_NVRTC", "yes please"), ("DG_JIT_CPP_STANDARD", "banana")])
+def test_a_bad_environment_value_is_a_config_error_naming_it(python, cache_dir, variable, value):
+    # Importing never reads the environment; the first use does, and fails with the library's message.
+    out = python(f"""
+        import kiln
+        try:
+            kiln.config()
+        except kiln.ConfigError as e:
+            assert isinstance(e, ValueError)
+            print(e)
+        else:
+            raise SystemExit("no error")
+    """, env={"DG_JIT_CACHE_DIR": cache_dir, variable: value})
+    assert variable in out and value in out
+
+
+def test_cache_dir_that_is_a_file_is_a_config_error(python, tmp_path):
+    f = tmp_path / "not-a-dir"
+    f.write_text("x")
+    out = python("""
+        import kiln
+        try:
+            kiln.precompile("per_token_cast_to_fp8", m=1, k=128, arch="sm_90a")
+        except ValueError as e:
+            print(type(e).__name__, e)
+        else:
+            raise SystemExit("no error")
+    """, env={"DG_JIT_CACHE_DIR": str(f)})
+    assert out.startswith("ConfigError") and str(f) in out
+
+
+def test_num_sms_and_pdl_are_process_wide_settings():
+    try:
+        kiln.set_num_sms(10)
+        assert kiln.get_num_sms() == 10
+        kiln.set_num_sms(0)
+        # Unset: DeepGEMM reports the device's SM count; without a GPU there is none.
+        expected = kiln.devices()[0]["sm_count"] if kiln.devices() else 0
+        assert kiln.get_num_sms() == expected
+        kiln.set_pdl(True)
+        assert kiln.get_pdl() is True
+        kiln.set_pdl(False)
+        assert kiln.get_pdl() is False
+    finally:
+        kiln.set_num_sms(0)
+        kiln.set_pdl(False)
+
+
+def test_bad_settings_are_rejected():
+    with pytest.raises(ValueError, match="num_sms must be >= 0"):
+        kiln.set_num_sms(-1)
+    with pytest.raises(TypeError):
+        kiln.set_num_sms(1.5)
+    assert kiln.get_num_sms() >= 0
+
+
+def test_ceil_div_align_and_tma_aligned_size():
+    assert kiln.ceil_div(7168, 128) == 56
+    assert kiln.ceil_div(1, 128) == 1
+    assert kiln.ceil_div(0, 128) == 0
+    assert kiln.align(1, 4) == 4
+    assert kiln.align(4096, 128) == 4096
+    assert kiln.get_tma_aligned_size(1, 4) == 4
+    assert kiln.get_tma_aligned_size(4097, 4) == 4100
+    assert kiln.get_tma_aligned_size(3, 2) == 8
+    assert kiln.get_tma_aligned_size(17, 1) == 32
+    assert kiln.get_tma_aligned_size(0, 4) == 0
+    with pytest.raises(ValueError, match="element_size"):
+        kiln.get_tma_aligned_size(5, 3)
+    with pytest.raises(ValueError, match="element_size"):
+        kiln.get_tma_aligned_size(5, 0)
+    with pytest.raises(ValueError, match="x must be >= 0"):
+        kiln.get_tma_aligned_size(-1, 4)
+
+
+def test_devices_is_a_list_and_doctor_reports_checks():
+    devices = kiln.devices()
+    assert isinstance(devices, list)
+    for d in devices:
+        assert set(d) == {"ordinal", "name", "arch", "sm_count", "memory_bytes"}
+    checks = kiln.doctor()
+    assert checks, "doctor reported nothing"
+    for c in checks:
+        assert set(c) == {"what", "status", "detail", "advice"}
+        assert c["status"] in ("ok", "warning", "error")
+    assert any("nvcc" in c["what"].lower() or "nvrtc" in c["what"].lower() for c in checks)
+
+
+def test_describe_shows_dtype_shape_strides_in_elements_and_device():
+    np = pytest.importorskip("numpy")
+    a = np.zeros((4, 8), np.float32)[:, ::2]
+    assert kiln.describe(a) == "float32[4, 4] strides (8, 2) on cpu"

@@ -1,0 +1,231 @@
+"""Every validation error reachable without a GPU, with the exception kind and the library's message.
+
+Host arrays come from numpy. Tensors "on a CUDA device" are DLPack producers that describe memory they do not
+own (fakes.py): every precondition of the C++ API is checked before anything touches memory or the GPU, so
+they reach each check. A call that passes every check needs a GPU; without one it is a CudaError.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import kiln
+from fakes import FakeCAI, FakeDLPack, per_block_fakes, per_token_fakes
+
+np = pytest.importorskip("numpy")
+
+PT, PB = kiln.per_token_cast_to_fp8, kiln.per_block_cast_to_fp8
+NO_GPU = not kiln.devices()
+
+
+# ---- Host arrays (numpy) ---------------------------------------------------------------------------------
+
+def test_a_host_array_must_be_on_a_cuda_device():
+    for fn in (PT, PB):
+        with pytest.raises(kiln.KilnValueError, match=r"x must be on a CUDA device.*float32\[4, 128\]"):
+            fn(np.zeros((4, 128), np.float32))
+
+
+def test_host_arrays_passed_as_outputs_reach_the_library_checks():
+    x, out, scales = np.zeros((4, 128), np.float16), np.zeros((4, 128), np.uint8), np.zeros((4, 1), np.float32)
+    with pytest.raises(TypeError, match="per_token_cast_to_fp8: x must be bfloat16, got float16"):
+        PT(x, out=(x, scales))
+    with pytest.raises(TypeError, match="per_block_cast_to_fp8: x must be bfloat16, got float16"):
+        PB(x, out=(out, scales))
+
+
+def test_an_unsupported_dtype_or_a_non_tensor_is_a_type_error():
+    with pytest.raises(TypeError, match="x has dtype float64, which kiln does not handle"):
+        PT(np.zeros((4, 128), np.float64))
+    with pytest.raises(TypeError, match="x must be a tensor .* got list"):
+        PT([[1.0] * 128])
+    with pytest.raises(TypeError, match="got None"):
+        PT(None)
+    with pytest.raises(TypeError, match="out must be a pair"):
+        PT(np.zeros((4, 128), np.float32), out=np.zeros(3))
+
+
+def test_deepgemm_recipe_arguments_other_than_the_defaults_are_value_errors():
+    x = np.zeros((4, 128), np.float32)
+    with pytest.raises(ValueError, match="use_ue8m0=True"):
+        PT(x, True)
+    with pytest.raises(ValueError, match="gran_k=64"):
+        PT(x, gran_k=64)
+    with pytest.raises(ValueError, match="use_packed_ue8m0=True"):
+        PT(x, use_packed_ue8m0=True)
+    with pytest.raises(ValueError, match="use_ue8m0=True"):
+        PB(x, use_ue8m0=True)
+
+
+def test_get_mn_major_tma_aligned_tensor_needs_a_torch_tensor():
+    with pytest.raises(TypeError, match="sf must be a torch.Tensor"):
+        kiln.get_mn_major_tma_aligned_tensor(np.zeros((4, 1), np.float32))
+
+
+# ---- Conversion of tensors -------------------------------------------------------------------------------
+
+def test_numpy_strides_come_through_in_elements():
+    a = np.zeros((6, 8), np.float32)[::2, 1::2]
+    v = kiln._native._view(a)
+    assert v["shape"] == (3, 4) and v["strides"] == (16, 2) and v["device"] == "cpu" and v["dtype"] == "float32"
+    assert v["data_ptr"] == a.__array_interface__["data"][0]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float8_e4m3fn", "int32", "int64", "uint8"])
+def test_dlpack_dtypes_kiln_handles(dtype):
+    v = kiln._native._view(FakeDLPack((2, 3), dtype, device="cuda:1", ptr=4096))
+    assert v == {**v, "dtype": dtype, "device": "cuda:1", "shape": (2, 3), "strides": (3, 1), "data_ptr": 4096}
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int8", "float8_e5m2"])
+def test_dlpack_dtypes_kiln_does_not_handle_are_named(dtype):
+    with pytest.raises(TypeError, match=f"has dtype {dtype}, which kiln does not handle"):
+        kiln.describe(FakeDLPack((2, 3), dtype))
+
+
+def test_more_than_four_dimensions_is_a_value_error():
+    with pytest.raises(ValueError, match="at most 4 dimensions, got 5"):
+        kiln.describe(np.zeros((1, 1, 1, 1, 1), np.float32))
+
+
+def test_cuda_array_interface():
+    v = kiln._native._view(FakeCAI((4, 8), "<f4", strides_bytes=(64, 4), ptr=8192, device_id=0))
+    assert v["strides"] == (16, 1) and v["device"] == "cuda:0" and v["data_ptr"] == 8192
+    assert kiln._native._view(FakeCAI((4, 8), "|u1"))["strides"] == (8, 1)
+    assert kiln._native._view(FakeCAI((2, 2), "<f2", device_id=3))["device"] == "cuda:3"
+    with pytest.raises(ValueError, match="not a whole number of 4-byte elements"):
+        kiln.describe(FakeCAI((4, 8), "<f4", strides_bytes=(64, 2)))
+    with pytest.raises(TypeError, match="typestr '<f8'"):
+        kiln.describe(FakeCAI((4, 8), "<f8"))
+
+
+def test_stream_arguments():
+    x, out, scales = per_token_fakes(4, 128)
+    convert = kiln._native._convert_only
+    assert convert(x, out, scales) == 0  # not a torch/CuPy tensor: the legacy default stream
+    assert convert(x, out, scales, 1234) == 1234
+    assert convert(x, out, scales, type("S", (), {"cuda_stream": 77})()) == 77
+    assert convert(x, out, scales, type("S", (), {"ptr": 78})()) == 78
+    assert convert(x, out, scales, type("S", (), {"__cuda_stream__": lambda self: (0, 79)})()) == 79
+    with pytest.raises(ValueError, match="stream must be a CUstream handle"):
+        convert(x, out, scales, -1)
+    with pytest.raises(TypeError, match="stream must be None, an int"):
+        convert(x, out, scales, "default")
+    with pytest.raises(TypeError, match="stream must be None, an int"):
+        convert(x, out, scales, True)
+
+
+# ---- Every precondition of the casts, through DLPack tensors "on the GPU" ---------------------------------
+
+def _per_token(m=4, k=256, **changes):
+    x, out, scales = per_token_fakes(m, k)
+    for name, value in changes.items():
+        if name == "x":
+            x = value
+        elif name == "out":
+            out = value
+        else:
+            scales = value
+    return x, out, scales
+
+
+BASE = 0x7F0000000000
+PER_TOKEN_CASES = [
+    # (what, tensors, exception, message)
+    ("x dtype", _per_token(x=FakeDLPack((4, 256), "float16")), TypeError, "x must be bfloat16, got float16"),
+    ("out dtype", _per_token(out=FakeDLPack((4, 256), "uint8", ptr=BASE + 0x10000000)), TypeError,
+     "out must be float8_e4m3fn, got uint8"),
+    ("scales dtype", _per_token(scales=FakeDLPack((4, 2), "float16", strides=(1, 4))), TypeError,
+     "out_scales must be float32, got float16"),
+    ("x on the host", _per_token(x=FakeDLPack((4, 256), "bfloat16", device="cpu")), ValueError,
+     "x must be on a CUDA device, got cpu"),
+    ("out on another GPU", _per_token(out=FakeDLPack((4, 256), "float8_e4m3fn", device="cuda:1")), ValueError,
+     "out must be on the same device as x"),
+    ("x not 2-D", _per_token(x=FakeDLPack((2, 2, 256), "bfloat16")), ValueError, "x must be 2-dimensional"),
+    ("k not a multiple of 128", _per_token(k=200), ValueError, "multiple of 128"),
+    ("out shape", _per_token(out=FakeDLPack((4, 128), "float8_e4m3fn", ptr=BASE + 0x10000000)), ValueError,
+     "out must be"),
+    ("x columns not dense", _per_token(x=FakeDLPack((4, 256), "bfloat16", strides=(512, 2))), ValueError,
+     r"dense along its last dimension"),
+    ("x row stride below k", _per_token(x=FakeDLPack((4, 256), "bfloat16", strides=(128, 1))), ValueError,
+     "x must be row-major"),
+    ("x rows not 16-byte apart", _per_token(x=FakeDLPack((4, 256), "bfloat16", strides=(260, 1))), ValueError,
+     "x must be"),
+    ("x misaligned", _per_token(x=FakeDLPack((4, 256), "bfloat16", ptr=BASE + 2)), ValueError,
+     "x must be 16-byte aligned"),
+    ("out not contiguous", _per_token(out=FakeDLPack((4, 256), "float8_e4m3fn", strides=(512, 1))), ValueError,
+     "out must be contiguous"),
+    ("out misaligned", _per_token(out=FakeDLPack((4, 256), "float8_e4m3fn", ptr=BASE + 0x10000008)), ValueError,
+     "out must be 16-byte aligned"),
+    ("scales shape", _per_token(scales=FakeDLPack((4, 1), "float32", strides=(1, 4))), ValueError,
+     "out_scales must be"),
+    ("scales K-major (DeepGEMM's per_token output)",
+     _per_token(scales=FakeDLPack((4, 2), "float32", ptr=BASE + 0x20000000)), ValueError, "MN-major"),
+    ("scales not TMA-aligned", _per_token(m=5, scales=FakeDLPack((5, 2), "float32", strides=(1, 5))), ValueError,
+     "MN-major, TMA-aligned"),
+    ("scales misaligned", _per_token(scales=FakeDLPack((4, 2), "float32", strides=(1, 4), ptr=BASE + 4)),
+     ValueError, "out_scales must be 16-byte aligned"),
+]
+
+
+@pytest.mark.parametrize("what,tensors,error,message", PER_TOKEN_CASES, ids=[c[0] for c in PER_TOKEN_CASES])
+def test_per_token_preconditions(what, tensors, error, message):
+    x, out, scales = tensors
+    with pytest.raises(error, match=message) as info:
+        PT(x, out=(out, scales))
+    assert str(info.value).startswith("per_token_cast_to_fp8: "), str(info.value)
+    assert isinstance(info.value, kiln.KilnError)
+
+
+def _per_block(n=300, k=256, **changes):
+    x, out, scales = per_block_fakes(n, k)
+    return changes.get("x", x), changes.get("out", out), changes.get("scales", scales)
+
+
+PER_BLOCK_CASES = [
+    ("x dtype", _per_block(x=FakeDLPack((300, 256), "float32")), TypeError, "x must be bfloat16, got float32"),
+    ("scales dtype", _per_block(scales=FakeDLPack((3, 2), "bfloat16")), TypeError, "out_scales must be float32"),
+    ("x on the host", _per_block(x=FakeDLPack((300, 256), "bfloat16", device="cpu")), ValueError,
+     "must be on a CUDA device"),
+    ("k not a multiple of 128", _per_block(k=100), ValueError, "multiple of 128"),
+    ("scales shape", _per_block(scales=FakeDLPack((2, 2), "float32")), ValueError, r"ceil\(n / 128\)"),
+    ("scales not contiguous", _per_block(scales=FakeDLPack((3, 2), "float32", strides=(1, 3))), ValueError,
+     "out_scales must be contiguous"),
+    ("scales misaligned", _per_block(scales=FakeDLPack((3, 2), "float32", ptr=BASE + 2)), ValueError,
+     "out_scales must be 4-byte aligned"),
+]
+
+
+@pytest.mark.parametrize("what,tensors,error,message", PER_BLOCK_CASES, ids=[c[0] for c in PER_BLOCK_CASES])
+def test_per_block_preconditions(what, tensors, error, message):
+    x, out, scales = tensors
+    with pytest.raises(error, match=message) as info:
+        PB(x, out=(out, scales))
+    assert str(info.value).startswith("per_block_cast_to_fp8: "), str(info.value)
+
+
+def test_an_empty_problem_passes_without_a_gpu():
+    x, out, scales = per_token_fakes(0, 256)
+    assert PT(x, out=(out, scales)) == (out, scales)
+    x, out, scales = per_block_fakes(0, 256)
+    assert PB(x, out=(out, scales)) == (out, scales)
+
+
+@pytest.mark.skipif(not NO_GPU, reason="would launch on fake pointers: only meaningful without a GPU")
+def test_a_valid_call_without_a_gpu_is_a_cuda_error():
+    x, out, scales = per_token_fakes(4, 256)
+    with pytest.raises(kiln.CudaError) as info:
+        PT(x, out=(out, scales))
+    assert isinstance(info.value, RuntimeError) and str(info.value)
+
+
+@pytest.mark.skipif(not NO_GPU, reason="only meaningful without a GPU")
+def test_outputs_are_allocated_only_with_torch():
+    # A CUDA tensor that is not a torch tensor: without PyTorch kiln cannot allocate the outputs.
+    try:
+        import torch  # noqa: F401
+        pytest.skip("PyTorch is installed")
+    except ImportError:
+        pass
+    with pytest.raises(TypeError, match="allocates outputs with PyTorch"):
+        PT(FakeDLPack((4, 256), "bfloat16"))
