@@ -25,6 +25,7 @@
 #include "jit/kernel_table.hpp"
 #include "kiln/kiln.hpp"
 #include "ops/registry.hpp"
+#include "util/sha256.hpp"
 
 namespace {
 
@@ -94,6 +95,36 @@ int warm_child() {
   return 0;
 }
 
+// The same steps one by one, in a fresh process, to see where a warm start's time goes.
+int warm_breakdown_child() {
+  const bool gpu = kiln::cuda::device_count() > 0;
+  if (gpu) kiln::cuda::current_device();
+  auto t = Clock::now();
+  auto step = [&](const char* what) {
+    std::printf("  %-44s %8.3f ms\n", what, ms_since(t));
+    t = Clock::now();
+  };
+  const kiln::Config& config = kiln::config();
+  step("configuration (environment, nvcc lookup)");
+  kiln::codegen::KernelSpec spec = cast_spec(7168);
+  step("op registry -> spec");
+  kiln::jit::JitRuntime& rt = kiln::jit::runtime();
+  step("runtime (disk cache opened)");
+  kiln::compiler::Arch arch = gpu ? rt.arch_for_device(0) : rt.default_arch();
+  step("target arch");
+  kiln::util::sha256_hex("warm-up");
+  step("SHA-256 first use (libcrypto start-up)");
+  std::string key = rt.key_of(spec, {arch, config.backend});
+  step("key (render, headers digest, compiler identity)");
+  auto entry = rt.disk().load(key, false);
+  step("disk entry read + verified");
+  if (gpu && entry) {
+    auto loaded = kiln::cuda::LoadedKernel::load(entry->cubin, entry->meta.kernel_name, 0, config.launch_api, false);
+    step("module load (cuLibraryLoadData + kernel lookup)");
+  }
+  return 0;
+}
+
 void warm_start(const char* self) {
   fs::path dir = fresh_dir("warm");
   setenv("DG_JIT_CACHE_DIR", dir.c_str(), 1);
@@ -133,6 +164,15 @@ void warm_start(const char* self) {
               "(CUDA context creation before it, not counted: %.1f ms)\n",
               gpu ? "loaded" : "fetched+verified (no GPU: not loaded)", median(ready), ready.size(), median(context));
   std::printf("RESULT warm_first_kernel_ms=%.3f gpu=%d\n", median(ready), gpu ? 1 : 0);
+  std::printf("where a warm start's time goes (one fresh process, steps taken one by one):\n");
+  std::fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl(self, self, "--warm-breakdown", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
   fs::remove_all(dir);
 }
 
@@ -210,6 +250,7 @@ void op_overhead() {
 int main(int argc, char** argv) {
   try {
     if (argc > 1 && std::string(argv[1]) == "--warm-child") return warm_child();
+    if (argc > 1 && std::string(argv[1]) == "--warm-breakdown") return warm_breakdown_child();
     cold_compiles(kiln::Backend::kNvrtc);
     cold_compiles(kiln::Backend::kNvcc);
     warm_start("/proc/self/exe");
