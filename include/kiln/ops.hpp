@@ -35,6 +35,38 @@ int64_t per_token_scales_storage(int64_t m, int64_t k);  // floats needed behind
 void per_block_cast_to_fp8(const TensorView& x, const TensorView& out, const TensorView& out_scales,
                            Stream stream = nullptr);
 
+// ---- FP8 GEMM with DeepSeek-V3 fine-grained scaling (DeepGEMM's fp8_gemm_nt contract) -------------------------
+//
+//   D[m, n] (bfloat16) = (A * sfa) . (B * sfb)^T        summed in FP32, one 128-wide K block at a time
+//
+// a:   float8_e4m3 [m, k], K-major: strides (lda, 1) with lda >= k and lda a multiple of 16; 16-byte aligned.
+// sfa: float32 [m, ceil(k/128)], one scale per row per 128 K, MN-major and TMA-aligned: strides (1, s) with
+//      s >= m and s a multiple of 4 (get_tma_aligned_size(m, 4) is what per_token_cast_to_fp8 writes);
+//      16-byte aligned. Row-major scales are refused with an error that says how to convert them.
+// b:   float8_e4m3 [n, k], K-major, as a (the weights; n a multiple of 8, k a multiple of 16).
+// sfb: float32 [ceil(n/128), ceil(k/128)], one scale per 128x128 block, row-major contiguous.
+// d:   bfloat16 [m, n], strides (ldd, 1) with ldd >= n and ldd a multiple of 8; 16-byte aligned.
+// All on one CUDA device with compute capability 9.0 (H100/H200). m may be anything >= 0 (0: nothing is
+// launched); every precondition is checked before any launch. The kernel is chosen per (device, n, k, m
+// bucket) by the heuristic in docs/FP8_GEMM.md ("Host side"); DG_PRINT_CONFIGS=1 prints each choice once.
+void fp8_gemm_nt(const TensorView& a, const TensorView& sfa, const TensorView& b, const TensorView& sfb,
+                 const TensorView& d, Stream stream = nullptr);
+
+// Overrides of the FP8 GEMM heuristic, process-wide (0: the heuristic decides). Applied to every later
+// fp8_gemm_nt launch and to plan/precompile of fp8_gemm_nt (where the problem parameters block_m, block_n,
+// stages and cluster_m do the same for one request). Validated when set: block_m 64 or 128; block_n a
+// multiple of 16 in 16..192 that makes a tile straddle at most two of B's 128-column scale blocks (not
+// 176); stages 1..16 and fitting in shared memory (checked per kernel); cluster_m 1 or 2 (2: CTA pairs
+// multicast B; needs block_n / 2 a multiple of 8). Throws Error(kValueError) naming the field otherwise.
+struct Fp8GemmOverrides {
+  int block_m = 0;
+  int block_n = 0;
+  int stages = 0;
+  int cluster_m = 0;
+};
+void set_fp8_gemm_overrides(const Fp8GemmOverrides& overrides);
+Fp8GemmOverrides get_fp8_gemm_overrides();
+
 // The number of SMs kernels may use (0: all of the device's), for leaving SMs to communication kernels.
 void set_num_sms(int num_sms);
 int get_num_sms();

@@ -1,0 +1,294 @@
+#include "ops/fp8_gemm_heuristic.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <string>
+
+#include "kiln/error.hpp"
+#include "kiln/kernels/fp8_gemm_layout.h"
+
+namespace kiln::ops {
+namespace {
+
+// ---- the cost model's constants, fitted to the H200 sweep of docs/FP8_GEMM.md (v1 kernel, events) --------
+// Fixed time of one call as the sweep's CUDA-event timings saw it (launch, prologue, pipeline fill, drain).
+constexpr double kFixedUs = 10.0;
+// A 128-wide K block never takes less than this per tile: the chain full-barrier wait -> WGMMA ->
+// wait_group -> release -> promotion (with a global load of B's scale) is latency-bound at small tiles
+// (64x32, 64x64 and 64x128 at M <= 64 all measured ~0.2 us per K block).
+constexpr double kFloorUsPerKBlock = 0.2;
+// Clock used to turn the per-K-block cycle estimate into time (sustained under FP8 WGMMA load).
+constexpr double kCyclesPerUs = 1600.0;
+// What one SM's producer streams into shared memory at most: fitted at small M (24 KB per K block took
+// ~0.3 us with 64x128 at M = 64 and 128x64 at M = 128).
+constexpr double kSmLoadBytesPerUs = 80e3;
+// Whole-device bounds: DRAM (84 % of the 4.27 TB/s device copy) and L2 -> SM fills (>= 10.4 TB/s seen).
+constexpr double kDramBytesPerUs = 3.6e6;
+constexpr double kL2BytesPerUs = 12e6;
+// Epilogue per tile (convert, stmatrix, TMA store; not overlapped with the math of the same warpgroup):
+// fitted on 4096 x 24576 x 1536 and 4096 x 32768 x 512 (~0.65 us for a 128x128 tile).
+constexpr double kEpilogueFixedUs = 0.2;
+constexpr double kEpilogueBytesPerUs = 73e3;
+// A tile straddling two of B's scale blocks (BLOCK_N not dividing 128) selects a scale per 8 columns:
+// 128x160 and 128x192 measured 4-12 % slower per K block than the linear model; 15 % keeps 128x128 where
+// the sweep found it best (every M = 4096 shape but N = 576 and 2112, where wave quantisation wins).
+constexpr double kStraddlePenalty = 1.15;
+
+// Candidates are dropped while the remaining ones keep the mean relative cost over the M intervals within
+// this of the best of all candidates, and every single interval within kDropMaxLoss.
+constexpr double kDropMeanLoss = 1.01;
+constexpr double kDropMaxLoss = 1.02;
+// Width of the M intervals the choice is made on: tile counts of 64- and 128-row tiles change only at
+// multiples of 64.
+constexpr int64_t kIntervalM = 64;
+// M above kFp8GemmSampledMaxM takes the candidate cheapest on average over the intervals from this on.
+constexpr int64_t kTailFromM = 8192;
+
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+void invalid(const char* who, const std::string& what) { throw Error(ErrorKind::kValueError, std::string(who) + ": " + what); }
+
+bool block_n_supported(int bn) {
+  if (bn < 16 || bn > 192 || bn % 16 != 0) return false;
+  const int gcd = std::min(bn & -bn, 128);
+  return 128 % bn == 0 || bn <= 128 + gcd;
+}
+
+Fp8GemmConfig make_config(int bm, int bn, const TargetInfo& target, const Fp8GemmOverrides& o) {
+  Fp8GemmConfig c;
+  c.block_m = bm;
+  c.block_n = bn;
+  c.math_warpgroups = bm / 64;
+  c.tma_store = true;
+  c.cluster_m = o.cluster_m > 0 ? o.cluster_m : 1;
+  const uint32_t smem = static_cast<uint32_t>(std::clamp<int64_t>(target.shared_memory_per_block, 0, INT32_MAX));
+  const int max_stages = static_cast<int>(kernels::fp8_gemm_max_stages(static_cast<uint32_t>(bm), static_cast<uint32_t>(bn),
+                                                                       c.tma_store, smem));
+  c.stages = o.stages > 0 ? o.stages : max_stages;
+  if (c.stages > max_stages) c.stages = 0;  // does not fit: the caller reports or skips it
+  return c;
+}
+
+// The candidates, best-first for ties (bigger tiles first: fewer tiles, fewer epilogues).
+std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, const Fp8GemmOverrides& o) {
+  static constexpr std::array<std::array<int, 2>, 7> kTiles = {
+      {{128, 128}, {128, 64}, {128, 160}, {128, 192}, {64, 128}, {64, 64}, {64, 32}}};
+  static_assert(kTiles.size() <= kFp8GemmMaxKernels, "each (N, K) must need at most kFp8GemmMaxKernels kernels");
+  std::vector<std::array<int, 2>> tiles;
+  if (o.block_m > 0 && o.block_n > 0) {
+    tiles.push_back({o.block_m, o.block_n});
+  } else {
+    for (const auto& t : kTiles)
+      if ((o.block_m == 0 || t[0] == o.block_m) && (o.block_n == 0 || t[1] == o.block_n)) tiles.push_back(t);
+    if (tiles.empty())  // a block_n outside the measured set (block_m is free here): both row counts with it
+      for (int bm : {128, 64}) tiles.push_back({bm, o.block_n});
+  }
+  std::vector<Fp8GemmConfig> out;
+  for (const auto& t : tiles) {
+    const Fp8GemmConfig c = make_config(t[0], t[1], target, o);
+    if (c.stages > 0) out.push_back(c);
+  }
+  if (out.empty()) {
+    const Fp8GemmConfig c = make_config(tiles.front()[0], tiles.front()[1], target, Fp8GemmOverrides{});
+    invalid("fp8_gemm_nt", "no kernel configuration fits in " + std::to_string(target.shared_memory_per_block) +
+                               " bytes of shared memory per block (tile " + std::to_string(tiles.front()[0]) + "x" +
+                               std::to_string(tiles.front()[1]) + ": at most " + std::to_string(c.stages) +
+                               " stages fit" + (o.stages > 0 ? ", " + std::to_string(o.stages) + " were asked for" : "") +
+                               ")");
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string Fp8GemmConfig::describe() const {
+  char s[160];
+  std::snprintf(s, sizeof s, "%dx%d, %d stages, %d math warpgroup%s, %s%s", block_m, block_n, stages, math_warpgroups,
+                math_warpgroups == 1 ? "" : "s", tma_store ? "TMA store" : "direct store",
+                cluster_m > 1 ? (", B multicast x" + std::to_string(cluster_m)).c_str() : "");
+  return s;
+}
+
+const Fp8GemmBucket& Fp8GemmPlan::bucket_of(int64_t m) const {
+  size_t lo = 0, hi = buckets.size() - 1;  // the answer is in [lo, hi]; the last bucket is unbounded
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    if (m <= buckets[mid].m_hi)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return buckets[lo];
+}
+
+std::vector<Fp8GemmBucket> Fp8GemmPlan::covering(int64_t lo, int64_t hi) const {
+  std::vector<Fp8GemmBucket> out;
+  for (const Fp8GemmBucket& b : buckets) {
+    if (b.m_hi < lo || b.m_lo > hi) continue;
+    Fp8GemmBucket clipped = b;
+    clipped.m_lo = std::max(b.m_lo, lo);
+    clipped.m_hi = std::min(b.m_hi, hi);
+    out.push_back(clipped);
+  }
+  return out;
+}
+
+void check_fp8_gemm_overrides(const Fp8GemmOverrides& o, const char* who) {
+  if (o.block_m != 0 && o.block_m != 64 && o.block_m != 128)
+    invalid(who, "block_m must be 0 (heuristic), 64 or 128, got " + std::to_string(o.block_m));
+  if (o.block_n != 0 && !block_n_supported(o.block_n))
+    invalid(who, "block_n must be 0 (heuristic) or a multiple of 16 in 16..192 whose tiles straddle at most two of B's "
+                 "128-column scale blocks (so not 176), got " + std::to_string(o.block_n));
+  if (o.stages < 0 || o.stages > static_cast<int>(kernels::kFp8GemmMaxStages))
+    invalid(who, "stages must be 0 (heuristic: as many as fit) or 1.." + std::to_string(kernels::kFp8GemmMaxStages) +
+                     ", got " + std::to_string(o.stages));
+  if (o.cluster_m != 0 && o.cluster_m != 1 && o.cluster_m != 2)
+    invalid(who, "cluster_m must be 0 (heuristic), 1 or 2, got " + std::to_string(o.cluster_m));
+}
+
+uint32_t fp8_gemm_threads(const Fp8GemmConfig& c) {
+  return kernels::fp8_gemm_num_threads(static_cast<uint32_t>(c.math_warpgroups));
+}
+
+uint32_t fp8_gemm_shared_bytes(const Fp8GemmConfig& c) {
+  return kernels::fp8_gemm_layout(static_cast<uint32_t>(c.block_m), static_cast<uint32_t>(c.block_n),
+                                  static_cast<uint32_t>(c.stages), c.tma_store)
+      .total_bytes;
+}
+
+uint32_t fp8_gemm_grid(const Fp8GemmConfig& c, int64_t m, int64_t n, int sm_count) {
+  const int64_t units = cdiv(cdiv(m, c.block_m), c.cluster_m) * cdiv(n, c.block_n);
+  const int64_t clusters = std::max<int64_t>(1, sm_count / c.cluster_m);
+  return static_cast<uint32_t>(std::min(units, clusters) * c.cluster_m);
+}
+
+double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int64_t k, const Fp8GemmConfig& c) {
+  const double bm = c.block_m, bn = c.block_n;
+  const int64_t k_blocks = cdiv(k, 128);
+  const int64_t units = cdiv(cdiv(m, c.block_m), c.cluster_m) * cdiv(n, c.block_n);
+  const int64_t grid_units = std::max<int64_t>(1, std::min<int64_t>(units, target.sm_count / c.cluster_m));
+  const double tiles_per_cta = static_cast<double>(cdiv(units, grid_units) * c.cluster_m);
+  const double tiles = static_cast<double>(units * c.cluster_m);
+
+  // Per K block and tile: WGMMA issue (2 cycles per column per warpgroup, bounded below by shared-memory
+  // reads of 64 + BLOCK_N cycles), promotion and latency; two warpgroups overlap their promotion with the
+  // other's WGMMA, one does not (fitted: 128x64 beat 64x128 at M = 128, N = 7168 for both K).
+  const double per_wg = c.math_warpgroups == 1 ? 3.0 * bn + 128.0 : 2.0 * bn + 96.0;
+  double cycles = c.math_warpgroups * per_wg;
+  if (128 % c.block_n != 0) cycles *= kStraddlePenalty;
+  const double a_rows = std::min<double>(bm, static_cast<double>(m));  // TMA zero-fills rows beyond M: not read
+  const double load_bytes = (a_rows + bn) * 128.0 + bm * 4.0;
+  const double per_k_block = std::max({kFloorUsPerKBlock, cycles / kCyclesPerUs, load_bytes / kSmLoadBytesPerUs});
+  const double epilogue = kEpilogueFixedUs + bm * bn * 2.0 / kEpilogueBytesPerUs;
+  const double busiest_cta = tiles_per_cta * (static_cast<double>(k_blocks) * per_k_block + epilogue);
+
+  const double md = static_cast<double>(m), nd = static_cast<double>(n), kd = static_cast<double>(k);
+  const double dram_bytes = md * kd + nd * kd + 2.0 * md * nd + 4.0 * static_cast<double>(k_blocks) * (md + nd / 128.0);
+  const double l2_bytes = tiles * static_cast<double>(k_blocks) * load_bytes;
+  return kFixedUs + std::max({busiest_cta, dram_bytes / kDramBytesPerUs, l2_bytes / kL2BytesPerUs});
+}
+
+Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const Fp8GemmOverrides& overrides) {
+  if (n <= 0 || n % 8 != 0) invalid("fp8_gemm_nt", "n must be a positive multiple of 8, got " + std::to_string(n));
+  if (k <= 0 || k % 16 != 0) invalid("fp8_gemm_nt", "k must be a positive multiple of 16, got " + std::to_string(k));
+  if (target.sm_count <= 0)
+    invalid("fp8_gemm_nt", "the target's SM count must be positive, got " + std::to_string(target.sm_count));
+  check_fp8_gemm_overrides(overrides, "fp8_gemm_nt");
+  const std::vector<Fp8GemmConfig> cands = candidates(target, overrides);
+  const size_t nc = cands.size();
+
+  // Interval i covers M in (64 i, 64 (i + 1)]; it is costed at its upper end (its largest M).
+  const size_t intervals = static_cast<size_t>(kFp8GemmSampledMaxM / kIntervalM);
+  std::vector<double> rel(intervals * nc);  // cost relative to the interval's best candidate
+  for (size_t i = 0; i < intervals; ++i) {
+    const int64_t m = static_cast<int64_t>(i + 1) * kIntervalM;
+    double best = 0;
+    for (size_t c = 0; c < nc; ++c) {
+      rel[i * nc + c] = fp8_gemm_estimate_us(target, m, n, k, cands[c]);
+      if (c == 0 || rel[i * nc + c] < best) best = rel[i * nc + c];
+    }
+    for (size_t c = 0; c < nc; ++c) rel[i * nc + c] /= best;
+  }
+  // The cheapest kept candidate for interval i (the first in candidate order on a tie).
+  std::vector<bool> kept(nc, true);
+  auto pick = [&](size_t i) {
+    size_t best = nc;
+    for (size_t c = 0; c < nc; ++c)
+      if (kept[c] && (best == nc || rel[i * nc + c] < rel[i * nc + best] * (1.0 - 1e-9))) best = c;
+    return best;
+  };
+
+  // Drop candidates, the one whose loss is smallest first, while the losses stay within bounds.
+  for (size_t remaining = nc; remaining > 1; --remaining) {
+    size_t drop = nc;
+    double drop_mean = 0;
+    for (size_t c = 0; c < nc; ++c) {
+      if (!kept[c]) continue;
+      kept[c] = false;
+      double sum = 0, worst = 0;
+      for (size_t i = 0; i < intervals; ++i) {
+        const double v = rel[i * nc + pick(i)];
+        sum += v;
+        worst = std::max(worst, v);
+      }
+      kept[c] = true;
+      const double mean = sum / static_cast<double>(intervals);
+      if (mean <= kDropMeanLoss && worst <= kDropMaxLoss && (drop == nc || mean < drop_mean * (1.0 - 1e-9))) {
+        drop = c;
+        drop_mean = mean;
+      }
+    }
+    if (drop == nc) break;
+    kept[drop] = false;
+  }
+
+  // Buckets from the intervals' picks, then the tail.
+  std::vector<size_t> bucket_cand;  // candidate index per bucket
+  Fp8GemmPlan plan;
+  for (size_t i = 0; i < intervals; ++i) {
+    const size_t c = pick(i);
+    const int64_t lo = static_cast<int64_t>(i) * kIntervalM + 1, hi = static_cast<int64_t>(i + 1) * kIntervalM;
+    if (!bucket_cand.empty() && bucket_cand.back() == c) {
+      plan.buckets.back().m_hi = hi;
+    } else {
+      bucket_cand.push_back(c);
+      plan.buckets.push_back({lo, hi, 0});
+    }
+  }
+  size_t tail = nc;
+  double tail_cost = 0;
+  for (size_t c = 0; c < nc; ++c) {
+    if (!kept[c]) continue;
+    double sum = 0;
+    for (size_t i = static_cast<size_t>(kTailFromM / kIntervalM); i < intervals; ++i) sum += rel[i * nc + c];
+    if (tail == nc || sum < tail_cost * (1.0 - 1e-9)) {
+      tail = c;
+      tail_cost = sum;
+    }
+  }
+  if (bucket_cand.back() == tail) {
+    plan.buckets.back().m_hi = kFp8GemmUnboundedM;
+  } else {
+    bucket_cand.push_back(tail);
+    plan.buckets.push_back({kFp8GemmSampledMaxM + 1, kFp8GemmUnboundedM, 0});
+  }
+
+  // Number the kernels in order of first use.
+  std::vector<int> index(nc, -1);
+  for (size_t b = 0; b < plan.buckets.size(); ++b) {
+    const size_t c = bucket_cand[b];
+    if (index[c] < 0) {
+      index[c] = static_cast<int>(plan.kernels.size());
+      plan.kernels.push_back(cands[c]);
+    }
+    plan.buckets[b].kernel = index[c];
+  }
+  return plan;
+}
+
+std::string describe_m_range(int64_t lo, int64_t hi) {
+  return std::to_string(lo) + ".." + (hi == kFp8GemmUnboundedM ? std::string() : std::to_string(hi));
+}
+
+}  // namespace kiln::ops

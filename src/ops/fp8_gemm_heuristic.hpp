@@ -1,0 +1,92 @@
+// The FP8 GEMM's kernel choice: a pure, deterministic function of the target (SM count, shared memory), N, K
+// and the overrides, giving M buckets that cover every M >= 1, each served by one kernel. M is a run-time
+// value of the kernel, so one compiled kernel serves a whole bucket: a serving warm-up over M = 1..16384
+// compiles at most kFp8GemmMaxKernels kernels per (N, K), and usually fewer.
+//
+// How a choice is made (docs/FP8_GEMM.md, "Host side", has the numbers behind it):
+//   1. candidates: the tiles the H200 sweep found useful -- 128 x {128, 64, 160, 192} (two math
+//      warpgroups) and 64 x {128, 64, 32} (one) -- with the most pipeline stages that fit, the TMA-store
+//      epilogue and no cluster (multicast is unmeasured since its last fix); overrides narrow or replace
+//      them. Seven candidates: at most seven kernels per (N, K), whatever happens next;
+//   2. a cost model (fp8_gemm_estimate_us) calibrated on that sweep: per 128-wide K block a tile takes the
+//      longest of a latency floor, its WGMMA + promotion time and its share of per-SM load bandwidth; each
+//      tile adds an epilogue; the busiest CTA's tiles (wave quantisation), DRAM and L2 traffic bound it;
+//   3. M is cut into intervals (64(i-1), 64i] up to 16384 -- inside one, every candidate's tile count is
+//      constant -- and each interval takes its cheapest candidate;
+//   4. candidates are then dropped, the cheapest loss first, while every interval stays within 1 % on
+//      average and 4 % at worst of the best of all candidates; the intervals are re-assigned to the
+//      cheapest remaining one and equal neighbours joined into buckets. M above 16384 takes the remaining
+//      candidate with the lowest mean cost over M = 8193..16384.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/ops.hpp"
+#include "ops/registry.hpp"
+
+namespace kiln::ops {
+
+constexpr int kFp8GemmMaxKernels = 8;            // distinct kernels per (target, N, K) over all M, at most
+constexpr int64_t kFp8GemmSampledMaxM = 16384;   // M is modelled up to this; above it the tail kernel serves
+constexpr int64_t kFp8GemmUnboundedM = INT64_MAX;  // the last bucket's upper end
+
+// One kernel configuration: the template arguments of kiln::kernels::Fp8Gemm besides N and K.
+struct Fp8GemmConfig {
+  int block_m = 128;
+  int block_n = 128;
+  int stages = 1;
+  int math_warpgroups = 2;  // block_m / 64
+  bool tma_store = true;
+  int cluster_m = 1;
+
+  bool operator==(const Fp8GemmConfig&) const = default;
+  // "128x128, 5 stages, 2 math warpgroups, TMA store" (+ ", B multicast x2").
+  std::string describe() const;
+};
+
+// An inclusive range of M [m_lo, m_hi] (m_hi = kFp8GemmUnboundedM for the last) served by kernels[kernel].
+struct Fp8GemmBucket {
+  int64_t m_lo = 1;
+  int64_t m_hi = kFp8GemmUnboundedM;
+  int kernel = 0;
+};
+
+// The heuristic's answer for one (target, N, K, overrides): the distinct kernels (at most
+// kFp8GemmMaxKernels, in order of first use as M grows) and buckets in increasing M, contiguous from M = 1
+// to unbounded, adjacent ones using different kernels.
+struct Fp8GemmPlan {
+  std::vector<Fp8GemmConfig> kernels;
+  std::vector<Fp8GemmBucket> buckets;
+
+  // The bucket serving m (m >= 1): a binary search over the buckets' upper ends.
+  const Fp8GemmBucket& bucket_of(int64_t m) const;
+  // The buckets intersecting [lo, hi] (1 <= lo <= hi), each clipped to it, in increasing M.
+  std::vector<Fp8GemmBucket> covering(int64_t lo, int64_t hi) const;
+};
+
+// Checks an override set against what the kernel supports (see Fp8GemmOverrides in kiln/ops.hpp). Throws
+// Error(kValueError) "<who>: <field> must be ..., got ..." naming the field.
+void check_fp8_gemm_overrides(const Fp8GemmOverrides& overrides, const char* who);
+
+// The plan for a (target, n, k). n > 0, n % 8 == 0, k > 0, k % 16 == 0 (Error(kValueError) naming n or k
+// otherwise); target.sm_count > 0 is the SMs the kernel may use (set_num_sms already applied). Overrides are
+// checked as above; a forced stage count that does not fit in target.shared_memory_per_block is an error
+// naming the tile. Pure: equal arguments give equal plans, on every machine.
+Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const Fp8GemmOverrides& overrides = {});
+
+// The cost model behind the choice: estimated kernel time in microseconds (including a fixed 10 us that
+// CUDA-event timings of the sweep contained) of `config` for an m x n x k problem on `target`.
+double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int64_t k, const Fp8GemmConfig& config);
+
+// The launch geometry shared by the op and the plan: CTAs for m rows (a whole number of clusters, at most
+// the target's SMs), and the kernel's threads per CTA and dynamic shared memory.
+uint32_t fp8_gemm_grid(const Fp8GemmConfig& config, int64_t m, int64_t n, int sm_count);
+uint32_t fp8_gemm_threads(const Fp8GemmConfig& config);
+uint32_t fp8_gemm_shared_bytes(const Fp8GemmConfig& config);
+
+// "1..64" or "4097.." (unbounded).
+std::string describe_m_range(int64_t lo, int64_t hi);
+
+}  // namespace kiln::ops

@@ -1,0 +1,293 @@
+// The FP8 GEMM heuristic: a pure function of (target, N, K, overrides) whose buckets cover every M >= 1 with
+// at most eight kernels per (N, K) -- checked for every (N, K) of the serving warm-up in
+// shared/bench/shapes.json -- whose cost model reproduces the H200 sweep of docs/FP8_GEMM.md, and whose
+// overrides are validated with errors that name the field.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kiln/error.hpp"
+#include "ops/fp8_gemm_heuristic.hpp"
+
+namespace kiln::ops {
+namespace {
+
+using ::testing::HasSubstr;
+
+const TargetInfo kH200{9, 0, 132, 232448};
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kValueError) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no error was thrown";
+  return {};
+}
+
+// The (N, K) pairs of the warm-up, read from the shapes file the benchmarks use.
+std::vector<std::pair<int64_t, int64_t>> warmup_shapes() {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  std::ifstream in(std::string(KILN_SOURCE_DIR) + "/../shared/bench/shapes.json");
+  if (in) {
+    const auto doc = nlohmann::json::parse(in);
+    for (const auto& nk : doc["warmup_model"]["nk"]) out.emplace_back(nk[0].get<int64_t>(), nk[1].get<int64_t>());
+  }
+  if (out.empty())  // the file lives outside the repository; the same list, should it be absent
+    out = {{2112, 7168}, {24576, 1536}, {32768, 512}, {7168, 16384}, {4096, 7168}, {7168, 2048}, {576, 7168}};
+  return out;
+}
+
+const Fp8GemmConfig& config_at(const Fp8GemmPlan& plan, int64_t m) {
+  return plan.kernels[static_cast<size_t>(plan.bucket_of(m).kernel)];
+}
+
+void expect_well_formed(const Fp8GemmPlan& plan) {
+  ASSERT_FALSE(plan.buckets.empty());
+  ASSERT_FALSE(plan.kernels.empty());
+  EXPECT_LE(plan.kernels.size(), static_cast<size_t>(kFp8GemmMaxKernels));
+  EXPECT_EQ(plan.buckets.front().m_lo, 1);
+  EXPECT_EQ(plan.buckets.back().m_hi, kFp8GemmUnboundedM);
+  std::set<int> used;
+  int next_new = 0;
+  for (size_t i = 0; i < plan.buckets.size(); ++i) {
+    const Fp8GemmBucket& b = plan.buckets[i];
+    EXPECT_LE(b.m_lo, b.m_hi);
+    ASSERT_GE(b.kernel, 0);
+    ASSERT_LT(b.kernel, static_cast<int>(plan.kernels.size()));
+    if (i > 0) {
+      EXPECT_EQ(b.m_lo, plan.buckets[i - 1].m_hi + 1) << "buckets must be contiguous";
+      EXPECT_NE(b.kernel, plan.buckets[i - 1].kernel) << "equal neighbours must be one bucket";
+    }
+    if (!used.count(b.kernel)) {
+      EXPECT_EQ(b.kernel, next_new++) << "kernels are numbered in order of first use";
+      used.insert(b.kernel);
+    }
+  }
+  EXPECT_EQ(used.size(), plan.kernels.size()) << "every kernel serves some M";
+  for (size_t i = 0; i < plan.kernels.size(); ++i)
+    for (size_t j = i + 1; j < plan.kernels.size(); ++j) EXPECT_FALSE(plan.kernels[i] == plan.kernels[j]);
+  for (const Fp8GemmConfig& c : plan.kernels) {
+    EXPECT_EQ(c.math_warpgroups, c.block_m / 64);
+    EXPECT_GE(c.stages, 1);
+    EXPECT_LE(fp8_gemm_shared_bytes(c), 232448u) << c.describe();
+    EXPECT_TRUE(c.tma_store);
+  }
+}
+
+TEST(Fp8GemmHeuristic, EveryWarmupShapeNeedsAtMostEightKernelsForAllM) {
+  size_t total = 0;
+  for (const auto& [n, k] : warmup_shapes()) {
+    SCOPED_TRACE("n=" + std::to_string(n) + " k=" + std::to_string(k));
+    const Fp8GemmPlan plan = fp8_gemm_plan(kH200, n, k);
+    expect_well_formed(plan);
+    // The kernels M = 1..16384 touch: every kernel of the plan but, at most, the tail's.
+    std::set<int> touched;
+    for (int64_t m = 1; m <= 16384; ++m) touched.insert(plan.bucket_of(m).kernel);
+    EXPECT_LE(touched.size(), 8u);
+    EXPECT_GE(touched.size() + 1, plan.kernels.size());
+    std::set<int> covered;
+    for (const Fp8GemmBucket& b : plan.covering(1, 16384)) covered.insert(b.kernel);
+    EXPECT_EQ(covered, touched);
+    total += touched.size();
+  }
+  // DeepGEMM needs 102 for the same warm-up (shared/bench/peers-h200.md).
+  EXPECT_LE(total, 7u * 8u);
+  std::printf("kernels for the whole warm-up (7 shapes x M = 1..16384): %zu\n", total);
+}
+
+TEST(Fp8GemmHeuristic, IsDeterministicAndDependsOnTheTarget) {
+  for (const auto& [n, k] : warmup_shapes()) {
+    const Fp8GemmPlan a = fp8_gemm_plan(kH200, n, k), b = fp8_gemm_plan(kH200, n, k);
+    ASSERT_EQ(a.kernels.size(), b.kernels.size());
+    for (size_t i = 0; i < a.kernels.size(); ++i) EXPECT_EQ(a.kernels[i], b.kernels[i]);
+    ASSERT_EQ(a.buckets.size(), b.buckets.size());
+    for (size_t i = 0; i < a.buckets.size(); ++i) {
+      EXPECT_EQ(a.buckets[i].m_lo, b.buckets[i].m_lo);
+      EXPECT_EQ(a.buckets[i].m_hi, b.buckets[i].m_hi);
+      EXPECT_EQ(a.buckets[i].kernel, b.buckets[i].kernel);
+    }
+  }
+  // Fewer SMs (set_num_sms) change the wave arithmetic, hence (for this shape) the choice at M = 4096.
+  TargetInfo fewer = kH200;
+  fewer.sm_count = 100;
+  const Fp8GemmPlan p132 = fp8_gemm_plan(kH200, 2112, 7168), p100 = fp8_gemm_plan(fewer, 2112, 7168);
+  expect_well_formed(p100);
+  bool differs = p132.buckets.size() != p100.buckets.size();
+  for (int64_t m = 1; m <= 16384 && !differs; m += 64) differs = !(config_at(p132, m) == config_at(p100, m));
+  EXPECT_TRUE(differs);
+  // Less shared memory: fewer stages, the same tiles.
+  TargetInfo small = kH200;
+  small.shared_memory_per_block = 166912;  // an H100 PCIe-class budget... or any smaller one
+  const Fp8GemmPlan ps = fp8_gemm_plan(small, 7168, 2048);
+  expect_well_formed(ps);
+  for (const Fp8GemmConfig& c : ps.kernels) EXPECT_LE(fp8_gemm_shared_bytes(c), 166912u);
+}
+
+TEST(Fp8GemmHeuristic, BucketLookupIsTheLinearScan) {
+  const Fp8GemmPlan plan = fp8_gemm_plan(kH200, 2112, 7168);
+  for (int64_t m = 1; m <= 20000; ++m) {
+    int expected = -1;
+    for (const Fp8GemmBucket& b : plan.buckets)
+      if (m >= b.m_lo && m <= b.m_hi) expected = b.kernel;
+    ASSERT_EQ(plan.bucket_of(m).kernel, expected) << "m=" << m;
+  }
+  EXPECT_EQ(plan.bucket_of(int64_t{1} << 40).m_hi, kFp8GemmUnboundedM);
+  // covering() clips and keeps order.
+  const auto pieces = plan.covering(100, 3000);
+  ASSERT_FALSE(pieces.empty());
+  EXPECT_EQ(pieces.front().m_lo, 100);
+  EXPECT_EQ(pieces.back().m_hi, 3000);
+  for (size_t i = 1; i < pieces.size(); ++i) EXPECT_EQ(pieces[i].m_lo, pieces[i - 1].m_hi + 1);
+  EXPECT_EQ(plan.covering(5, 5).size(), 1u);
+}
+
+// The H200 measurements of docs/FP8_GEMM.md (v1 kernel, TMA store, CUDA events with L2 flushed).
+struct Measured {
+  int64_t m, n, k;
+  int block_m, block_n;
+  double us;
+};
+const Measured kSweep[] = {
+    {1, 4096, 7168, 64, 128, 25.0},      {1, 4096, 7168, 64, 64, 22.4},      {1, 7168, 2048, 64, 128, 13.3},
+    {64, 4096, 7168, 64, 128, 25.1},     {64, 4096, 7168, 64, 32, 20.0},     {64, 7168, 2048, 64, 128, 13.4},
+    {64, 7168, 2048, 64, 64, 13.1},      {128, 2112, 7168, 128, 128, 32.7},  {128, 2112, 7168, 64, 64, 18.9},
+    {128, 24576, 1536, 128, 128, 23.7},  {128, 24576, 1536, 64, 128, 22.2}, {128, 32768, 512, 128, 128, 14.8},
+    {128, 7168, 16384, 128, 128, 62.8},  {128, 7168, 16384, 128, 64, 48.8}, {128, 4096, 7168, 128, 128, 32.9},
+    {128, 4096, 7168, 64, 64, 21.3},     {128, 7168, 2048, 128, 128, 15.3},  {128, 7168, 2048, 128, 64, 13.7},
+    {4096, 2112, 7168, 128, 128, 139.7}, {4096, 2112, 7168, 128, 192, 118.9}, {4096, 24576, 1536, 128, 128, 289.9},
+    {4096, 32768, 512, 128, 128, 158.0}, {4096, 7168, 16384, 128, 128, 797.3}, {4096, 4096, 7168, 128, 128, 218.5},
+    {4096, 7168, 2048, 128, 128, 117.1}, {4096, 576, 7168, 128, 128, 60.3},   {4096, 576, 7168, 128, 160, 43.5},
+};
+
+Fp8GemmConfig tile(int bm, int bn) {
+  Fp8GemmConfig c;
+  c.block_m = bm;
+  c.block_n = bn;
+  c.math_warpgroups = bm / 64;
+  c.stages = 4;
+  return c;
+}
+
+TEST(Fp8GemmHeuristic, CostModelReproducesTheH200Sweep) {
+  for (const Measured& s : kSweep) {
+    const double est = fp8_gemm_estimate_us(kH200, s.m, s.n, s.k, tile(s.block_m, s.block_n));
+    EXPECT_NEAR(est / s.us, 1.0, 0.20) << s.m << "x" << s.n << "x" << s.k << " " << s.block_m << "x" << s.block_n
+                                       << ": measured " << s.us << " us, estimated " << est;
+  }
+  // Where the sweep saw a clear winner (> 8 % apart), the model ranks the two the same way.
+  for (const Measured& x : kSweep)
+    for (const Measured& y : kSweep) {
+      if (x.m != y.m || x.n != y.n || x.k != y.k || x.us >= y.us * 0.92) continue;
+      EXPECT_LT(fp8_gemm_estimate_us(kH200, x.m, x.n, x.k, tile(x.block_m, x.block_n)),
+                fp8_gemm_estimate_us(kH200, y.m, y.n, y.k, tile(y.block_m, y.block_n)))
+          << x.m << "x" << x.n << "x" << x.k << ": " << x.block_m << "x" << x.block_n << " beat " << y.block_m << "x"
+          << y.block_n;
+    }
+}
+
+TEST(Fp8GemmHeuristic, PicksWhatTheSweepFoundBest) {
+  auto at = [](int64_t m, int64_t n, int64_t k) { return config_at(fp8_gemm_plan(kH200, n, k), m); };
+  // Wave quantisation at M = 4096: 128x192 for N = 2112 (2.7 waves instead of 4.1), 128x160 for N = 576.
+  EXPECT_EQ(at(4096, 2112, 7168).block_n, 192);
+  EXPECT_EQ(at(4096, 576, 7168).block_n, 160);
+  EXPECT_EQ(at(4096, 576, 7168).block_m, 128);
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{7168, 16384}, {4096, 7168}, {7168, 2048}, {24576, 1536}}) {
+    EXPECT_EQ(at(4096, n, k).block_m, 128) << n << "x" << k;
+    EXPECT_EQ(at(4096, n, k).block_n, 128) << n << "x" << k;
+  }
+  // Small M: enough CTAs to stream B from most SMs (the sweep: 64x64 at M = 128, 64x32 at M = 64).
+  EXPECT_EQ(at(128, 2112, 7168).block_m, 64);
+  EXPECT_LE(at(128, 2112, 7168).block_n, 64);
+  EXPECT_EQ(at(128, 4096, 7168).block_m, 64);
+  EXPECT_LE(at(128, 4096, 7168).block_n, 64);
+  EXPECT_EQ(at(128, 7168, 16384).block_m, 128);
+  EXPECT_EQ(at(128, 7168, 16384).block_n, 64);
+  EXPECT_EQ(at(64, 4096, 7168).block_m, 64);
+  EXPECT_EQ(at(1, 4096, 7168).block_m, 64);
+}
+
+TEST(Fp8GemmHeuristic, OverridesNarrowTheChoice) {
+  Fp8GemmOverrides o;
+  o.block_n = 128;
+  Fp8GemmPlan plan = fp8_gemm_plan(kH200, 7168, 2048, o);
+  expect_well_formed(plan);
+  for (const Fp8GemmConfig& c : plan.kernels) EXPECT_EQ(c.block_n, 128);
+
+  o = {};
+  o.block_m = 64;
+  o.block_n = 96;  // outside the measured set: still allowed
+  plan = fp8_gemm_plan(kH200, 7168, 2048, o);
+  ASSERT_EQ(plan.kernels.size(), 1u);
+  ASSERT_EQ(plan.buckets.size(), 1u);
+  EXPECT_EQ(plan.kernels[0].block_m, 64);
+  EXPECT_EQ(plan.kernels[0].block_n, 96);
+  EXPECT_EQ(plan.kernels[0].math_warpgroups, 1);
+
+  o = {};
+  o.block_m = 128;
+  o.block_n = 128;
+  o.stages = 3;
+  o.cluster_m = 2;
+  plan = fp8_gemm_plan(kH200, 7168, 2048, o);
+  ASSERT_EQ(plan.kernels.size(), 1u);
+  EXPECT_EQ(plan.kernels[0].stages, 3);
+  EXPECT_EQ(plan.kernels[0].cluster_m, 2);
+  EXPECT_THAT(plan.kernels[0].describe(), HasSubstr("B multicast x2"));
+  // A cluster's grid is a whole number of clusters, never more CTAs than SMs.
+  for (int64_t m : {1, 128, 129, 4096, 16384}) {
+    const uint32_t grid = fp8_gemm_grid(plan.kernels[0], m, 7168, 131);
+    EXPECT_EQ(grid % 2, 0u);
+    EXPECT_LE(grid, 131u);
+  }
+}
+
+TEST(Fp8GemmHeuristic, BadOverridesAndProblemsNameTheField) {
+  auto with = [](auto set) {
+    Fp8GemmOverrides o;
+    set(o);
+    return o;
+  };
+  EXPECT_THAT(error_of([&] { check_fp8_gemm_overrides(with([](auto& o) { o.block_m = 96; }), "set_fp8_gemm_overrides"); }),
+              HasSubstr("set_fp8_gemm_overrides: block_m must be 0 (heuristic), 64 or 128, got 96"));
+  EXPECT_THAT(error_of([&] { check_fp8_gemm_overrides(with([](auto& o) { o.block_n = 176; }), "x"); }),
+              HasSubstr("block_n must be 0 (heuristic) or a multiple of 16 in 16..192"));
+  EXPECT_THAT(error_of([&] { check_fp8_gemm_overrides(with([](auto& o) { o.block_n = 256; }), "x"); }),
+              HasSubstr("got 256"));
+  EXPECT_THAT(error_of([&] { check_fp8_gemm_overrides(with([](auto& o) { o.stages = 17; }), "x"); }),
+              HasSubstr("stages must be 0 (heuristic: as many as fit) or 1..16, got 17"));
+  EXPECT_THAT(error_of([&] { check_fp8_gemm_overrides(with([](auto& o) { o.cluster_m = 4; }), "x"); }),
+              HasSubstr("cluster_m must be 0 (heuristic), 1 or 2, got 4"));
+  // 16 stages of 128x192 do not fit in 227 KB.
+  EXPECT_THAT(error_of([&] {
+                fp8_gemm_plan(kH200, 7168, 2048, with([](auto& o) {
+                                o.block_m = 128;
+                                o.block_n = 192;
+                                o.stages = 16;
+                              }));
+              }),
+              AllOf(HasSubstr("no kernel configuration fits in 232448 bytes"), HasSubstr("tile 128x192: at most 4 stages"),
+                    HasSubstr("16 were asked for")));
+  EXPECT_THAT(error_of([] { fp8_gemm_plan(kH200, 100, 2048); }), HasSubstr("n must be a positive multiple of 8, got 100"));
+  EXPECT_THAT(error_of([] { fp8_gemm_plan(kH200, 128, 40); }), HasSubstr("k must be a positive multiple of 16, got 40"));
+  EXPECT_THAT(error_of([] { fp8_gemm_plan(kH200, 128, 0); }), HasSubstr("got 0"));
+}
+
+TEST(Fp8GemmHeuristic, UnusualShapesStillPlan) {
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{8, 16}, {16, 128}, {576, 512}, {65536, 7168}, {2112, 720}}) {
+    SCOPED_TRACE(std::to_string(n) + "x" + std::to_string(k));
+    expect_well_formed(fp8_gemm_plan(kH200, n, k));
+  }
+}
+
+}  // namespace
+}  // namespace kiln::ops
