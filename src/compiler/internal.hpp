@@ -3,8 +3,10 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -105,5 +107,26 @@ struct NvrtcSettings {
 std::unique_ptr<Compiler> make_nvcc_compiler(const Config& config, const std::filesystem::path& state_dir);
 std::unique_ptr<Compiler> make_nvrtc_compiler(const Config& config, const std::filesystem::path& state_dir,
                                               NvrtcSettings settings = {});
+
+// A compiler's identity, computed on first use and then read with one atomic load. Not std::call_once: a
+// failure (the tool missing) must leave the next call free to try again.
+class LazyIdentity {
+ public:
+  template <typename Make>
+  const ToolchainId& get(Make&& make) {
+    if (ready_.load(std::memory_order_acquire)) return value_;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!ready_.load(std::memory_order_relaxed)) {
+      value_ = make();
+      ready_.store(true, std::memory_order_release);
+    }
+    return value_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::atomic<bool> ready_{false};
+  ToolchainId value_;
+};
 
 }  // namespace kiln::compiler::detail

@@ -82,14 +82,7 @@ class NvccCompiler final : public Compiler {
   Backend backend() const override { return Backend::kNvcc; }
 
   const ToolchainId& identity() override {
-    // Not call_once: a failure (nvcc missing) must leave the next call free to try again.
-    if (identity_ready_.load(std::memory_order_acquire)) return identity_;
-    std::lock_guard<std::mutex> lock(identity_mutex_);
-    if (!identity_ready_.load(std::memory_order_relaxed)) {
-      identity_ = nvcc_identity(nvcc_, state_dir_);
-      identity_ready_.store(true, std::memory_order_release);
-    }
-    return identity_;
+    return identity_.get([&] { return nvcc_identity(nvcc_, state_dir_); });
   }
 
   CompiledKernel compile(const CompileInput& input, const CompileOptions& options) override {
@@ -198,9 +191,7 @@ class NvccCompiler final : public Compiler {
   const fs::path nvcc_;
   const fs::path state_dir_;
   std::once_flag swept_;
-  std::mutex identity_mutex_;
-  std::atomic<bool> identity_ready_{false};
-  ToolchainId identity_;
+  LazyIdentity identity_;
   std::mutex headers_mutex_;
   fs::path headers_;
 };

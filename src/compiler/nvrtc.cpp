@@ -138,13 +138,7 @@ class NvrtcCompiler final : public Compiler {
   Backend backend() const override { return Backend::kNvrtc; }
 
   const ToolchainId& identity() override {
-    if (identity_ready_.load(std::memory_order_acquire)) return identity_;
-    std::lock_guard<std::mutex> lock(identity_mutex_);
-    if (!identity_ready_.load(std::memory_order_relaxed)) {
-      identity_ = nvrtc_identity(cuda_home_, state_dir_);
-      identity_ready_.store(true, std::memory_order_release);
-    }
-    return identity_;
+    return identity_.get([&] { return nvrtc_identity(cuda_home_, state_dir_); });
   }
 
   CompiledKernel compile(const CompileInput& input, const CompileOptions& options) override {
@@ -244,9 +238,7 @@ class NvrtcCompiler final : public Compiler {
   const fs::path state_dir_;
   const NvrtcSettings settings_;
   std::vector<std::string> include_options_;
-  std::mutex identity_mutex_;
-  std::atomic<bool> identity_ready_{false};
-  ToolchainId identity_;
+  LazyIdentity identity_;
 };
 
 }  // namespace

@@ -13,21 +13,7 @@
 #include "codegen/kernel_spec.hpp"
 #include "jit/jit_runtime.hpp"
 #include "kiln/error.hpp"
-
-namespace {
-
-kiln::codegen::KernelSpec selftest_spec(int scale) {
-  kiln::codegen::KernelSpec spec;
-  spec.op = "selftest";
-  spec.header = "kiln/kernels/selftest.cuh";
-  spec.kernel_template = "kiln::kernels::SelfTest";
-  spec.params_type = "kiln::SelfTestParams";
-  spec.block_threads = 256;
-  spec.arg("scale", static_cast<int64_t>(scale));
-  return spec;
-}
-
-}  // namespace
+#include "selftest_spec.hpp"
 
 int main(int argc, char** argv) {
   if (argc < 5 || std::string(argv[1]) != "build") {
@@ -47,7 +33,7 @@ int main(int argc, char** argv) {
         for (size_t i = 0; i < scales.size(); ++i) {
           int scale = scales[(i + static_cast<size_t>(t)) % scales.size()];  // threads start on different keys
           try {
-            auto r = kiln::jit::runtime().build(selftest_spec(scale), target);
+            auto r = kiln::jit::runtime().build(kiln::test::selftest_spec(scale), target);
             (r.hit ? hits : compiled).fetch_add(1);
             if (!r.binary || r.binary->cubin.size() < 4 || r.binary->cubin[0] != 0x7f) failures.fetch_add(1);
           } catch (const std::exception& e) {

@@ -11,23 +11,15 @@
 #include <thread>
 
 #include "kiln/error.hpp"
+#include "selftest_spec.hpp"
 #include "test_support.hpp"
 
 namespace kiln::jit {
 namespace {
 
 namespace fs = std::filesystem;
+using test::selftest_spec;
 
-codegen::KernelSpec selftest_spec(int scale) {
-  codegen::KernelSpec spec;
-  spec.op = "selftest";
-  spec.header = "kiln/kernels/selftest.cuh";
-  spec.kernel_template = "kiln::kernels::SelfTest";
-  spec.params_type = "kiln::SelfTestParams";
-  spec.block_threads = 256;
-  spec.arg("scale", static_cast<int64_t>(scale));
-  return spec;
-}
 
 Config test_config(const fs::path& cache_dir, Backend backend = Backend::kNvrtc) {
   Config c = Config::from_variables({});
