@@ -4,6 +4,7 @@
 #include <set>
 #include <string>
 
+#include "api/planning.hpp"
 #include "compiler/compiler.hpp"
 #include "cuda/driver.hpp"
 #include "jit/jit_runtime.hpp"
@@ -55,7 +56,8 @@ std::string spec_identity(const codegen::KernelSpec& spec) {
 
 std::vector<KernelReport> compile(const CompileRequest& request) {
   const ops::OpDescriptor& op = ops::find_op(request.op);
-  ops::validate_problem(op, request.problem);
+  const ops::Problem problem = api::problem_of(request);
+  ops::validate_problem(op, problem);
 
   jit::JitRuntime& runtime = jit::runtime();
   jit::Target target;
@@ -64,7 +66,7 @@ std::vector<KernelReport> compile(const CompileRequest& request) {
 
   std::vector<KernelReport> reports;
   std::set<std::string> seen;
-  for (const codegen::KernelSpec& spec : op.kernels(request.problem, target_info(target.arch))) {
+  for (const codegen::KernelSpec& spec : op.kernels(problem, target_info(target.arch))) {
     if (!seen.insert(spec_identity(spec)).second) continue;
     jit::BuildResult built = runtime.build(spec, target);
     KernelReport report;

@@ -1,9 +1,11 @@
-// plan(): the kernels a problem needs and their cache keys, without compiling anything. It must map a request
-// to kernels exactly as compile() does (src/api/compile.cpp): same arch default, same target description, same
-// de-duplication. The Python tests check that plan's keys equal precompile's for the same request.
-#include <set>
+// plan(): the kernels a problem needs and their cache keys, without compiling anything. It maps a request to
+// kernels exactly as compile() and precompile() do (same arch default, same target description, same
+// de-duplication), so the keys plan lists are the keys precompile builds and a launch looks for.
+#include <algorithm>
+#include <map>
 #include <string>
 
+#include "api/planning.hpp"
 #include "compiler/compiler.hpp"
 #include "cuda/driver.hpp"
 #include "jit/jit_runtime.hpp"
@@ -11,20 +13,38 @@
 #include "ops/registry.hpp"
 
 namespace kiln {
-namespace {
+namespace api {
 
-compiler::Arch planned_arch(const CompileRequest& request, jit::JitRuntime& runtime) {
-  if (!request.arch) return runtime.default_arch();
-  try {
-    return compiler::Arch::parse(*request.arch);
-  } catch (const Error& e) {
-    // A bad argument, not a bad environment (as compile() reports it).
-    throw Error(ErrorKind::kValueError, std::string("arch: ") + e.what());
+ops::Problem problem_of(const CompileRequest& request) {
+  ops::Problem problem;
+  for (const auto& [name, value] : request.problem) problem.emplace(name, value);
+  for (const auto& [name, range] : request.ranges) {
+    if (problem.contains(name))
+      throw Error(ErrorKind::kValueError, request.op + ": parameter " + name + " is given both as a value (" +
+                                              std::to_string(request.problem.at(name)) + ") and as a range (" +
+                                              std::to_string(range.lo) + ".." + std::to_string(range.hi) + ")");
+    problem.emplace(name, ops::ProblemValue::range(range.lo, range.hi));
   }
+  return problem;
 }
 
-// A GPU of this arch when one is present, else an H100/H200: what compile() assumes.
-ops::TargetInfo planned_target(const compiler::Arch& arch) {
+jit::Target target_of(const CompileRequest& request, jit::JitRuntime& runtime) {
+  jit::Target target;
+  if (!request.arch) {
+    target.arch = runtime.default_arch();
+  } else {
+    try {
+      target.arch = compiler::Arch::parse(*request.arch);
+    } catch (const Error& e) {
+      // A bad argument, not a bad environment.
+      throw Error(ErrorKind::kValueError, std::string("arch: ") + e.what());
+    }
+  }
+  target.backend = request.backend.value_or(runtime.config().backend);
+  return target;
+}
+
+ops::TargetInfo target_info(const compiler::Arch& arch) {
   ops::TargetInfo info;
   info.arch_major = arch.major;
   info.arch_minor = arch.minor;
@@ -44,32 +64,61 @@ ops::TargetInfo planned_target(const compiler::Arch& arch) {
   return info;
 }
 
-}  // namespace
-
-std::vector<KernelReport> plan(const CompileRequest& request) {
-  const ops::OpDescriptor& op = ops::find_op(request.op);
-  ops::validate_problem(op, request.problem);
-
+std::vector<PlannedKernel> plan_kernels(const std::vector<CompileRequest>& requests) {
   jit::JitRuntime& runtime = jit::runtime();
-  jit::Target target;
-  target.arch = planned_arch(request, runtime);
-  target.backend = request.backend.value_or(runtime.config().backend);
+  std::vector<PlannedKernel> planned;
+  std::map<std::string, size_t> by_key;
+  // Validate every request before planning any, so a bad one fails the whole call early.
+  std::vector<ops::Problem> problems;
+  for (const CompileRequest& request : requests) {
+    const ops::OpDescriptor& op = ops::find_op(request.op);
+    problems.push_back(problem_of(request));
+    ops::validate_problem(op, problems.back());
+  }
+  for (size_t r = 0; r < requests.size(); ++r) {
+    const CompileRequest& request = requests[r];
+    const ops::OpDescriptor& op = ops::find_op(request.op);
+    const jit::Target target = target_of(request, runtime);
+    for (ops::KernelUse& use : ops::kernel_uses(op, problems[r], target_info(target.arch))) {
+      std::string key = runtime.key_of(use.spec, target);
+      auto [it, fresh] = by_key.emplace(key, planned.size());
+      if (!fresh) {  // the same kernel again: built (and listed) once, serving both ranges
+        KernelReport& report = planned[it->second].report;
+        report.ranges.insert(report.ranges.end(), use.ranges.begin(), use.ranges.end());
+        std::sort(report.ranges.begin(), report.ranges.end());
+        continue;
+      }
+      PlannedKernel p;
+      p.report.op = use.spec.op;
+      p.report.spec = use.spec.describe();
+      p.report.key = std::move(key);
+      p.report.arch = target.arch.name();
+      p.report.backend = target.backend;
+      p.report.kernel_name = use.spec.kernel_name();
+      p.report.range_param = use.range_param;
+      p.report.ranges = std::move(use.ranges);
+      p.report.detail = std::move(use.detail);
+      p.spec = std::move(use.spec);
+      p.target = target;
+      planned.push_back(std::move(p));
+    }
+  }
+  return planned;
+}
 
+}  // namespace api
+
+std::vector<KernelReport> plan(const std::vector<CompileRequest>& requests) {
   std::vector<KernelReport> reports;
-  std::set<std::string> seen;
-  for (const codegen::KernelSpec& spec : op.kernels(request.problem, planned_target(target.arch))) {
-    std::string key = runtime.key_of(spec, target);
-    if (!seen.insert(key).second) continue;  // the same kernel twice is built (and listed) once
-    KernelReport report;
-    report.op = spec.op;
-    report.spec = spec.describe();
-    report.key = std::move(key);
-    report.arch = target.arch.name();
-    report.backend = target.backend;
-    report.kernel_name = spec.kernel_name();
-    reports.push_back(std::move(report));
+  jit::JitRuntime& runtime = jit::runtime();
+  for (api::PlannedKernel& p : api::plan_kernels(requests)) {
+    // Whether a verified entry is on disk; a read, never a compile (and not counted as a hit or miss).
+    p.report.cached = runtime.disk().load(p.report.key, /*count_stats=*/false).has_value();
+    reports.push_back(std::move(p.report));
   }
   return reports;
 }
+
+std::vector<KernelReport> plan(const CompileRequest& request) { return plan(std::vector<CompileRequest>{request}); }
 
 }  // namespace kiln

@@ -7,10 +7,15 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <set>
 #include <string>
@@ -80,21 +85,48 @@ int run_config(bool as_json) {
 
 // ---- kiln compile --------------------------------------------------------------------------------------
 
-std::map<std::string, int64_t> parse_problem(const std::vector<std::string>& params) {
-  std::map<std::string, int64_t> problem;
-  for (const std::string& param : params) {
-    const size_t eq = param.find('=');
-    if (eq == std::string::npos || eq == 0)
-      throw UsageError("problem parameter '" + param + "' is not NAME=VALUE (for example m=4096)");
-    const std::string name = param.substr(0, eq);
-    const std::string text = param.substr(eq + 1);
+// NAME=VALUE parameters: VALUE a whole number, or an inclusive range LO..HI (m=1..16384) that goes into
+// request.ranges (the registry says which parameters accept one).
+void parse_problem(const std::vector<std::string>& params, CompileRequest& request) {
+  auto number = [](const std::string& name, const std::string& text, const std::string& whole) {
     int64_t value = 0;
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
     if (text.empty() || ec != std::errc() || end != text.data() + text.size())
-      throw UsageError("problem parameter " + name + "='" + text + "' is not a whole number");
-    if (!problem.emplace(name, value).second) throw UsageError("problem parameter " + name + " is given twice");
+      throw UsageError("problem parameter " + name + "='" + whole + "' is not a whole number or a range LO..HI");
+    return value;
+  };
+  for (const std::string& param : params) {
+    const size_t eq = param.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw UsageError("problem parameter '" + param + "' is not NAME=VALUE (for example m=4096, or m=1..16384)");
+    const std::string name = param.substr(0, eq);
+    const std::string text = param.substr(eq + 1);
+    if (request.problem.contains(name) || request.ranges.contains(name))
+      throw UsageError("problem parameter " + name + " is given twice");
+    const size_t dots = text.find("..");
+    if (dots == std::string::npos) {
+      request.problem.emplace(name, number(name, text, text));
+    } else {
+      const int64_t lo = number(name, text.substr(0, dots), text), hi = number(name, text.substr(dots + 2), text);
+      if (hi < lo) throw UsageError("problem parameter " + name + "='" + text + "' is an empty range (LO > HI)");
+      request.ranges.emplace(name, ParamRange{lo, hi});
+    }
   }
+}
+
+json problem_json(const CompileRequest& request) {
+  json problem = json::object();
+  for (const auto& [name, value] : request.problem) problem[name] = value;
+  for (const auto& [name, range] : request.ranges) problem[name] = json::array({range.lo, range.hi});
   return problem;
+}
+
+std::string problem_text(const CompileRequest& request) {
+  std::string s;
+  for (const auto& [name, value] : request.problem) s += " " + name + "=" + std::to_string(value);
+  for (const auto& [name, range] : request.ranges)
+    s += " " + name + "=" + std::to_string(range.lo) + ".." + std::to_string(range.hi);
+  return s;
 }
 
 json kernel_json(const KernelReport& r) {
@@ -107,17 +139,15 @@ int run_compile(const std::string& op, const std::vector<std::string>& params, c
                 const std::string& backend, bool as_json) {
   CompileRequest request;
   request.op = op;
-  request.problem = parse_problem(params);
+  parse_problem(params, request);
   if (!arch.empty()) request.arch = arch;
   if (!backend.empty()) request.backend = backend == "nvrtc" ? Backend::kNvrtc : Backend::kNvcc;
   const std::vector<KernelReport> reports = kiln::compile(request);
 
   if (as_json) {
-    json problem = json::object();
-    for (const auto& [name, value] : request.problem) problem[name] = value;
     json kernels = json::array();
     for (const auto& r : reports) kernels.push_back(kernel_json(r));
-    json out = {{"op", op}, {"problem", problem}};
+    json out = {{"op", op}, {"problem", problem_json(request)}};
     // Most problems need one kernel: its fields are repeated at the top level so scripts can read
     // .key / .hit / .compile_ms directly; "kernels" lists every kernel the problem needs.
     if (!reports.empty()) {
@@ -130,9 +160,7 @@ int run_compile(const std::string& op, const std::vector<std::string>& params, c
     return 0;
   }
   if (reports.empty()) {
-    std::string problem;
-    for (const auto& [name, value] : request.problem) problem += " " + name + "=" + std::to_string(value);
-    std::cout << op << problem << " needs no kernel: nothing to compile\n";
+    std::cout << op << problem_text(request) << " needs no kernel: nothing to compile\n";
     return 0;
   }
   Table table({"op", "spec", "arch", "backend", "hit", "compile ms", "cubin", "key"},
@@ -140,6 +168,177 @@ int run_compile(const std::string& op, const std::vector<std::string>& params, c
   for (const auto& r : reports)
     table.add({r.op, r.spec, r.arch, to_string(r.backend), r.hit ? "yes" : "no", format_ms(r.compile_ms),
                format_bytes(r.cubin_bytes), r.key});
+  std::cout << table.render();
+  return 0;
+}
+
+// ---- kiln plan / kiln precompile ---------------------------------------------------------------------------
+
+// The requests of one command: the operation and parameters given, or with --shapes FILE one request per
+// (n, k) of the file with m over its range (plus the parameters given, e.g. overrides). The file is JSON:
+// {"m_range": [lo, hi], "nk": [[n, k], ...]}, or an object holding that as "warmup_model" (as
+// shared/bench/shapes.json does).
+std::vector<CompileRequest> make_requests(const std::string& op, const std::vector<std::string>& params,
+                                          const std::string& arch, const std::string& backend,
+                                          const std::string& shapes_path) {
+  CompileRequest base;
+  base.op = op;
+  parse_problem(params, base);
+  if (!arch.empty()) base.arch = arch;
+  if (!backend.empty()) base.backend = backend == "nvrtc" ? Backend::kNvrtc : Backend::kNvcc;
+  if (shapes_path.empty()) return {base};
+
+  std::ifstream in(shapes_path);
+  if (!in) throw Error(ErrorKind::kValueError, "--shapes: cannot read " + shapes_path + ": " + std::strerror(errno));
+  json doc;
+  try {
+    doc = json::parse(in);
+  } catch (const json::exception& e) {
+    throw Error(ErrorKind::kValueError, "--shapes: " + shapes_path + " is not valid JSON: " + e.what());
+  }
+  const std::string format = "an object {\"m_range\": [lo, hi], \"nk\": [[n, k], ...]} or one holding it as \"warmup_model\"";
+  if (doc.is_object() && doc.contains("warmup_model") && !doc.contains("nk")) doc = doc["warmup_model"];
+  auto is_pair = [](const json& v) {
+    return v.is_array() && v.size() == 2 && v[0].is_number_integer() && v[1].is_number_integer();
+  };
+  if (!doc.is_object() || !doc.contains("m_range") || !doc.contains("nk") || !is_pair(doc["m_range"]) ||
+      !doc["nk"].is_array())
+    throw Error(ErrorKind::kValueError, "--shapes: " + shapes_path + " must be " + format);
+  for (const char* name : {"m", "n", "k"})
+    if (base.problem.contains(name) || base.ranges.contains(name))
+      throw UsageError(std::string("problem parameter ") + name + " is given both on the command line and by --shapes");
+  std::vector<CompileRequest> requests;
+  for (const json& nk : doc["nk"]) {
+    if (!is_pair(nk))
+      throw Error(ErrorKind::kValueError, "--shapes: " + shapes_path + ": each entry of \"nk\" must be [n, k], got " + nk.dump());
+    CompileRequest r = base;
+    r.problem["n"] = nk[0].get<int64_t>();
+    r.problem["k"] = nk[1].get<int64_t>();
+    r.ranges["m"] = ParamRange{doc["m_range"][0].get<int64_t>(), doc["m_range"][1].get<int64_t>()};
+    requests.push_back(std::move(r));
+  }
+  return requests;
+}
+
+// "1..64, 129..256 (+11 more)": a kernel's pieces of the range, shortened for a table.
+std::string ranges_text(const KernelReport& r) {
+  if (r.ranges.empty()) return "-";
+  std::string s;
+  const size_t shown = std::min<size_t>(r.ranges.size(), 3);
+  for (size_t i = 0; i < shown; ++i)
+    s += (i ? ", " : "") + std::to_string(r.ranges[i].first) + ".." + std::to_string(r.ranges[i].second);
+  if (r.ranges.size() > shown) s += " (+" + std::to_string(r.ranges.size() - shown) + " more)";
+  return s;
+}
+
+// A plan/precompile kernel: the compile fields plus the range it serves and whether it is cached.
+json planned_json(const KernelReport& r, bool compiled) {
+  json k = {{"op", r.op}, {"spec", r.spec}, {"key", r.key}, {"arch", r.arch}, {"backend", to_string(r.backend)},
+            {"kernel_name", r.kernel_name}, {"cached", r.cached}, {"detail", r.detail}};
+  if (!r.range_param.empty() && !r.ranges.empty()) {
+    int64_t lo = r.ranges.front().first, hi = r.ranges.front().second;
+    json pieces = json::array();
+    for (const auto& [a, b] : r.ranges) {
+      lo = std::min(lo, a);
+      hi = std::max(hi, b);
+      pieces.push_back(json::array({a, b}));
+    }
+    k[r.range_param + "_range"] = json::array({lo, hi});
+    k[r.range_param + "_ranges"] = pieces;
+  }
+  if (compiled) {
+    k["hit"] = r.hit;
+    k["compile_ms"] = r.compile_ms;
+    k["cubin_bytes"] = r.cubin_bytes;
+  }
+  return k;
+}
+
+std::string requests_text(const std::vector<CompileRequest>& requests) {
+  if (requests.size() == 1) return requests[0].op + problem_text(requests[0]);
+  return requests[0].op + ": " + std::to_string(requests.size()) + " problems";
+}
+
+int run_plan(const std::vector<CompileRequest>& requests, bool as_json) {
+  const std::vector<KernelReport> reports = kiln::plan(requests);
+  if (as_json) {
+    json kernels = json::array();
+    for (const auto& r : reports) kernels.push_back(planned_json(r, false));
+    print_json({{"kernels", kernels}});
+    return 0;
+  }
+  size_t cached = 0;
+  for (const auto& r : reports) cached += r.cached ? 1 : 0;
+  std::cout << requests_text(requests) << ": " << reports.size() << (reports.size() == 1 ? " kernel" : " kernels");
+  if (!reports.empty()) std::cout << " for " << reports[0].arch << " (" << to_string(reports[0].backend) << "), " << cached << " cached";
+  std::cout << '\n';
+  if (reports.empty()) return 0;
+  const std::string range_header = reports[0].range_param.empty() ? "range" : reports[0].range_param;
+  Table table({"op", "kernel", range_header, "cached", "key"});
+  for (const auto& r : reports)
+    table.add({r.op, r.detail.empty() ? r.spec : r.detail, ranges_text(r), r.cached ? "yes" : "no", r.key});
+  std::cout << table.render();
+  return 0;
+}
+
+// Progress on stderr: a bar redrawn in place on a terminal, else one line per kernel.
+class Progress {
+ public:
+  Progress() : tty_(isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now()) {}
+
+  void update(const PrecompileProgress& p) {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    if (p.kernel && p.kernel->hit) ++cached_;
+    if (!p.error.empty()) ++failed_;
+    const std::string what = p.kernel->op + " " + (p.kernel->detail.empty() ? p.kernel->spec : p.kernel->detail);
+    if (!tty_) {
+      std::string outcome = !p.error.empty() ? "FAILED: " + first_line(p.error)
+                            : p.kernel->hit  ? std::string("cached")
+                                             : "compiled in " + format_ms(p.kernel->compile_ms) + " ms";
+      std::cerr << "kiln: [" << p.done << "/" << p.total << "] " << what << ": " << outcome << '\n';
+      return;
+    }
+    constexpr int kWidth = 30;
+    const int filled = static_cast<int>(kWidth * p.done / std::max<size_t>(p.total, 1));
+    char line[200];
+    std::snprintf(line, sizeof line, "\r[%s%s] %zu/%zu kernels, %zu cached%s, %.1f s", std::string(filled, '#').c_str(),
+                  std::string(kWidth - filled, '.').c_str(), p.done, p.total, cached_,
+                  failed_ ? (", " + std::to_string(failed_) + " failed").c_str() : "", seconds);
+    std::cerr << line << "\x1b[K" << (p.done == p.total ? "\n" : "") << std::flush;
+  }
+
+ private:
+  static std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+  bool tty_;
+  std::chrono::steady_clock::time_point start_;
+  size_t cached_ = 0, failed_ = 0;
+};
+
+int run_precompile(const std::vector<CompileRequest>& requests, int jobs, bool as_json) {
+  Progress progress;
+  PrecompileOptions options;
+  options.jobs = jobs;
+  options.on_progress = [&progress](const PrecompileProgress& p) { progress.update(p); };
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<KernelReport> reports = kiln::precompile(requests, options);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  size_t hits = 0;
+  for (const auto& r : reports) hits += r.hit ? 1 : 0;
+  if (as_json) {
+    json kernels = json::array();
+    for (const auto& r : reports) kernels.push_back(planned_json(r, true));
+    print_json({{"kernels", kernels}, {"compiled", reports.size() - hits}, {"cached", hits}, {"seconds", seconds}});
+    return 0;
+  }
+  char summary[160];
+  std::snprintf(summary, sizeof summary, ": %zu kernels, %zu compiled, %zu already cached, %.2f s\n", reports.size(),
+                reports.size() - hits, hits, seconds);
+  std::cout << requests_text(requests) << summary;
+  if (reports.empty()) return 0;
+  Table table({"op", "kernel", reports[0].range_param.empty() ? "range" : reports[0].range_param, "hit", "compile ms", "key"},
+              {false, false, false, false, true, false});
+  for (const auto& r : reports)
+    table.add({r.op, r.detail.empty() ? r.spec : r.detail, ranges_text(r), r.hit ? "yes" : "no", format_ms(r.compile_ms), r.key});
   std::cout << table.render();
   return 0;
 }
@@ -298,6 +497,26 @@ int run(int argc, char** argv) {
       ->check(CLI::IsMember({"nvcc", "nvrtc"}));
   json_flag(compile_cmd);
 
+  // plan and precompile take the same problem arguments as compile, plus --shapes (and -j for precompile).
+  std::string shapes;
+  int jobs = 0;
+  CLI::App* plan_cmd = app.add_subcommand("plan", "list the distinct kernels a problem (or a range, m=1..16384) needs, "
+                                                  "without compiling");
+  CLI::App* precompile_cmd = app.add_subcommand("precompile", "compile every kernel a problem or range needs, in "
+                                                              "parallel (no GPU needed)");
+  for (CLI::App* sub : {plan_cmd, precompile_cmd}) {
+    sub->add_option("op", op, "operation name (see `kiln ops`)")->required();
+    sub->add_option("params", params, "the problem, as NAME=VALUE or NAME=LO..HI (for example n=7168 k=2048 m=1..16384)");
+    sub->add_option("--arch", arch, "target arch, for example sm_90a (default: DG_JIT_ARCH, the GPU, sm_90a)");
+    sub->add_option("--backend", backend, "compiler (default: DG_JIT_USE_NVRTC)")->check(CLI::IsMember({"nvcc", "nvrtc"}));
+    sub->add_option("--shapes", shapes,
+                    "a JSON file {\"m_range\": [lo, hi], \"nk\": [[n, k], ...]} (or holding it as \"warmup_model\"): "
+                    "one problem per (n, k) with m over the range");
+    json_flag(sub);
+  }
+  precompile_cmd->add_option("-j,--jobs", jobs, "compiles at once (default: one per hardware thread)")
+      ->check(CLI::NonNegativeNumber);
+
   CLI::App* cache_cmd = app.add_subcommand("cache", "inspect or maintain the kernel cache");
   cache_cmd->require_subcommand(0, 1);
   CLI::App* ls_cmd = cache_cmd->add_subcommand("ls", "list entries");
@@ -328,6 +547,8 @@ int run(int argc, char** argv) {
   if (*config_cmd) return run_config(as_json);
   if (*ops_cmd) return run_ops(as_json);
   if (*compile_cmd) return run_compile(op, params, arch, backend, as_json);
+  if (*plan_cmd) return run_plan(make_requests(op, params, arch, backend, shapes), as_json);
+  if (*precompile_cmd) return run_precompile(make_requests(op, params, arch, backend, shapes), jobs, as_json);
   if (*ls_cmd) return run_cache_ls(as_json);
   if (*stats_cmd) return run_cache_stats(as_json);
   if (*verify_cmd) return run_cache_verify(as_json);

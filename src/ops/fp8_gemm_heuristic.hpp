@@ -13,10 +13,11 @@
 //      tile adds an epilogue; the busiest CTA's tiles (wave quantisation), DRAM and L2 traffic bound it;
 //   3. M is cut into intervals (64(i-1), 64i] up to 16384 -- inside one, every candidate's tile count is
 //      constant -- and each interval takes its cheapest candidate;
-//   4. candidates are then dropped, the cheapest loss first, while every interval stays within 1 % on
-//      average and 4 % at worst of the best of all candidates; the intervals are re-assigned to the
-//      cheapest remaining one and equal neighbours joined into buckets. M above 16384 takes the remaining
-//      candidate with the lowest mean cost over M = 8193..16384.
+//   4. candidates are then dropped, the cheapest loss first, while the intervals' cost stays within 1 %
+//      of the best of all candidates on average and within 2 % at every interval; the intervals are
+//      re-assigned to the cheapest remaining one and equal neighbours joined into buckets. M above 16384
+//      takes the remaining candidate with the lowest mean cost over M = 8193..16384.
+// DG_PRINT_CONFIGS=1 makes the op print each kernel choice once, when it is first loaded.
 #pragma once
 
 #include <cstdint>

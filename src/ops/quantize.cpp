@@ -155,7 +155,10 @@ codegen::KernelSpec per_block_cast_spec(const TargetInfo& target) {
 
 namespace {
 
-int64_t param(const Problem& problem, const char* name) { return problem.at(name); }
+// A parameter that takes one value (validate_problem has refused a range for it).
+int64_t param(const Problem& problem, const char* name) { return problem.at(name).lo; }
+// The largest value of a parameter that may be a range: a kernel is needed when it is > 0.
+int64_t param_max(const Problem& problem, const char* name) { return problem.at(name).hi; }
 
 }  // namespace
 
@@ -163,14 +166,14 @@ OpDescriptor per_token_cast_descriptor() {
   OpDescriptor op;
   op.name = kPerTokenOp;
   op.summary = "bf16 [m, k] -> e4m3 with one fp32 scale per token and 128 channels (MN-major, TMA-aligned scales)";
-  op.params = {{"m", "rows of x (tokens); m = 0 needs no kernel", true},
+  op.params = {{"m", "rows of x (tokens), or a range lo..hi; m = 0 needs no kernel", true, true},
                {"k", "columns of x, a positive multiple of 128 (the kernel is specialised on it)", true}};
   op.kernels = [](const Problem& problem, const TargetInfo& target) {
     validate_problem(find_op(kPerTokenOp), problem);
     const int64_t k = param(problem, "k");
     require_multiple_of_128(kPerTokenOp, "k", k);
     std::vector<codegen::KernelSpec> specs;
-    if (param(problem, "m") > 0) specs.push_back(per_token_cast_spec(k, target));
+    if (param_max(problem, "m") > 0) specs.push_back(per_token_cast_spec(k, target));
     return specs;
   };
   return op;
@@ -180,13 +183,13 @@ OpDescriptor per_block_cast_descriptor() {
   OpDescriptor op;
   op.name = kPerBlockOp;
   op.summary = "bf16 [n, k] -> e4m3 with one fp32 scale per 128x128 block (weights)";
-  op.params = {{"n", "rows of x; any n >= 0 (n = 0 needs no kernel)", true},
+  op.params = {{"n", "rows of x; any n >= 0 (n = 0 needs no kernel), or a range lo..hi", true, true},
                {"k", "columns of x, a positive multiple of 128", true}};
   op.kernels = [](const Problem& problem, const TargetInfo& target) {
     validate_problem(find_op(kPerBlockOp), problem);
     require_multiple_of_128(kPerBlockOp, "k", param(problem, "k"));
     std::vector<codegen::KernelSpec> specs;
-    if (param(problem, "n") > 0) specs.push_back(per_block_cast_spec(target));
+    if (param_max(problem, "n") > 0) specs.push_back(per_block_cast_spec(target));
     return specs;
   };
   return op;

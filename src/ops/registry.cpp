@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kiln/error.hpp"
+#include "ops/fp8_gemm.hpp"
 #include "ops/quantize.hpp"
 
 namespace kiln::ops {
@@ -15,6 +16,7 @@ using DescriptorFactory = OpDescriptor (*)();
 constexpr DescriptorFactory kOps[] = {
     per_token_cast_descriptor,
     per_block_cast_descriptor,
+    fp8_gemm_nt_descriptor,
 };
 
 std::string known_names(const std::vector<OpDescriptor>& ops) {
@@ -29,7 +31,18 @@ std::string param_names(const OpDescriptor& op) {
   return s;
 }
 
+std::string range_names(const OpDescriptor& op) {
+  std::string s;
+  for (const auto& p : op.params)
+    if (p.accepts_range) s += (s.empty() ? "" : ", ") + p.name;
+  return s.empty() ? "none" : s;
+}
+
 }  // namespace
+
+std::string ProblemValue::text() const {
+  return is_range() ? std::to_string(lo) + ".." + std::to_string(hi) : std::to_string(lo);
+}
 
 const std::vector<OpDescriptor>& all_ops() {
   static const std::vector<OpDescriptor> ops = [] {
@@ -59,14 +72,41 @@ void validate_problem(const OpDescriptor& op, const Problem& problem) {
     if (it == op.params.end())
       throw Error(ErrorKind::kValueError, op.name + ": unknown parameter '" + name + "'; its parameters are " +
                                               param_names(op));
-    if (value < 0)
-      throw Error(ErrorKind::kValueError,
-                  op.name + ": parameter " + name + " must be >= 0, got " + std::to_string(value));
+    if (value.lo < 0)
+      throw Error(ErrorKind::kValueError, op.name + ": parameter " + name + " must be >= 0, got " + value.text());
+    if (value.hi < value.lo)
+      throw Error(ErrorKind::kValueError, op.name + ": parameter " + name +
+                                              " must be a range lo..hi with lo <= hi, got " + value.text());
+    if (value.is_range() && !it->accepts_range)
+      throw Error(ErrorKind::kValueError, op.name + ": parameter " + name + " must be a single value, got the range " +
+                                              value.text() + " (" + op.name + " accepts ranges for: " +
+                                              range_names(op) + ")");
   }
   for (const auto& p : op.params)
     if (p.required && !problem.contains(p.name))
       throw Error(ErrorKind::kValueError,
                   op.name + ": missing parameter " + p.name + " (" + p.doc + "); its parameters are " + param_names(op));
+}
+
+std::vector<KernelUse> kernel_uses(const OpDescriptor& op, const Problem& problem, const TargetInfo& target) {
+  if (op.uses) return op.uses(problem, target);
+  std::vector<codegen::KernelSpec> specs = op.kernels(problem, target);
+  std::string param;
+  std::pair<int64_t, int64_t> range{0, 0};
+  for (const auto& [name, value] : problem)
+    if (value.is_range()) {
+      param = name;
+      range = {value.lo, value.hi};
+    }
+  std::vector<KernelUse> uses;
+  for (codegen::KernelSpec& spec : specs) {
+    KernelUse use;
+    use.spec = std::move(spec);
+    use.range_param = param;
+    if (!param.empty()) use.ranges.push_back(range);
+    uses.push_back(std::move(use));
+  }
+  return uses;
 }
 
 }  // namespace kiln::ops

@@ -13,7 +13,25 @@
 
 namespace kiln::ops {
 
-using Problem = std::map<std::string, int64_t>;
+// A problem parameter's value: one number, or an inclusive range lo..hi (m=1..16384) for parameters that
+// accept one (ahead of time: the kernels every value in the range needs). Implicitly built from a number.
+struct ProblemValue {
+  int64_t lo = 0;
+  int64_t hi = 0;
+  ProblemValue() = default;
+  ProblemValue(int64_t value) : lo(value), hi(value) {}  // NOLINT(google-explicit-constructor): {"m", 4096}
+  static ProblemValue range(int64_t lo, int64_t hi) {
+    ProblemValue v;
+    v.lo = lo;
+    v.hi = hi;
+    return v;
+  }
+  bool is_range() const { return lo != hi; }
+  bool operator==(const ProblemValue&) const = default;
+  std::string text() const;  // "4096" or "1..16384"
+};
+
+using Problem = std::map<std::string, ProblemValue>;
 
 // What a kernel choice may depend on besides the problem: the target's SM count and shared memory.
 // Ahead of time (no GPU), these default to an H100/H200 (132 SMs, 232448 bytes of opt-in shared memory).
@@ -28,6 +46,17 @@ struct ProblemParam {
   std::string name;       // "m"
   std::string doc;        // "rows of x (tokens)"
   bool required = true;
+  bool accepts_range = false;  // may be given as lo..hi
+};
+
+// One kernel a problem needs and, when the problem has a range, the part of it the kernel serves (for an op
+// whose kernel does not depend on the ranged parameter: the whole range). `ranges` lists that part as
+// inclusive [lo, hi] pieces in increasing order (a kernel may serve several disjoint pieces).
+struct KernelUse {
+  codegen::KernelSpec spec;
+  std::string range_param;                          // "m"; empty when the problem has no range
+  std::vector<std::pair<int64_t, int64_t>> ranges;  // empty when the problem has no range
+  std::string detail;                               // e.g. the launch geometry, for people
 };
 
 struct OpDescriptor {
@@ -37,14 +66,22 @@ struct OpDescriptor {
   // The distinct kernels the problem needs on the target. Pure and deterministic. Throws
   // Error(kValueError) naming the parameter for an invalid problem (missing, unknown or out of range).
   std::function<std::vector<codegen::KernelSpec>(const Problem&, const TargetInfo&)> kernels;
+  // Optional: the same kernels with the part of the problem's range each serves. When absent,
+  // kernel_uses() below derives it from `kernels` (every kernel serves the whole range).
+  std::function<std::vector<KernelUse>(const Problem&, const TargetInfo&)> uses;
 };
 
 // Every registered operation, sorted by name.
 const std::vector<OpDescriptor>& all_ops();
 // Throws Error(kNotFound) listing the known operations when `name` is unknown.
 const OpDescriptor& find_op(const std::string& name);
-// Checks that `problem` names exactly the op's parameters (required present, no unknown ones) and that each
-// value is >= 0; throws Error(kValueError) naming the op and parameter otherwise.
+// Checks that `problem` names exactly the op's parameters (required present, no unknown ones), that each
+// value is >= 0, and that ranges are lo <= hi and given only for parameters that accept one; throws
+// Error(kValueError) naming the op and parameter otherwise.
 void validate_problem(const OpDescriptor& op, const Problem& problem);
+
+// The distinct kernels the problem needs, each with the part of the range it serves (op.uses when set,
+// else op.kernels with the whole range). Validates the problem as op.kernels does.
+std::vector<KernelUse> kernel_uses(const OpDescriptor& op, const Problem& problem, const TargetInfo& target);
 
 }  // namespace kiln::ops

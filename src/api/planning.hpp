@@ -1,0 +1,35 @@
+// What plan(), precompile() and compile() share: a request as the registry's problem, its target, and the
+// distinct kernels it needs. Internal to the api component.
+#pragma once
+
+#include <vector>
+
+#include "codegen/kernel_spec.hpp"
+#include "jit/jit_runtime.hpp"
+#include "kiln/kiln.hpp"
+#include "ops/registry.hpp"
+
+namespace kiln::api {
+
+// request.problem and request.ranges as one ops::Problem. Throws Error(kValueError) for a parameter given
+// both as a value and as a range. (The registry checks names, signs and which parameters take ranges.)
+ops::Problem problem_of(const CompileRequest& request);
+
+// The request's arch (its own, else the runtime's default; a bad name is a kValueError "arch: ...") and
+// backend (its own, else the configured one).
+jit::Target target_of(const CompileRequest& request, jit::JitRuntime& runtime);
+
+// The target's SM count and shared memory: a GPU of this arch when one is present, else an H100/H200.
+ops::TargetInfo target_info(const compiler::Arch& arch);
+
+struct PlannedKernel {
+  codegen::KernelSpec spec;
+  jit::Target target;
+  KernelReport report;  // op, spec, key, arch, backend, kernel_name, range_param, ranges, detail
+};
+
+// Every distinct kernel (by cache key) the requests need, in request order, then in order of first use.
+// A kernel needed by two requests appears once, with both requests' ranges.
+std::vector<PlannedKernel> plan_kernels(const std::vector<CompileRequest>& requests);
+
+}  // namespace kiln::api

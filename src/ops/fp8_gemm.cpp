@@ -1,0 +1,416 @@
+// FP8 GEMM with DeepSeek-V3 fine-grained scaling: validation, kernel choice, tensor maps and launch.
+//
+// Launch path: validate every argument (no allocation, no string on success) -> compact key {op, device, n,
+// k, usable SMs, overrides generation} -> lock-free table of per-shape plans -> the bucket of m (binary
+// search over the plan's upper ends) -> the bucket's loaded kernel (an atomic pointer; loaded on first
+// use) -> tensor maps from the per-thread cache -> POD params -> LoadedKernel::launch. No environment read,
+// no string, no map lookup by string on a hit.
+#include "ops/fp8_gemm.hpp"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "cuda/driver.hpp"
+#include "cuda/kernel.hpp"
+#include "jit/jit_runtime.hpp"
+#include "jit/kernel_table.hpp"
+#include "kiln/config.hpp"
+#include "kiln/error.hpp"
+#include "kiln/kernels/fp8_gemm_layout.h"
+#include "kiln/kernels/fp8_gemm_params.h"
+#include "kiln/ops.hpp"
+#include "ops/tensor_map.hpp"
+#include "ops/validate.hpp"
+
+namespace kiln::ops {
+namespace {
+
+constexpr const char* kOp = "fp8_gemm_nt";
+constexpr int64_t kGemmKeyId = 3;  // the first word of each table key (the casts use 1 and 2)
+constexpr int64_t kScaleBlock = 128;  // K (and N, for B) per scale
+
+// The device kernel does not wait on griddepcontrol yet (include/kiln/kernels/fp8_gemm.cuh), so a launch
+// with programmatic stream serialization could read the previous kernel's output before it is complete
+// (the FP8 casts release their dependents early). Until the kernel waits, set_pdl(true) does not apply
+// to the GEMM. Flip this when fp8_gemm.cuh calls ptx::grid_dependency_wait() before its first global read.
+constexpr bool kKernelWaitsOnGridDependency = false;
+
+static_assert(sizeof(CUtensorMap) == sizeof(TmaDescriptor), "TmaDescriptor must hold a CUtensorMap");
+static_assert(alignof(TmaDescriptor) >= 64, "TMA descriptors must be 64-byte aligned");
+
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// ---- process-wide overrides ----------------------------------------------------------------------------
+
+std::mutex g_overrides_mutex;
+Fp8GemmOverrides g_overrides;              // guarded by g_overrides_mutex
+std::atomic<int64_t> g_overrides_generation{0};  // bumped by every set: part of the table key
+
+// ---- loaded kernels -------------------------------------------------------------------------------------
+
+struct GemmKernel {
+  const cuda::LoadedKernel* kernel = nullptr;
+  Fp8GemmConfig config;
+  uint32_t threads = 0;
+  uint32_t shared_bytes = 0;
+  uint32_t store_cols = 0;
+};
+
+// Everything one (device, n, k, usable SMs, overrides) needs: the plan and its kernels, loaded on first use.
+struct ShapeEntry {
+  Fp8GemmPlan plan;
+  int device = 0;
+  int sm_count = 0;  // the SMs the kernels may use
+  int64_t n = 0, k = 0;
+  std::string device_name;
+  // Filled on first use of each of plan.kernels (mutable: the table hands out const entries).
+  mutable std::array<std::atomic<const GemmKernel*>, kFp8GemmMaxKernels> kernels{};
+  mutable std::mutex mutex;  // serialises loading
+};
+
+// Owns entries and kernels for the process's lifetime (the table and the entries store pointers).
+class Store {
+ public:
+  ShapeEntry* add_entry() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return entries_.emplace_back(std::make_unique<ShapeEntry>()).get();
+  }
+  const GemmKernel* add_kernel(const GemmKernel& k) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return &kernels_.emplace_back(k);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::deque<std::unique_ptr<ShapeEntry>> entries_;
+  std::deque<GemmKernel> kernels_;
+};
+
+using Table = jit::KernelTable<ShapeEntry>;
+
+Table& table() {
+  static Table t;
+  return t;
+}
+Store& store() {
+  static Store s;
+  return s;
+}
+
+TargetInfo target_of(const cuda::DeviceInfo& info, int sm_count) {
+  TargetInfo t;
+  t.arch_major = info.cc_major;
+  t.arch_minor = info.cc_minor;
+  t.sm_count = sm_count;
+  t.shared_memory_per_block = info.shared_memory_per_block_optin;
+  return t;
+}
+
+// The miss path for a shape: check the device, make the plan, publish it.
+const ShapeEntry* resolve_shape(const Table::Key& key, const TensorView& a, int64_t n, int64_t k, int usable_limit) {
+  const cuda::DeviceInfo info = cuda::device_info(a.device);  // kValueError for an ordinal that does not exist
+  if (info.cc_major != 9 || info.cc_minor != 0)
+    fail(ErrorKind::kValueError, Arg{kOp, "a"}, a,
+         "on a GPU of compute capability 9.0 (H100/H200: the kernel needs sm_90a's WGMMA and TMA)",
+         "cuda:" + std::to_string(a.device) + " = " + info.name + " (compute capability " +
+             std::to_string(info.cc_major) + "." + std::to_string(info.cc_minor) + ")");
+  Fp8GemmOverrides overrides;
+  {
+    std::lock_guard<std::mutex> lock(g_overrides_mutex);
+    overrides = g_overrides;
+  }
+  ShapeEntry* entry = store().add_entry();
+  entry->device = a.device;
+  entry->sm_count = usable_limit > 0 ? std::min(usable_limit, info.sm_count) : info.sm_count;
+  entry->n = n;
+  entry->k = k;
+  entry->device_name = info.name;
+  entry->plan = fp8_gemm_plan(target_of(info, entry->sm_count), n, k, overrides);
+  return table().insert(key, entry);
+}
+
+// The miss path for a bucket's kernel: build (or fetch) and load it, once per entry and kernel.
+const GemmKernel* resolve_kernel(const ShapeEntry& entry, int index, CUstream stream) {
+  std::lock_guard<std::mutex> lock(entry.mutex);
+  if (const GemmKernel* k = entry.kernels[static_cast<size_t>(index)].load(std::memory_order_acquire)) return k;
+  const Fp8GemmConfig& cfg = entry.plan.kernels[static_cast<size_t>(index)];
+  const codegen::KernelSpec spec = fp8_gemm_spec(entry.n, entry.k, cfg);
+  GemmKernel k;
+  k.kernel = &jit::runtime().kernel(spec, entry.device, stream);
+  k.config = cfg;
+  k.threads = fp8_gemm_threads(cfg);
+  k.shared_bytes = fp8_gemm_shared_bytes(cfg);
+  k.store_cols = kernels::fp8_gemm_store_cols(static_cast<uint32_t>(cfg.block_n));
+  const GemmKernel* stored = store().add_kernel(k);
+  entry.kernels[static_cast<size_t>(index)].store(stored, std::memory_order_release);
+  if (config().print_configs) {
+    std::string ranges;
+    for (const Fp8GemmBucket& b : entry.plan.buckets)
+      if (b.kernel == index) ranges += (ranges.empty() ? "" : ", ") + describe_m_range(b.m_lo, b.m_hi);
+    std::fprintf(stderr,
+                 "kiln: %s on cuda:%d (%s, %d SMs usable): n=%lld k=%lld, m in %s: %s; %u threads/CTA, %u bytes shared "
+                 "memory, persistent grid <= %d CTAs, PDL %s (kernel %d of %zu for this shape)\n",
+                 kOp, entry.device, entry.device_name.c_str(), entry.sm_count, static_cast<long long>(entry.n),
+                 static_cast<long long>(entry.k), ranges.c_str(), cfg.describe().c_str(), k.threads, k.shared_bytes,
+                 entry.sm_count, kKernelWaitsOnGridDependency && get_pdl() ? "on" : "off", index + 1,
+                 entry.plan.kernels.size());
+  }
+  return stored;
+}
+
+CUtensorMapSwizzle store_swizzle(uint32_t store_cols) {
+  return store_cols == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : store_cols == 32 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_32B;
+}
+
+void copy_map(TmaDescriptor& dst, const CUtensorMap& src) { std::memcpy(&dst, &src, sizeof(dst)); }
+
+// ---- argument checks ----------------------------------------------------------------------------------------
+
+std::string shape_text(std::initializer_list<int64_t> dims) { return format_dims(dims.begin(), static_cast<int>(dims.size())); }
+
+// sfa: float32 [m, ceil(k/128)], MN-major and TMA-aligned. Returns the column stride s (elements) to use.
+int64_t check_sfa_layout(const TensorView& sfa, int64_t m, int64_t k_blocks) {
+  const Arg arg{kOp, "sfa"};
+  const int64_t aligned = get_tma_aligned_size(m, 4);
+  if (m == 0 || k_blocks == 0) return aligned;
+  if (m > 1 && sfa.strides[0] != 1) {
+    std::string given = "strides " + format_dims(sfa.strides.data(), 2);
+    if (sfa.strides[1] == 1) given += " (row-major)";
+    fail(ErrorKind::kValueError, arg, sfa,
+         "MN-major and TMA-aligned: strides (1, s) with s >= m and s a multiple of 4, e.g. " +
+             shape_text({1, aligned}) + " as per_token_cast_to_fp8 writes (or DeepGEMM's "
+             "get_mn_major_tma_aligned_tensor(sfa) in Python); row-major scales would need a transposing copy kiln "
+             "does not make implicitly",
+         given);
+  }
+  if (k_blocks == 1) return std::max<int64_t>(aligned, 4);  // the column stride is never used
+  const int64_t s = sfa.strides[1];
+  if (s < m || s % 4 != 0)
+    fail(ErrorKind::kValueError, arg, sfa,
+         "MN-major and TMA-aligned: stride(1) >= m == " + std::to_string(m) +
+             " and a multiple of 4 (16-byte TMA rows), e.g. " + std::to_string(aligned),
+         "stride(1) == " + std::to_string(s));
+  return s;
+}
+
+struct Checked {
+  int64_t m, n, k, lda, ldb, ldd, sfa_stride;
+};
+
+Checked check_arguments(const TensorView& a, const TensorView& sfa, const TensorView& b, const TensorView& sfb,
+                        const TensorView& d) {
+  const Arg aa{kOp, "a"}, asfa{kOp, "sfa"}, ab{kOp, "b"}, asfb{kOp, "sfb"}, ad{kOp, "d"};
+  check_dtype(aa, a, DType::kFloat8E4M3);
+  check_dtype(asfa, sfa, DType::kFloat32);
+  check_dtype(ab, b, DType::kFloat8E4M3);
+  check_dtype(asfb, sfb, DType::kFloat32);
+  check_dtype(ad, d, DType::kBFloat16);
+  check_on_cuda(aa, a);
+  check_same_device(asfa, sfa, aa, a);
+  check_same_device(ab, b, aa, a);
+  check_same_device(asfb, sfb, aa, a);
+  check_same_device(ad, d, aa, a);
+  check_ndim(aa, a, 2);
+  check_ndim(ab, b, 2);
+  Checked c{};
+  c.m = a.shape[0];
+  c.k = a.shape[1];
+  c.n = b.shape[0];
+  const int64_t k_blocks = cdiv(c.k, kScaleBlock);
+  if (b.shape[1] != c.k)
+    fail(ErrorKind::kValueError, ab, b, "of shape (n, k) with k == " + std::to_string(c.k) + " (a's k)",
+         "shape " + format_dims(b.shape.data(), 2));
+  check_shape(ad, d, {c.m, c.n}, "(m of a, n of b)");
+  check_shape(asfa, sfa, {c.m, k_blocks}, "(m, ceil(k / 128))");
+  check_shape(asfb, sfb, {cdiv(c.n, kScaleBlock), k_blocks}, "(ceil(n / 128), ceil(k / 128))");
+  if (c.n % 8 != 0) fail(ErrorKind::kValueError, ab, b, "of a size(0) (n) that is a multiple of 8", "n == " + std::to_string(c.n));
+  if (c.k % 16 != 0 || (c.k == 0 && c.m > 0 && c.n > 0))
+    fail(ErrorKind::kValueError, aa, a, "of a size(1) (k) that is a positive multiple of 16", "k == " + std::to_string(c.k));
+  if (c.m > INT32_MAX)
+    fail(ErrorKind::kValueError, aa, a, "at most 2147483647 rows", "m == " + std::to_string(c.m));
+  c.lda = check_rows_dense(aa, a, 16);
+  c.ldb = check_rows_dense(ab, b, 16);
+  c.ldd = check_rows_dense(ad, d, 16);
+  c.sfa_stride = check_sfa_layout(sfa, c.m, k_blocks);
+  check_contiguous(asfb, sfb);
+  check_pointer_aligned(aa, a, 16);
+  check_pointer_aligned(asfa, sfa, 16);
+  check_pointer_aligned(ab, b, 16);
+  check_pointer_aligned(asfb, sfb, 4);
+  check_pointer_aligned(ad, d, 16);
+  return c;
+}
+
+int64_t value_of(const Problem& problem, const char* name, int64_t fallback) {
+  auto it = problem.find(name);
+  return it == problem.end() ? fallback : it->second.lo;
+}
+
+int narrow(const Problem& problem, const char* name) {
+  const int64_t v = value_of(problem, name, 0);
+  if (v > INT32_MAX)
+    throw Error(ErrorKind::kValueError, std::string(kOp) + ": parameter " + name + " is too large, got " + std::to_string(v));
+  return static_cast<int>(v);
+}
+
+std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target) {
+  validate_problem(find_op(kOp), problem);
+  const ProblemValue m = problem.at("m");
+  const int64_t n = problem.at("n").lo, k = problem.at("k").lo;
+  Fp8GemmOverrides overrides;
+  overrides.block_m = narrow(problem, "block_m");
+  overrides.block_n = narrow(problem, "block_n");
+  overrides.stages = narrow(problem, "stages");
+  overrides.cluster_m = narrow(problem, "cluster_m");
+  TargetInfo t = target;
+  const int num_sms = narrow(problem, "num_sms");
+  if (num_sms > 0) t.sm_count = std::min(num_sms, target.sm_count);
+  const Fp8GemmPlan plan = fp8_gemm_plan(t, n, k, overrides);  // validates n, k and the overrides
+  std::vector<KernelUse> uses;
+  if (m.hi == 0 || n == 0) return uses;  // m = 0: nothing to launch
+  const std::vector<Fp8GemmBucket> covered = plan.covering(std::max<int64_t>(1, m.lo), m.hi);
+  for (size_t index = 0; index < plan.kernels.size(); ++index) {
+    KernelUse use;
+    for (const Fp8GemmBucket& b : covered)
+      if (b.kernel == static_cast<int>(index)) use.ranges.emplace_back(b.m_lo, b.m_hi);
+    if (use.ranges.empty()) continue;
+    const Fp8GemmConfig& config = plan.kernels[index];
+    use.spec = fp8_gemm_spec(n, k, config);
+    use.range_param = "m";
+    use.detail = "n=" + std::to_string(n) + " k=" + std::to_string(k) + ": " + config.describe();
+    uses.push_back(std::move(use));
+  }
+  // In order of first use as m grows.
+  std::sort(uses.begin(), uses.end(), [](const KernelUse& x, const KernelUse& y) { return x.ranges[0] < y.ranges[0]; });
+  return uses;
+}
+
+}  // namespace
+
+codegen::KernelSpec fp8_gemm_spec(int64_t n, int64_t k, const Fp8GemmConfig& c) {
+  codegen::KernelSpec spec;
+  spec.op = kOp;
+  spec.header = "kiln/kernels/fp8_gemm.cuh";
+  spec.kernel_template = "kiln::kernels::Fp8Gemm";
+  spec.params_type = "kiln::Fp8GemmParams";
+  spec.arg("n", n)
+      .arg("k", k)
+      .arg("block_m", int64_t{c.block_m})
+      .arg("block_n", int64_t{c.block_n})
+      .arg("stages", int64_t{c.stages})
+      .arg("math_warpgroups", int64_t{c.math_warpgroups})
+      .arg("tma_store", c.tma_store)
+      .arg("cluster_m", int64_t{c.cluster_m});
+  spec.block_threads = static_cast<int>(fp8_gemm_threads(c));
+  spec.min_blocks_per_sm = 1;
+  return spec;
+}
+
+OpDescriptor fp8_gemm_nt_descriptor() {
+  OpDescriptor op;
+  op.name = kOp;
+  op.summary = "D[m, n] (bf16) = A[m, k] (e4m3, per-token 1x128 scales) . B[n, k]^T (e4m3, 128x128 block scales)";
+  op.params = {
+      {"m", "rows of A and D, or a range lo..hi (a serving warm-up: m=1..16384); m = 0 needs no kernel", true, true},
+      {"n", "rows of B, columns of D: a positive multiple of 8 (the kernel is specialised on it)", true},
+      {"k", "the reduction: a positive multiple of 16 (the kernel is specialised on it)", true},
+      {"block_m", "override: 64 or 128 rows per tile (0: heuristic)", false},
+      {"block_n", "override: columns per tile, a multiple of 16 in 16..192, not 176 (0: heuristic)", false},
+      {"stages", "override: pipeline stages, 1..16 (0: as many as fit)", false},
+      {"cluster_m", "override: 2 for CTA pairs multicasting B (0: heuristic, which uses 1)", false},
+      {"num_sms", "SMs the kernel may use, as set_num_sms (0: all of the target's)", false},
+  };
+  op.uses = uses_of;
+  op.kernels = [](const Problem& problem, const TargetInfo& target) {
+    std::vector<codegen::KernelSpec> specs;
+    for (KernelUse& use : uses_of(problem, target)) specs.push_back(std::move(use.spec));
+    return specs;
+  };
+  return op;
+}
+
+}  // namespace kiln::ops
+
+// ---- Public API -------------------------------------------------------------------------------------------
+
+namespace kiln {
+
+void set_fp8_gemm_overrides(const Fp8GemmOverrides& overrides) {
+  ops::check_fp8_gemm_overrides(overrides, "set_fp8_gemm_overrides");
+  std::lock_guard<std::mutex> lock(ops::g_overrides_mutex);
+  ops::g_overrides = overrides;
+  ops::g_overrides_generation.fetch_add(1, std::memory_order_release);
+}
+
+Fp8GemmOverrides get_fp8_gemm_overrides() {
+  std::lock_guard<std::mutex> lock(ops::g_overrides_mutex);
+  return ops::g_overrides;
+}
+
+void fp8_gemm_nt(const TensorView& a, const TensorView& sfa, const TensorView& b, const TensorView& sfb,
+                 const TensorView& d, Stream stream) {
+  const ops::Checked c = ops::check_arguments(a, sfa, b, sfb, d);
+  if (c.m == 0 || c.n == 0) return;  // nothing to do: no compile, no launch
+
+  const int usable_limit = get_num_sms();
+  ops::Table::Key key;
+  key.words[0] = ops::kGemmKeyId;
+  key.words[1] = a.device;
+  key.words[2] = c.n;
+  key.words[3] = c.k;
+  key.words[4] = usable_limit;
+  key.words[5] = ops::g_overrides_generation.load(std::memory_order_acquire);
+  const ops::ShapeEntry* entry = ops::table().find(key);
+  if (!entry) entry = ops::resolve_shape(key, a, c.n, c.k, usable_limit);
+
+  const ops::Fp8GemmBucket& bucket = entry->plan.bucket_of(c.m);
+  const ops::GemmKernel* kernel = entry->kernels[static_cast<size_t>(bucket.kernel)].load(std::memory_order_acquire);
+  if (!kernel)
+    kernel = ops::resolve_kernel(*entry, bucket.kernel, static_cast<CUstream>(stream));
+  const ops::Fp8GemmConfig& cfg = kernel->config;
+
+  Fp8GemmParams params;
+  const auto w64 = [](int64_t v) { return static_cast<uint64_t>(v); };
+  const auto w32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  const uint64_t a_addr = reinterpret_cast<uint64_t>(a.data);
+  ops::copy_map(params.tma_a, ops::tensor_map_2d({a_addr, w64(c.k), w64(c.m), w64(c.lda), 128, w32(cfg.block_m),
+                                                  CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_SWIZZLE_128B},
+                                                 "a"));
+  ops::copy_map(params.tma_b, ops::tensor_map_2d({reinterpret_cast<uint64_t>(b.data), w64(c.k), w64(c.n), w64(c.ldb), 128,
+                                                  w32(cfg.block_n / cfg.cluster_m), CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                                                  CU_TENSOR_MAP_SWIZZLE_128B},
+                                                 "b"));
+  ops::copy_map(params.tma_sfa,
+                ops::tensor_map_2d({reinterpret_cast<uint64_t>(sfa.data), w64(c.m), w64(ops::cdiv(c.k, ops::kScaleBlock)),
+                                    w64(c.sfa_stride * 4), w32(cfg.block_m), 1, CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                                    CU_TENSOR_MAP_SWIZZLE_NONE},
+                                   "sfa"));
+  if (cfg.tma_store)
+    ops::copy_map(params.tma_d, ops::tensor_map_2d({reinterpret_cast<uint64_t>(d.data), w64(c.n), w64(c.m), w64(c.ldd * 2),
+                                                    kernel->store_cols, kernels::kFp8GemmStoreRows,
+                                                    CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, ops::store_swizzle(kernel->store_cols)},
+                                                   "d"));
+  params.sfb = static_cast<const float*>(sfb.data);
+  params.d = d.data;
+  params.ldd = w64(c.ldd);
+  params.m = w32(c.m);
+  params.reserved = 0;
+
+  cuda::LaunchConfig launch;
+  launch.grid[0] = ops::fp8_gemm_grid(cfg, c.m, c.n, entry->sm_count);
+  launch.block[0] = kernel->threads;
+  launch.cluster[0] = static_cast<uint32_t>(cfg.cluster_m);
+  launch.shared_bytes = kernel->shared_bytes;
+  launch.pdl = ops::kKernelWaitsOnGridDependency && get_pdl();
+  launch.stream = static_cast<CUstream>(stream);
+  kernel->kernel->launch(launch, &params);
+}
+
+}  // namespace kiln

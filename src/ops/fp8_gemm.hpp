@@ -1,0 +1,23 @@
+// The FP8 GEMM (fp8_gemm_nt): kernel specs shared by the registry (ahead of time) and the launch path (run
+// time), so a kernel built by `kiln precompile` is exactly the one a launch looks for. The kernel choice
+// itself is ops/fp8_gemm_heuristic.hpp.
+#pragma once
+
+#include <cstdint>
+
+#include "codegen/kernel_spec.hpp"
+#include "ops/fp8_gemm_heuristic.hpp"
+#include "ops/registry.hpp"
+
+namespace kiln::ops {
+
+// The spec of kiln::kernels::Fp8Gemm<n, k, config...>: op "fp8_gemm_nt", template arguments n, k, block_m,
+// block_n, stages, math_warpgroups, tma_store, cluster_m (in that order), the config's threads per CTA and
+// one CTA per SM.
+codegen::KernelSpec fp8_gemm_spec(int64_t n, int64_t k, const Fp8GemmConfig& config);
+
+// Registry entry: m (a value or a range), n, k, and the optional overrides block_m, block_n, stages,
+// cluster_m and num_sms (as set_num_sms: 0 for all of the target's SMs).
+OpDescriptor fp8_gemm_nt_descriptor();
+
+}  // namespace kiln::ops

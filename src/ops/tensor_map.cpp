@@ -1,0 +1,70 @@
+#include "ops/tensor_map.hpp"
+
+#include <atomic>
+#include <string>
+
+#include "cuda/driver.hpp"
+
+namespace kiln::ops {
+namespace {
+
+struct Slot {
+  CUtensorMap map;
+  TensorMapKey key;
+  bool valid = false;
+};
+
+std::atomic<uint64_t> g_encodes{0};
+
+uint64_t hash_key(const TensorMapKey& k) {
+  uint64_t h = k.address * 0x9e3779b97f4a7c15ull;
+  for (uint64_t w : {k.inner, k.outer, k.row_bytes, (uint64_t{k.box_inner} << 32) | k.box_outer,
+                     (uint64_t{k.dtype} << 32) | k.swizzle}) {
+    h ^= w + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h *= 0xff51afd7ed558ccdull;
+  }
+  return h ^ (h >> 29);
+}
+
+CUresult driver_encode(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, void* address,
+                       const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
+                       const cuuint32_t* element_strides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
+                       CUtensorMapL2promotion promotion, CUtensorMapFloatOOBfill fill) {
+  return cuda::DriverApi::get().cuTensorMapEncodeTiled(map, type, rank, address, dims, strides, box, element_strides,
+                                                       interleave, swizzle, promotion, fill);
+}
+
+}  // namespace
+
+const CUtensorMap& tensor_map_2d(const TensorMapKey& key, const char* what) {
+  return tensor_map_2d(key, what, driver_encode);
+}
+
+const CUtensorMap& tensor_map_2d(const TensorMapKey& key, const char* what, TensorMapEncoder encode) {
+  thread_local Slot slots[kTensorMapCacheSlots];
+  Slot& slot = slots[hash_key(key) % kTensorMapCacheSlots];
+  if (slot.valid && slot.key == key) return slot.map;
+
+  const cuuint64_t dims[2] = {key.inner, key.outer};
+  const cuuint64_t strides[1] = {key.row_bytes};
+  const cuuint32_t box[2] = {key.box_inner, key.box_outer};
+  const cuuint32_t element_strides[2] = {1, 1};
+  slot.valid = false;
+  const CUresult result =
+      encode(&slot.map, static_cast<CUtensorMapDataType>(key.dtype), 2, reinterpret_cast<void*>(key.address), dims,
+             strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, static_cast<CUtensorMapSwizzle>(key.swizzle),
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (result != CUDA_SUCCESS)
+    cuda::check(result, "cuTensorMapEncodeTiled",
+                std::string(" for ") + what + " (dims {" + std::to_string(key.inner) + ", " + std::to_string(key.outer) +
+                    "}, row stride " + std::to_string(key.row_bytes) + " bytes, box {" + std::to_string(key.box_inner) +
+                    ", " + std::to_string(key.box_outer) + "})");
+  slot.key = key;
+  slot.valid = true;
+  g_encodes.fetch_add(1, std::memory_order_relaxed);
+  return slot.map;
+}
+
+uint64_t tensor_map_encodes() { return g_encodes.load(std::memory_order_relaxed); }
+
+}  // namespace kiln::ops

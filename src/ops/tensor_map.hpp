@@ -1,0 +1,45 @@
+// TMA tensor maps for the launch path, encoded on the host (cuTensorMapEncodeTiled) and cached, so a call
+// repeating the same tensors (same pointer, shape, strides and box) does not encode again.
+//
+// The cache is per thread and direct-mapped (kTensorMapCacheSlots slots): a hit hashes and compares a few
+// words, takes no lock and allocates nothing. The returned map is valid until this thread's next call.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+namespace kiln::ops {
+
+// Everything an encoded 2-D tiled map depends on (besides the constant choices: interleave none, L2
+// promotion 256 B, out-of-bounds fill with zeros, element strides 1).
+struct TensorMapKey {
+  uint64_t address = 0;
+  uint64_t inner = 0;      // elements along the contiguous dimension
+  uint64_t outer = 0;      // rows
+  uint64_t row_bytes = 0;  // stride between rows, a multiple of 16
+  uint32_t box_inner = 0;
+  uint32_t box_outer = 0;
+  uint32_t dtype = 0;      // CUtensorMapDataType
+  uint32_t swizzle = 0;    // CUtensorMapSwizzle
+  bool operator==(const TensorMapKey&) const = default;
+};
+
+constexpr int kTensorMapCacheSlots = 128;
+
+// The signature of cuTensorMapEncodeTiled, so tests can count encodes without a driver.
+using TensorMapEncoder = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                      const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                      CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// The map for `key`, from this thread's cache or encoded now with the driver's cuTensorMapEncodeTiled.
+// Throws Error(kCudaError) "cuTensorMapEncodeTiled failed: ... for <what> (dims ..., box ...)" when the
+// driver refuses (the op has checked what it can before).
+const CUtensorMap& tensor_map_2d(const TensorMapKey& key, const char* what);
+// The same with an explicit encoder (tests).
+const CUtensorMap& tensor_map_2d(const TensorMapKey& key, const char* what, TensorMapEncoder encode);
+
+// Encodes done by this process (all threads) so far: a repeated call that hits adds nothing.
+uint64_t tensor_map_encodes();
+
+}  // namespace kiln::ops

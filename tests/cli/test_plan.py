@@ -1,0 +1,117 @@
+"""`kiln plan` and `kiln precompile`: the distinct kernels an M range needs, their parallel build, --shapes,
+and the errors. Compiles use NVRTC (the faster compiler) and small K to keep the suite quick."""
+
+import json
+
+from conftest import ARCH, assert_error
+
+GEMM = ["fp8_gemm_nt", "n=576", "k=512"]
+PLAN_FIELDS = {"op", "spec", "key", "arch", "backend", "kernel_name", "cached", "detail", "m_range", "m_ranges"}
+
+
+def pieces_tile(kernels, lo, hi):
+    pieces = sorted(tuple(p) for k in kernels for p in k["m_ranges"])
+    assert pieces[0][0] == lo and pieces[-1][1] == hi, pieces
+    for a, b in zip(pieces, pieces[1:]):
+        assert b[0] == a[1] + 1, pieces
+
+
+def test_plan_lists_at_most_eight_kernels_for_the_whole_range_without_compiling(kiln):
+    out = kiln.json("plan", "fp8_gemm_nt", "n=7168", "k=2048", "m=1..16384", "--arch", ARCH)
+    assert set(out) == {"kernels"}
+    kernels = out["kernels"]
+    assert 1 <= len(kernels) <= 8
+    for k in kernels:
+        assert set(k) == PLAN_FIELDS, k
+        assert k["op"] == "fp8_gemm_nt" and k["arch"] == ARCH and k["backend"] == "nvcc"
+        assert k["cached"] is False
+        assert k["m_range"] == [min(p[0] for p in k["m_ranges"]), max(p[1] for p in k["m_ranges"])]
+        assert "n=7168 k=2048" in k["spec"]
+    assert len({k["key"] for k in kernels}) == len(kernels)
+    pieces_tile(kernels, 1, 16384)
+    stats = kiln.json("cache", "stats")
+    assert stats["compiles"] == 0 and stats["entries"] == 0
+
+
+def test_plan_for_people_is_a_table(kiln):
+    result = kiln.run("plan", "fp8_gemm_nt", "n=7168", "k=2048", "m=1..16384", "--arch", ARCH)
+    assert result.returncode == 0, result
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("fp8_gemm_nt") and "kernels for sm_90a (nvcc), 0 cached" in lines[0], result
+    assert lines[1].split()[:2] == ["op", "kernel"], result
+    assert len(lines) >= 3
+
+
+def test_precompile_builds_what_plan_lists_then_everything_is_cached(kiln):
+    planned = kiln.json("plan", *GEMM, "m=1..16384", "--arch", ARCH, "--backend", "nvrtc")["kernels"]
+    result = kiln.run("precompile", *GEMM, "m=1..16384", "--arch", ARCH, "--backend", "nvrtc", "-j", "2", "--json")
+    assert result.returncode == 0, result
+    built = result.json()
+    assert [k["key"] for k in built["kernels"]] == [k["key"] for k in planned]
+    assert built["compiled"] == len(planned) and built["cached"] == 0
+    for k in built["kernels"]:
+        assert k["hit"] is False and k["compile_ms"] > 0 and k["cubin_bytes"] > 0
+        assert k["m_ranges"] == next(p["m_ranges"] for p in planned if p["key"] == k["key"])
+    # stderr is not a terminal here: one progress line per kernel, nothing on stdout but the JSON.
+    progress = [line for line in result.stderr.splitlines() if line.startswith("kiln: [")]
+    assert len(progress) == len(planned), result.stderr
+    assert progress[-1].startswith(f"kiln: [{len(planned)}/{len(planned)}] fp8_gemm_nt n=576 k=512: "), progress
+    again = kiln.json("plan", *GEMM, "m=1..16384", "--arch", ARCH, "--backend", "nvrtc")["kernels"]
+    assert all(k["cached"] for k in again)
+    second = kiln.json("precompile", *GEMM, "m=1..16384", "--arch", ARCH, "--backend", "nvrtc")
+    assert second["compiled"] == 0 and second["cached"] == len(planned)
+    assert all(k["hit"] for k in second["kernels"])
+    # A single m compiles (and finds) the very kernel its piece of the plan names.
+    first = planned[0]
+    single = kiln.json("compile", *GEMM, f"m={first['m_ranges'][0][0]}", "--arch", ARCH, "--backend", "nvrtc")
+    assert single["key"] == first["key"] and single["hit"] is True
+
+
+def test_precompile_text_output_and_summary(kiln):
+    result = kiln.run("precompile", *GEMM, "m=1..64", "--arch", ARCH, "--backend", "nvrtc")
+    assert result.returncode == 0, result
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("fp8_gemm_nt") and "compiled" in first and "already cached" in first, result
+
+
+def test_shapes_file_plans_and_precompiles_every_nk(kiln, tmp_path):
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(json.dumps({"warmup_model": {"m_range": [1, 256], "nk": [[576, 512], [2112, 512]]}}))
+    planned = kiln.json("plan", "fp8_gemm_nt", "--shapes", shapes, "--arch", ARCH, "--backend", "nvrtc")["kernels"]
+    for n in (576, 2112):
+        mine = [k for k in planned if k["spec"].startswith(f"n={n} k=512 ")]
+        assert mine, planned
+        pieces_tile(mine, 1, 256)
+    built = kiln.json("precompile", "fp8_gemm_nt", "--shapes", shapes, "--arch", ARCH, "--backend", "nvrtc", "-j", "2")
+    assert [k["key"] for k in built["kernels"]] == [k["key"] for k in planned]
+    # The bare form, and extra parameters applied to every problem (an override here).
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps({"m_range": [1, 16384], "nk": [[7168, 2048]]}))
+    forced = kiln.json("plan", "fp8_gemm_nt", "block_m=128", "block_n=128", "--shapes", bare, "--arch", ARCH)["kernels"]
+    assert len(forced) == 1 and "block_m=128 block_n=128" in forced[0]["spec"]
+    assert forced[0]["m_range"] == [1, 16384]
+
+
+def test_the_casts_accept_a_range(kiln):
+    kernels = kiln.json("plan", "per_token_cast_to_fp8", "m=1..16384", "k=7168", "--arch", ARCH)["kernels"]
+    assert len(kernels) == 1 and kernels[0]["m_range"] == [1, 16384]
+    single = kiln.json("plan", "per_token_cast_to_fp8", "m=4096", "k=7168", "--arch", ARCH)["kernels"]
+    assert single[0]["key"] == kernels[0]["key"]
+    assert kiln.json("plan", "fp8_gemm_nt", "m=0", "n=576", "k=512", "--arch", ARCH)["kernels"] == []
+
+
+def test_errors(kiln, tmp_path):
+    assert_error(kiln.run("plan", "fp8_gemm_nt", "n=576", "k=512", "m=9..3"), "m", "9..3", status=2)
+    assert_error(kiln.run("plan", "fp8_gemm_nt", "n=576", "k=1..2", "m=1"), "k must be a single value", "1..2")
+    assert_error(kiln.run("plan", "fp8_gemm_nt", "n=576", "k=500", "m=1..5"), "k must be a positive multiple of 16")
+    assert_error(kiln.run("plan", "fp8_gemm_nt", "n=576", "k=512", "m=1..x"), "m", status=2)
+    assert_error(kiln.run("precompile", "fp8_gemm_nt", "n=576", "k=512", "m=1", "-j", "-1"), "-1", status=2)
+    assert_error(kiln.run("plan", "fp8_gemm_nt", "--shapes", tmp_path / "missing.json"), "--shapes", "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert_error(kiln.run("plan", "fp8_gemm_nt", "--shapes", bad), "not valid JSON")
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps({"m_range": [1, 2], "nk": [[576]]}))
+    assert_error(kiln.run("plan", "fp8_gemm_nt", "--shapes", wrong), "[n, k]", "[576]")
+    assert_error(kiln.run("plan", "fp8_gemm_nt", "m=1", "--shapes", wrong), "m", status=2)
+    assert_error(kiln.run("plan", "fp8_gemm_nt", "n=576", "k=512", "m=1", "block_n=176"), "block_n", "176")

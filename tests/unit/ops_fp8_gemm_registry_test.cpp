@@ -1,0 +1,204 @@
+// The FP8 GEMM's registry entry (problems with an m range -> the distinct kernels and the pieces of the
+// range each serves), ranges for the casts, the golden source of one spec, and real compiles of two
+// configurations with both NVCC and NVRTC for sm_90a: no local memory, no spills, setmaxnreg honoured.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "codegen/kernel_spec.hpp"
+#include "compiler/compiler.hpp"
+#include "kiln/config.hpp"
+#include "kiln/error.hpp"
+#include "ops/fp8_gemm.hpp"
+#include "ops/registry.hpp"
+#include "test_support.hpp"
+
+namespace kiln::ops {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+const TargetInfo kH200{9, 0, 132, 232448};
+
+std::string error_of(const std::function<void()>& fn, ErrorKind kind = ErrorKind::kValueError) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no error was thrown";
+  return {};
+}
+
+std::vector<KernelUse> uses(const Problem& problem, const TargetInfo& t = kH200) {
+  return kernel_uses(find_op("fp8_gemm_nt"), problem, t);
+}
+
+TEST(Fp8GemmRegistry, IsRegisteredWithItsParameters) {
+  const OpDescriptor& op = find_op("fp8_gemm_nt");
+  std::vector<std::string> names;
+  for (const auto& p : op.params) names.push_back(p.name);
+  EXPECT_THAT(names, ::testing::ElementsAre("m", "n", "k", "block_m", "block_n", "stages", "cluster_m", "num_sms"));
+  EXPECT_TRUE(op.params[0].accepts_range);
+  EXPECT_FALSE(op.params[1].accepts_range);
+  EXPECT_FALSE(op.params[3].required);
+  EXPECT_THAT(op.summary, HasSubstr("e4m3"));
+}
+
+TEST(Fp8GemmRegistry, ARangeListsEachDistinctKernelWithThePiecesItServes) {
+  const Problem problem = {{"m", ProblemValue::range(1, 16384)}, {"n", 7168}, {"k", 2048}};
+  const std::vector<KernelUse> all = uses(problem);
+  const Fp8GemmPlan plan = fp8_gemm_plan(kH200, 7168, 2048);
+  ASSERT_FALSE(all.empty());
+  EXPECT_LE(all.size(), 8u);
+  // The pieces tile [1, 16384] exactly, and each kernel's spec is the plan's.
+  std::vector<std::pair<int64_t, int64_t>> pieces;
+  std::set<std::string> sources;
+  for (const KernelUse& u : all) {
+    EXPECT_EQ(u.range_param, "m");
+    EXPECT_THAT(u.detail, HasSubstr("n=7168 k=2048: "));
+    EXPECT_TRUE(sources.insert(codegen::render_source(u.spec)).second) << "each kernel once";
+    for (const auto& r : u.ranges) {
+      pieces.push_back(r);
+      const Fp8GemmConfig& c = plan.kernels[static_cast<size_t>(plan.bucket_of(r.first).kernel)];
+      EXPECT_EQ(codegen::render_source(u.spec), codegen::render_source(fp8_gemm_spec(7168, 2048, c)));
+    }
+  }
+  std::sort(pieces.begin(), pieces.end());
+  EXPECT_EQ(pieces.front().first, 1);
+  EXPECT_EQ(pieces.back().second, 16384);
+  for (size_t i = 1; i < pieces.size(); ++i) EXPECT_EQ(pieces[i].first, pieces[i - 1].second + 1);
+  // kernels() is the same list of specs.
+  const auto specs = find_op("fp8_gemm_nt").kernels(problem, kH200);
+  ASSERT_EQ(specs.size(), all.size());
+  for (size_t i = 0; i < specs.size(); ++i) EXPECT_EQ(specs[i].describe(), all[i].spec.describe());
+}
+
+TEST(Fp8GemmRegistry, OneMIsOneKernelAndZeroIsNone) {
+  const auto one = uses({{"m", 4096}, {"n", 2112}, {"k", 7168}});
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].ranges, (std::vector<std::pair<int64_t, int64_t>>{{4096, 4096}}));
+  EXPECT_EQ(one[0].spec.describe(),
+            "n=2112 k=7168 block_m=128 block_n=192 stages=4 math_warpgroups=2 tma_store=true cluster_m=1");
+  EXPECT_EQ(one[0].spec.kernel_name(), "kiln_fp8_gemm_nt");
+  EXPECT_EQ(one[0].spec.block_threads, 384);
+  EXPECT_TRUE(uses({{"m", 0}, {"n", 2112}, {"k", 7168}}).empty());
+  // A range starting at 0 is the range from 1.
+  const auto from0 = uses({{"m", ProblemValue::range(0, 64)}, {"n", 2112}, {"k", 7168}});
+  ASSERT_EQ(from0.size(), 1u);
+  EXPECT_EQ(from0[0].ranges.front().first, 1);
+}
+
+TEST(Fp8GemmRegistry, OverridesAndSmCountAreProblemParameters) {
+  const auto forced = uses({{"m", ProblemValue::range(1, 16384)}, {"n", 7168}, {"k", 2048}, {"block_m", 128},
+                            {"block_n", 128}, {"stages", 3}});
+  ASSERT_EQ(forced.size(), 1u);
+  EXPECT_THAT(forced[0].spec.describe(), HasSubstr("block_m=128 block_n=128 stages=3"));
+  // num_sms = 100 plans like a 100-SM target.
+  TargetInfo t100 = kH200;
+  t100.sm_count = 100;
+  const auto a = uses({{"m", ProblemValue::range(1, 16384)}, {"n", 2112}, {"k", 7168}, {"num_sms", 100}});
+  const auto b = uses({{"m", ProblemValue::range(1, 16384)}, {"n", 2112}, {"k", 7168}}, t100);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].spec.describe(), b[i].spec.describe());
+    EXPECT_EQ(a[i].ranges, b[i].ranges);
+  }
+  EXPECT_THAT(error_of([] { uses({{"m", 1}, {"n", 7168}, {"k", 2048}, {"block_m", 96}}); }),
+              HasSubstr("block_m must be 0 (heuristic), 64 or 128, got 96"));
+}
+
+TEST(Fp8GemmRegistry, BadProblemsNameTheParameter) {
+  EXPECT_THAT(error_of([] { uses({{"m", 1}, {"n", 7168}, {"k", ProblemValue::range(128, 256)}}); }),
+              HasSubstr("fp8_gemm_nt: parameter k must be a single value, got the range 128..256 (fp8_gemm_nt accepts "
+                        "ranges for: m)"));
+  EXPECT_THAT(error_of([] { uses({{"m", ProblemValue::range(10, 5)}, {"n", 7168}, {"k", 2048}}); }),
+              HasSubstr("parameter m must be a range lo..hi with lo <= hi, got 10..5"));
+  EXPECT_THAT(error_of([] { uses({{"m", ProblemValue::range(-3, 5)}, {"n", 7168}, {"k", 2048}}); }),
+              HasSubstr("parameter m must be >= 0, got -3..5"));
+  EXPECT_THAT(error_of([] { uses({{"m", 1}, {"n", 7168}}); }), HasSubstr("fp8_gemm_nt: missing parameter k"));
+  EXPECT_THAT(error_of([] { uses({{"m", 1}, {"n", 7000 + 4}, {"k", 2048}}); }),
+              HasSubstr("n must be a positive multiple of 8, got 7004"));
+  EXPECT_THAT(error_of([] { uses({{"m", 1}, {"n", 7168}, {"k", 100}}); }),
+              HasSubstr("k must be a positive multiple of 16, got 100"));
+  EXPECT_THAT(error_of([] { uses({{"m", 1}, {"n", 7168}, {"k", 128}, {"q", 1}}); }),
+              HasSubstr("unknown parameter 'q'"));
+}
+
+TEST(Fp8GemmRegistry, TheCastsAcceptARangeOfRows) {
+  const auto token = kernel_uses(find_op("per_token_cast_to_fp8"), {{"m", ProblemValue::range(1, 16384)}, {"k", 7168}}, kH200);
+  ASSERT_EQ(token.size(), 1u);
+  EXPECT_EQ(token[0].range_param, "m");
+  EXPECT_EQ(token[0].ranges, (std::vector<std::pair<int64_t, int64_t>>{{1, 16384}}));
+  EXPECT_TRUE(kernel_uses(find_op("per_token_cast_to_fp8"), {{"m", ProblemValue::range(0, 0)}, {"k", 7168}}, kH200).empty());
+  const auto block = kernel_uses(find_op("per_block_cast_to_fp8"), {{"n", ProblemValue::range(0, 300)}, {"k", 256}}, kH200);
+  ASSERT_EQ(block.size(), 1u);
+  EXPECT_THAT(error_of([] {
+                kernel_uses(find_op("per_token_cast_to_fp8"), {{"m", 4}, {"k", ProblemValue::range(128, 256)}}, kH200);
+              }),
+              HasSubstr("parameter k must be a single value"));
+}
+
+// ---- golden source ---------------------------------------------------------------------------------------------
+
+TEST(Fp8GemmGolden, SourceOfOneSpec) {
+  Fp8GemmConfig c;
+  c.block_m = 128;
+  c.block_n = 128;
+  c.stages = 5;
+  c.math_warpgroups = 2;
+  const std::string text = codegen::render_source(fp8_gemm_spec(7168, 2048, c));
+  const fs::path path = fs::path(KILN_SOURCE_DIR) / "tests/unit/golden/ops_fp8_gemm_golden.cu";
+  if (const char* update = std::getenv("KILN_UPDATE_GOLDEN"); update && std::string(update) == "1") {
+    std::ofstream(path, std::ios::binary) << text;
+    GTEST_SKIP() << "rewrote " << path << " (KILN_UPDATE_GOLDEN=1)";
+  }
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in) << path << " is missing; run with KILN_UPDATE_GOLDEN=1 to create it deliberately";
+  std::stringstream golden;
+  golden << in.rdbuf();
+  EXPECT_EQ(text, golden.str()) << "the generated source changed; if that is intended, regenerate " << path
+                                << " with KILN_UPDATE_GOLDEN=1 and review the diff";
+}
+
+// ---- real compiles -----------------------------------------------------------------------------------------------
+
+class Fp8GemmCompile : public ::testing::TestWithParam<Backend> {
+ protected:
+  void compile_and_check(const codegen::KernelSpec& spec) {
+    Config config = Config::from_variables({{"HOME", home_.path().string()}});
+    auto compiler = compiler::make_compiler(GetParam(), config, state_.path());
+    compiler::CompileOptions options;
+    options.arch = compiler::Arch::parse("sm_90a");
+    options.resource_report = true;
+    compiler::CompileInput input{codegen::render_source(spec), spec.kernel_name(), spec.op + " " + spec.describe()};
+    compiler::CompiledKernel k = compiler->compile(input, options);
+    EXPECT_GT(k.cubin.size(), 1000u) << input.display_name;
+    ASSERT_TRUE(k.resources.known()) << input.display_name << "\n" << k.log;
+    EXPECT_FALSE(k.resources.uses_local_memory()) << input.display_name << ": " << k.resources.describe();
+    EXPECT_EQ(k.log.find("C7508"), std::string::npos) << "setmaxnreg ignored:\n" << k.log;
+    EXPECT_NO_THROW(compiler::check_resources(k, input.display_name));
+  }
+  test::TempDir home_, state_;
+};
+
+// The two ends of what the heuristic picks: the small-M tile (one math warpgroup, many stages) and the
+// widest large-M tile (two warpgroups, B scales straddling two blocks).
+TEST_P(Fp8GemmCompile, SmallAndLargeTiles) {
+  const Fp8GemmPlan plan = fp8_gemm_plan(kH200, 2112, 7168);
+  compile_and_check(fp8_gemm_spec(2112, 7168, plan.kernels[static_cast<size_t>(plan.bucket_of(1).kernel)]));
+  compile_and_check(fp8_gemm_spec(2112, 7168, plan.kernels[static_cast<size_t>(plan.bucket_of(4096).kernel)]));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Fp8GemmCompile, ::testing::Values(Backend::kNvcc, Backend::kNvrtc),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+}  // namespace
+}  // namespace kiln::ops
