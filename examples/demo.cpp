@@ -1,9 +1,13 @@
 // `make demo`: the main job on a default workload.
 //
 // 1. Compiles the demo kernels ahead of time (for the GPU present, else sm_90a) through the public API.
-// 2. Asks again, as a warm process would: every kernel must now come from the cache, with no compile.
+// 2. Asks again from a fresh process, as a warm server would: every kernel must now come from the disk
+//    cache, with no compile.
 // 3. With an H100/H200 present, runs the FP8 quantisation kernels on DeepSeek-V3-sized tensors, checks them
 //    against a CPU reference and prints their bandwidth.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -70,7 +74,7 @@ float from_bf16(uint16_t h) {
 
 float from_e4m3(uint8_t v) {
   int sign = v >> 7, exp = (v >> 3) & 15, man = v & 7;
-  float mag = exp == 0 ? std::ldexp(static_cast<float>(man), -9) : std::ldexp(1.0f + man / 8.0f, exp - 7);
+  float mag = exp == 0 ? std::ldexp(static_cast<float>(man), -9) : std::ldexp(1.0f + static_cast<float>(man) / 8.0f, exp - 7);
   return sign ? -mag : mag;
 }
 
@@ -137,8 +141,32 @@ void run_on_gpu(int device) {
 
 }  // namespace
 
-int main() {
+// Runs this program again as `--warm-pass`: a fresh process, so its hits come from the disk cache.
+int run_warm_pass() {
+  std::fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) throw kiln::Error(kiln::ErrorKind::kInternal, "demo: fork failed");
+  if (pid == 0) {
+    execl("/proc/self/exe", "kiln_demo", "--warm-pass", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+int main(int argc, char** argv) {
   try {
+    if (argc > 1 && std::string(argv[1]) == "--warm-pass") {
+      std::vector<kiln::DeviceSummary> gpus = kiln::devices();
+      auto [n, hits, ms] = compile_all(gpus.empty() ? "sm_90a" : gpus[0].arch,
+                                       "Pass 2: a fresh process asks for the same kernels (warm disk cache)");
+      if (hits != n) {
+        std::fprintf(stderr, "kiln demo: pass 2 compiled %d kernel(s) again: the cache failed\n", n - hits);
+        return 1;
+      }
+      return 0;
+    }
     const kiln::Config& config = kiln::config();
     std::vector<kiln::DeviceSummary> gpus = kiln::devices();
     const std::string arch = gpus.empty() ? "sm_90a" : gpus[0].arch;
@@ -149,8 +177,7 @@ int main() {
                 gpus.empty() ? "no GPU here: compiling ahead of time" : gpus[0].name.c_str());
 
     auto [n1, h1, ms1] = compile_all(arch, "Pass 1: compile ahead of time (or find in the cache)");
-    auto [n2, h2, ms2] = compile_all(arch, "Pass 2: the same kernels again, as a warm process asks for them");
-    if (h2 != n2) throw kiln::Error(kiln::ErrorKind::kInternal, "demo: pass 2 compiled again: the cache failed");
+    if (run_warm_pass() != 0) throw kiln::Error(kiln::ErrorKind::kInternal, "demo: the warm pass failed");
 
     if (!gpus.empty()) {
       run_on_gpu(0);
@@ -161,8 +188,8 @@ int main() {
 
     kiln::CacheStats stats = kiln::cache_stats();
     std::printf("\nReport\n");
-    std::printf("  kernels:        %d (pass 1: %d compiled in %.0f ms, %d from cache; pass 2: %d/%d from cache)\n",
-                n1, n1 - h1, ms1, h1, h2, n2);
+    std::printf("  kernels:        %d (pass 1: %d compiled in %.0f ms, %d already cached; pass 2, a fresh "
+                "process: all %d from the disk cache)\n", n1, n1 - h1, ms1, h1, n1);
     std::printf("  cache:          %s (%s), %llu entries, %llu bytes\n", stats.directory.c_str(),
                 stats.writable ? "writable" : "read-only", static_cast<unsigned long long>(stats.entries),
                 static_cast<unsigned long long>(stats.bytes));
