@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cuda/driver.hpp"
+#include "compiler/internal.hpp"
 #include "cuda/kernel.hpp"
 #include "kiln/kernels/quantize_params.h"
 #include "jit/jit_runtime.hpp"
@@ -51,6 +52,20 @@ fs::path fresh_dir(const std::string& name) {
   return p;
 }
 
+// The kernels timed cold: the FP8 cast at three K and, where registered, the FP8 GEMM at three (N, K).
+std::vector<std::pair<std::string, kiln::ops::Problem>> bench_problems() {
+  std::vector<std::pair<std::string, kiln::ops::Problem>> problems = {
+      {"per_token_cast_to_fp8", {{"m", 4096}, {"k", 7168}}},
+      {"per_token_cast_to_fp8", {{"m", 4096}, {"k", 2048}}},
+      {"per_token_cast_to_fp8", {{"m", 4096}, {"k", 4096}}},
+  };
+  for (const auto& op : kiln::ops::all_ops())
+    if (op.name == "fp8_gemm_nt")
+      for (auto [n, k] : {std::pair{7168, 2048}, {4096, 7168}, {2112, 7168}})
+        problems.push_back({op.name, {{"m", 4096}, {"n", n}, {"k", k}}});
+  return problems;
+}
+
 void cold_compiles(kiln::Backend backend) {
   kiln::Config config = kiln::config();
   config.cache_dir = fresh_dir(std::string("cold-") + kiln::to_string(backend));
@@ -61,18 +76,42 @@ void cold_compiles(kiln::Backend backend) {
   }
   kiln::jit::JitRuntime rt(config);
   kiln::jit::Target target{kiln::compiler::Arch::parse("sm_90a"), backend};
-  std::vector<double> times;
-  for (int64_t k : {7168, 2048, 4096, 1536, 512}) {
+  std::vector<double> cast_times, gemm_times;
+  for (const auto& [name, problem] : bench_problems()) {
+    kiln::codegen::KernelSpec spec = kiln::ops::find_op(name).kernels(problem, kiln::ops::TargetInfo{}).at(0);
     auto t0 = Clock::now();
-    kiln::jit::BuildResult r = rt.build(cast_spec(k), target);
+    kiln::jit::BuildResult r = rt.build(spec, target);
     double wall = ms_since(t0);
-    times.push_back(r.compile_ms);
-    std::printf("cold %-5s per_token_cast_to_fp8 k=%-5lld compile %8.1f ms (wall %8.1f ms, cubin %zu B)\n",
-                kiln::to_string(backend), static_cast<long long>(k), r.compile_ms, wall, r.binary->cubin.size());
+    (name == "fp8_gemm_nt" ? gemm_times : cast_times).push_back(r.compile_ms);
+    std::printf("cold %-5s %-22s %-40s compile %8.1f ms (wall %8.1f ms, cubin %zu B)\n", kiln::to_string(backend),
+                name.c_str(), spec.describe().substr(0, 40).c_str(), r.compile_ms, wall, r.binary->cubin.size());
   }
-  std::printf("RESULT cold_compile_%s_ms first=%.1f median=%.1f\n", kiln::to_string(backend), times.front(),
+  std::vector<double> times = cast_times;
+  if (!gemm_times.empty())
+    std::printf("RESULT cold_compile_gemm_%s_ms median=%.1f max=%.1f\n", kiln::to_string(backend), median(gemm_times),
+                *std::max_element(gemm_times.begin(), gemm_times.end()));
+  std::printf("RESULT cold_compile_cast_%s_ms first=%.1f median=%.1f\n", kiln::to_string(backend), times.front(),
               median(times));
   fs::remove_all(config.cache_dir);
+}
+
+// NVRTC with and without automatic precompiled headers, compiling straight through the compiler (no cache),
+// for every kernel the registry's FP8 ops need at one problem each: the first compile in a process and the
+// median of the next ones.
+void nvrtc_pch(bool use_pch) {
+  kiln::Config config = kiln::config();
+  kiln::compiler::detail::NvrtcSettings settings;
+  settings.use_pch = use_pch;
+  auto compiler = kiln::compiler::detail::make_nvrtc_compiler(config, fresh_dir(use_pch ? "pch" : "nopch"), settings);
+  kiln::compiler::CompileOptions options;
+  options.arch = kiln::compiler::Arch::parse("sm_90a");
+  for (const auto& [name, problem] : bench_problems()) {
+    kiln::codegen::KernelSpec spec = kiln::ops::find_op(name).kernels(problem, kiln::ops::TargetInfo{}).at(0);
+    kiln::compiler::CompileInput input{kiln::codegen::render_source(spec), spec.kernel_name(), spec.op};
+    kiln::compiler::CompiledKernel out = compiler->compile(input, options);
+    std::printf("cold nvrtc %-7s %-22s %-40s %8.1f ms\n", use_pch ? "+pch" : "no-pch", name.c_str(),
+                spec.describe().substr(0, 40).c_str(), out.compile_ms);
+  }
 }
 
 // In a fresh process: how long from main() to the first kernel being ready, given a warm disk cache.
@@ -251,6 +290,8 @@ int main(int argc, char** argv) {
   try {
     if (argc > 1 && std::string(argv[1]) == "--warm-child") return warm_child();
     if (argc > 1 && std::string(argv[1]) == "--warm-breakdown") return warm_breakdown_child();
+    nvrtc_pch(false);
+    nvrtc_pch(true);
     cold_compiles(kiln::Backend::kNvrtc);
     cold_compiles(kiln::Backend::kNvcc);
     warm_start("/proc/self/exe");
