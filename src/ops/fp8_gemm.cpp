@@ -115,7 +115,13 @@ TargetInfo target_of(const cuda::DeviceInfo& info, int sm_count) {
 
 // The miss path for a shape: check the device, make the plan, publish it.
 const ShapeEntry* resolve_shape(const Table::Key& key, const TensorView& a, int64_t n, int64_t k, int usable_limit) {
-  const cuda::DeviceInfo info = cuda::device_info(a.device);  // kValueError for an ordinal that does not exist
+  // Without a driver device_count() is 0 and device_info() says what is missing (kCudaError).
+  const int count = cuda::device_count();
+  if (count > 0 && a.device >= count)
+    fail(ErrorKind::kValueError, Arg{kOp, "a"}, a,
+         "on an existing CUDA device (0 <= ordinal < " + std::to_string(count) + ")",
+         "cuda:" + std::to_string(a.device));
+  const cuda::DeviceInfo info = cuda::device_info(a.device);
   if (info.cc_major != 9 || info.cc_minor != 0)
     fail(ErrorKind::kValueError, Arg{kOp, "a"}, a,
          "on a GPU of compute capability 9.0 (H100/H200: the kernel needs sm_90a's WGMMA and TMA)",
