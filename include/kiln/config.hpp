@@ -41,6 +41,15 @@ struct Config {
   bool print_configs = false;                     // DG_PRINT_CONFIGS: print each kernel choice once
   std::optional<std::string> arch;                // DG_JIT_ARCH (e.g. sm_90a); default: the current device's
   int compile_timeout_s = 600;                    // DG_JIT_COMPILE_TIMEOUT: seconds before a compile is killed
+  // The cache tiers (docs/CACHE.md). DG_JIT_CACHE_DIR="first:second:...": cache_dir is the first (written),
+  // cache_layers the others, read-only layers searched in order after it.
+  std::vector<std::filesystem::path> cache_layers;
+  bool cache_copy_up = false;                     // DG_JIT_CACHE_COPY_UP: copy a lower layer's hit into cache_dir
+  uint64_t cache_max_bytes = 0;                   // DG_JIT_CACHE_MAX_BYTES: bound of cache_dir; 0 = none
+  bool strict_mode = false;                       // DG_JIT_MODE=strict: never compile on the serving path
+  std::string remote_cache;                       // DG_JIT_REMOTE_CACHE: redis://[:password@]host:port[/db]
+  int remote_timeout_ms = 100;                    // DG_JIT_REMOTE_TIMEOUT_MS: per remote request
+  int remote_wait_ms = 30000;                     // DG_JIT_REMOTE_WAIT_MS: wait for another machine's compile
 
   // Reads the process environment once. Throws Error(kConfigError) naming the variable, the value given and
   // what is accepted, for any bad value.
@@ -69,5 +78,10 @@ struct Config {
 
 // The process-wide configuration, read from the environment on first use (thread-safe) and never again.
 const Config& config();
+
+// A size as DG_JIT_CACHE_MAX_BYTES and `kiln cache prune --max-bytes` accept it: a whole number of bytes,
+// optionally followed by K, M, G or T (binary multiples: K = 1024; "KiB"/"KB" spellings and any case
+// accepted). nullopt for anything else, or a value that does not fit 64 bits.
+std::optional<uint64_t> parse_byte_size(const std::string& text);
 
 }  // namespace kiln

@@ -105,6 +105,21 @@ struct CacheEntryInfo {
   int64_t last_use_unix = 0;
 };
 
+// One cache tier (docs/CACHE.md): the writable directory, a read-only layer, or the remote cache.
+struct CacheTierStats {
+  std::string name;      // "local", "layer 1", "remote"
+  std::string kind;      // "local", "layer" or "remote"
+  std::string location;  // a directory, or redis://host:port/db (never a password)
+  std::string state;     // "ok", "read-only layer", "unavailable: ...", "down: ...", "ok (PING 0.20 ms)"
+  bool writable = false;
+  bool available = true;
+  bool sized = false;    // entries and bytes were counted (local directories)
+  uint64_t entries = 0, bytes = 0;
+  // Shared by this machine's processes: hits served (layers: all layers together), and for the remote tier
+  // its misses, bad values found, failures (each marks it down for a process) and publishes.
+  uint64_t hits = 0, misses = 0, corrupt = 0, errors = 0, publishes = 0;
+};
+
 struct CacheStats {
   std::filesystem::path directory;
   bool writable = false;
@@ -112,6 +127,16 @@ struct CacheStats {
   double compile_seconds = 0;
   // This process only: kernels served from memory, and their count of launches' lookups.
   uint64_t memory_hits = 0;
+  // Tiers and policies (shared counters unless said otherwise).
+  std::string mode;                        // "normal" or "strict" (DG_JIT_MODE)
+  uint64_t max_bytes = 0;                  // DG_JIT_CACHE_MAX_BYTES, 0 for no bound
+  uint64_t publishes = 0;                  // entries the writable directory gained
+  uint64_t evicted_entries = 0, evicted_bytes = 0;
+  uint64_t layer_hits = 0, remote_hits = 0;  // of `hits`
+  uint64_t compiles_after_warmup = 0;      // compiles by processes after declare_warmup_done()
+  bool warmup_done = false;                // this process declared its warm-up done
+  uint64_t process_compiles_after_warmup = 0;  // this process only
+  std::vector<CacheTierStats> tiers;       // in search order
 };
 
 struct CacheVerifyReport {
@@ -122,6 +147,47 @@ std::vector<CacheEntryInfo> cache_list();
 CacheStats cache_stats();
 CacheVerifyReport cache_verify();
 uint64_t cache_clear();  // entries removed
+
+// Declares this process's warm-up done: every compile after it is counted (CacheStats::compiles_after_warmup,
+// `kiln cache stats`), so a deployment can see kernels its warm-up or precompile step missed. Idempotent.
+void declare_warmup_done();
+
+struct CachePruneReport {
+  uint64_t removed_entries = 0, removed_bytes = 0;  // least recently used first
+  uint64_t remaining_entries = 0, remaining_bytes = 0;
+  uint64_t temporaries_removed = 0;  // strays of killed processes
+};
+// Evicts least-recently-used entries of the writable cache directory until it holds at most max_bytes
+// (entries and their dumps), waiting for a cleaner already running. Throws Error(kCacheError) when the
+// directory cannot be written.
+CachePruneReport cache_prune(uint64_t max_bytes);
+
+struct CacheExportOptions {
+  std::string op;    // only this op's entries; empty: all
+  std::string arch;  // only this arch's ("sm_90a"); empty: all
+};
+struct CacheExportReport {
+  std::filesystem::path file;
+  uint64_t bytes = 0;
+  std::vector<CacheEntryInfo> entries;  // metadata of each entry written (bytes and last use are not set)
+};
+// Writes the selected entries of every local tier (the writable directory, then the read-only layers) into
+// one pack file (format in docs/CACHE.md), atomically. Throws Error(kCacheError) when it cannot be written.
+CacheExportReport cache_export(const std::filesystem::path& file, const CacheExportOptions& options = {});
+
+struct CacheImportItem {
+  std::string key, op, spec, arch;
+  std::string outcome;  // "imported", "present" (already cached) or "rejected"
+  std::string reason;   // why it was rejected
+};
+struct CacheImportReport {
+  uint64_t imported = 0, present = 0, rejected = 0;
+  std::vector<CacheImportItem> items;
+};
+// Verifies every entry of a pack and adds the good ones to the writable cache directory; idempotent. A
+// damaged entry is rejected by name and the others imported. Throws Error(kCacheError) when the file is not a
+// readable pack or the cache cannot be written.
+CacheImportReport cache_import(const std::filesystem::path& file);
 
 // ---- Devices -------------------------------------------------------------------------------------------
 

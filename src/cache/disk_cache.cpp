@@ -12,6 +12,7 @@
 #include <cstring>
 #include <ctime>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <set>
 
@@ -113,7 +114,39 @@ struct DiskCache::Impl {
   fs::path tmp;        // base/tmp
   fs::path toolchain;  // base/toolchain
   bool writable = false;
+  DiskCacheOptions options;
   std::unique_ptr<StatsFile> stats;
+  // A layer's availability, as last seen (a network directory may vanish and come back).
+  mutable std::mutex state_mutex;
+  mutable std::string unavailable_reason;  // empty while available
+
+  // Records that a read-only layer cannot be used (warns once per layer and reason kind), or that it can.
+  void set_unavailable(const std::string& why) const {
+    {
+      std::lock_guard<std::mutex> lock(state_mutex);
+      unavailable_reason = why;
+    }
+    warn_once("layer:" + root.string(), "the read-only cache layer " + root.string() + " (" + options.name +
+                                            ") cannot be used (" + why + "); it is skipped");
+  }
+  void set_available() const {
+    std::lock_guard<std::mutex> lock(state_mutex);
+    unavailable_reason.clear();
+  }
+  std::string unavailable() const {
+    std::lock_guard<std::mutex> lock(state_mutex);
+    return unavailable_reason;
+  }
+  // Whether a layer's entries directory can be searched; records the answer.
+  bool check_layer() const {
+    if (::access(entries.c_str(), R_OK | X_OK) == 0) {
+      set_available();
+      return true;
+    }
+    const int err = errno;
+    set_unavailable(err == ENOENT ? "it does not exist or has disappeared" : std::strerror(err));
+    return false;
+  }
 
   fs::path entry_dir(const std::string& key) const { return entries / key.substr(0, 2); }
   fs::path entry_path(const std::string& key) const {
@@ -121,13 +154,31 @@ struct DiskCache::Impl {
   }
 
   // Removes temporaries older than kStaleTemporarySeconds from dir (all of them when max_age is 0).
-  void remove_stale_temporaries(const fs::path& dir, int64_t max_age = kStaleTemporarySeconds) const {
+  uint64_t remove_stale_temporaries(const fs::path& dir, int64_t max_age = kStaleTemporarySeconds) const {
     const int64_t now = now_unix();
+    uint64_t removed = 0;
     for_each_file(dir, [&](const fs::path& path, const struct stat& st) {
-      if (util::is_temporary_name(path.filename().string()) && now - static_cast<int64_t>(st.st_mtime) >= max_age)
-        ::unlink(path.c_str());
+      if (util::is_temporary_name(path.filename().string()) && now - static_cast<int64_t>(st.st_mtime) >= max_age &&
+          ::unlink(path.c_str()) == 0)
+        ++removed;
     });
+    return removed;
   }
+
+  // Entries and bytes (entries and their dumps; not temporaries) by scanning.
+  void scan_size(uint64_t* entry_count, uint64_t* byte_count) const {
+    *entry_count = *byte_count = 0;
+    for (const fs::path& dir : fanout_dirs(entries)) {
+      for_each_file(dir, [&](const fs::path& path, const struct stat& st) {
+        const std::string name = path.filename().string();
+        if (util::is_temporary_name(name)) return;
+        if (ends_with(name, kEntrySuffix)) ++*entry_count;
+        *byte_count += static_cast<uint64_t>(st.st_size);
+      });
+    }
+  }
+
+  PruneReport clean(uint64_t max_bytes, uint64_t target_bytes, bool wait, const std::string* keep);
 
   // Reads and verifies the entry at path (expected_key from the lookup). *open_errno is the open(2) error
   // (ENOENT: no entry), 0 when the file was opened; *st receives the file's identity for a later removal.
@@ -171,7 +222,9 @@ struct DiskCache::Impl {
 
   // Writes bytes to a temporary and renames it to target. For entries (entry_key set) an existing valid entry
   // is kept (the winner of a race stays) and an existing bad one is replaced. Never throws.
-  bool install(const fs::path& target, std::span<const uint8_t> bytes, const std::string* entry_key) {
+  bool install(const fs::path& target, std::span<const uint8_t> bytes, const std::string* entry_key,
+               bool* created = nullptr) {
+    if (created) *created = false;
     std::error_code ec;
     const fs::path dir = target.parent_path();
     const auto mode =
@@ -190,10 +243,12 @@ struct DiskCache::Impl {
         if (temp->commit(target, ec, mode)) {
           std::error_code sync_ec;
           util::fsync_directory(dir, sync_ec);
+          if (created) *created = true;
           return true;
         }
         if (ec == std::errc::file_exists) {
-          // Lost the race. Keep the winner if it is good; replace it if not.
+          // Lost the race. Keep the winner if it is good; replace it if not. (On a filesystem that cannot
+          // yet show us the winner, we replace it with our own equally valid bytes; the caller uses its own.)
           struct stat st{};
           int open_errno = 0;
           if (read_entry(target, *entry_key, &st, &open_errno, /*touch=*/false).ok())
@@ -239,8 +294,9 @@ DiskCache::KeyLock::~KeyLock() {
   }
 }
 
-DiskCache::DiskCache(fs::path root) : impl_(std::make_unique<Impl>()) {
+DiskCache::DiskCache(fs::path root, DiskCacheOptions options) : impl_(std::make_unique<Impl>()) {
   Impl& d = *impl_;
+  d.options = std::move(options);
   if (root.empty())
     throw Error(ErrorKind::kConfigError,
                 "the cache directory is empty; set DG_JIT_CACHE_DIR to a directory (default $HOME/.deep_gemm)");
@@ -254,6 +310,15 @@ DiskCache::DiskCache(fs::path root) : impl_(std::make_unique<Impl>()) {
   d.locks = d.base / "locks";
   d.tmp = d.base / "tmp";
   d.toolchain = d.base / "toolchain";
+
+  if (d.options.read_only_layer) {
+    // A layer is only read: nothing is created, and its state is a warning, never an error (it may be a
+    // network directory that comes and goes). Its counters live in this process only.
+    d.writable = false;
+    d.check_layer();
+    d.stats = std::make_unique<StatsFile>(d.base / "stats", /*writable=*/false);
+    return;
+  }
 
   // Something that exists but is not a directory is a configuration mistake, not a reason to run slowly.
   for (const fs::path& dir : {d.root, d.base}) {
@@ -311,6 +376,12 @@ std::optional<Entry> DiskCache::load(const std::string& key, bool count_stats) {
     if (count_stats) count(Counter::kHits);
     return std::move(result.entry);
   }
+  if (d.options.read_only_layer) {
+    // ENOENT is an ordinary miss unless the layer itself went away; anything else means it cannot be read.
+    if (open_errno == ENOENT) d.check_layer();
+    else if (open_errno != 0) d.set_unavailable(std::strerror(open_errno));
+    else d.set_available();
+  }
   if (open_errno == 0) {
     // The file is there but bad: never a crash, never a wrong kernel; it is removed and rebuilt.
     count(Counter::kCorrupt);
@@ -327,7 +398,13 @@ bool DiskCache::publish(const Entry& entry) {
   Impl& d = *impl_;
   if (!d.writable) return false;
   const std::vector<uint8_t> bytes = encode_entry(entry);
-  return d.install(d.entry_path(entry.meta.key), bytes, &entry.meta.key);
+  bool created = false;
+  if (!d.install(d.entry_path(entry.meta.key), bytes, &entry.meta.key, &created)) return false;
+  if (created) {
+    count(Counter::kPublishes);
+    if (d.options.max_bytes > 0) evict_after_publish(entry.meta.key);
+  }
+  return true;
 }
 
 std::optional<fs::path> DiskCache::write_artifact(const std::string& key, const std::string& extension,
@@ -375,20 +452,15 @@ Stats DiskCache::stats() const {
   Stats s;
   s.root = d.root;
   s.writable = d.writable;
-  for (const fs::path& dir : fanout_dirs(d.entries)) {
-    for_each_file(dir, [&](const fs::path& path, const struct stat& st) {
-      const std::string name = path.filename().string();
-      if (util::is_temporary_name(name)) return;
-      if (ends_with(name, kEntrySuffix)) ++s.entries;
-      s.bytes += static_cast<uint64_t>(st.st_size);
-    });
-  }
+  d.scan_size(&s.entries, &s.bytes);
   const CounterValues values = d.stats->read();
   s.hits = values[static_cast<size_t>(Counter::kHits)];
   s.misses = values[static_cast<size_t>(Counter::kMisses)];
   s.compiles = values[static_cast<size_t>(Counter::kCompiles)];
   s.corrupt = values[static_cast<size_t>(Counter::kCorrupt)];
   s.compile_seconds = static_cast<double>(values[static_cast<size_t>(Counter::kCompileMicros)]) / 1e6;
+  s.max_bytes = d.options.max_bytes;
+  s.counters.assign(values.begin(), values.end());
   return s;
 }
 
@@ -473,6 +545,153 @@ uint64_t DiskCache::clear() {
   return removed;
 }
 
+fs::path DiskCache::entry_path(const std::string& key) const {
+  check_key(key, "entry_path");
+  return impl_->entry_path(key);
+}
+
 fs::path DiskCache::toolchain_dir() const { return impl_->writable ? impl_->toolchain : fs::path(); }
+
+
+// ---- Tier ------------------------------------------------------------------------------------------------
+
+const char* to_string(TierKind kind) noexcept {
+  switch (kind) {
+    case TierKind::kLocal: return "local";
+    case TierKind::kLayer: return "layer";
+    case TierKind::kRemote: return "remote";
+  }
+  return "unknown";
+}
+
+bool DiskCache::is_layer() const { return impl_->options.read_only_layer; }
+
+const std::string& DiskCache::name() const { return impl_->options.name; }
+
+TierKind DiskCache::kind() const { return impl_->options.read_only_layer ? TierKind::kLayer : TierKind::kLocal; }
+
+std::optional<Entry> DiskCache::lookup(const std::string& key) { return load(key, /*count_stats=*/false); }
+
+TierStats DiskCache::tier_stats() {
+  const Impl& d = *impl_;
+  TierStats t;
+  t.name = d.options.name;
+  t.kind = kind();
+  t.location = d.root.string();
+  t.writable = d.writable;
+  if (d.options.read_only_layer) {
+    d.check_layer();
+    const std::string why = d.unavailable();
+    t.available = why.empty();
+    t.state = t.available ? "read-only layer" : "unavailable: " + why;
+  } else {
+    t.state = d.writable ? "ok" : "read-only: cannot be written";
+  }
+  if (t.available) {
+    d.scan_size(&t.entries, &t.bytes);
+    t.sized = true;
+  }
+  return t;
+}
+
+// ---- The size bound ----------------------------------------------------------------------------------------
+
+PruneReport DiskCache::Impl::clean(uint64_t max_bytes, uint64_t target_bytes, bool wait, const std::string* keep) {
+  PruneReport report;
+  // One cleaner at a time. The lock only spares work: unlinking whole immutable files is safe without it.
+  std::error_code ec;
+  const fs::path lock_path = locks / "cleaner.lock";
+  util::FileLock cleaner = wait ? util::FileLock::acquire(lock_path, ec) : util::FileLock::try_acquire(lock_path, ec);
+  if (!cleaner.locked() && !ec) {
+    report.skipped = true;
+    return report;
+  }
+
+  report.temporaries_removed = remove_stale_temporaries(tmp);
+
+  // Every key's files: the entry (its mtime is the last use) and its dumps.
+  struct KeyFiles {
+    int64_t last_use = 0;  // 0 for dumps whose entry is gone: removed first
+    bool has_entry = false;
+    std::vector<std::pair<fs::path, uint64_t>> files;
+  };
+  std::map<std::string, KeyFiles> keys;
+  uint64_t total = 0;
+  for (const fs::path& dir : fanout_dirs(entries)) {
+    report.temporaries_removed += remove_stale_temporaries(dir);
+    for_each_file(dir, [&](const fs::path& path, const struct stat& st) {
+      const std::string name = path.filename().string();
+      if (util::is_temporary_name(name) || name.size() < 33 || name[32] != '.') return;
+      const std::string key = name.substr(0, 32);
+      if (!is_valid_key(key)) return;
+      KeyFiles& k = keys[key];
+      const auto size = static_cast<uint64_t>(st.st_size);
+      k.files.emplace_back(path, size);
+      total += size;
+      if (ends_with(name, kEntrySuffix)) {
+        k.has_entry = true;
+        k.last_use = static_cast<int64_t>(st.st_mtime);
+        ++report.scanned_entries;
+      }
+    });
+  }
+  report.scanned_bytes = total;
+  report.remaining_entries = report.scanned_entries;
+  report.remaining_bytes = total;
+  if (total <= max_bytes) return report;
+
+  std::vector<std::pair<int64_t, std::string>> order;
+  order.reserve(keys.size());
+  for (const auto& [key, files] : keys) order.emplace_back(files.has_entry ? files.last_use : 0, key);
+  std::sort(order.begin(), order.end());
+  for (const auto& [last_use, key] : order) {
+    if (total <= target_bytes) break;
+    if (keep && key == *keep) continue;
+    const KeyFiles& k = keys[key];
+    bool removed_entry = false;
+    // The entry first: once it is gone the kernel is a miss, and its dumps are leftovers.
+    std::vector<std::pair<fs::path, uint64_t>> files = k.files;
+    std::stable_partition(files.begin(), files.end(),
+                          [](const auto& f) { return ends_with(f.first.filename().string(), kEntrySuffix); });
+    for (const auto& [path, size] : files) {
+      total -= std::min(total, size);  // gone either way: by us, or by another cleaner or `clear`
+      if (::unlink(path.c_str()) != 0) continue;
+      report.removed_bytes += size;
+      if (ends_with(path.filename().string(), kEntrySuffix)) removed_entry = true;
+    }
+    if (removed_entry) {
+      ++report.removed_entries;
+      report.removed_keys.push_back(key);
+    }
+  }
+  report.remaining_entries = report.scanned_entries - std::min(report.scanned_entries, report.removed_entries);
+  report.remaining_bytes = total;
+  if (report.removed_entries) stats->add(Counter::kEvictedEntries, report.removed_entries);
+  if (report.removed_bytes) stats->add(Counter::kEvictedBytes, report.removed_bytes);
+  return report;
+}
+
+PruneReport DiskCache::prune(uint64_t max_bytes, uint64_t target_bytes, bool wait) {
+  Impl& d = *impl_;
+  if (!d.writable)
+    throw Error(ErrorKind::kCacheError,
+                "cannot prune the kernel cache " + d.base.string() + ": the directory cannot be written");
+  return d.clean(max_bytes, std::min(target_bytes, max_bytes), wait, nullptr);
+}
+
+void DiskCache::evict_after_publish(const std::string& key) {
+  Impl& d = *impl_;
+  const uint64_t max_bytes = d.options.max_bytes;
+  const auto target = static_cast<uint64_t>(static_cast<double>(max_bytes) * kEvictFraction);
+  const auto publishes = [&d] { return d.stats->read()[static_cast<size_t>(Counter::kPublishes)]; };
+  // A publisher that finds another cleaner running leaves its entry to that cleaner. So that none is missed,
+  // a cleaner that saw the publish count change while it worked goes round again: a publish it could not
+  // have seen happened before its holder's try-lock failed, so before this re-read.
+  for (int round = 0; round < 8; ++round) {
+    const uint64_t before = publishes();
+    const PruneReport report = d.clean(max_bytes, target, /*wait=*/false, &key);
+    if (report.skipped || publishes() == before) return;
+  }
+}
 
 }  // namespace kiln::cache

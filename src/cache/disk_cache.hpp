@@ -1,16 +1,21 @@
-// The persistent cache. It stores bytes and their metadata; it knows nothing of CUDA or compilers.
+// The persistent cache in one directory. It stores bytes and their metadata; it knows nothing of CUDA or
+// compilers. It is a cache Tier (tier.hpp): the writable local directory, or — opened as a layer — a
+// directory it only reads (a pack baked into an image, a shared network directory).
 //
 // Layout under the configured root (DG_JIT_CACHE_DIR, default ~/.deep_gemm), all inside "kiln/" so that a
 // DeepGEMM cache in the same root is left alone:
 //   kiln/entries/<k0k1>/<key>.kiln   entries (format in entry_format.hpp), fanned out by the key's first byte
 //   kiln/entries/<k0k1>/<key>.ptx|.sass   dumps written beside the entry (DG_JIT_DUMP_*)
 //   kiln/locks/<key>.lock            advisory per-key lock files (flock) so one process compiles a key
+//   kiln/locks/cleaner.lock          held (non-blocking) by the one process evicting at a time
 //   kiln/tmp/                        temporaries; published by rename(2) into entries/
 //   kiln/stats                       counters shared by all processes (updated under flock)
 //   kiln/toolchain/                  compiler state: memoised versions, NVCC's copy of the device headers
 //
-// Thread-safe; safe with many processes. Readers never lock: a published entry is complete by construction
-// (temporary + fsync + rename) and verified by checksum when read.
+// Thread-safe; safe with many processes, also on NFS-like filesystems: locks are advisory and never needed
+// for correctness. Readers never lock: a published entry is complete by construction (temporary + fsync +
+// rename), immutable, and verified by checksum when read; eviction unlinks whole files, so a reader holding
+// one open reads all of it.
 #pragma once
 
 #include <cstdint>
@@ -20,33 +25,10 @@
 #include <string>
 #include <vector>
 
+#include "cache/entry.hpp"
+#include "cache/tier.hpp"
+
 namespace kiln::cache {
-
-struct EntryMetadata {
-  std::string key;           // 32 hex chars; also the file name
-  std::string op;            // "per_token_cast_to_fp8"
-  std::string spec;          // "k=7168 threads=256"
-  std::string arch;          // "sm_90a"
-  std::string backend;       // "nvcc" / "nvrtc"
-  std::string compiler;      // "nvcc 13.0.88"
-  std::string kernel_name;   // symbol to look up after loading
-  std::string kiln_version;
-  double compile_ms = 0;
-  int64_t created_unix = 0;
-  // ptxas figures, -1 when unknown
-  int registers = -1;
-  int64_t shared_bytes = -1;
-  int64_t stack_frame_bytes = -1;
-  int64_t spill_bytes = -1;
-};
-
-struct Entry {
-  EntryMetadata meta;
-  std::vector<uint8_t> cubin;
-};
-
-// Counters shared by every process using the cache, since it was created or cleared.
-enum class Counter : int { kHits = 0, kMisses = 1, kCompiles = 2, kCorrupt = 3, kCompileMicros = 4, kCount };
 
 struct Stats {
   std::filesystem::path root;
@@ -58,6 +40,13 @@ struct Stats {
   uint64_t compiles = 0;
   uint64_t corrupt = 0;
   double compile_seconds = 0;
+  uint64_t max_bytes = 0;  // the configured bound, 0 for none
+  // Every shared counter, indexed by Counter (the named fields above repeat the first ones).
+  std::vector<uint64_t> counters;
+  uint64_t counter(Counter c) const {
+    const auto i = static_cast<size_t>(c);
+    return i < counters.size() ? counters[i] : 0;
+  }
 };
 
 struct ListedEntry {
@@ -73,16 +62,52 @@ struct VerifyReport {
   std::vector<std::string> problems;  // one line per bad entry: "<path>: <why it was rejected>"
 };
 
-class DiskCache {
+// How a DiskCache is used.
+struct DiskCacheOptions {
+  // A read-only layer: never created, written, touched (no last-use updates), cleaned or locked; a bad entry
+  // is reported and skipped, not removed. A layer that is missing, disappears or cannot be read is skipped
+  // with one warning per process.
+  bool read_only_layer = false;
+  // When non-zero, a publish that takes the directory past this many bytes evicts the least recently used
+  // entries down to 90 % of it (kEvictFraction), one process at a time.
+  uint64_t max_bytes = 0;
+  std::string name = "local";  // the tier's name in stats and messages ("local", "layer 1")
+};
+
+// Eviction target as a fraction of the bound: some headroom, so that a full cache does not scan on every
+// publish.
+inline constexpr double kEvictFraction = 0.9;
+
+struct PruneReport {
+  bool skipped = false;               // another process was cleaning (non-blocking attempts only)
+  uint64_t scanned_entries = 0;       // before removal
+  uint64_t scanned_bytes = 0;
+  uint64_t removed_entries = 0;
+  uint64_t removed_bytes = 0;         // entries and their dumps
+  uint64_t remaining_entries = 0;
+  uint64_t remaining_bytes = 0;
+  uint64_t temporaries_removed = 0;   // strays of killed processes
+  std::vector<std::string> removed_keys;
+};
+
+class DiskCache : public Tier {
  public:
   // Creates root (mode 0700) and the layout if missing. Throws Error(kConfigError) when root exists and is
   // not a directory. If the directory cannot be written, the cache works read-only (writable() == false) and
-  // prints one warning to stderr naming the directory and the reason.
-  explicit DiskCache(std::filesystem::path root);
-  ~DiskCache();
+  // prints one warning to stderr naming the directory and the reason. A read-only layer creates nothing and
+  // never throws for its directory's state.
+  explicit DiskCache(std::filesystem::path root, DiskCacheOptions options = {});
+  ~DiskCache() override;
 
   const std::filesystem::path& root() const;
-  bool writable() const;
+  bool writable() const override;
+  bool is_layer() const;
+
+  // Tier: lookup is load(key, /*count_stats=*/false).
+  const std::string& name() const override;
+  TierKind kind() const override;
+  std::optional<Entry> lookup(const std::string& key) override;
+  TierStats tier_stats() override;
 
   // Reads and verifies an entry. A missing entry is nullopt (counts a miss when count_stats). A corrupt or
   // truncated one, or one whose key does not match, is counted, removed (when writable) and reported as
@@ -91,8 +116,9 @@ class DiskCache {
   std::optional<Entry> load(const std::string& key, bool count_stats = true);
 
   // Publishes atomically: unique temporary in kiln/tmp, fsync, rename. Never throws on a lost race: the
-  // winner's valid entry (or ours) is what stays. Returns false (and does nothing) when read-only.
-  bool publish(const Entry& entry);
+  // winner's valid entry (or ours) is what stays. Returns false (and does nothing) when read-only. With a
+  // size bound, may then evict (see DiskCacheOptions::max_bytes).
+  bool publish(const Entry& entry) override;
 
   // Writes a dump (".ptx", ".sass") beside the entry, atomically. Returns its path, or nullopt if read-only.
   std::optional<std::filesystem::path> write_artifact(const std::string& key, const std::string& extension,
@@ -120,10 +146,22 @@ class DiskCache {
   VerifyReport verify();
   uint64_t clear();  // removes every entry, dump, stray temporary and resets the counters; returns entries removed
 
+  // Evicts least-recently-used entries (by their last-use time) until the directory holds at most
+  // target_bytes, when it holds more than max_bytes; removes stray temporaries either way. Waits for a
+  // running cleaner when wait, else returns skipped. Entries are removed whole (unlink), so a process reading
+  // one keeps reading it; an entry published meanwhile may survive a prune that started before it. Throws
+  // Error(kCacheError) when the directory is read-only.
+  PruneReport prune(uint64_t max_bytes, uint64_t target_bytes, bool wait);
+
+  // Where the entry for key is (or would be) stored: kiln/entries/<k0k1>/<key>.kiln.
+  std::filesystem::path entry_path(const std::string& key) const;
+
   // kiln/toolchain: writable compiler state, or empty when read-only.
   std::filesystem::path toolchain_dir() const;
 
  private:
+  void evict_after_publish(const std::string& key);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kiln/kiln.hpp"
+#include "cache_tiers.hpp"
 #include "table.hpp"
 
 extern char** environ;
@@ -396,28 +397,8 @@ int run_cache_ls(bool as_json) {
   return 0;
 }
 
-int run_cache_stats(bool as_json) {
-  const CacheStats s = cache_stats();
-  if (as_json) {
-    print_json({{"directory", s.directory.string()}, {"writable", s.writable}, {"entries", s.entries},
-                {"bytes", s.bytes}, {"hits", s.hits}, {"misses", s.misses}, {"compiles", s.compiles},
-                {"corrupt", s.corrupt}, {"compile_seconds", s.compile_seconds}});
-    return 0;
-  }
-  char seconds[32];
-  std::snprintf(seconds, sizeof seconds, "%.2f", s.compile_seconds);
-  Table table({"statistic", "value"});
-  table.add({"directory", s.directory.string() + (s.writable ? "" : " (read-only)")});
-  table.add({"entries", std::to_string(s.entries)});
-  table.add({"size", format_bytes(s.bytes)});
-  table.add({"hits", std::to_string(s.hits)});
-  table.add({"misses", std::to_string(s.misses)});
-  table.add({"compiles", std::to_string(s.compiles)});
-  table.add({"compile seconds", seconds});
-  table.add({"corrupt found", std::to_string(s.corrupt)});
-  std::cout << table.render();
-  return 0;
-}
+// With the tiers, policies and counters of docs/CACHE.md: cache_tiers.cpp.
+int run_cache_stats(bool as_json) { return run_cache_stats_with_tiers(as_json); }
 
 int run_cache_verify(bool as_json) {
   const CacheVerifyReport r = cache_verify();
@@ -524,6 +505,8 @@ int run(int argc, char** argv) {
   CLI::App* verify_cmd = cache_cmd->add_subcommand("verify", "check every entry, remove the bad ones");
   CLI::App* clear_cmd = cache_cmd->add_subcommand("clear", "remove every entry and reset the counters");
   for (CLI::App* sub : {ls_cmd, stats_cmd, verify_cmd, clear_cmd}) json_flag(sub);
+  CacheTierCommands tier_commands;  // prune, export, import (cache_tiers.cpp)
+  add_cache_tier_commands(cache_cmd, tier_commands, json_flag);
 
   try {
     app.parse(argc, argv);
@@ -553,6 +536,7 @@ int run(int argc, char** argv) {
   if (*stats_cmd) return run_cache_stats(as_json);
   if (*verify_cmd) return run_cache_verify(as_json);
   if (*clear_cmd) return run_cache_clear(as_json);
+  if (auto rc = run_cache_tier_command(tier_commands, as_json)) return *rc;
   return 2;
 }
 

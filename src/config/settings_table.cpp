@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kiln/error.hpp"
+#include "util/redis_url.hpp"
 
 #ifndef KILN_DEFAULT_CUDA_HOME
 #define KILN_DEFAULT_CUDA_HOME "/usr/local/cuda"
@@ -131,30 +132,75 @@ void check_cache_dir(const fs::path& dir, const std::string& described) {
   }
 }
 
+// One directory of DG_JIT_CACHE_DIR: '~' expanded, made absolute and normalised ("/a/b/" is "/a/b").
+fs::path expand_cache_dir(const std::string& component, const std::string& whole, const Variables& vars) {
+  fs::path dir = component;
+  // A literal "~" reaches us when the variable was set without a shell (env files, launchers).
+  if (component == "~" || component.starts_with("~/")) {
+    std::optional<Home> home = home_directory(vars);
+    if (!home)
+      bad_value("DG_JIT_CACHE_DIR", whole,
+                "starts with '~' but there is no home directory (HOME is unset and the user has no password "
+                "entry); expected an absolute directory path");
+    dir = home->path / component.substr(component.size() > 1 ? 2 : 1);
+  }
+  std::error_code ec;
+  fs::path absolute = fs::absolute(dir, ec);
+  if (!ec) dir = absolute;
+  dir = dir.lexically_normal();
+  if (!dir.has_filename() && dir != dir.root_path()) dir = dir.parent_path();
+  return dir;
+}
+
 Resolved resolve_cache_dir(Config& config, const Variables& vars) {
   Resolved r;
+  config.cache_layers.clear();
   if (const std::string* text = vars.get("DG_JIT_CACHE_DIR")) {
-    fs::path dir = *text;
-    // A literal "~" reaches us when the variable was set without a shell (env files, launchers).
-    if (*text == "~" || text->starts_with("~/")) {
-      std::optional<Home> home = home_directory(vars);
-      if (!home)
-        bad_value("DG_JIT_CACHE_DIR", *text,
-                  "starts with '~' but there is no home directory (HOME is unset and the user has no password "
-                  "entry); expected an absolute directory path");
-      dir = home->path / text->substr(text->size() > 1 ? 2 : 1);
+    // "first:second:...": the first is written, the others are read-only layers searched in order.
+    std::vector<std::string> components;
+    for (size_t start = 0;;) {
+      const size_t end = text->find(':', start);
+      components.push_back(text->substr(start, end == std::string::npos ? std::string::npos : end - start));
+      if (end == std::string::npos) break;
+      start = end + 1;
     }
-    std::error_code ec;
-    fs::path absolute = fs::absolute(dir, ec);
-    if (!ec) dir = absolute;
-    dir = dir.lexically_normal();
-    // "/a/b/" names the same directory as "/a/b"; keep one spelling.
-    if (!dir.has_filename() && dir != dir.root_path()) dir = dir.parent_path();
-    check_cache_dir(dir, "DG_JIT_CACHE_DIR='" + *text + "': " + dir.string());
+    std::vector<fs::path> dirs;
+    for (size_t i = 0; i < components.size(); ++i) {
+      if (trim(components[i]).empty())
+        bad_value("DG_JIT_CACHE_DIR", *text,
+                  "has an empty directory at position " + std::to_string(i + 1) +
+                      "; expected one directory, or a ':'-separated list (the first written, the others read-only "
+                      "layers)");
+      fs::path dir = expand_cache_dir(components[i], *text, vars);
+      for (const fs::path& earlier : dirs)
+        if (earlier == dir)
+          bad_value("DG_JIT_CACHE_DIR", *text, "names " + dir.string() + " twice; expected each directory once");
+      if (i == 0) {
+        check_cache_dir(dir, "DG_JIT_CACHE_DIR='" + *text + "': " + dir.string());
+      } else {
+        // A read-only layer that is missing is skipped at run time with a warning (a network mount may come
+        // later); one that exists as something else is a mistake worth stopping for.
+        std::error_code ec;
+        fs::file_status status = fs::status(dir, ec);
+        if (fs::exists(status) && !fs::is_directory(status))
+          bad_value("DG_JIT_CACHE_DIR", *text,
+                    "names the read-only layer " + dir.string() + ", which exists and is not a directory");
+      }
+      dirs.push_back(dir);
+    }
     r.origin = Origin::kEnvironment;
-    if (dir.string() != *text) r.detail = "from '" + *text + "'";
-    config.cache_dir = dir;
-  } else if (std::optional<Home> home = home_directory(vars)) {
+    config.cache_dir = dirs.front();
+    config.cache_layers.assign(dirs.begin() + 1, dirs.end());
+    std::string joined;
+    for (const fs::path& dir : dirs) joined += (joined.empty() ? "" : ":") + dir.string();
+    if (joined != *text) r.detail = "from '" + *text + "'";
+    if (!config.cache_layers.empty())
+      r.detail += std::string(r.detail.empty() ? "" : "; ") + "the first is written, the other " +
+                  std::to_string(config.cache_layers.size()) + " read-only";
+    r.value = joined;
+    return r;
+  }
+  if (std::optional<Home> home = home_directory(vars)) {
     config.cache_dir = (home->path / ".deep_gemm").lexically_normal();
     r.detail = home->detail == "$HOME" ? "$HOME/.deep_gemm" : home->detail;
     check_cache_dir(config.cache_dir, "the default cache directory " + config.cache_dir.string() + " (" +
@@ -328,6 +374,87 @@ Resolved resolve_compile_timeout(Config& config, const Variables& vars) {
   return r;
 }
 
+Resolved resolve_mode(Config& config, const Variables& vars) {
+  Resolved r;
+  config.strict_mode = false;
+  if (const std::string* text = vars.get("DG_JIT_MODE")) {
+    std::string value = trim(*text);
+    for (char& c : value) c = char(std::tolower(static_cast<unsigned char>(c)));
+    if (value == "strict") config.strict_mode = true;
+    else if (value != "normal")
+      bad_value("DG_JIT_MODE", *text, "is not a JIT mode: expected normal or strict");
+    r.origin = Origin::kEnvironment;
+  }
+  r.value = config.strict_mode ? "strict" : "normal";
+  return r;
+}
+
+Resolved resolve_max_bytes(Config& config, const Variables& vars) {
+  Resolved r;
+  config.cache_max_bytes = 0;
+  if (const std::string* text = vars.get("DG_JIT_CACHE_MAX_BYTES")) {
+    std::optional<uint64_t> bytes = parse_byte_size(*text);
+    if (!bytes)
+      bad_value("DG_JIT_CACHE_MAX_BYTES", *text,
+                "is not a size: expected a whole number of bytes, optionally with a K, M, G or T suffix (binary: "
+                "1K = 1024), for example 20G; 0 means no bound");
+    config.cache_max_bytes = *bytes;
+    r.origin = Origin::kEnvironment;
+  }
+  r.value = std::to_string(config.cache_max_bytes);
+  if (config.cache_max_bytes == 0) r.detail = "no bound";
+  return r;
+}
+
+Resolved resolve_remote_cache(Config& config, const Variables& vars) {
+  Resolved r;
+  config.remote_cache.clear();
+  if (const std::string* text = vars.get("DG_JIT_REMOTE_CACHE")) {
+    const std::string value = trim(*text);
+    std::string why;
+    std::optional<util::RedisUrl> url = util::parse_redis_url(value, &why);
+    // The message shows the URL without its password: configuration errors end up in logs.
+    if (!url) {
+      std::string shown = value;
+      if (const size_t at = shown.rfind('@'); at != std::string::npos) shown = shown.substr(0, shown.find("//") + 2) + "***@" + shown.substr(at + 1);
+      bad_value("DG_JIT_REMOTE_CACHE", shown, why);
+    }
+    config.remote_cache = value;
+    r.origin = Origin::kEnvironment;
+    r.value = url->display();
+  }
+  return r;
+}
+
+// A whole number of milliseconds within [lo, hi].
+int read_millis(const Variables& vars, const char* variable, int fallback, int lo, int hi, Origin* origin) {
+  const std::string* text = vars.get(variable);
+  if (!text) return fallback;
+  const std::string value = trim(*text);
+  long long ms = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), ms);
+  if (value.empty() || ec != std::errc() || end != value.data() + value.size() || ms < lo || ms > hi)
+    bad_value(variable, *text,
+              "is not a valid time: expected a whole number of milliseconds from " + std::to_string(lo) + " to " +
+                  std::to_string(hi));
+  *origin = Origin::kEnvironment;
+  return int(ms);
+}
+
+Resolved resolve_remote_timeout(Config& config, const Variables& vars) {
+  Resolved r;
+  config.remote_timeout_ms = read_millis(vars, "DG_JIT_REMOTE_TIMEOUT_MS", 100, 1, 600000, &r.origin);
+  r.value = std::to_string(config.remote_timeout_ms);
+  return r;
+}
+
+Resolved resolve_remote_wait(Config& config, const Variables& vars) {
+  Resolved r;
+  config.remote_wait_ms = read_millis(vars, "DG_JIT_REMOTE_WAIT_MS", 30000, 0, 3600000, &r.origin);
+  r.value = std::to_string(config.remote_wait_ms);
+  return r;
+}
+
 // clang-format off
 const SettingDef kSettings[] = {
   {"cache_dir", "DG_JIT_CACHE_DIR", "a directory path (created private to the user when missing; a leading ~ is expanded)",
@@ -389,6 +516,33 @@ const SettingDef kSettings[] = {
   {"compile_timeout_s", "DG_JIT_COMPILE_TIMEOUT", "a positive whole number of seconds", "600", "no",
    "An NVCC compile running longer than this is killed and reported as a compile error.",
    nullptr, resolve_compile_timeout},
+  {"cache_copy_up", "DG_JIT_CACHE_COPY_UP", kBoolAccepted, "0", "no",
+   "1 copies a kernel found in a read-only layer of DG_JIT_CACHE_DIR into the first (written) directory; 0 serves "
+   "it from the layer without copying. Kernels found in the remote cache are always stored locally.",
+   &Config::cache_copy_up, nullptr},
+  {"cache_max_bytes", "DG_JIT_CACHE_MAX_BYTES", "a whole number of bytes, optionally with a K, M, G or T suffix (1K = 1024); 0 for no bound",
+   "0 (no bound)", "no",
+   "Bound of the written cache directory. When a publish takes it past the bound, the least recently used "
+   "entries are evicted down to 90 % of it, by one process at a time. `kiln cache prune --max-bytes` does the "
+   "same by hand.",
+   nullptr, resolve_max_bytes},
+  {"mode", "DG_JIT_MODE", "normal or strict", "normal", "no",
+   "strict: a kernel that no cache tier holds is an error (kNotFound, naming the kernel and the `kiln` command "
+   "that builds it) instead of a compile on the serving path. Ahead-of-time commands still compile.",
+   nullptr, resolve_mode},
+  {"remote_cache", "DG_JIT_REMOTE_CACHE", "redis://[:password@]host[:port][/db], or rediss:// for TLS", "unset (no remote tier)", "no",
+   "A Redis server shared by many machines: a local miss looks there before compiling, and compiles are "
+   "published there; one machine compiles a kernel at a time. A Redis that is down, slow or returns garbage "
+   "is skipped after one warning, never failing a kernel. Needs kiln built with hiredis.",
+   nullptr, resolve_remote_cache},
+  {"remote_timeout_ms", "DG_JIT_REMOTE_TIMEOUT_MS", "a whole number of milliseconds, 1 to 600000", "100", "no",
+   "Timeout of each remote-cache request (and of connecting). The first timeout or failure marks the remote "
+   "cache down for the rest of the process.",
+   nullptr, resolve_remote_timeout},
+  {"remote_wait_ms", "DG_JIT_REMOTE_WAIT_MS", "a whole number of milliseconds, 0 to 3600000", "30000", "no",
+   "How long a machine waits for another machine that holds the remote compile lock of the same kernel before "
+   "compiling it itself; also the expiry of that lock.",
+   nullptr, resolve_remote_wait},
 };
 // clang-format on
 
@@ -441,3 +595,32 @@ std::string settings_markdown() {
 }
 
 }  // namespace kiln::configuration
+
+namespace kiln {
+
+std::optional<uint64_t> parse_byte_size(const std::string& text) {
+  size_t begin = 0, end = text.size();
+  while (begin < end && std::isspace(static_cast<unsigned char>(text[begin]))) ++begin;
+  while (end > begin && std::isspace(static_cast<unsigned char>(text[end - 1]))) --end;
+  const std::string_view value(text.data() + begin, end - begin);
+  uint64_t number = 0;
+  auto [stop, ec] = std::from_chars(value.data(), value.data() + value.size(), number);
+  if (value.empty() || ec != std::errc() || stop == value.data()) return std::nullopt;
+  std::string suffix(stop, value.data() + value.size());
+  while (!suffix.empty() && std::isspace(static_cast<unsigned char>(suffix.front()))) suffix.erase(0, 1);
+  for (char& c : suffix) c = char(std::tolower(static_cast<unsigned char>(c)));
+  if (suffix.ends_with("ib")) suffix.resize(suffix.size() - 2);
+  else if (suffix.size() == 2 && suffix.back() == 'b') suffix.resize(1);
+  else if (suffix == "b") suffix.clear();
+  int shift = 0;
+  if (suffix.empty()) shift = 0;
+  else if (suffix == "k") shift = 10;
+  else if (suffix == "m") shift = 20;
+  else if (suffix == "g") shift = 30;
+  else if (suffix == "t") shift = 40;
+  else return std::nullopt;
+  if (shift && number > (UINT64_MAX >> shift)) return std::nullopt;
+  return number << shift;
+}
+
+}  // namespace kiln

@@ -8,6 +8,7 @@
 #include "codegen/embedded_headers.hpp"
 #include "cuda/driver.hpp"
 #include "kiln/error.hpp"
+#include "util/redis_url.hpp"
 #include "util/sha256.hpp"
 
 namespace kiln::jit {
@@ -40,17 +41,29 @@ std::shared_ptr<const Binary> to_binary(cache::Entry&& entry) {
   return b;
 }
 
+cache::TieredCacheOptions tier_options(const Config& config) {
+  cache::TieredCacheOptions o;
+  o.writable_dir = config.cache_dir;
+  o.layers = config.cache_layers;
+  o.copy_up = config.cache_copy_up;
+  o.max_bytes = config.cache_max_bytes;
+  o.remote_url = config.remote_cache;
+  o.remote_timeout_ms = config.remote_timeout_ms;
+  o.remote_wait_ms = config.remote_wait_ms;
+  return o;
+}
+
 }  // namespace
 
 JitRuntime::JitRuntime(Config config)
-    : config_(std::move(config)), disk_(std::make_unique<cache::DiskCache>(config_.cache_dir)) {}
+    : config_(std::move(config)), tiers_(std::make_unique<cache::TieredCache>(tier_options(config_))) {}
 
 JitRuntime::~JitRuntime() = default;
 
 compiler::Compiler& JitRuntime::compiler_for(Backend backend) {
   std::lock_guard<std::mutex> lock(compilers_mutex_);
   auto& slot = compilers_[backend == Backend::kNvcc ? 0 : 1];
-  if (!slot) slot = compiler::make_compiler(backend, config_, disk_->toolchain_dir());
+  if (!slot) slot = compiler::make_compiler(backend, config_, disk().toolchain_dir());
   return *slot;
 }
 
@@ -75,12 +88,33 @@ std::string JitRuntime::key_of_source(const std::string& source, const Target& t
   return h.hex_digest().substr(0, 32);
 }
 
-BuildResult JitRuntime::build(const codegen::KernelSpec& spec, const Target& target) {
-  return build_with_hook(spec, target, {});
+BuildResult JitRuntime::build(const codegen::KernelSpec& spec, const Target& target, Purpose purpose) {
+  return build_with_hook(spec, target, {}, purpose);
+}
+
+void JitRuntime::refuse_strict(const codegen::KernelSpec& spec, const Target& target, const std::string& key) {
+  std::string searched = config_.cache_dir.string();
+  for (const auto& layer : config_.cache_layers) searched += ", " + layer.string();
+  if (!config_.remote_cache.empty()) {
+    std::string why;
+    if (auto url = util::parse_redis_url(config_.remote_cache, &why)) searched += ", " + url->display();
+  }
+  const std::string arch = target.arch.name();
+  const std::string backend = to_string(target.backend);
+  const std::string spec_text = spec.args.empty() ? "" : " (" + spec.describe() + ")";
+  throw Error(ErrorKind::kNotFound,
+              "kernel " + spec.op + spec_text + " for " + arch + " (backend " + backend + ", key " + key +
+                  ") is in no cache tier (searched " + searched +
+                  "), and DG_JIT_MODE=strict does not compile on the serving path. Build it ahead of time: `kiln "
+                  "compile " + spec.op + " NAME=VALUE... --arch " + arch + " --backend " + backend +
+                  "` for the problem that needs it (`kiln ops` lists the problem parameters), or a model's whole "
+                  "warm-up with `kiln precompile " + spec.op + " --shapes FILE --arch " + arch + " --backend " +
+                  backend + "`, into this cache or into a pack (`kiln cache export`, then `kiln cache import`); or "
+                  "unset DG_JIT_MODE to compile on demand");
 }
 
 BuildResult JitRuntime::build_with_hook(const codegen::KernelSpec& spec, const Target& target,
-                                        const std::function<void()>& before_compile) {
+                                        const std::function<void()>& before_compile, Purpose purpose) {
   const std::string source = codegen::render_source(spec);
   BuildResult result;
   result.key = key_of_source(source, target);
@@ -116,21 +150,36 @@ BuildResult JitRuntime::build_with_hook(const codegen::KernelSpec& spec, const T
     }
   }
 
-  // Disk tier: readers never lock; a writer locks the key, looks again, then compiles.
-  if (auto entry = disk_->load(key)) {
-    debug_log(config_, "disk hit " + key + " (" + spec.op + " " + spec.describe() + ")");
+  // Persistent tiers (the cache directory, its read-only layers, the remote cache): readers never lock; a
+  // writer locks the key on this machine, looks again locally, then claims it across machines or compiles.
+  const auto describe = [&](const cache::Found& found) {
+    return found.tier + " (" + cache::to_string(found.kind) + ") hit " + key + " (" + spec.op + " " + spec.describe() +
+           ")";
+  };
+  if (auto found = tiers_->lookup(key)) {
+    debug_log(config_, describe(*found));
     result.hit = true;
-    remember(to_binary(std::move(*entry)));
+    remember(to_binary(std::move(found->entry)));
     return result;
   }
-  auto key_lock = disk_->lock(key);
-  if (auto entry = disk_->load(key, /*count_stats=*/false)) {
-    debug_log(config_, "disk hit after waiting for another compile " + key);
+  auto key_lock = disk().lock(key);
+  if (auto found = tiers_->lookup(key, /*count_stats=*/false, /*include_remote=*/false)) {
+    debug_log(config_, describe(*found) + " after waiting for another compile");
     result.hit = true;
-    remember(to_binary(std::move(*entry)));
+    remember(to_binary(std::move(found->entry)));
     return result;
   }
+  if (purpose == Purpose::kServing && config_.strict_mode) refuse_strict(spec, target, key);
   if (before_compile) before_compile();
+  // Another machine may be compiling the same kernel: wait for its result, or hold the remote lock while
+  // compiling (released after publishing, when `claim` goes out of scope).
+  cache::TieredCache::ClaimResult claim = tiers_->claim_compile(key);
+  if (claim.found) {
+    debug_log(config_, describe(*claim.found) + " after waiting for another machine's compile");
+    result.hit = true;
+    remember(to_binary(std::move(claim.found->entry)));
+    return result;
+  }
   remember(compile_and_publish(spec, target, source, key, &result.compile_ms));
   return result;
 }
@@ -149,8 +198,14 @@ std::shared_ptr<const Binary> JitRuntime::compile_and_publish(const codegen::Ker
   compiler::CompiledKernel compiled = compiler.compile(input, options_for(config_, target));
   if (config_.ptxas_check) compiler::check_resources(compiled, input.display_name);
   *compile_ms = compiled.compile_ms;
-  disk_->count(cache::Counter::kCompiles);
-  disk_->count(cache::Counter::kCompileMicros, static_cast<uint64_t>(compiled.compile_ms * 1000.0));
+  tiers_->count(cache::Counter::kCompiles);
+  tiers_->count(cache::Counter::kCompileMicros, static_cast<uint64_t>(compiled.compile_ms * 1000.0));
+  if (warmup_done()) {
+    // Serving-path compiles after warm-up are what strict mode forbids; counted so a deployment can see them.
+    compiles_after_warmup_.fetch_add(1, std::memory_order_relaxed);
+    tiers_->count(cache::Counter::kCompilesAfterWarmup);
+    debug_log(config_, "compile after the declared warm-up: " + input.display_name);
+  }
 
   auto binary = std::make_shared<Binary>();
   cache::EntryMetadata& m = binary->meta;
@@ -173,17 +228,19 @@ std::shared_ptr<const Binary> JitRuntime::compile_and_publish(const codegen::Ker
   binary->cubin = std::move(compiled.cubin);
 
   cache::Entry entry{m, binary->cubin};
-  const bool published = disk_->publish(entry);
-  debug_log(config_, published ? "published " + key : "cache is read-only: " + key + " kept in memory only");
+  // The compiled bytes are used as they are, whatever happens to the publish (a lost race, a filesystem that
+  // cannot yet show the winner, an unwritable directory, a remote cache that is down).
+  tiers_->publish(entry);
+  debug_log(config_, disk().writable() ? "published " + key : "cache is read-only: " + key + " kept in memory only");
 
   if (config_.wants_ptx() && !compiled.ptx.empty()) {
-    if (auto path = disk_->write_artifact(key, ".ptx", compiled.ptx))
+    if (auto path = disk().write_artifact(key, ".ptx", compiled.ptx))
       std::fprintf(stderr, "[kiln] PTX of %s written to %s\n", input.display_name.c_str(), path->c_str());
   }
   if (config_.wants_sass()) {
     try {
       std::string sass = compiler::disassemble_sass(binary->cubin, config_);
-      if (auto path = disk_->write_artifact(key, ".sass", sass))
+      if (auto path = disk().write_artifact(key, ".sass", sass))
         std::fprintf(stderr, "[kiln] SASS of %s written to %s\n", input.display_name.c_str(), path->c_str());
     } catch (const Error& e) {
       // A dump is a diagnostic: say clearly why it is missing, but never fail the kernel for it.
@@ -221,7 +278,7 @@ const cuda::LoadedKernel& JitRuntime::kernel(const codegen::KernelSpec& spec, in
                       " is not compiled yet and the stream is being captured into a CUDA graph; run the "
                       "operation once before capturing (warm-up), or precompile it with `kiln compile " +
                       spec.op + " ...`");
-  });
+  }, Purpose::kServing);
   const std::string loaded_key = built.key + '@' + std::to_string(device);
   std::lock_guard<std::mutex> lock(loaded_mutex_);
   auto& slot = loaded_[loaded_key];

@@ -1,8 +1,10 @@
 // The composer: the one place that strings the pieces together.
 //
-//   KernelSpec --render--> source --key--> memory? --> disk? --lock--> disk again? --compile--> publish --> load
+//   KernelSpec --render--> source --key--> memory? --> tiers? --lock--> local tiers again? --(strict: error)-->
+//     --remote claim (or wait for another machine's compile)--> compile --> publish (local + remote) --> load
 //
-// The compiler knows nothing of the cache, the cache knows bytes and not CUDA, the loader takes bytes.
+// The tiers (cache::TieredCache) are the writable cache directory, its read-only layers and the remote
+// cache. The compiler knows nothing of the cache, the cache knows bytes and not CUDA, the loader takes bytes.
 // Everything here is thread-safe; a process-wide instance is built from the configuration on first use.
 #pragma once
 
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "cache/disk_cache.hpp"
+#include "cache/tiered_cache.hpp"
 #include "codegen/kernel_spec.hpp"
 #include "compiler/compiler.hpp"
 #include "cuda/kernel.hpp"
@@ -34,6 +37,10 @@ struct Binary {
   std::vector<uint8_t> cubin;
 };
 
+// Why a kernel is built: ahead of time (`kiln compile`, precompile) always compiles a missing kernel; the
+// serving path (an op about to launch) refuses to in strict mode (DG_JIT_MODE=strict).
+enum class Purpose { kAheadOfTime, kServing };
+
 struct BuildResult {
   std::string key;
   bool hit = false;          // nothing was compiled by this call
@@ -47,17 +54,22 @@ class JitRuntime {
   ~JitRuntime();
 
   const Config& config() const { return config_; }
-  cache::DiskCache& disk() { return *disk_; }
+  // The writable cache directory (the first of DG_JIT_CACHE_DIR).
+  cache::DiskCache& disk() { return tiers_->local(); }
+  // Every persistent tier: the writable directory, the read-only layers, the remote cache.
+  cache::TieredCache& tiers() { return *tiers_; }
 
   // The cache key of a spec for a target: SHA-256 over the rendered source, the content of the kiln headers
   // it includes, the compiler's identity, the binary-changing options, the arch and kiln's version.
   std::string key_of(const codegen::KernelSpec& spec, const Target& target);
 
   // Compile-or-fetch; needs no GPU. Compiles each key at most once across threads and processes.
-  BuildResult build(const codegen::KernelSpec& spec, const Target& target);
+  // With Purpose::kServing in strict mode, a kernel that no tier holds is Error(kNotFound) naming the kernel
+  // and the command that builds it ahead of time, instead of a compile.
+  BuildResult build(const codegen::KernelSpec& spec, const Target& target, Purpose purpose = Purpose::kAheadOfTime);
   // The same; `before_compile` runs (with the key locked) just before a compile, and may throw to refuse it.
   BuildResult build_with_hook(const codegen::KernelSpec& spec, const Target& target,
-                              const std::function<void()>& before_compile);
+                              const std::function<void()>& before_compile, Purpose purpose = Purpose::kAheadOfTime);
 
   // The loaded kernel for `device` (built for that device's arch with the configured backend). On a miss,
   // throws Error(kCaptureError) if `stream` is being captured into a graph and a compile would be needed.
@@ -71,6 +83,12 @@ class JitRuntime {
 
   uint64_t memory_hits() const { return memory_hits_.load(std::memory_order_relaxed); }
 
+  // Declares this process's warm-up done: every later compile is counted in the shared counter
+  // kCompilesAfterWarmup (and in compiles_after_warmup() for this process). Idempotent.
+  void declare_warmup_done() { warmup_done_.store(true, std::memory_order_relaxed); }
+  bool warmup_done() const { return warmup_done_.load(std::memory_order_relaxed); }
+  uint64_t compiles_after_warmup() const { return compiles_after_warmup_.load(std::memory_order_relaxed); }
+
  private:
   compiler::Compiler& compiler_for(Backend backend);
   std::string key_of_source(const std::string& source, const Target& target);
@@ -78,8 +96,10 @@ class JitRuntime {
                                                     const std::string& source, const std::string& key,
                                                     double* compile_ms);
 
+  [[noreturn]] void refuse_strict(const codegen::KernelSpec& spec, const Target& target, const std::string& key);
+
   Config config_;
-  std::unique_ptr<cache::DiskCache> disk_;
+  std::unique_ptr<cache::TieredCache> tiers_;
   std::mutex compilers_mutex_;
   std::unique_ptr<compiler::Compiler> compilers_[2];
 
@@ -93,6 +113,8 @@ class JitRuntime {
   std::unordered_map<std::string, std::unique_ptr<cuda::LoadedKernel>> loaded_;
 
   std::atomic<uint64_t> memory_hits_{0};
+  std::atomic<bool> warmup_done_{false};
+  std::atomic<uint64_t> compiles_after_warmup_{0};
 };
 
 // The process-wide runtime, built from kiln::config() on first use.

@@ -5,7 +5,8 @@ import pytest
 from conftest import ARCH, OP
 
 STATS_FIELDS = {"directory", "writable", "entries", "bytes", "hits", "misses", "compiles", "corrupt",
-                "compile_seconds"}
+                "compile_seconds", "mode", "max_bytes", "publishes", "evicted_entries", "evicted_bytes", "layer_hits",
+                "remote_hits", "compiles_after_warmup", "tiers"}
 ENTRY_FIELDS = {"key", "op", "spec", "arch", "backend", "compiler", "kernel_name", "bytes", "compile_ms", "created",
                 "last_use"}
 

@@ -1,0 +1,234 @@
+#include "cache/pack.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cache/entry_format.hpp"
+#include "kiln/error.hpp"
+#include "util/fs.hpp"
+#include "util/sha256.hpp"
+
+namespace kiln::cache {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+[[noreturn]] void pack_error(const fs::path& file, const std::string& why) {
+  throw Error(ErrorKind::kCacheError, "pack " + file.string() + ": " + why);
+}
+
+void put_u32(std::vector<uint8_t>& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+void put_u64(std::vector<uint8_t>& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+uint64_t get_le(const uint8_t* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+std::vector<uint8_t> read_file(const fs::path& path, bool* ok) {
+  std::vector<uint8_t> bytes;
+  *ok = false;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return bytes;
+  struct stat st{};
+  if (::fstat(fd, &st) == 0) {
+    bytes.resize(static_cast<size_t>(st.st_size));
+    size_t used = 0;
+    while (used < bytes.size()) {
+      ssize_t n = ::read(fd, bytes.data() + used, bytes.size() - used);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      used += static_cast<size_t>(n);
+    }
+    bytes.resize(used);
+    *ok = used == static_cast<size_t>(st.st_size);
+  }
+  ::close(fd);
+  return bytes;
+}
+
+// pread of exactly n bytes at offset; false when the file is shorter.
+bool read_at(int fd, uint64_t offset, size_t n, std::vector<uint8_t>& out) {
+  out.resize(n);
+  size_t used = 0;
+  while (used < n) {
+    ssize_t got = ::pread(fd, out.data() + used, n - used, static_cast<off_t>(offset + used));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    used += static_cast<size_t>(got);
+  }
+  return true;
+}
+
+}  // namespace
+
+const char* to_string(PackImportItem::Outcome outcome) noexcept {
+  switch (outcome) {
+    case PackImportItem::Outcome::kImported: return "imported";
+    case PackImportItem::Outcome::kPresent: return "present";
+    case PackImportItem::Outcome::kRejected: return "rejected";
+  }
+  return "unknown";
+}
+
+PackExportReport export_pack(const std::vector<DiskCache*>& sources, const fs::path& file, const PackFilter& filter) {
+  PackExportReport report;
+  report.file = file;
+  json entries = json::array();
+  std::vector<uint8_t> data;
+  std::map<std::string, bool> seen;
+  for (DiskCache* source : sources) {
+    // list() returns only entries that verify; each is read again here and must verify again, since another
+    // process may have replaced or evicted it in between.
+    for (const ListedEntry& listed : source->list()) {
+      const EntryMetadata& meta = listed.meta;
+      if (seen.count(meta.key)) continue;
+      if (!filter.op.empty() && meta.op != filter.op) continue;
+      if (!filter.arch.empty() && meta.arch != filter.arch) continue;
+      bool ok = false;
+      std::vector<uint8_t> bytes = read_file(source->entry_path(meta.key), &ok);
+      if (!ok || !decode_entry(bytes, meta.key).ok()) continue;
+      seen[meta.key] = true;
+      entries.push_back({{"key", meta.key}, {"op", meta.op}, {"spec", meta.spec}, {"arch", meta.arch},
+                         {"backend", meta.backend}, {"compiler", meta.compiler}, {"kiln_version", meta.kiln_version},
+                         {"kernel_name", meta.kernel_name}, {"offset", data.size()}, {"bytes", bytes.size()},
+                         {"sha256", util::Sha256().update(std::span<const uint8_t>(bytes)).hex_digest()}});
+      data.insert(data.end(), bytes.begin(), bytes.end());
+      report.entries.push_back(meta);
+    }
+  }
+  json manifest = {{"format", "kiln-pack"},
+                   {"version", kPackVersion},
+                   {"kiln_version", KILN_VERSION},
+                   {"created_unix", static_cast<int64_t>(std::time(nullptr))},
+                   {"entries", entries}};
+  const std::string manifest_text = manifest.dump(-1, ' ', false, json::error_handler_t::replace);
+
+  std::vector<uint8_t> head;
+  head.insert(head.end(), std::begin(kPackMagic), std::end(kPackMagic));
+  put_u32(head, kPackVersion);
+  put_u32(head, 0);
+  put_u64(head, manifest_text.size());
+  head.insert(head.end(), manifest_text.begin(), manifest_text.end());
+
+  std::error_code ec;
+  const fs::path dir = file.parent_path().empty() ? fs::path(".") : file.parent_path();
+  auto temp = util::TemporaryFile::create(dir, file.filename().string(), ec);
+  if (!temp || !temp->write(std::span<const uint8_t>(head), ec) || !temp->write(std::span<const uint8_t>(data), ec) ||
+      !temp->sync(ec) || !temp->commit(file, ec))
+    pack_error(file, "cannot be written: " + ec.message());
+  report.bytes = head.size() + data.size();
+  return report;
+}
+
+PackImportReport import_pack(const fs::path& file, DiskCache& into) {
+  if (!into.writable())
+    throw Error(ErrorKind::kCacheError, "cannot import " + file.string() + ": the kernel cache " +
+                                            into.root().string() + " cannot be written");
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) pack_error(file, std::string("cannot be opened: ") + std::strerror(errno));
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) pack_error(file, std::string("cannot be read: ") + std::strerror(errno));
+  const auto file_size = static_cast<uint64_t>(st.st_size);
+
+  std::vector<uint8_t> header;
+  if (!read_at(fd, 0, kPackHeaderBytes, header) || std::memcmp(header.data(), kPackMagic, sizeof kPackMagic) != 0)
+    pack_error(file, "is not a kiln pack (it does not start with the pack magic); packs are written by "
+                     "`kiln cache export`");
+  const auto version = static_cast<uint32_t>(get_le(header.data() + 8, 4));
+  if (version != kPackVersion)
+    pack_error(file, "has pack format version " + std::to_string(version) + "; this kiln reads version " +
+                         std::to_string(kPackVersion));
+  const uint64_t manifest_bytes = get_le(header.data() + 16, 8);
+  if (manifest_bytes > file_size - kPackHeaderBytes)
+    pack_error(file, "is truncated: its manifest is " + std::to_string(manifest_bytes) + " bytes, the file has " +
+                         std::to_string(file_size - kPackHeaderBytes) + " after the header");
+  std::vector<uint8_t> manifest_raw;
+  if (!read_at(fd, kPackHeaderBytes, static_cast<size_t>(manifest_bytes), manifest_raw))
+    pack_error(file, "cannot read its manifest");
+  json manifest = json::parse(manifest_raw.begin(), manifest_raw.end(), nullptr, /*allow_exceptions=*/false);
+  if (manifest.is_discarded() || !manifest.is_object() || manifest.value("format", "") != "kiln-pack" ||
+      !manifest.contains("entries") || !manifest["entries"].is_array())
+    pack_error(file, "has an unusable manifest (expected a JSON object with \"format\": \"kiln-pack\" and an "
+                     "\"entries\" list)");
+  const uint64_t data_start = kPackHeaderBytes + manifest_bytes;
+  const uint64_t data_size = file_size - data_start;
+
+  PackImportReport report;
+  for (const json& item : manifest["entries"]) {
+    PackImportItem out;
+    auto reject = [&](const std::string& why) {
+      out.outcome = PackImportItem::Outcome::kRejected;
+      out.reason = why;
+      ++report.rejected;
+      report.items.push_back(out);
+    };
+    if (!item.is_object()) {
+      reject("a manifest entry is not an object");
+      continue;
+    }
+    out.key = item.value("key", "");
+    out.op = item.value("op", "");
+    out.spec = item.value("spec", "");
+    out.arch = item.value("arch", "");
+    const bool numbers = item.contains("offset") && item["offset"].is_number_unsigned() && item.contains("bytes") &&
+                         item["bytes"].is_number_unsigned();
+    if (!is_valid_key(out.key) || !numbers || !item.contains("sha256") || !item["sha256"].is_string()) {
+      reject("the manifest entry lacks a valid key, offset, bytes or sha256");
+      continue;
+    }
+    const uint64_t offset = item["offset"].get<uint64_t>(), bytes = item["bytes"].get<uint64_t>();
+    if (offset > data_size || bytes > data_size - offset) {
+      reject("the pack ends before this entry's bytes (truncated pack)");
+      continue;
+    }
+    std::vector<uint8_t> raw;
+    if (!read_at(fd, data_start + offset, static_cast<size_t>(bytes), raw)) {
+      reject("its bytes cannot be read");
+      continue;
+    }
+    const std::string digest = util::Sha256().update(std::span<const uint8_t>(raw)).hex_digest();
+    if (digest != item["sha256"].get<std::string>()) {
+      reject("checksum mismatch: the manifest says sha256 " + item["sha256"].get<std::string>().substr(0, 16) +
+             "..., the bytes have " + digest.substr(0, 16) + "...");
+      continue;
+    }
+    DecodeResult decoded = decode_entry(raw, out.key);
+    if (!decoded.ok()) {
+      reject("not a valid entry: " + decoded.reason);
+      continue;
+    }
+    if (into.load(out.key, /*count_stats=*/false)) {
+      out.outcome = PackImportItem::Outcome::kPresent;
+      ++report.present;
+      report.items.push_back(out);
+      continue;
+    }
+    if (!into.publish(*decoded.entry)) {
+      reject("it could not be written into " + into.root().string());
+      continue;
+    }
+    out.outcome = PackImportItem::Outcome::kImported;
+    ++report.imported;
+    report.items.push_back(out);
+  }
+  return report;
+}
+
+}  // namespace kiln::cache

@@ -1,0 +1,355 @@
+#include "cache/redis_tier.hpp"
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "cache/entry_format.hpp"
+#include "kiln/error.hpp"
+#include "util/redis_url.hpp"
+
+#if KILN_HAVE_HIREDIS
+#include <pthread.h>
+#include <signal.h>
+#include <sys/time.h>
+
+#include <hiredis/hiredis.h>
+#if KILN_HAVE_HIREDIS_SSL
+#include <hiredis/hiredis_ssl.h>
+#endif
+#endif
+
+namespace kiln::cache {
+
+bool redis_supported() noexcept {
+#if KILN_HAVE_HIREDIS
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool redis_tls_supported() noexcept {
+#if KILN_HAVE_HIREDIS_SSL
+  return true;
+#else
+  return false;
+#endif
+}
+
+#if KILN_HAVE_HIREDIS
+namespace {
+
+constexpr std::string_view kEntryPrefix = "kiln:v1:entry:";
+constexpr std::string_view kLockPrefix = "kiln:v1:lock:";
+// Deletes the lock only if the token still holds it: a lock that expired and was taken by another machine
+// must not be released by the one it expired on.
+constexpr std::string_view kUnlockScript =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+
+void warn_once(const std::string& dedupe_key, const std::string& message) {
+  static std::mutex mutex;
+  static std::set<std::string> warned;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!warned.insert(dedupe_key).second) return;
+  }
+  std::fprintf(stderr, "kiln: warning: %s\n", message.c_str());
+}
+
+// hiredis writes to its socket with write(2): a server that closed the connection would raise SIGPIPE, whose
+// default action kills the process. A library may not change the process's signal disposition, so SIGPIPE is
+// blocked in this thread for the duration of a request and a SIGPIPE it raised is consumed before unblocking.
+class SigpipeGuard {
+ public:
+  SigpipeGuard() {
+    sigemptyset(&pipe_set_);
+    sigaddset(&pipe_set_, SIGPIPE);
+    sigset_t pending;
+    sigpending(&pending);
+    already_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_set_, &old_mask_);
+  }
+  ~SigpipeGuard() {
+    if (!already_pending_) {
+      sigset_t pending;
+      sigpending(&pending);
+      if (sigismember(&pending, SIGPIPE) == 1) {
+        const struct timespec zero = {0, 0};
+        sigtimedwait(&pipe_set_, nullptr, &zero);
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+  }
+  SigpipeGuard(const SigpipeGuard&) = delete;
+  SigpipeGuard& operator=(const SigpipeGuard&) = delete;
+
+ private:
+  sigset_t pipe_set_{};
+  sigset_t old_mask_{};
+  bool already_pending_ = false;
+};
+
+struct ReplyDeleter {
+  void operator()(redisReply* r) const {
+    if (r) freeReplyObject(r);
+  }
+};
+using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
+
+class RedisTier final : public RemoteTier {
+ public:
+  RedisTier(util::RedisUrl url, int timeout_ms, CountFn count)
+      : url_(std::move(url)), timeout_ms_(timeout_ms), count_(std::move(count)), name_("remote") {}
+
+  ~RedisTier() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    disconnect();
+  }
+
+  const std::string& name() const override { return name_; }
+  TierKind kind() const override { return TierKind::kRemote; }
+  bool writable() const override { return available(); }
+  bool available() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return down_reason_.empty();
+  }
+
+  std::optional<Entry> lookup(const std::string& key) override {
+    check_key(key);
+    const std::string name = std::string(kEntryPrefix) + key;
+    Reply reply;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      reply = command({"GET", name});
+    }
+    if (!reply) return std::nullopt;  // down
+    if (reply->type == REDIS_REPLY_NIL) {
+      count_(Counter::kRemoteMisses, 1);
+      return std::nullopt;
+    }
+    std::string why;
+    if (reply->type == REDIS_REPLY_STRING) {
+      const auto bytes = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(reply->str), reply->len);
+      DecodeResult decoded = decode_entry(bytes, key);
+      if (decoded.ok()) return std::move(decoded.entry);
+      why = decoded.reason;
+    } else {
+      why = reply->type == REDIS_REPLY_ERROR ? "the server answered: " + std::string(reply->str, reply->len)
+                                             : "the value is not a string";
+    }
+    // Never a wrong kernel: a bad value is counted and ignored; the compile that follows overwrites it.
+    count_(Counter::kRemoteCorrupt, 1);
+    warn_once("remote-corrupt:" + key, "the remote cache " + url_.display() + " holds an unusable value for kernel " +
+                                           key + " (" + why + "); it is ignored and will be overwritten");
+    return std::nullopt;
+  }
+
+  bool publish(const Entry& entry) override {
+    check_key(entry.meta.key);
+    const std::vector<uint8_t> bytes = encode_entry(entry);
+    std::lock_guard<std::mutex> lock(mutex_);
+    Reply reply = command({"SET", std::string(kEntryPrefix) + entry.meta.key,
+                           std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size())});
+    return reply && reply->type == REDIS_REPLY_STATUS;
+  }
+
+  LockResult try_lock(const std::string& key, const std::string& token, int ttl_ms) override {
+    check_key(key);
+    std::lock_guard<std::mutex> lock(mutex_);
+    Reply reply = command({"SET", std::string(kLockPrefix) + key, token, "NX", "PX", std::to_string(ttl_ms)});
+    if (!reply) return LockResult::kUnavailable;
+    if (reply->type == REDIS_REPLY_STATUS) return LockResult::kAcquired;
+    if (reply->type == REDIS_REPLY_NIL) return LockResult::kHeldElsewhere;
+    // An error reply (a server refusing SET options, say): compile without the lock, which is still correct.
+    return LockResult::kUnavailable;
+  }
+
+  void unlock(const std::string& key, const std::string& token) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const std::string name = std::string(kLockPrefix) + key;
+    Reply reply = command({"EVAL", kUnlockScript, "1", name, token});
+    if (reply && reply->type == REDIS_REPLY_ERROR) {
+      // Scripting disabled (some managed servers): compare and delete in two steps; the gap can only delete a
+      // lock that expired within it, which costs at most a duplicate compile.
+      Reply held = command({"GET", name});
+      if (held && held->type == REDIS_REPLY_STRING && std::string_view(held->str, held->len) == token)
+        command({"DEL", name});
+    }
+  }
+
+  TierStats tier_stats() override {
+    TierStats t;
+    t.name = name_;
+    t.kind = TierKind::kRemote;
+    t.location = url_.display();
+    std::lock_guard<std::mutex> lock(mutex_);
+    // Reachability now (at most one timeout): `kiln cache stats` is how people check a remote setup.
+    if (down_reason_.empty()) {
+      const auto t0 = std::chrono::steady_clock::now();
+      Reply reply = command({"PING"});
+      if (reply) {
+        char ms[32];
+        std::snprintf(ms, sizeof ms, "%.2f",
+                      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        t.state = std::string("ok (PING ") + ms + " ms)";
+      }
+    }
+    t.available = down_reason_.empty();
+    t.writable = t.available;
+    if (!t.available) t.state = "down: " + down_reason_;
+    return t;
+  }
+
+ private:
+  static void check_key(const std::string& key) {
+    if (!is_valid_key(key))
+      throw Error(ErrorKind::kValueError,
+                  "RedisTier: key must be 32 lowercase hexadecimal characters, got \"" + key + "\"");
+  }
+
+  struct timeval timeout() const {
+    struct timeval tv;
+    tv.tv_sec = timeout_ms_ / 1000;
+    tv.tv_usec = (timeout_ms_ % 1000) * 1000;
+    return tv;
+  }
+
+  void disconnect() {
+    if (context_) redisFree(context_);
+    context_ = nullptr;
+  }
+
+  // Records the first failure: one warning, one count, and the tier is skipped from then on. Under mutex_.
+  void mark_down(const std::string& why) {
+    disconnect();
+    if (!down_reason_.empty()) return;
+    down_reason_ = why;
+    count_(Counter::kRemoteErrors, 1);
+    warn_once("remote-down:" + url_.display(),
+              "the remote cache " + url_.display() + " cannot be used (" + why +
+                  "); this process carries on without it, compiling locally, and does not contact it again");
+  }
+
+  std::string failure_text(const redisContext* c) const {
+    const std::string text = c ? c->errstr : "cannot allocate a connection";
+    const bool timed_out = c && c->err == REDIS_ERR_IO &&
+                           (text.find("temporarily unavailable") != std::string::npos ||
+                            text.find("timed out") != std::string::npos || text.find("Timeout") != std::string::npos);
+    if (timed_out)
+      return "no answer within " + std::to_string(timeout_ms_) + " ms (DG_JIT_REMOTE_TIMEOUT_MS): " + text;
+    return text.empty() ? "connection lost" : text;
+  }
+
+  // Connects (once) with the timeout, authenticates and selects the database. Under mutex_.
+  bool connect() {
+    if (context_) return true;
+    if (!down_reason_.empty()) return false;
+    context_ = redisConnectWithTimeout(url_.host.c_str(), url_.port, timeout());
+    if (!context_ || context_->err) {
+      mark_down("cannot connect to " + url_.host + ":" + std::to_string(url_.port) + ": " + failure_text(context_));
+      return false;
+    }
+    redisSetTimeout(context_, timeout());
+#if KILN_HAVE_HIREDIS_SSL
+    if (url_.tls) {
+      static std::once_flag init;
+      std::call_once(init, [] { redisInitOpenSSL(); });
+      redisSSLContextError ssl_error = REDIS_SSL_CTX_NONE;
+      redisSSLContext* ssl = redisCreateSSLContext(nullptr, nullptr, nullptr, nullptr, url_.host.c_str(), &ssl_error);
+      if (!ssl || redisInitiateSSLWithContext(context_, ssl) != REDIS_OK) {
+        mark_down(std::string("TLS handshake failed: ") +
+                  (ssl ? context_->errstr : redisSSLContextGetError(ssl_error)));
+        return false;
+      }
+      ssl_ = ssl;
+    }
+#endif
+    if (!url_.password.empty()) {
+      Reply reply = url_.username.empty() ? raw_command({"AUTH", url_.password})
+                                          : raw_command({"AUTH", url_.username, url_.password});
+      if (!reply || reply->type == REDIS_REPLY_ERROR) {
+        if (context_) mark_down("AUTH was refused" + (reply ? ": " + std::string(reply->str, reply->len) : ""));
+        return false;
+      }
+    }
+    if (url_.db != 0) {
+      Reply reply = raw_command({"SELECT", std::to_string(url_.db)});
+      if (!reply || reply->type == REDIS_REPLY_ERROR) {
+        if (context_) mark_down("SELECT " + std::to_string(url_.db) + " was refused" +
+                                (reply ? ": " + std::string(reply->str, reply->len) : ""));
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // One request on the open connection; nullptr (and the tier marked down) on any failure. Under mutex_.
+  Reply raw_command(std::initializer_list<std::string_view> args) {
+    std::vector<const char*> argv;
+    std::vector<size_t> lengths;
+    for (std::string_view a : args) {
+      argv.push_back(a.data());
+      lengths.push_back(a.size());
+    }
+    SigpipeGuard guard;
+    auto* raw = static_cast<redisReply*>(
+        redisCommandArgv(context_, static_cast<int>(argv.size()), argv.data(), lengths.data()));
+    if (!raw) {
+      mark_down(failure_text(context_));
+      return nullptr;
+    }
+    return Reply(raw);
+  }
+
+  Reply command(std::initializer_list<std::string_view> args) {
+    if (!connect()) return nullptr;
+    return raw_command(args);
+  }
+
+  util::RedisUrl url_;
+  int timeout_ms_;
+  CountFn count_;
+  std::string name_;
+  mutable std::mutex mutex_;
+  redisContext* context_ = nullptr;
+  std::string down_reason_;  // empty while usable
+#if KILN_HAVE_HIREDIS_SSL
+  redisSSLContext* ssl_ = nullptr;  // kept for the life of the tier (hiredis does not own it)
+#endif
+};
+
+}  // namespace
+#endif  // KILN_HAVE_HIREDIS
+
+std::unique_ptr<RemoteTier> make_redis_tier(const std::string& url_text, int timeout_ms, CountFn count) {
+  std::string why;
+  std::optional<util::RedisUrl> url = util::parse_redis_url(url_text, &why);
+  if (!url) throw Error(ErrorKind::kConfigError, "DG_JIT_REMOTE_CACHE is not a Redis URL: " + why);
+  if (!redis_supported())
+    throw Error(ErrorKind::kConfigError,
+                "DG_JIT_REMOTE_CACHE='" + url->display() +
+                    "' is set, but this kiln was built without hiredis, so it has no remote cache tier; install "
+                    "hiredis (Debian: libhiredis-dev; scripts/install-deps.sh does) and rebuild kiln, or unset "
+                    "DG_JIT_REMOTE_CACHE");
+  if (url->tls && !redis_tls_supported())
+    throw Error(ErrorKind::kConfigError,
+                "DG_JIT_REMOTE_CACHE='" + url->display() +
+                    "' asks for TLS (rediss://), but this kiln was built without hiredis_ssl (hiredis 1.0 or newer "
+                    "with SSL support); use redis:// (for example through a TLS tunnel) or rebuild kiln against a "
+                    "hiredis with hiredis_ssl");
+#if KILN_HAVE_HIREDIS
+  return std::make_unique<RedisTier>(std::move(*url), timeout_ms, std::move(count));
+#else
+  (void)timeout_ms;
+  (void)count;
+  return nullptr;
+#endif
+}
+
+}  // namespace kiln::cache
