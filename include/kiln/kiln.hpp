@@ -52,7 +52,7 @@ struct KernelReport {
   // serves, in increasing order (a kernel may serve several disjoint pieces).
   std::string range_param;
   std::vector<std::pair<int64_t, int64_t>> ranges;
-  bool cached = false;     // plan(): the disk cache holds an entry for the key; compile/precompile: == hit
+  bool cached = false;     // plan(): a local cache tier holds an entry for the key; compile/precompile: == hit
   std::string detail;      // the op's description of the kernel (tile, stages, threads...); may be empty
 };
 
@@ -61,8 +61,9 @@ struct KernelReport {
 std::vector<KernelReport> compile(const CompileRequest& request);
 
 // The kernels compile() would build for the same request, found without compiling or loading anything:
-// op, spec, key, arch, backend, kernel_name, range_param, ranges, detail and cached (whether the disk cache
-// holds a valid entry for the key: a read, counted neither as a hit nor a miss) are filled; hit,
+// op, spec, key, arch, backend, kernel_name, range_param, ranges, detail and cached (whether the cache
+// directory or a read-only layer holds a valid entry for the key: a read, counted neither as a hit nor a
+// miss, never a remote round trip) are filled; hit,
 // compile_ms and cubin_bytes are left at their defaults. Needs no GPU (the compiler's version, part of every key, is learnt once and
 // memoised). Throws what compile() throws for a bad request.
 std::vector<KernelReport> plan(const CompileRequest& request);

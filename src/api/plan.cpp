@@ -112,8 +112,10 @@ std::vector<KernelReport> plan(const std::vector<CompileRequest>& requests) {
   std::vector<KernelReport> reports;
   jit::JitRuntime& runtime = jit::runtime();
   for (api::PlannedKernel& p : api::plan_kernels(requests)) {
-    // Whether a verified entry is on disk; a read, never a compile (and not counted as a hit or miss).
-    p.report.cached = runtime.disk().load(p.report.key, /*count_stats=*/false).has_value();
+    // Whether the writable directory or a read-only layer holds a verified entry: a read, never a compile,
+    // counted neither as a hit nor a miss, and no network round trip to a remote tier.
+    p.report.cached =
+        runtime.tiers().lookup(p.report.key, /*count_stats=*/false, /*include_remote=*/false).has_value();
     reports.push_back(std::move(p.report));
   }
   return reports;
