@@ -28,8 +28,11 @@ record build ok "$(( $(date +%s) - start )) s"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader \
   >"$out/gpu.txt" 2>&1 || true
 
+# ONLY='regex' runs just the steps whose names match (e.g. ONLY='fp8_gemm|jit_bench|python').
+only=${ONLY:-.}
 run_step() {  # name, timeout seconds, command...
   local name=$1 limit=$2; shift 2
+  [[ $name =~ $only ]] || return 0
   local t0=$(date +%s)
   timeout "$limit" "$@" >"$out/$name.log" 2>&1
   local rc=$?
@@ -55,7 +58,7 @@ fi
 # The Python package (issue 4): built as `pip install .` builds it, with /usr/bin/g++ and the machine's own
 # scikit-build-core and nanobind (no package registry there), into a private directory; then its GPU tests,
 # the whole pytest suite when pytest is installed, and the host-overhead benchmark.
-if [[ $what == bench || $what == python || $what == all ]]; then
+if [[ ($what == bench || $what == python || $what == all) && python =~ $only ]]; then
   pydir=$PWD/$build/python-package
   t0=$(date +%s)
   rm -rf "$pydir"
