@@ -4,7 +4,8 @@
 # is expected on the machine; we say so clearly if it is not.
 set -euo pipefail
 
-debian_packages=(cmake ninja-build g++ libssl-dev nlohmann-json3-dev libcli11-dev libgtest-dev)
+# libhiredis-dev: the Redis remote cache tier (optional at build time); redis-server: its tests.
+debian_packages=(cmake ninja-build g++ libssl-dev nlohmann-json3-dev libcli11-dev libgtest-dev libhiredis-dev redis-server)
 python_packages=(pytest)
 
 missing=()

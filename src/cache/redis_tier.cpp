@@ -143,7 +143,12 @@ class RedisTier final : public RemoteTier {
       why = reply->type == REDIS_REPLY_ERROR ? "the server answered: " + std::string(reply->str, reply->len)
                                              : "the value is not a string";
     }
-    // Never a wrong kernel: a bad value is counted and ignored; the compile that follows overwrites it.
+    // Never a wrong kernel: a bad value is counted (once per key and process: the composer looks again after
+    // taking the compile lock) and ignored; the compile that follows overwrites it.
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!bad_keys_.insert(key).second) return std::nullopt;
+    }
     count_(Counter::kRemoteCorrupt, 1);
     warn_once("remote-corrupt:" + key, "the remote cache " + url_.display() + " holds an unusable value for kernel " +
                                            key + " (" + why + "); it is ignored and will be overwritten");
@@ -319,6 +324,7 @@ class RedisTier final : public RemoteTier {
   mutable std::mutex mutex_;
   redisContext* context_ = nullptr;
   std::string down_reason_;  // empty while usable
+  std::set<std::string> bad_keys_;  // keys whose bad value was already counted and reported
 #if KILN_HAVE_HIREDIS_SSL
   redisSSLContext* ssl_ = nullptr;  // kept for the life of the tier (hiredis does not own it)
 #endif

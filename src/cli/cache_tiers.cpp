@@ -59,6 +59,10 @@ int run_export(const CacheTierCommands& c, bool as_json) {
 
 int run_import(const CacheTierCommands& c, bool as_json) {
   const CacheImportReport r = cache_import(c.file);
+  for (const auto& i : r.items)
+    if (i.outcome == "rejected")
+      std::cerr << "kiln: error: rejected " << (i.op.empty() ? "" : i.op + " ") << (i.spec.empty() ? "" : i.spec + " ")
+                << (i.key.empty() ? "(no key)" : i.key) << ": " << i.reason << '\n';
   if (as_json) {
     json items = json::array();
     for (const auto& i : r.items) {
@@ -72,10 +76,6 @@ int run_import(const CacheTierCommands& c, bool as_json) {
   }
   std::cout << c.file << ": " << r.imported << " imported, " << r.present << " already present, " << r.rejected
             << " rejected\n";
-  for (const auto& i : r.items)
-    if (i.outcome == "rejected")
-      std::cerr << "kiln: error: rejected " << (i.op.empty() ? "" : i.op + " ") << (i.spec.empty() ? "" : i.spec + " ")
-                << (i.key.empty() ? "(no key)" : i.key) << ": " << i.reason << '\n';
   // Rejected entries are a failure worth a non-zero status (a script must notice a damaged pack); the good
   // entries are imported all the same.
   return r.rejected ? 1 : 0;

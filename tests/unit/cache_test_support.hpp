@@ -1,6 +1,7 @@
 // Helpers shared by the cache tests: keys, entries, file surgery and child processes.
 #pragma once
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -1,0 +1,160 @@
+"""`kiln cache stats|prune|export|import` and the tier settings: layers, strict mode, the size bound, packs and
+the remote cache's settings, seen from the command line."""
+
+import json
+import struct
+
+import pytest
+
+from conftest import ARCH, OP, PROBLEM, assert_error
+
+OTHER_PROBLEM = ["m=4096", "k=4096"]  # a second kernel (another k)
+
+
+def test_stats_lists_every_tier(kiln, tmp_path):
+    layer = tmp_path / "layer"
+    stats = kiln.json("cache", "stats", env={"DG_JIT_CACHE_DIR": f"{kiln.cache_dir}:{layer}"})
+    assert stats["mode"] == "normal"
+    assert stats["max_bytes"] == 0
+    assert [t["kind"] for t in stats["tiers"]] == ["local", "layer"]
+    local, lower = stats["tiers"]
+    assert local["location"] == str(kiln.cache_dir) and local["writable"] is True and local["entries"] == 0
+    assert lower["location"] == str(layer) and lower["writable"] is False
+    assert lower["available"] is False and lower["state"].startswith("unavailable")
+
+
+def test_a_layer_serves_without_compiling_or_copying(kiln, tmp_path):
+    kiln.compile("--backend", "nvrtc")
+    layered = {"DG_JIT_CACHE_DIR": f"{tmp_path / 'fresh'}:{kiln.cache_dir}"}
+    again = kiln.compile("--backend", "nvrtc", env=layered)
+    assert again["hit"] is True
+    stats = kiln.json("cache", "stats", env=layered)
+    assert stats["layer_hits"] == 1 and stats["compiles"] == 0 and stats["entries"] == 0
+    assert stats["tiers"][1]["entries"] == 1
+
+
+def test_strict_mode_is_shown_and_ahead_of_time_still_compiles(kiln):
+    strict = {"DG_JIT_MODE": "strict"}
+    assert kiln.json("cache", "stats", env=strict)["mode"] == "strict"
+    assert kiln.compile("--backend", "nvrtc", env=strict)["hit"] is False
+
+
+@pytest.mark.parametrize("variable,value,needle", [
+    ("DG_JIT_MODE", "lenient", "normal or strict"),
+    ("DG_JIT_CACHE_MAX_BYTES", "lots", "K, M, G or T"),
+    ("DG_JIT_CACHE_MAX_BYTES", "5X", "is not a size"),
+    ("DG_JIT_REMOTE_CACHE", "http://host:1", "redis://"),
+    ("DG_JIT_REMOTE_CACHE", "redis://host:99999", "port"),
+    ("DG_JIT_REMOTE_TIMEOUT_MS", "0", "milliseconds"),
+    ("DG_JIT_CACHE_DIR", "/tmp/a::/tmp/b", "empty directory"),
+])
+def test_bad_tier_settings_are_errors_naming_the_variable(kiln, variable, value, needle):
+    assert_error(kiln.run("config", env={variable: value}), variable, needle)
+
+
+def test_remote_password_is_never_shown(kiln):
+    out = kiln.json("config", env={"DG_JIT_REMOTE_CACHE": "redis://:s3cret@127.0.0.1:1/2"})
+    remote = next(s for s in out["settings"] if s["variable"] == "DG_JIT_REMOTE_CACHE")
+    assert remote["value"] == "redis://:***@127.0.0.1:1/2"
+    bad = kiln.run("config", env={"DG_JIT_REMOTE_CACHE": "redis://:s3cret@host:bad"})
+    assert bad.returncode == 1 and "s3cret" not in bad.stderr
+
+
+def test_max_bytes_bounds_the_directory(kiln):
+    first = kiln.compile("--backend", "nvrtc")
+    size = kiln.json("cache", "stats")["bytes"]
+    bounded = {"DG_JIT_CACHE_MAX_BYTES": str(size + size // 2)}
+    kiln.json("compile", OP, *OTHER_PROBLEM, "--arch", ARCH, "--backend", "nvrtc", env=bounded)
+    stats = kiln.json("cache", "stats", env=bounded)
+    assert stats["max_bytes"] == size + size // 2
+    assert stats["bytes"] <= stats["max_bytes"]
+    assert stats["evicted_entries"] == 1 and stats["entries"] == 1
+    assert not kiln.entry_files(first["key"]), "the least recently used entry went"
+
+
+def test_prune_by_hand(kiln):
+    kiln.compile("--backend", "nvrtc")
+    kiln.json("compile", OP, *OTHER_PROBLEM, "--arch", ARCH, "--backend", "nvrtc")
+    report = kiln.json("cache", "prune", "--max-bytes", "1K")
+    assert report["max_bytes"] == 1024
+    assert report["removed_entries"] == 2 and report["remaining_entries"] == 0 and report["removed_bytes"] > 0
+    assert kiln.json("cache", "stats")["evicted_entries"] == 2
+    text = kiln.run("cache", "prune", "--max-bytes", "10G", check=True)
+    assert "removed 0 entries" in text.stdout
+
+
+def test_prune_needs_a_size(kiln):
+    assert kiln.run("cache", "prune").returncode == 2
+    assert kiln.run("cache", "prune", "--max-bytes", "big").returncode == 2
+
+
+def pack_entries(path):
+    data = path.read_bytes()
+    assert data[:8] == b"\x89KPACK\r\n"
+    (length,) = struct.unpack_from("<Q", data, 16)
+    manifest = json.loads(data[24:24 + length])
+    return data, 24 + length, manifest
+
+
+def test_export_and_import_round_trip_twice(kiln, tmp_path):
+    a = kiln.compile("--backend", "nvrtc")
+    b = kiln.json("compile", OP, *OTHER_PROBLEM, "--arch", ARCH, "--backend", "nvrtc")
+    pack = tmp_path / "warmup.kilnpack"
+    out = kiln.json("cache", "export", pack)
+    assert out["exported"] == 2 and out["bytes"] == pack.stat().st_size
+    assert {e["key"] for e in out["entries"]} == {a["key"], b["key"]}
+    _, _, manifest = pack_entries(pack)
+    assert manifest["format"] == "kiln-pack" and len(manifest["entries"]) == 2
+
+    other = {"DG_JIT_CACHE_DIR": str(tmp_path / "gpu")}
+    first = kiln.json("cache", "import", pack, env=other)
+    assert (first["imported"], first["present"], first["rejected"]) == (2, 0, 0)
+    second = kiln.json("cache", "import", pack, env=other)
+    assert (second["imported"], second["present"], second["rejected"]) == (0, 2, 0)
+    assert kiln.compile("--backend", "nvrtc", env=other)["hit"] is True
+    assert kiln.json("cache", "stats", env=other)["compiles"] == 0
+
+
+def test_export_filters(kiln, tmp_path):
+    kiln.compile("--backend", "nvrtc")
+    assert kiln.json("cache", "export", tmp_path / "p1", "--op", OP, "--arch", ARCH)["exported"] == 1
+    assert kiln.json("cache", "export", tmp_path / "p2", "--arch", "sm_100a")["exported"] == 0
+    assert kiln.json("cache", "export", tmp_path / "p3", "--op", "nothing")["exported"] == 0
+
+
+def test_a_corrupted_pack_entry_is_rejected_by_name(kiln, tmp_path):
+    a = kiln.compile("--backend", "nvrtc")
+    kiln.json("compile", OP, *OTHER_PROBLEM, "--arch", ARCH, "--backend", "nvrtc")
+    pack = tmp_path / "p"
+    kiln.json("cache", "export", pack)
+    data, start, manifest = pack_entries(pack)
+    victim = next(e for e in manifest["entries"] if e["key"] == a["key"])
+    at = start + victim["offset"] + victim["bytes"] // 2
+    damaged = bytearray(data)
+    damaged[at] ^= 0xFF
+    pack.write_bytes(bytes(damaged))
+    other = {"DG_JIT_CACHE_DIR": str(tmp_path / "gpu")}
+    result = kiln.run("cache", "import", pack, "--json", env=other)
+    assert result.returncode == 1, result
+    report = result.json()
+    assert (report["imported"], report["rejected"]) == (1, 1)
+    rejected = [e for e in report["entries"] if e["outcome"] == "rejected"]
+    assert rejected[0]["key"] == a["key"] and "checksum mismatch" in rejected[0]["reason"]
+    assert a["key"] in result.stderr and "rejected" in result.stderr
+
+
+def test_import_of_something_that_is_not_a_pack(kiln, tmp_path):
+    junk = tmp_path / "junk"
+    junk.write_text("hello")
+    assert_error(kiln.run("cache", "import", junk), str(junk), "not a kiln pack")
+
+
+def test_remote_cache_down_is_reported_not_fatal(kiln):
+    env = {"DG_JIT_REMOTE_CACHE": "redis://127.0.0.1:1"}
+    stats = kiln.run("cache", "stats", "--json", env=env)
+    if stats.returncode != 0 and "built without hiredis" in stats.stderr:
+        pytest.skip("kiln was built without hiredis")
+    assert stats.returncode == 0, stats
+    remote = stats.json()["tiers"][-1]
+    assert remote["kind"] == "remote" and remote["available"] is False and remote["state"].startswith("down")
+    assert kiln.compile("--backend", "nvrtc", env=env)["hit"] is False
