@@ -170,7 +170,7 @@ TieredCache::ClaimResult TieredCache::claim_compile(const std::string& key) {
     }
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
-      warn_once("remote-wait", "another machine has held the remote compile lock of kernel " + key + " for more than " +
+      warn_once("remote-wait:" + key, "another machine has held the remote compile lock of kernel " + key + " for more than " +
                                    std::to_string(options_.remote_wait_ms) +
                                    " ms (DG_JIT_REMOTE_WAIT_MS); compiling it here instead");
       return result;
