@@ -15,6 +15,7 @@
 
 #if KILN_HAVE_HIREDIS
 #include <pthread.h>
+#include <unistd.h>
 #include <signal.h>
 #include <sys/time.h>
 
@@ -253,6 +254,12 @@ class RedisTier final : public RemoteTier {
 
   // Connects (once) with the timeout, authenticates and selects the database. Under mutex_.
   bool connect() {
+    if (context_ && pid_ != ::getpid()) {
+      // A forked child shares the parent's socket: replies would interleave. Close the child's copy of the
+      // descriptor (the parent's connection is unaffected) and connect anew.
+      redisFree(context_);
+      context_ = nullptr;
+    }
     if (context_) return true;
     if (!down_reason_.empty()) return false;
     context_ = redisConnectWithTimeout(url_.host.c_str(), url_.port, timeout());
@@ -261,6 +268,7 @@ class RedisTier final : public RemoteTier {
       return false;
     }
     redisSetTimeout(context_, timeout());
+    pid_ = ::getpid();
 #if KILN_HAVE_HIREDIS_SSL
     if (url_.tls) {
       static std::once_flag init;
@@ -323,6 +331,7 @@ class RedisTier final : public RemoteTier {
   std::string name_;
   mutable std::mutex mutex_;
   redisContext* context_ = nullptr;
+  pid_t pid_ = 0;  // the process that connected
   std::string down_reason_;  // empty while usable
   std::set<std::string> bad_keys_;  // keys whose bad value was already counted and reported
 #if KILN_HAVE_HIREDIS_SSL

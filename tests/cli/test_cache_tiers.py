@@ -2,11 +2,13 @@
 the remote cache's settings, seen from the command line."""
 
 import json
+import os
 import struct
+import time
 
 import pytest
 
-from conftest import ARCH, OP, PROBLEM, assert_error
+from conftest import ARCH, OP, REPO, assert_error
 
 OTHER_PROBLEM = ["m=4096", "k=4096"]  # a second kernel (another k)
 
@@ -158,3 +160,56 @@ def test_remote_cache_down_is_reported_not_fatal(kiln):
     remote = stats.json()["tiers"][-1]
     assert remote["kind"] == "remote" and remote["available"] is False and remote["state"].startswith("down")
     assert kiln.compile("--backend", "nvrtc", env=env)["hit"] is False
+
+
+@pytest.fixture
+def redis_url(tmp_path):
+    """A real redis-server on a free loopback port, stopped at the end of the test."""
+    import shutil
+    import socket
+    import subprocess
+    import time
+
+    server = shutil.which("redis-server") or "/usr/bin/redis-server"
+    if not os.access(server, os.X_OK):
+        pytest.skip("redis-server is not installed")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                             "--daemonize", "no", "--logfile", "/dev/null", "--dir", str(tmp_path)])
+    try:
+        for _ in range(250):  # up to 5 s
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.02)
+        else:
+            pytest.fail("redis-server did not start")
+        yield f"redis://127.0.0.1:{port}"
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def test_second_machine_warms_up_a_model_from_redis_with_zero_compiles(kiln, tmp_path, redis_url):
+    """The issue's target: the second machine's warm-up of warmup_model compiles nothing, in at most 2 s."""
+    shapes = REPO.parent / "shared" / "bench" / "shapes.json"
+    if not shapes.is_file():
+        shapes = tmp_path / "shapes.json"
+        shapes.write_text(json.dumps({"warmup_model": {"m_range": [1, 16384], "nk": [[2112, 7168], [7168, 2048]]}}))
+    args = ("precompile", "fp8_gemm_nt", "--shapes", shapes, "--arch", ARCH, "--backend", "nvrtc")
+    first = kiln.run(*args, "--json", env={"DG_JIT_REMOTE_CACHE": redis_url, "DG_JIT_CACHE_DIR": str(tmp_path / "a")})
+    if first.returncode != 0 and "built without hiredis" in first.stderr:
+        pytest.skip("kiln was built without hiredis")
+    assert first.returncode == 0, first
+    kernels = len(first.json()["kernels"])
+    assert kernels > 0
+    started = time.monotonic()
+    second = kiln.json(*args, env={"DG_JIT_REMOTE_CACHE": redis_url, "DG_JIT_CACHE_DIR": str(tmp_path / "b")})
+    elapsed = time.monotonic() - started
+    assert second["compiled"] == 0 and second["cached"] == kernels
+    assert elapsed <= 2.0, f"{kernels} kernels from Redis took {elapsed:.2f} s"
+    stats = kiln.json("cache", "stats", env={"DG_JIT_REMOTE_CACHE": redis_url, "DG_JIT_CACHE_DIR": str(tmp_path / "b")})
+    assert stats["remote_hits"] == kernels and stats["compiles"] == 0
+    assert stats["tiers"][-1]["kind"] == "remote" and stats["tiers"][-1]["hits"] == kernels
