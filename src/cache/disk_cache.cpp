@@ -120,7 +120,7 @@ struct DiskCache::Impl {
   mutable std::mutex state_mutex;
   mutable std::string unavailable_reason;  // empty while available
 
-  // Records that a read-only layer cannot be used (warns once per layer and reason kind), or that it can.
+  // Records that a read-only layer cannot be used (one warning per layer and process), or that it can.
   void set_unavailable(const std::string& why) const {
     {
       std::lock_guard<std::mutex> lock(state_mutex);
