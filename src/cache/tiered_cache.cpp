@@ -91,8 +91,9 @@ std::optional<Found> TieredCache::lookup(const std::string& key, bool count_stat
         count(Counter::kLayerHits);
       }
       // Served in place: a layer is often a large shared pack, and copying it piecemeal into every
-      // machine's directory is what the layer is there to avoid, unless asked.
-      if (options_.copy_up) local_->publish(*entry);
+      // machine's directory is what the layer is there to avoid, unless asked. (Uncounted lookups are checks,
+      // such as plan()'s "is it cached?", and never write.)
+      if (options_.copy_up && count_stats) local_->publish(*entry);
       return found_in(*layer, std::move(*entry));
     }
   }

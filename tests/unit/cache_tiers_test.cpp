@@ -78,6 +78,8 @@ TEST(Layers, CopyUpStoresTheLayerHitLocally) {
   const std::string key = key_of("copy-up");
   fill(dir.path() / "layer", {make_entry(key)});
   TieredCache tiers(layered(dir.path() / "local", {dir.path() / "layer"}, /*copy_up=*/true));
+  ASSERT_TRUE(tiers.lookup(key, /*count_stats=*/false));
+  EXPECT_FALSE(fs::exists(entry_path(dir.path() / "local", key))) << "a check (plan's \"cached?\") never writes";
   ASSERT_TRUE(tiers.lookup(key));
   EXPECT_TRUE(fs::exists(entry_path(dir.path() / "local", key)));
   auto again = tiers.lookup(key);
