@@ -57,7 +57,9 @@ fi
 
 # The Python package (issue 4): built as `pip install .` builds it, with /usr/bin/g++ and the machine's own
 # scikit-build-core and nanobind (no package registry there), into a private directory; then its GPU tests,
-# the whole pytest suite when pytest is installed, and the host-overhead benchmark.
+# the whole pytest suite when pytest is installed (without the FP8 GEMM GPU file, which has its own step), the
+# host-overhead benchmark and the FP8 GEMM benchmark against cuBLAS (its JSON and PNG go to $OUT directly).
+# Just these steps: ONLY='^python$|python_gpu_fp8_gemm|python_fp8_gemm_bench'.
 if [[ ($what == bench || $what == python || $what == all) && python =~ $only ]]; then
   pydir=$PWD/$build/python-package
   t0=$(date +%s)
@@ -68,11 +70,15 @@ if [[ ($what == bench || $what == python || $what == all) && python =~ $only ]];
     if [[ $what != bench ]]; then
       PYTHONPATH=$pydir run_step python_gpu_ops 200 python3 tests/python/test_gpu_ops.py
       PYTHONPATH=$pydir run_step python_gpu_threads 120 python3 tests/python/test_gpu_threads.py
+      PYTHONPATH=$pydir run_step python_gpu_fp8_gemm 300 python3 tests/python/test_gpu_fp8_gemm.py
       if python3 -c "import pytest, numpy" 2>/dev/null; then
-        PYTHONPATH=$pydir run_step python_pytest 240 python3 -m pytest -q -p no:cacheprovider tests/python
+        PYTHONPATH=$pydir run_step python_pytest 240 python3 -m pytest -q -p no:cacheprovider \
+          --ignore=tests/python/test_gpu_fp8_gemm.py tests/python
       fi
     fi
     [[ $what != tests ]] && PYTHONPATH=$pydir run_step python_overhead 300 python3 bench/python_overhead.py
+    [[ $what != tests ]] && PYTHONPATH=$pydir run_step python_fp8_gemm_bench 240 \
+      python3 bench/fp8_gemm_bench.py --out "$final_out"
   else
     tail -30 "$out/python_build.log"
     record python_build FAIL "$(( $(date +%s) - t0 )) s (log: python_build.log)"

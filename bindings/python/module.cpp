@@ -180,6 +180,24 @@ NB_MODULE(_native, m) {
       },
       "x"_a.none(), "out"_a.none(), "out_scales"_a.none(), "stream"_a.none() = nb::none(),
       "Per-128x128-block FP8 cast into caller-provided outputs (see kiln.per_block_cast_to_fp8).");
+  m.def(
+      "fp8_gemm_nt",
+      [](nb::handle a, nb::handle sfa, nb::handle b, nb::handle sfb, nb::handle d, nb::handle stream) {
+        // Views first (a non-tensor or an unknown dtype is a TypeError naming the argument), then the stream
+        // (the caller's current one on a's device), then the C++ API, which checks every precondition.
+        constexpr const char* kFunction = "fp8_gemm_nt";
+        KeepAlive keep;
+        const kiln::TensorView av = to_view(a, kFunction, "a", keep);
+        const kiln::TensorView sfav = to_view(sfa, kFunction, "sfa", keep);
+        const kiln::TensorView bv = to_view(b, kFunction, "b", keep);
+        const kiln::TensorView sfbv = to_view(sfb, kFunction, "sfb", keep);
+        const kiln::TensorView dv = to_view(d, kFunction, "d", keep);
+        const uintptr_t s = resolve_stream(stream, a, av, kFunction);
+        nb::gil_scoped_release release;
+        kiln::fp8_gemm_nt(av, sfav, bv, sfbv, dv, reinterpret_cast<kiln::Stream>(s));
+      },
+      "a"_a.none(), "sfa"_a.none(), "b"_a.none(), "sfb"_a.none(), "d"_a.none(), "stream"_a.none() = nb::none(),
+      "D (bf16) = (A * sfa) . (B * sfb)^T into a caller-provided d; sfa MN-major (see kiln.fp8_gemm_nt).");
   m.def("per_token_scales_storage", &kiln::per_token_scales_storage, "m"_a, "k"_a,
         "Floats of storage behind per_token_cast_to_fp8's scales: (k / 128) * get_tma_aligned_size(m, 4).");
   m.def(

@@ -27,6 +27,7 @@ from ._errors import (
     CudaError,
     InternalError,
     KilnError,
+    KilnNotImplementedError,
     KilnTypeError,
     KilnValueError,
     NotFoundError,
@@ -38,6 +39,7 @@ __version__: str = _native.version()
 
 __all__ = [
     # DeepGEMM's names
+    "fp8_gemm_nt",
     "per_token_cast_to_fp8",
     "per_block_cast_to_fp8",
     "get_mn_major_tma_aligned_tensor",
@@ -72,6 +74,7 @@ __all__ = [
     "CacheError",
     "CaptureError",
     "InternalError",
+    "KilnNotImplementedError",
 ]
 # `compile` is kiln.compile too (the name of the `kiln compile` command), but is kept out of __all__ so that
 # `from kiln import *` does not shadow the builtin.
@@ -81,6 +84,8 @@ _per_token_native = _native.per_token_cast_to_fp8
 _per_block_native = _native.per_block_cast_to_fp8
 _per_token_outputs = _tensors.per_token_outputs
 _per_block_outputs = _tensors.per_block_outputs
+_gemm_native = _native.fp8_gemm_nt
+_gemm_sfa = _tensors.gemm_sfa
 
 
 # ---- Small helpers -----------------------------------------------------------------------------------------
@@ -221,6 +226,95 @@ def get_mn_major_tma_aligned_tensor(sf: Any) -> Any:
     a tensor that is not 2-D or 3-D.
     """
     return _tensors.get_mn_major_tma_aligned_tensor(sf)
+
+
+# ---- FP8 GEMM ----------------------------------------------------------------------------------------------
+
+_DEFAULT_RECIPE = (1, 128, 128)
+
+
+def _pair(value: Any, name: str) -> Tuple[Any, Any]:
+    # A tuple or a list only: unpacking a tensor of two rows would "work" and hide the mistake.
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        return value[0], value[1]
+    given = f"a {type(value).__name__} of {len(value)}" if isinstance(value, (tuple, list)) else \
+        f"{type(value).__module__}.{type(value).__qualname__}"
+    raise KilnTypeError(f"fp8_gemm_nt: {name} must be a pair ({name}_fp8, sf{name}) of tensors, got {given}")
+
+
+def _check_gemm_form(c: Any, recipe: Any, compiled_dims: Any) -> None:
+    if c is not None:
+        raise KilnNotImplementedError(
+            "fp8_gemm_nt: c (the accumulating form D (float32) = C + A . B^T, DeepGEMM's weight-gradient recipe "
+            "with both operands scaled per 1x128) is not implemented in kiln; the implemented form is c=None: "
+            "D (bfloat16) = A . B^T with A scaled per 1x128 (per_token_cast_to_fp8) and B per 128x128 "
+            "(per_block_cast_to_fp8)")
+    if recipe is not None:
+        try:
+            given = tuple(operator.index(v) for v in recipe)
+        except TypeError:
+            given = None
+        if given != _DEFAULT_RECIPE:
+            what = "the weight-gradient recipe 1x128 . 1x128, " if given == (1, 1, 128) else ""
+            raise KilnValueError(
+                f"fp8_gemm_nt: recipe={recipe!r} ({what}a scaling recipe other than DeepGEMM's default) is not "
+                f"supported by kiln: only recipe=None or (1, 128, 128) is, A scaled per 1x128 and B per 128x128 "
+                f"with float32 scales")
+    if not isinstance(compiled_dims, str) or not set(compiled_dims) <= set("mnk"):
+        raise KilnValueError(f"fp8_gemm_nt: compiled_dims must be a string of the letters m, n and k (DeepGEMM's "
+                             f"default is 'nk'), got {compiled_dims!r}")
+
+
+def fp8_gemm_nt(a: Sequence[Any], b: Sequence[Any], d: Any, c: Any = None, recipe: Optional[Sequence[int]] = None,
+                compiled_dims: str = "nk", disable_ue8m0_cast: bool = False, *, stream: Any = None) -> None:
+    """FP8 GEMM with DeepSeek-V3 fine-grained scaling, in place: ``D = (A * sfa) . (B * sfb)^T``, summed in
+    float32 one 128-wide K block at a time, rounded to bfloat16 (DeepGEMM's ``fp8_gemm_nt``, same arguments).
+
+    Shapes and layouts (checked before anything is launched; K-major means row-major here):
+
+    * ``a = (a_fp8, sfa)``: float8_e4m3fn ``[m, k]`` K-major (row stride a multiple of 16 elements, 16-byte
+      aligned), and float32 ``[m, ceil(k/128)]`` scales, one per row per 128 K (``per_token_cast_to_fp8``).
+    * ``b = (b_fp8, sfb)``: float8_e4m3fn ``[n, k]`` K-major (``n`` a multiple of 8, ``k`` of 16), and float32
+      ``[ceil(n/128), ceil(k/128)]`` scales, one per 128x128 block, contiguous (``per_block_cast_to_fp8``).
+    * ``d``: bfloat16 ``[m, n]``, row stride >= n and a multiple of 8, 16-byte aligned: the output.
+
+    ``m`` may be anything (0 launches nothing); ``n`` and ``k`` are compiled into the kernel, so the first call
+    for an ``(n, k)`` compiles (``precompile("fp8_gemm_nt", n=..., k=..., m=...)`` does it ahead of time).
+
+    **A's scales.** The kernel reads them MN-major and TMA-aligned: strides ``(1, s)`` with ``s >= m`` a multiple
+    of 4, which is what ``kiln.per_token_cast_to_fp8`` returns (no cost). Row-major scales (DeepGEMM's own
+    ``per_token_cast_to_fp8`` returns those) are accepted as torch CUDA tensors and converted on every call with
+    ``get_mn_major_tma_aligned_tensor``: one allocation and one transposing copy of ``ceil(k/128) * align(m, 4)``
+    floats (224 KB at m = 4096, k = 7168; a few microseconds). Convert them once yourself to avoid that cost.
+    Scales from other DLPack producers must already be MN-major (ValueError otherwise).
+
+    Args:
+        a: ``(a_fp8, sfa)``, as above. b: ``(b_fp8, sfb)``, as above. d: the bfloat16 output.
+        c: DeepGEMM's accumulating form ``D (float32) = C + A . B^T`` (the weight-gradient recipe). Not
+            implemented: anything but None raises NotImplementedError (KilnNotImplementedError).
+        recipe: DeepGEMM's scaling recipe ``(1, 128, 128)`` (A per 1x128, B per 128x128), the default for
+            float32 scales; None means it. Any other recipe raises ValueError.
+        compiled_dims: DeepGEMM's choice of compile-time dimensions, a string of ``m``/``n``/``k``. A hint only:
+            kiln always compiles ``n`` and ``k`` into the kernel and never ``m`` (the result is the same).
+        disable_ue8m0_cast: DeepGEMM's switch for converting float32 scales to UE8M0 on sm_100; on sm_90 with
+            float32 scales there is no such cast, so it has no effect (as in DeepGEMM).
+        stream: where to enqueue: None for the caller's current stream (torch's current stream on a's device),
+            an int ``CUstream``, or a ``torch.cuda.Stream``/``cupy.cuda.Stream``/``__cuda_stream__`` object.
+
+    Any tensor kind kiln accepts works (torch tensors, DLPack producers, ``__cuda_array_interface__``); all on
+    one H100/H200 (compute capability 9.0). The GIL is released while kiln compiles or launches. In a CUDA
+    graph capture, call once before capturing (the kernel is compiled and loaded outside the capture).
+
+    Raises:
+        TypeError: wrong dtype, or an argument that is not a tensor or a pair of them. ValueError: bad shape,
+        strides, alignment, device, recipe or compiled_dims. NotImplementedError: ``c`` given.
+        RuntimeError: CUDA errors, a failed compile, or a compile needed during graph capture.
+    """
+    if c is not None or recipe is not None or compiled_dims != "nk":
+        _check_gemm_form(c, recipe, compiled_dims)
+    a_fp8, sfa = _pair(a, "a")
+    b_fp8, sfb = _pair(b, "b")
+    _gemm_native(a_fp8, _gemm_sfa(sfa), b_fp8, sfb, d, stream)
 
 
 # ---- Settings ----------------------------------------------------------------------------------------------

@@ -18,6 +18,10 @@ kCacheError            CacheError           RuntimeError
 kCaptureError          CaptureError         RuntimeError (a compile needed during graph capture)
 kInternal              InternalError        RuntimeError (a bug in kiln: please report it)
 =====================  ===================  ===========================================================
+
+One class has no C++ kind: :class:`KilnNotImplementedError` (also a ``NotImplementedError``) is raised by the
+Python package for a form of a DeepGEMM function that kiln does not implement (``fp8_gemm_nt``'s accumulating
+``c=``), rather than computing something else.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ __all__ = [
     "CacheError",
     "CaptureError",
     "InternalError",
+    "KilnNotImplementedError",
 ]
 
 
@@ -98,6 +103,14 @@ class InternalError(KilnError, RuntimeError):
     """A broken invariant inside kiln: a bug to report."""
 
     kind = "internal"
+
+
+class KilnNotImplementedError(KilnError, NotImplementedError):
+    """A form of a DeepGEMM function that kiln does not implement (raised by the Python package, never by the
+    C++ library): the message names the unsupported form and the supported one, rather than computing
+    something else."""
+
+    kind = "not_implemented"
 
 
 # The table kiln/__init__.py hands to the native module's exception translator.

@@ -138,6 +138,36 @@ def get_mn_major_tma_aligned_tensor(sf: Any) -> Any:
     return out if sf.dim() == 3 else out.squeeze(0)
 
 
+def gemm_sfa_layout_ok(sfa: Any) -> bool:
+    """Whether the C++ fp8_gemm_nt accepts the layout of a float32 2-D torch tensor ``sfa`` [m, kb] as A's
+    scales: MN-major (strides (1, s)) with s >= m and s a multiple of 4 (TMA rows of 16 bytes), 16-byte
+    aligned. As the C++ check words it, a stride of a dimension that is never stepped along does not matter
+    (m <= 1: the first; kb == 1: the second), and an empty tensor is fine."""
+    m, kb = sfa.shape
+    if m == 0 or kb == 0:
+        return True
+    s0, s1 = sfa.stride()
+    if m > 1 and s0 != 1:
+        return False
+    if kb > 1 and (s1 < m or s1 % 4 != 0):
+        return False
+    return sfa.data_ptr() % 16 == 0
+
+
+def gemm_sfa(sfa: Any) -> Any:
+    """A's scales for fp8_gemm_nt: ``sfa`` itself when the C++ op accepts its layout (the MN-major,
+    TMA-aligned layout per_token_cast_to_fp8 writes: no cost), else, for a float32 2-D CUDA torch tensor
+    (row-major scales, as DeepGEMM's own per_token_cast_to_fp8 returns them), an MN-major TMA-aligned copy
+    (get_mn_major_tma_aligned_tensor: one allocation and one transposing copy of ceil(k/128) * align(m, 4)
+    floats per call). Anything else is passed through for the C++ op to judge, so its error describes the
+    caller's tensor (a host tensor, another dtype, a DLPack producer: kiln allocates only with torch)."""
+    if not isinstance(sfa, Tensor) and not (bind() and isinstance(sfa, Tensor)):
+        return sfa
+    if sfa.dtype != _float32 or sfa.dim() != 2 or not sfa.is_cuda or gemm_sfa_layout_ok(sfa):
+        return sfa
+    return get_mn_major_tma_aligned_tensor(sfa)
+
+
 def current_device_sm_count() -> int:
     """The SM count of the current device (torch's current device when torch has CUDA, else device 0);
     0 without a GPU."""

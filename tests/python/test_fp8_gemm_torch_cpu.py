@@ -1,0 +1,79 @@
+"""kiln.fp8_gemm_nt's torch path without a GPU (skipped when PyTorch is not installed, as in CI): float8 and
+bfloat16 host tensors reach the library's "must be on a CUDA device" error, and the wrapper's handling of A's
+scales: which layouts the C++ operation takes as they are, and the MN-major copy made for the others."""
+
+from __future__ import annotations
+
+import pytest
+
+import kiln
+
+torch = pytest.importorskip("torch")
+
+layout_ok = kiln._tensors.gemm_sfa_layout_ok
+gemm_sfa = kiln._tensors.gemm_sfa
+
+
+def host_operands(m=8, n=256, k=512):
+    a = torch.zeros(m, k, dtype=torch.float8_e4m3fn)
+    sfa = torch.ones(m, k // 128)
+    b = torch.zeros(n, k, dtype=torch.float8_e4m3fn)
+    sfb = torch.ones((n + 127) // 128, k // 128)
+    d = torch.empty(m, n, dtype=torch.bfloat16)
+    return a, sfa, b, sfb, d
+
+
+def test_host_tensors_reach_the_library_device_check():
+    a, sfa, b, sfb, d = host_operands()
+    with pytest.raises(kiln.KilnValueError,
+                       match=r"fp8_gemm_nt: a must be on a CUDA device, got cpu \(a is float8_e4m3fn\[8, 512\]"):
+        kiln.fp8_gemm_nt((a, sfa), (b, sfb), d)
+    with pytest.raises(TypeError, match="fp8_gemm_nt: d must be bfloat16, got float32"):
+        kiln.fp8_gemm_nt((a, sfa), (b, sfb), d.float())
+    with pytest.raises(ValueError, match="a must be on a CUDA device, got a tensor on 'meta'"):
+        kiln.fp8_gemm_nt((a.to("meta"), sfa), (b, sfb), d)
+    with pytest.raises(NotImplementedError, match="accumulating form"):
+        kiln.fp8_gemm_nt((a, sfa), (b, sfb), d.float(), c=d.float())
+
+
+def test_a_tensor_is_not_taken_for_a_pair():
+    a, sfa, b, sfb, d = host_operands(m=2)
+    with pytest.raises(TypeError, match=r"a must be a pair \(a_fp8, sfa\) of tensors, got torch.Tensor"):
+        kiln.fp8_gemm_nt(a, (b, sfb), d)  # two rows would unpack
+
+
+def test_host_scales_are_left_for_the_library_to_judge():
+    # Not on a GPU: no copy, so an error describes the caller's own tensor.
+    _, sfa, _, _, _ = host_operands()
+    assert sfa.stride() == (4, 1) and gemm_sfa(sfa) is sfa
+    assert gemm_sfa(sfa.double()) is not None
+
+
+def _mn_major(m, kb, s):
+    return torch.empty(kb, s).T[:m]  # strides (1, s)
+
+
+@pytest.mark.parametrize("m,kb,strides_of,ok", [
+    (4096, 56, lambda m, kb: _mn_major(m, kb, m), True),           # per_token_cast_to_fp8's layout
+    (37, 4, lambda m, kb: _mn_major(m, kb, 40), True),             # align(37, 4) = 40
+    (37, 4, lambda m, kb: _mn_major(m, kb, 64), True),             # a wider column stride: fine
+    (37, 4, lambda m, kb: _mn_major(m, kb, 37), False),            # MN-major, not TMA-aligned
+    (37, 4, lambda m, kb: torch.empty(m, kb), False),              # row-major (DeepGEMM's per-token output)
+    (1, 56, lambda m, kb: torch.empty(m, kb), False),              # m = 1, row-major: column stride 1
+    (1, 56, lambda m, kb: _mn_major(m, kb, 4), True),
+    (64, 1, lambda m, kb: torch.empty(m, kb), True),               # one k block, m-contiguous
+    (0, 4, lambda m, kb: torch.empty(m, kb), True),                # empty: nothing is read
+    (64, 4, lambda m, kb: _mn_major(m + 1, kb, 68)[1:], False),    # 4 bytes past a 16-byte boundary
+])
+def test_which_scale_layouts_the_library_takes_as_they_are(m, kb, strides_of, ok):
+    sfa = strides_of(m, kb)
+    assert sfa.shape == (m, kb)
+    assert layout_ok(sfa) is ok, (sfa.stride(), sfa.data_ptr() % 16)
+
+
+@pytest.mark.parametrize("m,kb", [(37, 4), (1, 56), (128, 56), (5, 3)])
+def test_the_copy_is_mn_major_tma_aligned_with_equal_values(m, kb):
+    sfa = torch.randn(m, kb)  # row-major
+    t = kiln.get_mn_major_tma_aligned_tensor(sfa)
+    assert t is not sfa and torch.equal(t, sfa) and layout_ok(t)
+    assert kiln.get_mn_major_tma_aligned_tensor(t) is t

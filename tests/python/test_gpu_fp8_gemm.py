@@ -1,0 +1,324 @@
+"""GPU tests of kiln.fp8_gemm_nt from Python (skipped without PyTorch and a CUDA GPU).
+
+Inputs are random bfloat16 A [m, k] and B [n, k], quantised with kiln.per_token_cast_to_fp8 (A: per token per 128
+channels, scales MN-major) and kiln.per_block_cast_to_fp8 (B: per 128x128 block); D is poisoned with NaN before
+each call. Each result is compared, with DeepGEMM's calc_diff (1 - 2 sum(xy) / sum(x^2 + y^2)), against a float64
+reference computed from the dequantised inputs (< 1e-5: the kernel's arithmetic) and against the float64 product of
+the unquantised bf16 inputs (< 1e-3: the FP8 recipe's accuracy); no NaN or Inf may be left in D.
+
+Covered: every dense_fp8 (N, K) of shared/bench/shapes.json at M = 1, 64, 128, 4096; ragged M (37, 1000) with
+N = 576 among them; padded row strides of A, D and A's scales (D's padding must stay untouched); row-major A scales
+(converted by the wrapper; bit-identical results); the caller's current stream (a non-default one) and an explicit
+stream argument; CUDA graph capture and replay after warm-up (also with row-major scales, whose conversion is
+captured too); m = 0; the casts feeding the GEMM with PDL on and fewer SMs; Python threads on their own streams;
+errors that the wrapper raises on the GPU path.
+
+Runs under pytest, or alone: `python3 tests/python/test_gpu_fp8_gemm.py` (one PASS/FAIL line per test).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from gpu_support import HAVE_GPU, SKIP_REASON, raises, run_module, torch  # noqa: E402
+
+import kiln  # noqa: E402
+
+try:
+    import pytest
+    pytestmark = pytest.mark.skipif(not HAVE_GPU, reason=SKIP_REASON)
+except ImportError:
+    pytest = None
+
+# shared/bench/shapes.json, "dense_fp8" (copied: the GPU machine gets the repository only).
+DENSE_M = (1, 64, 128, 4096)
+DENSE_NK = ((2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048), (576, 7168))
+MAX_DIFF_DEQUANTISED = 1e-5  # DeepGEMM's test threshold against the dequantised reference
+MAX_DIFF_EXACT = 1e-3  # against the unquantised product (all FP8 paths measure ~6.8e-4)
+
+
+def calc_diff(x, y) -> float:
+    """DeepGEMM's calc_diff: 1 - 2 sum(xy) / sum(x^2 + y^2), in float64."""
+    x, y = x.double(), y.double()
+    denominator = (x * x + y * y).sum()
+    if denominator == 0:
+        return 0.0
+    return float(1 - 2 * (x * y).sum() / denominator)
+
+
+class Problem:
+    """One GEMM's inputs: bf16 A and B, their FP8 casts through kiln, and a NaN-poisoned D."""
+
+    def __init__(self, m: int, n: int, k: int, seed: int = 0, d_stride: int | None = None):
+        torch.manual_seed(seed)
+        self.m, self.n, self.k = m, n, k
+        self.a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        self.b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+        self.a_fp8, self.sfa = kiln.per_token_cast_to_fp8(self.a)
+        self.b_fp8, self.sfb = kiln.per_block_cast_to_fp8(self.b)
+        self.d = new_d(m, n, d_stride)
+
+    def run(self, **kwargs):
+        poison(self.d)
+        kiln.fp8_gemm_nt((self.a_fp8, self.sfa), (self.b_fp8, self.sfb), self.d, **kwargs)
+        return self.d
+
+
+def new_d(m: int, n: int, stride: int | None = None):
+    stride = stride or n
+    return torch.full((m, stride), float("nan"), device="cuda", dtype=torch.bfloat16)[:, :n]
+
+
+def fp8_zeros(rows: int, cols: int):
+    # Made as bytes: fills are not implemented for float8 dtypes in every torch build.
+    return torch.zeros(rows, cols, device="cuda", dtype=torch.uint8).view(torch.float8_e4m3fn)
+
+
+def poison(d):
+    d.fill_(float("nan"))
+
+
+def dequantised(x_fp8, scales, rows_per_scale: int):
+    """x_fp8 [r, k] times its scales (one per rows_per_scale rows and 128 columns), in float64."""
+    r, k = x_fp8.shape
+    s = scales.double().repeat_interleave(128, dim=1)[:, :k]
+    if rows_per_scale > 1:
+        s = s.repeat_interleave(rows_per_scale, dim=0)[:r]
+    return x_fp8.float().double() * s
+
+
+def check(d, a_fp8, sfa, b_fp8, sfb, a, b, what: str):
+    """D against both references; returns (diff vs dequantised, diff vs exact)."""
+    torch.cuda.synchronize()
+    assert d.shape == (a_fp8.shape[0], b_fp8.shape[0]), f"{what}: D shape {tuple(d.shape)}"
+    bad = (~torch.isfinite(d)).sum().item()
+    assert bad == 0, f"{what}: {bad} of {d.numel()} elements of D are NaN or Inf (poisoned and not written?)"
+    reference = dequantised(a_fp8, sfa, 1) @ dequantised(b_fp8, sfb, 128).T
+    diff = calc_diff(d, reference)
+    del reference
+    exact = calc_diff(d, a.double() @ b.double().T)
+    assert diff < MAX_DIFF_DEQUANTISED, f"{what}: calc_diff against the dequantised reference {diff:.3g}"
+    assert exact < MAX_DIFF_EXACT, f"{what}: calc_diff against the unquantised product {exact:.3g}"
+    return diff, exact
+
+
+def check_problem(p: Problem, what: str):
+    return check(p.d, p.a_fp8, p.sfa, p.b_fp8, p.sfb, p.a, p.b, what)
+
+
+def run_shapes(shapes, label: str):
+    failures = []
+    for m, n, k in shapes:
+        what = f"{label} m={m} n={n} k={k}"
+        try:
+            p = Problem(m, n, k, seed=m + 7 * n + 13 * k)
+            p.run()
+            diff, exact = check_problem(p, what)
+            print(f"  {what}: calc_diff {diff:.2e} (dequantised), {exact:.2e} (exact)")
+        except Exception as e:  # every shape runs; the assertion below lists the failures
+            failures.append(f"{type(e).__name__}: {e}")
+            print(f"  {what}: {type(e).__name__}: {e}")
+        finally:
+            p = None
+    assert not failures, f"{len(failures)} of {len(shapes)} shapes failed: " + "; ".join(failures)
+
+
+def _dense_test(n: int, k: int):
+    def test():
+        run_shapes([(m, n, k) for m in DENSE_M], "dense")
+    test.__name__ = test.__qualname__ = f"test_dense_{n}x{k}"
+    test.__doc__ = f"dense_fp8 N={n} K={k} at M = {', '.join(map(str, DENSE_M))}."
+    return test
+
+
+for _n, _k in DENSE_NK:
+    globals()[f"test_dense_{_n}x{_k}"] = _dense_test(_n, _k)
+
+
+def test_ragged_m():
+    run_shapes([(m, n, k) for m in (37, 1000) for n, k in ((576, 7168), (7168, 2048), (2112, 7168))], "ragged")
+
+
+def test_padded_strides():
+    # A's rows 128 bytes apart beyond k, A's scales with a wider column stride, D's rows 64 columns wider:
+    # D's padding columns must stay NaN (never written), everything else finite and right.
+    m, n, k = 200, 576, 7168
+    p = Problem(m, n, k, seed=3, d_stride=n + 64)
+    wide_a = fp8_zeros(m, k + 128)[:, :k]
+    wide_a.view(torch.uint8).copy_(p.a_fp8.view(torch.uint8))
+    kb, column = k // 128, kiln.get_tma_aligned_size(m, 4) + 16
+    wide_sfa = torch.full((kb, column), float("nan"), device="cuda").T[:m]
+    wide_sfa.copy_(p.sfa)
+    assert wide_a.stride() == (k + 128, 1) and wide_sfa.stride() == (1, column)
+    assert kiln._tensors.gemm_sfa(wide_sfa) is wide_sfa, "a valid MN-major layout must not be copied"
+    kiln.fp8_gemm_nt((wide_a, wide_sfa), (p.b_fp8, p.sfb), p.d)
+    check(p.d, p.a_fp8, p.sfa, p.b_fp8, p.sfb, p.a, p.b, "padded strides")
+    full = p.d.as_strided((m, n + 64), (n + 64, 1))
+    assert torch.isnan(full[:, n:]).all(), "D's padding columns were written"
+
+
+def test_row_major_scales_give_identical_results():
+    for m, n, k in ((1, 7168, 2048), (37, 576, 7168), (128, 2112, 7168), (1000, 4096, 7168)):
+        p = Problem(m, n, k, seed=m)
+        assert kiln._tensors.gemm_sfa(p.sfa) is p.sfa, "per_token_cast_to_fp8's scales must pass as they are"
+        expected = p.run().clone()
+        row_major = p.sfa.contiguous()
+        assert row_major.stride() == (k // 128, 1) and torch.equal(row_major, p.sfa)
+        converted = kiln._tensors.gemm_sfa(row_major)
+        assert converted is not row_major and kiln._tensors.gemm_sfa_layout_ok(converted)
+        poison(p.d)
+        kiln.fp8_gemm_nt((p.a_fp8, row_major), (p.b_fp8, p.sfb), p.d)
+        torch.cuda.synchronize()
+        assert torch.equal(p.d, expected), f"m={m} n={n} k={k}: row-major scales changed the result"
+        check(p.d, p.a_fp8, p.sfa, p.b_fp8, p.sfb, p.a, p.b, f"row-major sfa m={m}")
+
+
+def test_the_callers_current_stream_is_used():
+    # On a side stream: a long sleep, then A is filled, then the GEMM. Launched on any other stream, the GEMM
+    # would read A before it is filled (zeros: D would be all zeros, far from the reference).
+    p = Problem(256, 2112, 7168, seed=11)
+    a_fp8 = fp8_zeros(*p.a_fp8.shape)
+    side = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(200_000_000)  # ~0.1 s of GPU time
+        a_fp8.view(torch.uint8).copy_(p.a_fp8.view(torch.uint8))
+        poison(p.d)
+        kiln.fp8_gemm_nt((a_fp8, p.sfa), (p.b_fp8, p.sfb), p.d)
+    side.synchronize()
+    check_problem(p, "current side stream")
+
+
+def test_an_explicit_stream_argument():
+    p = Problem(64, 7168, 2048, seed=12)
+    a_fp8 = fp8_zeros(*p.a_fp8.shape)
+    side = torch.cuda.Stream()
+    for stream in (side, side.cuda_stream):
+        a_fp8.view(torch.uint8).zero_()
+        torch.cuda.synchronize()
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(100_000_000)
+            a_fp8.view(torch.uint8).copy_(p.a_fp8.view(torch.uint8))
+            poison(p.d)
+        # Called on the default stream, enqueued on `side` after the copy.
+        kiln.fp8_gemm_nt((a_fp8, p.sfa), (p.b_fp8, p.sfb), p.d, stream=stream)
+        side.synchronize()
+        check_problem(p, f"stream={type(stream).__name__}")
+
+
+def _graph_case(row_major: bool):
+    m, n, k = 128, 4096, 7168
+    p = Problem(m, n, k, seed=13)
+    sfa = p.sfa.contiguous() if row_major else p.sfa
+    args = ((p.a_fp8, sfa), (p.b_fp8, p.sfb), p.d)
+    kiln.fp8_gemm_nt(*args)  # warm-up: compiled and loaded outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        kiln.fp8_gemm_nt(*args)
+    # New inputs in the captured buffers, D poisoned: the replay must compute the new product.
+    q = Problem(m, n, k, seed=14)
+    p.a_fp8.view(torch.uint8).copy_(q.a_fp8.view(torch.uint8))
+    sfa.copy_(q.sfa)
+    p.b_fp8.view(torch.uint8).copy_(q.b_fp8.view(torch.uint8))
+    p.sfb.copy_(q.sfb)
+    poison(p.d)
+    graph.replay()
+    torch.cuda.synchronize()
+    check(p.d, q.a_fp8, q.sfa, q.b_fp8, q.sfb, q.a, q.b, f"graph replay (row-major sfa: {row_major})")
+    poison(p.d)
+    graph.replay()  # and again
+    check(p.d, q.a_fp8, q.sfa, q.b_fp8, q.sfb, q.a, q.b, "second replay")
+
+
+def test_graph_capture_and_replay_after_warm_up():
+    _graph_case(row_major=False)
+
+
+def test_graph_capture_with_row_major_scales_captures_the_conversion():
+    _graph_case(row_major=True)
+
+
+def test_empty_m_is_a_no_op():
+    b_fp8, sfb = kiln.per_block_cast_to_fp8(torch.randn(576, 512, device="cuda", dtype=torch.bfloat16))
+    a_fp8, sfa = kiln.per_token_cast_to_fp8(torch.empty(0, 512, device="cuda", dtype=torch.bfloat16))
+    d = torch.empty(0, 576, device="cuda", dtype=torch.bfloat16)
+    assert kiln.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d) is None
+    torch.cuda.synchronize()
+
+
+def test_casts_feeding_the_gemm_with_pdl_on_and_fewer_sms():
+    # The casts release their dependents early under PDL; the GEMM must still read finished inputs.
+    try:
+        kiln.set_pdl(True)
+        kiln.set_num_sms(40)
+        for m, n, k in ((1, 7168, 2048), (300, 2112, 7168), (4096, 7168, 2048)):
+            p = Problem(m, n, k, seed=21 + m)
+            for _ in range(3):  # back to back on one stream: cast, cast, GEMM
+                p.a_fp8, p.sfa = kiln.per_token_cast_to_fp8(p.a)
+                p.b_fp8, p.sfb = kiln.per_block_cast_to_fp8(p.b)
+                p.run()
+            check_problem(p, f"PDL on, 40 SMs, m={m} n={n} k={k}")
+    finally:
+        kiln.set_pdl(False)
+        kiln.set_num_sms(0)
+
+
+def test_python_threads_on_their_own_streams():
+    shapes = [(64, 7168, 2048), (128, 2112, 7168), (37, 576, 7168), (1000, 4096, 7168)] * 2
+    problems = [Problem(m, n, k, seed=100 + i) for i, (m, n, k) in enumerate(shapes)]
+    expected = [p.run().clone() for p in problems]
+    torch.cuda.synchronize()
+    errors = []
+    barrier = threading.Barrier(len(problems))
+
+    def work(i):
+        try:
+            p = problems[i]
+            stream = torch.cuda.Stream()
+            barrier.wait(timeout=60)
+            with torch.cuda.stream(stream):
+                for _ in range(20):
+                    p.run()
+            stream.synchronize()
+            if not torch.equal(p.d, expected[i]):
+                errors.append(f"thread {i}: result differs from the single-threaded one")
+        except BaseException as e:  # reported by the main thread
+            errors.append(f"thread {i}: {type(e).__name__}: {e}")
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(problems))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a thread did not finish in 120 s"
+    assert not errors, "; ".join(errors)
+
+
+def test_errors_on_the_gpu():
+    p = Problem(64, 576, 512, seed=31)
+    a, b = (p.a_fp8, p.sfa), (p.b_fp8, p.sfb)
+    with raises(NotImplementedError, match="accumulating form"):
+        kiln.fp8_gemm_nt(a, b, p.d.float(), c=p.d.float())
+    with raises(ValueError, match=r"recipe=\(1, 1, 128\)"):
+        kiln.fp8_gemm_nt(a, b, p.d, recipe=(1, 1, 128))
+    with raises(TypeError, match="d must be bfloat16, got float32"):
+        kiln.fp8_gemm_nt(a, b, torch.empty(64, 576, device="cuda"))
+    with raises(TypeError, match="a must be float8_e4m3fn, got bfloat16"):
+        kiln.fp8_gemm_nt((p.a, p.sfa), b, p.d)
+    with raises(ValueError, match=r"sfb must be of shape \(5, 4\)"):
+        kiln.fp8_gemm_nt(a, (p.b_fp8, p.sfb[:4]), p.d)
+    with raises(ValueError, match=r"sfa must be of shape \(64, 4\)"):
+        kiln.fp8_gemm_nt((p.a_fp8, p.sfa[:, :3]), b, p.d)
+    with raises(ValueError, match="b must be on the same device as a|b must be on a CUDA device"):
+        kiln.fp8_gemm_nt(a, (p.b_fp8.cpu(), p.sfb), p.d)
+    with raises(ValueError, match="d must be rows 16-byte aligned"):
+        kiln.fp8_gemm_nt(a, b, new_d(64, 576, 580))
+
+
+if __name__ == "__main__":
+    sys.exit(run_module(globals()))
