@@ -56,7 +56,7 @@ std::string included_headers_digest(std::string_view source) {
     hash.update(path);
     hash.update(std::string_view("\0", 1));
     // A missing header is hashed as absent: the compile will then fail and nothing is cached.
-    hash.update(h ? h->content : std::string_view("<missing>"));
+    hash.update(h ? h->sha256 : std::string_view("<missing>"));
     hash.update(std::string_view("\0", 1));
   }
   return hash.hex_digest();
@@ -68,7 +68,7 @@ const std::string& all_headers_digest() {
     for (const auto& h : embedded_headers()) {
       hash.update(h.path);
       hash.update(std::string_view("\0", 1));
-      hash.update(h.content);
+      hash.update(h.sha256);
       hash.update(std::string_view("\0", 1));
     }
     return hash.hex_digest();
