@@ -77,29 +77,45 @@ struct PerTokenCast {
   static constexpr u64 kVecsPerRow = kK / quantize_detail::kVecElems;
 
   static __device__ void run(const PerTokenCastParams& p) {
-    using namespace quantize_detail;
     ptx::grid_dependency_wait();
     ptx::launch_dependents();
+    const u64 total = p.m * kVecsPerRow;
+    const u64 step = static_cast<u64>(gridDim.x) * kThreads * kVecsPerThread;
+    // 32-bit index arithmetic whenever every index of the walk fits (any m below about 2^32 / (k / 8)):
+    // the row of a vector is then a 32-bit multiply-high by a constant instead of a 64-bit division
+    // sequence, which is most of this memory-bound loop's integer work. Uniform across the grid.
+    if (total + step <= 0xffffffffull && p.x_row_stride <= 0xffffffffull)
+      walk<u32>(p, total);
+    else
+      walk<u64>(p, total);
+  }
 
+ private:
+  template <typename Index>
+  static __device__ __forceinline__ void walk(const PerTokenCastParams& p, u64 total_vecs) {
+    using namespace quantize_detail;
+    constexpr Index kRowVecs = static_cast<Index>(kVecsPerRow);
     const u8* x = static_cast<const u8*>(p.x);
     u8* out = static_cast<u8*>(p.out);
     const u32 lane = threadIdx.x & 31u;
-    const u64 total = p.m * kVecsPerRow;
-    const u64 stride = static_cast<u64>(gridDim.x) * kThreads;
-    const u64 step = stride * kVecsPerThread;
+    const Index total = static_cast<Index>(total_vecs);
+    const Index row_stride = static_cast<Index>(p.x_row_stride);
+    const Index stride = static_cast<Index>(gridDim.x) * kThreads;
+    const Index step = stride * kVecsPerThread;
 
-    for (u64 first = static_cast<u64>(blockIdx.x) * kThreads + (threadIdx.x & ~31u); first < total; first += step) {
+    for (Index first = static_cast<Index>(blockIdx.x) * kThreads + (threadIdx.x & ~31u); first < total;
+         first += step) {
       ptx::U32x4 v[kVecsPerThread];
-      u64 row[kVecsPerThread];
-      u32 vec[kVecsPerThread];
+      Index row[kVecsPerThread];
+      Index vec[kVecsPerThread];
 #pragma unroll
       for (int u = 0; u < kVecsPerThread; ++u) {
-        const u64 idx = first + u * stride + lane;
-        row[u] = idx / kVecsPerRow;  // a constant divisor: a multiply-high
-        vec[u] = static_cast<u32>(idx - row[u] * kVecsPerRow);
+        const Index idx = first + static_cast<Index>(u) * stride + lane;
+        row[u] = idx / kRowVecs;  // a constant divisor: a multiply-high
+        vec[u] = idx - row[u] * kRowVecs;
         v[u] = {0u, 0u, 0u, 0u};
         if (idx < total)
-          v[u] = ptx::ld_global_nc_v4(x + (row[u] * p.x_row_stride + vec[u] * kVecElems) * 2);
+          v[u] = ptx::ld_global_nc_v4(x + (static_cast<u64>(row[u]) * row_stride + vec[u] * kVecElems) * 2);
       }
 #pragma unroll
       for (int u = 0; u < kVecsPerThread; ++u) {
@@ -110,10 +126,11 @@ struct PerTokenCast {
         const float inv = ptx::rcp_rn(scale);
         u32 lo, hi;
         quantize_vec(v[u], scale, inv, lo, hi);
-        if (first + u * stride + lane < total) {
-          ptx::st_global_v2(out + row[u] * kK + vec[u] * kVecElems, lo, hi);
+        if (first + static_cast<Index>(u) * stride + lane < total) {
+          ptx::st_global_v2(out + static_cast<u64>(row[u]) * kK + vec[u] * kVecElems, lo, hi);
           if ((lane % kVecsPerGroupRow) == 0)
-            ptx::st_global_f32(p.out_scales + (vec[u] / kVecsPerGroupRow) * p.scales_stride + row[u], scale);
+            ptx::st_global_f32(
+                p.out_scales + static_cast<u64>(vec[u] / kVecsPerGroupRow) * p.scales_stride + row[u], scale);
         }
       }
     }
