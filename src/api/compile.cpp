@@ -6,7 +6,6 @@
 
 #include "api/planning.hpp"
 #include "compiler/compiler.hpp"
-#include "cuda/driver.hpp"
 #include "jit/jit_runtime.hpp"
 #include "kiln/kiln.hpp"
 #include "ops/registry.hpp"
@@ -14,37 +13,6 @@
 namespace kiln {
 
 namespace {
-
-compiler::Arch requested_arch(const CompileRequest& request, jit::JitRuntime& runtime) {
-  if (!request.arch) return runtime.default_arch();
-  try {
-    return compiler::Arch::parse(*request.arch);
-  } catch (const Error& e) {
-    // A bad argument, not a bad environment: report it as such.
-    throw Error(ErrorKind::kValueError, std::string("arch: ") + e.what());
-  }
-}
-
-// The target's SM count and shared memory: a GPU of this arch when one is present, else an H100/H200.
-ops::TargetInfo target_info(const compiler::Arch& arch) {
-  ops::TargetInfo info;
-  info.arch_major = arch.major;
-  info.arch_minor = arch.minor;
-  const int count = cuda::device_count();  // 0 without a driver; never throws
-  for (int i = 0; i < count; ++i) {
-    try {
-      cuda::DeviceInfo device = cuda::device_info(i);
-      if (device.cc_major == arch.major && device.cc_minor == arch.minor) {
-        info.sm_count = device.sm_count;
-        info.shared_memory_per_block = device.shared_memory_per_block_optin;
-        break;
-      }
-    } catch (const Error&) {
-      // A device that cannot be queried is not a target; the defaults stand.
-    }
-  }
-  return info;
-}
 
 // Identifies a spec by everything that reaches its source, so a problem needing one kernel twice builds once.
 std::string spec_identity(const codegen::KernelSpec& spec) {
@@ -60,13 +28,11 @@ std::vector<KernelReport> compile(const CompileRequest& request) {
   ops::validate_problem(op, problem);
 
   jit::JitRuntime& runtime = jit::runtime();
-  jit::Target target;
-  target.arch = requested_arch(request, runtime);
-  target.backend = request.backend.value_or(runtime.config().backend);
+  const jit::Target target = api::target_of(request, runtime);
 
   std::vector<KernelReport> reports;
   std::set<std::string> seen;
-  for (const codegen::KernelSpec& spec : op.kernels(problem, target_info(target.arch))) {
+  for (const codegen::KernelSpec& spec : op.kernels(problem, api::target_info(target.arch))) {
     if (!seen.insert(spec_identity(spec)).second) continue;
     jit::BuildResult built = runtime.build(spec, target);
     KernelReport report;
