@@ -41,8 +41,12 @@
 #include "kiln/ops.hpp"
 #include "kiln/tensor.hpp"
 #include "ops/tensor_map.hpp"
+#include "gpu_test_support.hpp"
 
 namespace {
+
+using kiln::gpu_test::DeviceBuffer;
+using kiln::gpu_test::f32_to_bf16;
 
 // ---- e4m3 (OCP FN: bias 7, no infinities, 0x7f/0xff NaN, max 448) ----------------------------------------------
 
@@ -77,12 +81,6 @@ double bf16_to_double(uint16_t v) {
   float f;
   std::memcpy(&f, &bits, 4);
   return f;
-}
-
-uint16_t f32_to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
 // ---- deterministic inputs ---------------------------------------------------------------------------------------
@@ -234,18 +232,6 @@ double calc_diff(const std::vector<double>& x, const std::vector<double>& y) {
 // ---- device helpers -----------------------------------------------------------------------------------------------
 
 const kiln::cuda::DriverApi& cu() { return kiln::cuda::DriverApi::get(); }
-
-struct DeviceBuffer {
-  CUdeviceptr ptr = 0;
-  size_t bytes = 0;
-  explicit DeviceBuffer(size_t n) : bytes(n) { KILN_CU_CHECK(cu().cuMemAlloc(&ptr, std::max<size_t>(n, 256))); }
-  ~DeviceBuffer() { (void)cu().cuMemFree(ptr); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* data(size_t offset = 0) const { return reinterpret_cast<void*>(ptr + offset); }
-  void upload(const void* host, size_t n) const { KILN_CU_CHECK(cu().cuMemcpyHtoD(ptr, host, n)); }
-  void poison() const { KILN_CU_CHECK(cu().cuMemsetD8(ptr, 0xff, bytes)); }
-};
 
 kiln::TensorView view(void* data, kiln::DType dtype, int64_t rows, int64_t cols, int64_t s0, int64_t s1) {
   kiln::TensorView t = kiln::TensorView::contiguous(data, dtype, {rows, cols});

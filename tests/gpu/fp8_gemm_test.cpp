@@ -35,8 +35,11 @@
 #include "kiln/error.hpp"
 #include "kiln/kernels/fp8_gemm_layout.h"
 #include "kiln/kernels/fp8_gemm_params.h"
+#include "gpu_test_support.hpp"
 
 namespace {
+
+using kiln::gpu_test::DeviceBuffer;
 
 using kiln::kernels::fp8_gemm_layout;
 using kiln::kernels::fp8_gemm_max_stages;
@@ -363,17 +366,6 @@ std::vector<Case> make_cases(bool sweep) {
 }
 
 // ---- device helpers ------------------------------------------------------------------------------------------
-
-struct DeviceBuffer {
-  CUdeviceptr ptr = 0;
-  size_t bytes = 0;
-  explicit DeviceBuffer(size_t n) : bytes(n) { KILN_CU_CHECK(kiln::cuda::DriverApi::get().cuMemAlloc(&ptr, n)); }
-  ~DeviceBuffer() {
-    if (ptr) kiln::cuda::DriverApi::get().cuMemFree(ptr);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-};
 
 CUtensorMap encode_2d(CUtensorMapDataType type, CUdeviceptr base, uint64_t inner, uint64_t outer,
                       uint64_t row_bytes, uint32_t box_inner, uint32_t box_outer, CUtensorMapSwizzle swizzle,

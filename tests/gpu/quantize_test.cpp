@@ -25,23 +25,15 @@
 #include "kiln/error.hpp"
 #include "kiln/ops.hpp"
 #include "kiln/tensor.hpp"
+#include "gpu_test_support.hpp"
 
 namespace {
 
+using kiln::gpu_test::bf16_to_f32;
+using kiln::gpu_test::DeviceBuffer;
+using kiln::gpu_test::f32_to_bf16;
+
 // ---- reference numerics --------------------------------------------------------------------------------------
-
-uint16_t f32_to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-float bf16_to_f32(uint16_t h) {
-  const uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 // e4m3 (OCP "fn": bias 7, no infinities, 0x7f NaN) magnitudes of codes 0x00..0x7e, increasing.
 const std::vector<double>& e4m3_magnitudes() {
@@ -104,26 +96,6 @@ std::vector<uint16_t> make_input(int64_t rows, int64_t k, int64_t ld, uint32_t s
 }
 
 // ---- device buffers --------------------------------------------------------------------------------------------
-
-struct DeviceBuffer {
-  CUdeviceptr ptr = 0;
-  size_t bytes = 0;
-  explicit DeviceBuffer(size_t n) : bytes(n) {
-    KILN_CU_CHECK(kiln::cuda::DriverApi::get().cuMemAlloc(&ptr, std::max<size_t>(n, 16)));
-  }
-  ~DeviceBuffer() { (void)kiln::cuda::DriverApi::get().cuMemFree(ptr); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* data() const { return reinterpret_cast<void*>(ptr); }
-  void upload(const void* host) const { KILN_CU_CHECK(kiln::cuda::DriverApi::get().cuMemcpyHtoD(ptr, host, bytes)); }
-  void download(void* host) const { KILN_CU_CHECK(kiln::cuda::DriverApi::get().cuMemcpyDtoH(host, ptr, bytes)); }
-  // The memset runs on the legacy stream, asynchronously: wait for it, or a kernel on a non-blocking stream
-  // could race with it.
-  void poison() const {
-    KILN_CU_CHECK(kiln::cuda::DriverApi::get().cuMemsetD8(ptr, 0xff, std::max<size_t>(bytes, 1)));
-    KILN_CU_CHECK(kiln::cuda::DriverApi::get().cuCtxSynchronize());
-  }
-};
 
 // Collects mismatches; reports the first few.
 struct Mismatches {
