@@ -285,9 +285,43 @@ NB_MODULE(_native, m) {
         d["corrupt"] = s.corrupt;
         d["compile_seconds"] = s.compile_seconds;
         d["memory_hits"] = s.memory_hits;
+        d["mode"] = s.mode;
+        d["max_bytes"] = s.max_bytes;
+        d["publishes"] = s.publishes;
+        d["evicted_entries"] = s.evicted_entries;
+        d["evicted_bytes"] = s.evicted_bytes;
+        d["layer_hits"] = s.layer_hits;
+        d["remote_hits"] = s.remote_hits;
+        d["compiles_after_warmup"] = s.compiles_after_warmup;
+        d["warmup_done"] = s.warmup_done;
+        d["process_compiles_after_warmup"] = s.process_compiles_after_warmup;
+        nb::list tiers;
+        for (const kiln::CacheTierStats& t : s.tiers) {
+          nb::dict td;
+          td["name"] = t.name;
+          td["kind"] = t.kind;
+          td["location"] = t.location;
+          td["state"] = t.state;
+          td["writable"] = t.writable;
+          td["available"] = t.available;
+          if (t.sized) {
+            td["entries"] = t.entries;
+            td["bytes"] = t.bytes;
+          }
+          td["hits"] = t.hits;
+          td["misses"] = t.misses;
+          td["corrupt"] = t.corrupt;
+          td["errors"] = t.errors;
+          td["publishes"] = t.publishes;
+          tiers.append(td);
+        }
+        d["tiers"] = tiers;
         return d;
       },
-      "Cache statistics (counted across processes) and this process's memory hits.");
+      "Cache statistics (counted across processes), per tier, and this process's memory hits.");
+  m.def(
+      "declare_warmup_done", [] { kiln::declare_warmup_done(); },
+      "Declare this process's warm-up done: later compiles are counted in compiles_after_warmup.");
   m.def(
       "cache_list",
       [] {

@@ -55,6 +55,7 @@ __all__ = [
     "plan",
     "list_ops",
     "cache_stats",
+    "declare_warmup_done",
     "cache_list",
     "cache_verify",
     "cache_clear",
@@ -414,8 +415,21 @@ def list_ops() -> List[Dict[str, Any]]:
 def cache_stats() -> Dict[str, Any]:
     """Statistics of the kernel cache: ``directory``, ``writable``, ``entries``, ``bytes``, and ``hits``,
     ``misses``, ``compiles``, ``corrupt``, ``compile_seconds`` counted across processes since the cache was
-    created or cleared, plus ``memory_hits`` (this process's lookups served from memory)."""
+    created or cleared, plus ``memory_hits`` (this process's lookups served from memory). Also the policies
+    and tiers (docs/CACHE.md): ``mode`` ("normal" or "strict"), ``max_bytes``, ``publishes``,
+    ``evicted_entries``, ``evicted_bytes``, ``layer_hits``, ``remote_hits``, ``compiles_after_warmup``
+    (all processes), ``warmup_done`` and ``process_compiles_after_warmup`` (this process), and ``tiers``: one
+    dict per tier in search order (``name``, ``kind``, ``location``, ``state``, ``writable``, ``available``,
+    ``entries`` and ``bytes`` where counted, ``hits``, ``misses``, ``corrupt``, ``errors``, ``publishes``)."""
     return _native.cache_stats()
+
+
+def declare_warmup_done() -> None:
+    """Declare this process's warm-up done. Every kernel compiled afterwards is counted in
+    ``cache_stats()["compiles_after_warmup"]`` (shared by all processes using the cache, also shown by
+    ``kiln cache stats``), so a deployment sees the kernels its warm-up or precompile step missed. With
+    ``DG_JIT_MODE=strict`` such a compile is refused instead. Idempotent."""
+    _native.declare_warmup_done()
 
 
 def cache_list() -> List[Dict[str, Any]]:

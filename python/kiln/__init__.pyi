@@ -36,6 +36,17 @@ class _CacheStats(TypedDict):
     corrupt: int
     compile_seconds: float
     memory_hits: int
+    mode: str
+    max_bytes: int
+    publishes: int
+    evicted_entries: int
+    evicted_bytes: int
+    layer_hits: int
+    remote_hits: int
+    compiles_after_warmup: int
+    warmup_done: bool
+    process_compiles_after_warmup: int
+    tiers: List[Dict[str, Any]]
 
 class _CacheEntry(TypedDict):
     key: str
@@ -123,6 +134,7 @@ def plan(op: str, *, arch: Optional[str] = None, backend: Optional[str] = None,
          **problem: int) -> List[_KernelPlan]: ...
 def list_ops() -> List[_OpInfo]: ...
 def cache_stats() -> _CacheStats: ...
+def declare_warmup_done() -> None: ...
 def cache_list() -> List[_CacheEntry]: ...
 def cache_verify() -> _CacheVerifyReport: ...
 def cache_clear() -> int: ...

@@ -163,3 +163,22 @@ def test_a_failed_compile_is_a_compile_error_with_command_and_log(python, cache_
             raise SystemExit("no error")
     """, env={"DG_JIT_CACHE_DIR": cache_dir, "DG_JIT_NVCC_COMPILER": str(fake)})
     assert out.split() == ["ok", "0"], out  # a failed compile is never cached
+
+
+def test_compiles_after_a_declared_warm_up_are_counted(python, cache_dir):
+    out = python("""
+        import json, kiln
+        kiln.precompile("per_token_cast_to_fp8", m=64, k=512, arch="sm_90a", backend="nvrtc")
+        before = kiln.cache_stats()
+        kiln.declare_warmup_done()
+        kiln.declare_warmup_done()  # idempotent
+        kiln.precompile("per_token_cast_to_fp8", m=64, k=1024, arch="sm_90a", backend="nvrtc")
+        print(json.dumps(before))
+        print(json.dumps(kiln.cache_stats()))
+    """, env={"DG_JIT_CACHE_DIR": cache_dir})
+    before, after = _json_lines(out)
+    assert before["warmup_done"] is False and before["compiles_after_warmup"] == 0
+    assert after["warmup_done"] is True
+    assert after["compiles_after_warmup"] == 1 and after["process_compiles_after_warmup"] == 1
+    assert after["mode"] == "normal" and after["compiles"] == 2
+    assert [t["kind"] for t in after["tiers"]][0] == "local"
