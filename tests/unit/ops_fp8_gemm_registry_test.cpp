@@ -16,6 +16,7 @@
 #include "kiln/error.hpp"
 #include "ops/fp8_gemm.hpp"
 #include "ops/registry.hpp"
+#include "kernel_compile_check.hpp"
 #include "test_support.hpp"
 
 namespace kiln::ops {
@@ -154,18 +155,7 @@ TEST(Fp8GemmGolden, SourceOfOneSpec) {
   c.block_n = 128;
   c.stages = 5;
   c.math_warpgroups = 2;
-  const std::string text = codegen::render_source(fp8_gemm_spec(7168, 2048, c));
-  const fs::path path = fs::path(KILN_SOURCE_DIR) / "tests/unit/golden/ops_fp8_gemm_golden.cu";
-  if (const char* update = std::getenv("KILN_UPDATE_GOLDEN"); update && std::string(update) == "1") {
-    std::ofstream(path, std::ios::binary) << text;
-    GTEST_SKIP() << "rewrote " << path << " (KILN_UPDATE_GOLDEN=1)";
-  }
-  std::ifstream in(path, std::ios::binary);
-  ASSERT_TRUE(in) << path << " is missing; run with KILN_UPDATE_GOLDEN=1 to create it deliberately";
-  std::stringstream golden;
-  golden << in.rdbuf();
-  EXPECT_EQ(text, golden.str()) << "the generated source changed; if that is intended, regenerate " << path
-                                << " with KILN_UPDATE_GOLDEN=1 and review the diff";
+  test::expect_golden_text("ops_fp8_gemm_golden.cu", codegen::render_source(fp8_gemm_spec(7168, 2048, c)));
 }
 
 // ---- real compiles -----------------------------------------------------------------------------------------------
@@ -173,18 +163,8 @@ TEST(Fp8GemmGolden, SourceOfOneSpec) {
 class Fp8GemmCompile : public ::testing::TestWithParam<Backend> {
  protected:
   void compile_and_check(const codegen::KernelSpec& spec) {
-    Config config = Config::from_variables({{"HOME", home_.path().string()}});
-    auto compiler = compiler::make_compiler(GetParam(), config, state_.path());
-    compiler::CompileOptions options;
-    options.arch = compiler::Arch::parse("sm_90a");
-    options.resource_report = true;
-    compiler::CompileInput input{codegen::render_source(spec), spec.kernel_name(), spec.op + " " + spec.describe()};
-    compiler::CompiledKernel k = compiler->compile(input, options);
-    EXPECT_GT(k.cubin.size(), 1000u) << input.display_name;
-    ASSERT_TRUE(k.resources.known()) << input.display_name << "\n" << k.log;
-    EXPECT_FALSE(k.resources.uses_local_memory()) << input.display_name << ": " << k.resources.describe();
+    compiler::CompiledKernel k = test::compile_for_sm90a_and_check(GetParam(), spec, home_.path(), state_.path());
     EXPECT_EQ(k.log.find("C7508"), std::string::npos) << "setmaxnreg ignored:\n" << k.log;
-    EXPECT_NO_THROW(compiler::check_resources(k, input.display_name));
   }
   test::TempDir home_, state_;
 };

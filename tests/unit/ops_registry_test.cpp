@@ -16,6 +16,7 @@
 #include "kiln/error.hpp"
 #include "ops/quantize.hpp"
 #include "ops/registry.hpp"
+#include "kernel_compile_check.hpp"
 #include "test_support.hpp"
 
 namespace kiln::ops {
@@ -131,26 +132,12 @@ TEST(Registry, SpecsAreTheOnesTheLaunchPathBuilds) {
 
 // ---- golden sources -------------------------------------------------------------------------------------------
 
-void expect_golden(const std::string& name, const std::string& text) {
-  const fs::path path = fs::path(KILN_SOURCE_DIR) / "tests/unit/golden" / name;
-  if (const char* update = std::getenv("KILN_UPDATE_GOLDEN"); update && std::string(update) == "1") {
-    std::ofstream(path, std::ios::binary) << text;
-    GTEST_SKIP() << "rewrote " << path << " (KILN_UPDATE_GOLDEN=1)";
-  }
-  std::ifstream in(path, std::ios::binary);
-  ASSERT_TRUE(in) << path << " is missing; run with KILN_UPDATE_GOLDEN=1 to create it deliberately";
-  std::stringstream golden;
-  golden << in.rdbuf();
-  EXPECT_EQ(text, golden.str()) << "the generated source changed; if that is intended, regenerate " << path
-                                << " with KILN_UPDATE_GOLDEN=1 and review the diff";
-}
-
 TEST(Golden, PerTokenSource) {
-  expect_golden("ops_quantize_golden_per_token.cu", codegen::render_source(per_token_cast_spec(7168, {})));
+  test::expect_golden_text("ops_quantize_golden_per_token.cu", codegen::render_source(per_token_cast_spec(7168, {})));
 }
 
 TEST(Golden, PerBlockSource) {
-  expect_golden("ops_quantize_golden_per_block.cu", codegen::render_source(per_block_cast_spec({})));
+  test::expect_golden_text("ops_quantize_golden_per_block.cu", codegen::render_source(per_block_cast_spec({})));
 }
 
 // ---- real compiles --------------------------------------------------------------------------------------------
@@ -158,19 +145,9 @@ TEST(Golden, PerBlockSource) {
 class CastCompile : public ::testing::TestWithParam<Backend> {
  protected:
   void compile_and_check(const codegen::KernelSpec& spec) {
-    Config config = Config::from_variables({{"HOME", home_.path().string()}});
-    auto compiler = compiler::make_compiler(GetParam(), config, state_.path());
-    compiler::CompileOptions options;
-    options.arch = compiler::Arch::parse("sm_90a");
-    options.resource_report = true;
-    compiler::CompileInput input{codegen::render_source(spec), spec.kernel_name(), spec.op + " " + spec.describe()};
-    compiler::CompiledKernel k = compiler->compile(input, options);
-    EXPECT_GT(k.cubin.size(), 1000u) << input.display_name;
-    ASSERT_TRUE(k.resources.known()) << input.display_name << "\n" << k.log;
-    EXPECT_FALSE(k.resources.uses_local_memory()) << input.display_name << ": " << k.resources.describe();
+    compiler::CompiledKernel k = test::compile_for_sm90a_and_check(GetParam(), spec, home_.path(), state_.path());
     // The register budget __launch_bounds__ gives: 64K registers / (threads x CTAs per SM).
-    EXPECT_LE(k.resources.registers, 65536 / (spec.block_threads * spec.min_blocks_per_sm)) << input.display_name;
-    EXPECT_NO_THROW(compiler::check_resources(k, input.display_name));
+    EXPECT_LE(k.resources.registers, 65536 / (spec.block_threads * spec.min_blocks_per_sm)) << spec.describe();
   }
   test::TempDir home_, state_;
 };

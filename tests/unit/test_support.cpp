@@ -1,5 +1,7 @@
 #include "test_support.hpp"
 
+#include <gtest/gtest.h>
+
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -7,6 +9,8 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 extern char** environ;
@@ -70,5 +74,19 @@ ProgramResult run_program(const std::vector<std::string>& argv, const std::vecto
 }
 
 std::string helper_path() { return KILN_TEST_HELPER; }
+
+void expect_golden_text(const std::string& name, const std::string& text) {
+  const std::filesystem::path path = std::filesystem::path(KILN_SOURCE_DIR) / "tests/unit/golden" / name;
+  if (const char* update = std::getenv("KILN_UPDATE_GOLDEN"); update && std::string(update) == "1") {
+    std::ofstream(path, std::ios::binary) << text;
+    GTEST_SKIP() << "rewrote " << path << " (KILN_UPDATE_GOLDEN=1)";
+  }
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in) << path << " is missing; run with KILN_UPDATE_GOLDEN=1 to create it deliberately";
+  std::stringstream golden;
+  golden << in.rdbuf();
+  EXPECT_EQ(text, golden.str()) << "the generated source changed; if that is intended, regenerate " << path
+                                << " with KILN_UPDATE_GOLDEN=1 and review the diff";
+}
 
 }  // namespace kiln::test

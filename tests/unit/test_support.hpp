@@ -29,4 +29,8 @@ ProgramResult run_program(const std::vector<std::string>& argv, const std::vecto
 // The kiln_test_helper program built beside the tests.
 std::string helper_path();
 
+// Compares generated text with tests/unit/golden/<name>, byte for byte; with KILN_UPDATE_GOLDEN=1 rewrites the
+// file instead (and skips), so a deliberate change is one reviewed diff. A GoogleTest assertion.
+void expect_golden_text(const std::string& name, const std::string& text);
+
 }  // namespace kiln::test

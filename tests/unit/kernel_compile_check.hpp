@@ -1,0 +1,33 @@
+// Compiles a kernel spec for sm_90a with one backend, as the registry tests do for every operation, and checks
+// what every kiln kernel must satisfy: a real cubin, a ptxas report, no local memory or spills.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "codegen/kernel_spec.hpp"
+#include "compiler/compiler.hpp"
+#include "kiln/config.hpp"
+
+namespace kiln::test {
+
+// Returns the compiled kernel so the caller can add its own checks (register budget, setmaxnreg).
+inline compiler::CompiledKernel compile_for_sm90a_and_check(Backend backend, const codegen::KernelSpec& spec,
+                                                           const std::filesystem::path& home,
+                                                           const std::filesystem::path& state) {
+  Config config = Config::from_variables({{"HOME", home.string()}});
+  auto compiler = compiler::make_compiler(backend, config, state);
+  compiler::CompileOptions options;
+  options.arch = compiler::Arch::parse("sm_90a");
+  options.resource_report = true;
+  compiler::CompileInput input{codegen::render_source(spec), spec.kernel_name(), spec.op + " " + spec.describe()};
+  compiler::CompiledKernel k = compiler->compile(input, options);
+  EXPECT_GT(k.cubin.size(), 1000u) << input.display_name;
+  EXPECT_TRUE(k.resources.known()) << input.display_name << "\n" << k.log;
+  EXPECT_FALSE(k.resources.uses_local_memory()) << input.display_name << ": " << k.resources.describe();
+  EXPECT_NO_THROW(compiler::check_resources(k, input.display_name));
+  return k;
+}
+
+}  // namespace kiln::test
