@@ -36,11 +36,6 @@ constexpr const char* kOp = "fp8_gemm_nt";
 constexpr int64_t kGemmKeyId = 3;  // the first word of each table key (the casts use 1 and 2)
 constexpr int64_t kScaleBlock = 128;  // K (and N, for B) per scale
 
-// The device kernel does not wait on griddepcontrol yet (include/kiln/kernels/fp8_gemm.cuh), so a launch
-// with programmatic stream serialization could read the previous kernel's output before it is complete
-// (the FP8 casts release their dependents early). Until the kernel waits, set_pdl(true) does not apply
-// to the GEMM. Flip this when fp8_gemm.cuh calls ptx::grid_dependency_wait() before its first global read.
-constexpr bool kKernelWaitsOnGridDependency = false;
 
 static_assert(sizeof(CUtensorMap) == sizeof(TmaDescriptor), "TmaDescriptor must hold a CUtensorMap");
 static_assert(alignof(TmaDescriptor) >= 64, "TMA descriptors must be 64-byte aligned");
@@ -176,7 +171,7 @@ const GemmKernel* resolve_kernel(const ShapeEntry& entry, int index, CUstream st
                  "memory, persistent grid <= %d CTAs, PDL %s (kernel %d of %zu for this shape)\n",
                  kOp, entry.device, entry.device_name.c_str(), entry.sm_count, static_cast<long long>(entry.n),
                  static_cast<long long>(entry.k), ranges.c_str(), cfg.describe().c_str(), k.threads, k.shared_bytes,
-                 entry.sm_count, kKernelWaitsOnGridDependency && get_pdl() ? "on" : "off", index + 1,
+                 entry.sm_count, get_pdl() ? "on" : "off", index + 1,
                  entry.plan.kernels.size());
   }
   return stored;
@@ -324,7 +319,9 @@ codegen::KernelSpec fp8_gemm_spec(int64_t n, int64_t k, const Fp8GemmConfig& c) 
       .arg("stages", int64_t{c.stages})
       .arg("math_warpgroups", int64_t{c.math_warpgroups})
       .arg("tma_store", c.tma_store)
-      .arg("cluster_m", int64_t{c.cluster_m});
+      .arg("cluster_m", int64_t{c.cluster_m})
+      .arg("overlap_promotion", c.overlap_promotion)
+      .arg("accumulate", c.accumulate);
   spec.block_threads = static_cast<int>(fp8_gemm_threads(c));
   spec.min_blocks_per_sm = 1;
   return spec;
@@ -422,7 +419,9 @@ void fp8_gemm_nt(const TensorView& a, const TensorView& sfa, const TensorView& b
   launch.block[0] = kernel->threads;
   launch.cluster[0] = static_cast<uint32_t>(cfg.cluster_m);
   launch.shared_bytes = kernel->shared_bytes;
-  launch.pdl = ops::kKernelWaitsOnGridDependency && get_pdl();
+  // The kernel executes griddepcontrol.wait before its first global read, so with set_pdl(true) it may start
+  // (barrier set-up, descriptor prefetch) while the previous kernel on the stream finishes.
+  launch.pdl = get_pdl();
   launch.stream = static_cast<CUstream>(stream);
   kernel->kernel->launch(launch, &params);
 }

@@ -62,6 +62,7 @@ Fp8GemmConfig make_config(int bm, int bn, const TargetInfo& target, const Fp8Gem
   c.math_warpgroups = bm / 64;
   c.tma_store = true;
   c.cluster_m = o.cluster_m > 0 ? o.cluster_m : 1;
+  c.overlap_promotion = kernels::fp8_gemm_can_overlap_promotion(static_cast<uint32_t>(bn));
   const uint32_t smem = static_cast<uint32_t>(std::clamp<int64_t>(target.shared_memory_per_block, 0, INT32_MAX));
   const int max_stages = static_cast<int>(kernels::fp8_gemm_max_stages(static_cast<uint32_t>(bm), static_cast<uint32_t>(bn),
                                                                        c.tma_store, smem));
@@ -104,8 +105,10 @@ std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, const Fp8GemmOve
 
 std::string Fp8GemmConfig::describe() const {
   char s[160];
-  std::snprintf(s, sizeof s, "%dx%d, %d stages, %d math warpgroup%s, %s%s", block_m, block_n, stages, math_warpgroups,
-                math_warpgroups == 1 ? "" : "s", tma_store ? "TMA store" : "direct store",
+  std::snprintf(s, sizeof s, "%dx%d, %d stages, %d math warpgroup%s, %s%s%s", block_m, block_n, stages,
+                math_warpgroups, math_warpgroups == 1 ? "" : "s",
+                accumulate ? "fp32 accumulate into D" : tma_store ? "TMA store" : "direct store",
+                overlap_promotion ? ", overlapped promotion" : "",
                 cluster_m > 1 ? (", B multicast x" + std::to_string(cluster_m)).c_str() : "");
   return s;
 }
@@ -153,7 +156,7 @@ uint32_t fp8_gemm_threads(const Fp8GemmConfig& c) {
 
 uint32_t fp8_gemm_shared_bytes(const Fp8GemmConfig& c) {
   return kernels::fp8_gemm_layout(static_cast<uint32_t>(c.block_m), static_cast<uint32_t>(c.block_n),
-                                  static_cast<uint32_t>(c.stages), c.tma_store)
+                                  static_cast<uint32_t>(c.stages), c.tma_store, c.accumulate)
       .total_bytes;
 }
 

@@ -41,9 +41,14 @@ struct Fp8GemmConfig {
   int math_warpgroups = 2;  // block_m / 64
   bool tma_store = true;
   int cluster_m = 1;
+  // Two partial accumulators: the next K block's WGMMAs run while the current one is promoted (and while a
+  // finished tile is stored). Registers allow it up to block_n 128.
+  bool overlap_promotion = true;
+  // The weight-gradient form: B scaled per row (1 x 128), D fp32 accumulated into (direct stores only).
+  bool accumulate = false;
 
   bool operator==(const Fp8GemmConfig&) const = default;
-  // "128x128, 5 stages, 2 math warpgroups, TMA store" (+ ", B multicast x2").
+  // "128x128, 5 stages, 2 math warpgroups, TMA store, overlapped promotion" (+ ", B multicast x2").
   std::string describe() const;
 };
 

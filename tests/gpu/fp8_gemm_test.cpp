@@ -258,15 +258,24 @@ struct KernelConfig {
   uint32_t block_m, block_n, stages, math_warpgroups;
   bool tma_store;
   uint32_t cluster_m;  // 2: pairs of CTAs share (multicast) the B tile
-  auto tie() const { return std::tie(block_m, block_n, stages, math_warpgroups, tma_store, cluster_m); }
+  bool overlap;        // two partial accumulators: the next K block's WGMMAs overlap the promotion
+  auto tie() const { return std::tie(block_m, block_n, stages, math_warpgroups, tma_store, cluster_m, overlap); }
   bool operator<(const KernelConfig& o) const { return tie() < o.tie(); }
   bool operator==(const KernelConfig& o) const { return tie() == o.tie(); }
 };
 
 KernelConfig make_config(uint32_t block_m, uint32_t block_n, bool tma_store = true, uint32_t cluster_m = 1) {
-  return {block_m, block_n, fp8_gemm_max_stages(block_m, block_n, tma_store), block_m / 64, tma_store, cluster_m};
+  return {block_m,   block_n,   fp8_gemm_max_stages(block_m, block_n, tma_store), block_m / 64,
+          tma_store, cluster_m, kiln::kernels::fp8_gemm_can_overlap_promotion(block_n)};
 }
 KernelConfig multicast(uint32_t block_m, uint32_t block_n) { return make_config(block_m, block_n, true, 2); }
+// The same tile with one partial accumulator (each K block's promotion waits for its WGMMAs): the baseline
+// the overlapped promotion is measured against.
+KernelConfig serial(uint32_t block_m, uint32_t block_n) {
+  KernelConfig c = make_config(block_m, block_n);
+  c.overlap = false;
+  return c;
+}
 
 // v1's choice: 64-row tiles (one math warpgroup) up to M = 64, else 128-row tiles; BLOCK_N 128; TMA stores.
 KernelConfig default_config(uint32_t m) { return m <= 64 ? make_config(64, 128) : make_config(128, 128); }
@@ -274,10 +283,10 @@ KernelConfig default_config(uint32_t m) { return m <= 64 ? make_config(64, 128) 
 // With --sweep, the timed shapes also run these (each checked like the default) to see what the heuristic
 // should pick.
 std::vector<KernelConfig> sweep_configs(uint32_t m) {
-  if (m <= 64) return {make_config(64, 128, false), make_config(64, 64), make_config(64, 32)};
-  if (m <= 128) return {make_config(128, 128, false), make_config(64, 128), make_config(128, 64), make_config(64, 64)};
-  return {make_config(128, 128, false), make_config(128, 160), make_config(128, 192), make_config(128, 112),
-          multicast(128, 128), multicast(128, 160), multicast(128, 192)};
+  if (m <= 64) return {serial(64, 128), make_config(64, 64), serial(64, 64), make_config(64, 32)};
+  if (m <= 128) return {serial(128, 128), make_config(64, 128), make_config(128, 64), serial(128, 64), make_config(64, 64)};
+  return {serial(128, 128), make_config(128, 160), make_config(128, 192), multicast(128, 128), multicast(128, 160),
+          multicast(128, 192), make_config(128, 64)};
 }
 
 kiln::codegen::KernelSpec make_spec(uint32_t n, uint32_t k, const KernelConfig& c) {
@@ -293,7 +302,9 @@ kiln::codegen::KernelSpec make_spec(uint32_t n, uint32_t k, const KernelConfig& 
       .arg("stages", static_cast<int64_t>(c.stages))
       .arg("math_warpgroups", static_cast<int64_t>(c.math_warpgroups))
       .arg("tma_store", c.tma_store)
-      .arg("cluster_m", static_cast<int64_t>(c.cluster_m));
+      .arg("cluster_m", static_cast<int64_t>(c.cluster_m))
+      .arg("overlap_promotion", c.overlap)
+      .arg("accumulate", false);
   spec.block_threads = static_cast<int>(fp8_gemm_num_threads(c.math_warpgroups));
   spec.min_blocks_per_sm = 1;
   return spec;
@@ -428,9 +439,10 @@ Launch prepare(const Case& c, const KernelConfig& k, const HostProblem& p, const
 
 std::string describe(const Case& c, const KernelConfig& k) {
   char s[200];
-  std::snprintf(s, sizeof(s), "m=%u n=%u k=%u ldd=%llu block %ux%u stages=%u %s%s", c.m, c.n, c.k,
+  std::snprintf(s, sizeof(s), "m=%u n=%u k=%u ldd=%llu block %ux%u stages=%u %s%s%s", c.m, c.n, c.k,
                 static_cast<unsigned long long>(c.ldd), k.block_m, k.block_n, k.stages,
-                k.tma_store ? "tma-store" : "direct-store", k.cluster_m > 1 ? " multicast-2" : "");
+                k.tma_store ? "tma-store" : "direct-store", k.cluster_m > 1 ? " multicast-2" : "",
+                k.overlap ? " overlap" : " serial");
   return s;
 }
 

@@ -37,6 +37,7 @@
 #include "kiln/ptx/convert.cuh"
 #include "kiln/ptx/fence.cuh"
 #include "kiln/ptx/mbarrier.cuh"
+#include "kiln/ptx/memory.cuh"
 #include "kiln/ptx/regalloc.cuh"
 #include "kiln/ptx/tma.cuh"
 #include "kiln/ptx/types.cuh"
@@ -49,8 +50,16 @@ namespace kiln::kernels {
 // fp8_gemm_num_threads(kNumMathWarpgroups) threads, fp8_gemm_layout(...).total_bytes of dynamic shared
 // memory and at most one CTA per SM; with kClusterM = 2, clusters of (2, 1, 1), an even grid, and B's
 // tensor map boxed {128, kBlockN / 2}.
+//
+// kOverlapPromotion: two partial accumulators, so that the WGMMAs of the next K block (of this tile or of
+// the next tile) run on the tensor cores while the CUDA cores promote the current one and, at a tile's
+// end, while the epilogue stores it. Needs registers for three kBlockN / 2 fragments (kBlockN <= 128).
+// Without it, each K block's promotion waits for its WGMMAs and the next block's WGMMAs wait for it.
+//
+// kAccumulate: the weight-gradient form. B is scaled per row per 128 K (TMA-loaded per stage, like A's
+// scales) and D is fp32, read, added to and written back (no TMA store, no cluster).
 template <u32 kN, u32 kK, u32 kBlockM, u32 kBlockN, u32 kStages, u32 kNumMathWarpgroups, bool kTmaStore,
-          u32 kClusterM>
+          u32 kClusterM, bool kOverlapPromotion, bool kAccumulate>
 struct Fp8Gemm {
   static constexpr u32 kBlockK = kFp8GemmBlockK;
   static constexpr u32 kNumThreads = fp8_gemm_num_threads(kNumMathWarpgroups);
@@ -62,7 +71,7 @@ struct Fp8Gemm {
   static constexpr u32 kGroupM = 8;
   static constexpr u32 kProducerRegisters = 40;
   static constexpr u32 kMathRegisters = kNumMathWarpgroups == 1 ? 240 : 232;
-  static constexpr Fp8GemmLayout kLayout = fp8_gemm_layout(kBlockM, kBlockN, kStages, kTmaStore);
+  static constexpr Fp8GemmLayout kLayout = fp8_gemm_layout(kBlockM, kBlockN, kStages, kTmaStore, kAccumulate);
   // TMA-store epilogue geometry: column groups of kStoreCols, staging rows of kStoreCols * 2 bytes swizzled
   // in 16-byte units (kUnitsPerRow per row).
   static constexpr u32 kStoreCols = fp8_gemm_store_cols(kBlockN);
@@ -82,7 +91,7 @@ struct Fp8Gemm {
   // A tile starts at a multiple of kBlockN, so n0 % 128 <= 128 - gcd(kBlockN, 128): it spans at most two
   // 128-column blocks when kBlockN <= 128 + gcd(kBlockN, 128) (e.g. 112, 144, 160, 192; not 176).
   static constexpr u32 kGcdBlockN128 = (kBlockN & (0u - kBlockN)) < 128u ? (kBlockN & (0u - kBlockN)) : 128u;
-  static_assert(kUniformSfb || kBlockN <= 128 + kGcdBlockN128,
+  static_assert(kAccumulate || kUniformSfb || kBlockN <= 128 + kGcdBlockN128,
                 "a BLOCK_N tile must straddle at most two 128-column scale blocks of B");
   static_assert(kStages >= 1 && kStages <= kFp8GemmMaxStages, "stages: 1..16");
   static_assert(kLayout.total_bytes <= kHopperSmemPerBlock, "the stages do not fit in shared memory");
@@ -92,6 +101,10 @@ struct Fp8Gemm {
   static_assert(kBlockNPerCta % 8 == 0, "each CTA's share of the B tile must be whole 8-row swizzle atoms");
   static_assert(kProducerRegisters * 128 + kMathRegisters * 128 * kNumMathWarpgroups <= 65536,
                 "register reallocation exceeds the register file");
+  static_assert(!kOverlapPromotion || fp8_gemm_can_overlap_promotion(kBlockN),
+                "two partial accumulators fit in registers up to BLOCK_N 128");
+  static_assert(!kAccumulate || (!kTmaStore && kClusterM == 1),
+                "the weight-gradient form adds into fp32 D with plain stores, without a cluster");
 
   // Tile index -> (m block, n block). Groups of kGroupM m-blocks; inside a group m varies fastest, so
   // consecutive CTAs share B panels and a wave touches about kGroupM A panels.
@@ -126,6 +139,17 @@ struct Fp8Gemm {
     }
   };
 
+  // A position in the ring of pipeline slots; the parity flips each time the ring wraps.
+  struct Slot {
+    u32 stage = 0, phase = 0;
+    __device__ __forceinline__ void advance() {
+      if (++stage == kStages) {
+        stage = 0;
+        phase ^= 1;
+      }
+    }
+  };
+
   static __device__ __forceinline__ void run(const Fp8GemmParams& p) {
     extern __shared__ __align__(1024) u8 smem[];
     u64* full = reinterpret_cast<u64*>(smem + kLayout.full_barrier_offset);
@@ -137,6 +161,7 @@ struct Fp8Gemm {
       ptx::tma_prefetch_descriptor(&p.tma_a);
       ptx::tma_prefetch_descriptor(&p.tma_b);
       ptx::tma_prefetch_descriptor(&p.tma_sfa);
+      if constexpr (kAccumulate) ptx::tma_prefetch_descriptor(&p.tma_sfb);
       if constexpr (kTmaStore) ptx::tma_prefetch_descriptor(&p.tma_d);
 #pragma unroll
       for (u32 s = 0; s < kStages; ++s) {
@@ -150,6 +175,13 @@ struct Fp8Gemm {
       ptx::cluster_sync();
     else
       __syncthreads();
+
+    // Programmatic dependent launch: everything above overlapped the previous kernel's tail; nothing it
+    // writes (A, B, the scales, D) is read before it has completed. The next kernel may start launching
+    // now: its CTAs only fit on an SM once one of ours has exited, and it waits for our completion itself.
+    // Both are no-ops without PDL.
+    ptx::grid_dependency_wait();
+    ptx::launch_dependents();
 
     // The role split must be one if/else over whole warpgroups for setmaxnreg to take effect.
     if (warpgroup == kNumMathWarpgroups) {
@@ -165,15 +197,16 @@ struct Fp8Gemm {
 
   static __device__ __forceinline__ void produce(const Fp8GemmParams& p, u8* smem, u64* full, u64* empty,
                                                  const Schedule& schedule) {
-    u32 stage = 0, phase = 0;
+    Slot slot;
     for (u32 unit = schedule.first; unit < schedule.num_units; unit += schedule.stride) {
       u32 m_block, n_block;
       schedule.coords(unit, m_block, n_block);
       const i32 m0 = static_cast<i32>(m_block * kBlockM);
       const i32 n0 = static_cast<i32>(n_block * kBlockN);
-      for (u32 kb = 0; kb < kNumKBlocks; ++kb) {
+      for (u32 kb = 0; kb < kNumKBlocks; ++kb, slot.advance()) {
+        const u32 stage = slot.stage;
         // Wait until every math warp has released this slot (passes at once on the first round).
-        ptx::mbarrier_wait_parity(&empty[stage], phase ^ 1);
+        ptx::mbarrier_wait_parity(&empty[stage], slot.phase ^ 1);
         ptx::mbarrier_arrive_expect_tx(&full[stage], kLayout.stage_tx_bytes);
         const i32 k0 = static_cast<i32>(kb * kBlockK);
         ptx::tma_load_2d(smem + kLayout.a_offset + stage * kLayout.a_stage_bytes, &p.tma_a, &full[stage], k0, m0);
@@ -188,79 +221,118 @@ struct Fp8Gemm {
         }
         ptx::tma_load_2d(smem + kLayout.sfa_offset + stage * kLayout.sfa_stage_bytes, &p.tma_sfa, &full[stage], m0,
                          static_cast<i32>(kb));
-        if (++stage == kStages) {
-          stage = 0;
-          phase ^= 1;
-        }
+        if constexpr (kAccumulate)
+          ptx::tma_load_2d(smem + kLayout.sfb_offset + stage * kLayout.sfb_stage_bytes, &p.tma_sfb, &full[stage], n0,
+                           static_cast<i32>(kb));
       }
     }
   }
 
-  static __device__ __forceinline__ void consume(const Fp8GemmParams& p, u8* smem, u64* full, u64* empty,
-                                                 const Schedule& schedule, u32 warpgroup) {
-    const u32 lane = threadIdx.x % 32;
-    const u32 warp_in_group = (threadIdx.x / 32) % 4;
-    // This thread's two rows of the tile (the WGMMA accumulator fragment: rows r and r + 8).
-    const u32 row_in_tile = warpgroup * 64 + warp_in_group * 16 + lane / 4;
-    const u32 col_in_chunk = (lane % 4) * 2;
+  // Two adjacent fp32 (one 8-byte access).
+  struct alignas(8) F32x2 {
+    float x, y;
+  };
 
-    float accum[kAccumPerThread];
-    float partial[kAccumPerThread];
-    u32 stage = 0, phase = 0;
-
-    for (u32 unit = schedule.first; unit < schedule.num_units; unit += schedule.stride) {
-      u32 m_block, n_block;
+  // What the math warpgroups need to know about the tile they are on.
+  struct Tile {
+    u32 m_block, n0;
+    const float* sfb0;  // inference form: B's scales for the tile's first and second 128-column block
+    const float* sfb1;
+    u32 sfb_switch;     // tile-local column where the second block starts (a multiple of 16; >= kBlockN: never)
+    __device__ __forceinline__ Tile(const Fp8GemmParams& p, const Schedule& schedule, u32 unit) {
+      u32 n_block;
       schedule.coords(unit, m_block, n_block);
-      const u32 n0 = n_block * kBlockN;
+      n0 = n_block * kBlockN;
       const u32 sfb_row0 = n0 / 128;
       const u32 sfb_row1 = sfb_row0 + 1 < kNumSfbRows ? sfb_row0 + 1 : sfb_row0;
-      const float* sfb0 = p.sfb + sfb_row0 * kNumKBlocks;
-      const float* sfb1 = p.sfb + sfb_row1 * kNumKBlocks;
-      // Tile-local column at which B's second scale block starts (a multiple of 16; >= kBlockN: never).
-      const u32 sfb_switch = 128 - n0 % 128;
+      sfb0 = p.sfb + sfb_row0 * kNumKBlocks;
+      sfb1 = p.sfb + sfb_row1 * kNumKBlocks;
+      sfb_switch = 128 - n0 % 128;
+    }
+  };
 
+  // The scales of one K block for this thread's two rows (and, in the inference form, the tile's one or
+  // two B scales), read while the block's slot is held.
+  struct BlockScales {
+    float a0, a1, b0, b1;
+  };
+
+  // The math warpgroups' walk: every (tile, K block) of this CTA in order, one partial accumulator per block.
+  struct MathState {
+    const Fp8GemmParams& p;
+    u8* smem;
+    u64* full;
+    u64* empty;
+    const Schedule& schedule;
+    u32 warpgroup, lane, row_in_tile;
+    u32 unit, kb;  // the block being promoted
+    Tile tile;
+    Slot issue_slot;  // the slot of the next block to issue
+    u32 current_stage;  // the slot of the block being promoted
+    BlockScales scales;  // its scales
+    float accum[kAccumPerThread];
+
+    // Waits for block (tile, kb) in slot `slot`, reads its scales, and issues its four WGMMAs into `partial`
+    // (scale-d 0 on the first: no zeroing) as one committed group.
+    __device__ __forceinline__ BlockScales issue(const Tile& t, u32 block_kb, Slot slot,
+                                                 float (&partial)[kAccumPerThread]) {
+      ptx::mbarrier_wait_parity(&full[slot.stage], slot.phase);
+      BlockScales sc;
+      const float* sfa = reinterpret_cast<const float*>(smem + kLayout.sfa_offset + slot.stage * kLayout.sfa_stage_bytes);
+      sc.a0 = sfa[row_in_tile];
+      sc.a1 = sfa[row_in_tile + 8];
+      if constexpr (!kAccumulate) {
+        sc.b0 = t.sfb0[block_kb];
+        sc.b1 = kUniformSfb ? sc.b0 : t.sfb1[block_kb];
+      }
+      const u64 desc_a = ptx::make_smem_desc(smem + kLayout.a_offset + slot.stage * kLayout.a_stage_bytes +
+                                                 warpgroup * 64 * kBlockK,
+                                             ptx::SmemSwizzle::k128B, 0, 1024);
+      const u64 desc_b = ptx::make_smem_desc(smem + kLayout.b_offset + slot.stage * kLayout.b_stage_bytes,
+                                             ptx::SmemSwizzle::k128B, 0, 1024);
+      ptx::fence_operands(partial);
+      ptx::wgmma_fence();
 #pragma unroll
-      for (u32 i = 0; i < kAccumPerThread; ++i) accum[i] = 0.0f;
+      for (u32 k = 0; k < kBlockK / kWgmmaK; ++k) {
+        // k * 32 bytes along the 128-byte swizzled row: +2 in the descriptor's 16-byte address units.
+        ptx::WgmmaE4M3<kBlockN>::mma(desc_a + 2 * k, desc_b + 2 * k, partial, k == 0 ? 0u : 1u);
+      }
+      ptx::wgmma_commit_group();
+      return sc;
+    }
 
-      for (u32 kb = 0; kb < kNumKBlocks; ++kb) {
-        ptx::mbarrier_wait_parity(&full[stage], phase);
-        const float* sfa = reinterpret_cast<const float*>(smem + kLayout.sfa_offset + stage * kLayout.sfa_stage_bytes);
-        const float sa0 = sfa[row_in_tile];
-        const float sa1 = sfa[row_in_tile + 8];
-        const float sb0 = sfb0[kb];
-        const float sb1 = kUniformSfb ? sb0 : sfb1[kb];
-
-        const u64 desc_a = ptx::make_smem_desc(smem + kLayout.a_offset + stage * kLayout.a_stage_bytes +
-                                                   warpgroup * 64 * kBlockK,
-                                               ptx::SmemSwizzle::k128B, 0, 1024);
-        const u64 desc_b = ptx::make_smem_desc(smem + kLayout.b_offset + stage * kLayout.b_stage_bytes,
-                                               ptx::SmemSwizzle::k128B, 0, 1024);
-        ptx::fence_operands(partial);
-        ptx::wgmma_fence();
+    // Hands slot `stage` back to the producer, one arrival per warp; with a cluster the peer's producer
+    // multicasts into this slot too, so it is released there as well.
+    __device__ __forceinline__ void release(u32 stage) {
+      if (lane == 0) {
+        if constexpr (kClusterM == 1) {
+          ptx::mbarrier_arrive(&empty[stage]);
+        } else {
 #pragma unroll
-        for (u32 k = 0; k < kBlockK / kWgmmaK; ++k) {
-          // k * 32 bytes along the 128-byte swizzled row: +2 in the descriptor's 16-byte address units.
-          ptx::WgmmaE4M3<kBlockN>::mma(desc_a + 2 * k, desc_b + 2 * k, partial, k == 0 ? 0u : 1u);
+          for (u32 r = 0; r < kClusterM; ++r) ptx::mbarrier_arrive_cluster(&empty[stage], r);
         }
-        ptx::wgmma_commit_group();
-        ptx::wgmma_wait_group<0>();
-        ptx::fence_operands(partial);
-        // The slot's operands and scales have been read: hand it back to the producer, one arrival per warp.
-        // With a cluster, the peer's producer multicasts into this slot too: release it there as well.
-        if (lane == 0) {
-          if constexpr (kClusterM == 1) {
-            ptx::mbarrier_arrive(&empty[stage]);
-          } else {
-#pragma unroll
-            for (u32 r = 0; r < kClusterM; ++r) ptx::mbarrier_arrive_cluster(&empty[stage], r);
-          }
-        }
+      }
+    }
 
-        const float s00 = sa0 * sb0, s10 = sa1 * sb0;
-        const float s01 = sa0 * sb1, s11 = sa1 * sb1;
+    // accum += partial * sfa[row] * sfb on the CUDA cores (two-level accumulation).
+    __device__ __forceinline__ void promote(const float (&partial)[kAccumPerThread]) {
+      if constexpr (kAccumulate) {
+        // B scaled per row: each of this thread's columns (8j + 2 (lane % 4) + {0, 1}) has its own scale.
+        const float* sfb = reinterpret_cast<const float*>(smem + kLayout.sfb_offset + current_stage * kLayout.sfb_stage_bytes);
 #pragma unroll
         for (u32 j = 0; j < kBlockN / 8; ++j) {
-          const bool first = kUniformSfb || j * 8 < sfb_switch;
+          const F32x2 sb = *reinterpret_cast<const F32x2*>(sfb + j * 8 + (lane % 4) * 2);
+          accum[4 * j + 0] += partial[4 * j + 0] * sb.x * scales.a0;
+          accum[4 * j + 1] += partial[4 * j + 1] * sb.y * scales.a0;
+          accum[4 * j + 2] += partial[4 * j + 2] * sb.x * scales.a1;
+          accum[4 * j + 3] += partial[4 * j + 3] * sb.y * scales.a1;
+        }
+      } else {
+        const float s00 = scales.a0 * scales.b0, s10 = scales.a1 * scales.b0;
+        const float s01 = scales.a0 * scales.b1, s11 = scales.a1 * scales.b1;
+#pragma unroll
+        for (u32 j = 0; j < kBlockN / 8; ++j) {
+          const bool first = kUniformSfb || j * 8 < tile.sfb_switch;
           const float s0 = first ? s00 : s01;
           const float s1 = first ? s10 : s11;
           accum[4 * j + 0] += s0 * partial[4 * j + 0];
@@ -268,19 +340,120 @@ struct Fp8Gemm {
           accum[4 * j + 2] += s1 * partial[4 * j + 2];
           accum[4 * j + 3] += s1 * partial[4 * j + 3];
         }
-        if (++stage == kStages) {
-          stage = 0;
-          phase ^= 1;
-        }
       }
+    }
 
-      if constexpr (kTmaStore)
-        store_tile_tma(p, smem, accum, warpgroup, warp_in_group, lane, m_block, n0);
-      else
-        store_tile_direct(p, accum, m_block * kBlockM + row_in_tile, n0 + col_in_chunk);
+    // One block: put the next block's WGMMAs on their way (kIssueNext; into `next` before promoting
+    // `current` when the promotion overlaps, into `current` after it otherwise), promote `current`, and
+    // store the tile after its last block. The WGMMA issue must not sit under a runtime condition: ptxas
+    // then cannot follow the pipeline and serialises every wgmma (C7514), so the caller unrolls the walk
+    // into steps that always issue and one final step that does not.
+    template <bool kIssueNext>
+    __device__ __forceinline__ void step(float (&current)[kAccumPerThread], float (&next)[kAccumPerThread]) {
+      u32 next_unit = unit, next_kb = kb + 1;
+      if (next_kb == kNumKBlocks) {
+        next_kb = 0;
+        next_unit += schedule.stride;
+      }
+      const bool tile_ends = next_kb == 0;
+      const Tile next_tile = kIssueNext && tile_ends ? Tile(p, schedule, next_unit) : tile;
+      BlockScales next_scales{};
+
+      if constexpr (kOverlapPromotion && kIssueNext) {
+        next_scales = issue(next_tile, next_kb, issue_slot, next);
+        ptx::wgmma_wait_group<1>();  // `current`'s group is complete; `next`'s runs on
+      } else {
+        ptx::wgmma_wait_group<0>();
+      }
+      ptx::fence_operands(current);
+      // The inference form's scales are in registers: the slot can go back before the promotion. The
+      // weight-gradient form reads B's scales from the slot while promoting.
+      if constexpr (!kAccumulate) release(current_stage);
+      promote(current);
+      if constexpr (kAccumulate) release(current_stage);
+
+      if (tile_ends) {
+        if constexpr (kTmaStore)
+          store_tile_tma(p, smem, accum, warpgroup, (threadIdx.x / 32) % 4, lane, tile.m_block, tile.n0);
+        else if constexpr (kAccumulate)
+          add_tile_direct(p, accum, tile.m_block * kBlockM + row_in_tile, tile.n0 + (lane % 4) * 2);
+        else
+          store_tile_direct(p, accum, tile.m_block * kBlockM + row_in_tile, tile.n0 + (lane % 4) * 2);
+#pragma unroll
+        for (u32 i = 0; i < kAccumPerThread; ++i) accum[i] = 0.0f;
+      }
+      if constexpr (!kOverlapPromotion && kIssueNext) next_scales = issue(next_tile, next_kb, issue_slot, next);
+      current_stage = issue_slot.stage;
+      issue_slot.advance();
+      unit = next_unit;
+      kb = next_kb;
+      tile = next_tile;
+      scales = next_scales;
+    }
+  };
+
+  static __device__ __forceinline__ void consume(const Fp8GemmParams& p, u8* smem, u64* full, u64* empty,
+                                                 const Schedule& schedule, u32 warpgroup) {
+    const u32 lane = threadIdx.x % 32;
+    const u32 warp_in_group = (threadIdx.x / 32) % 4;
+    if (schedule.first < schedule.num_units) {
+      // This thread's two rows of the tile (the WGMMA accumulator fragment: rows r and r + 8).
+      MathState st{p, smem, full, empty, schedule, warpgroup, lane, warpgroup * 64 + warp_in_group * 16 + lane / 4,
+                   schedule.first, 0, Tile(p, schedule, schedule.first), Slot{}, 0, BlockScales{}, {}};
+#pragma unroll
+      for (u32 i = 0; i < kAccumPerThread; ++i) st.accum[i] = 0.0f;
+      // Every (tile, K block) of this CTA, in order.
+      const u32 num_tiles = (schedule.num_units - schedule.first + schedule.stride - 1) / schedule.stride;
+      const u32 num_blocks = num_tiles * kNumKBlocks;
+      float partial0[kAccumPerThread];
+      st.scales = st.issue(st.tile, 0, st.issue_slot, partial0);
+      st.current_stage = st.issue_slot.stage;
+      st.issue_slot.advance();
+      if constexpr (kOverlapPromotion) {
+        // Two named buffers, alternating two blocks per iteration, so every register index is compile-time.
+        float partial1[kAccumPerThread];
+        u32 b = 0;
+        for (; b + 2 < num_blocks; b += 2) {
+          st.template step<true>(partial0, partial1);
+          st.template step<true>(partial1, partial0);
+        }
+        if (b + 1 < num_blocks) {
+          st.template step<true>(partial0, partial1);
+          st.template step<false>(partial1, partial0);
+        } else {
+          st.template step<false>(partial0, partial1);
+        }
+      } else {
+        for (u32 b = 0; b + 1 < num_blocks; ++b) st.template step<true>(partial0, partial0);
+        st.template step<false>(partial0, partial0);
+      }
     }
     // The staging tile must stay valid until the last stores have read it.
     if (kTmaStore && threadIdx.x % 128 == 0) ptx::tma_store_wait<0>();
+  }
+
+  // The weight-gradient epilogue: D (fp32) += accum, 8-byte read-add-writes straight from the fragment,
+  // masked at the M and N edges. Each element of D belongs to exactly one thread of one CTA.
+  static __device__ __forceinline__ void add_tile_direct(const Fp8GemmParams& p, const float (&accum)[kAccumPerThread],
+                                                         u32 row0, u32 col0) {
+    const u32 row1 = row0 + 8;
+    float* d = static_cast<float*>(p.d);
+#pragma unroll
+    for (u32 j = 0; j < kBlockN / 8; ++j) {
+      const u32 col = col0 + j * 8;
+      if (kN % kBlockN == 0 || col < kN) {
+        if (row0 < p.m) {
+          F32x2* q = reinterpret_cast<F32x2*>(d + static_cast<u64>(row0) * p.ldd + col);
+          const F32x2 v = *q;
+          *q = F32x2{v.x + accum[4 * j + 0], v.y + accum[4 * j + 1]};
+        }
+        if (row1 < p.m) {
+          F32x2* q = reinterpret_cast<F32x2*>(d + static_cast<u64>(row1) * p.ldd + col);
+          const F32x2 v = *q;
+          *q = F32x2{v.x + accum[4 * j + 2], v.y + accum[4 * j + 3]};
+        }
+      }
+    }
   }
 
   // Plain stores of packed bf16 pairs from the accumulator fragment, masked at the M and N edges. `row0` is

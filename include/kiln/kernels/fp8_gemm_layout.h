@@ -4,10 +4,11 @@
 // With the TMA-store epilogue, first a bf16 staging tile for D: BLOCK_N / store_cols column groups, each
 // [BLOCK_M][store_cols] bf16 with a store_cols * 2-byte swizzle (the TMA store's box is {store_cols, 64}).
 // Per pipeline stage: an A tile [BLOCK_M][128] e4m3, a B tile [BLOCK_N][128] e4m3 (both written by TMA with
-// 128-byte swizzle, so each starts 1024-byte aligned) and A's scales for the tile [BLOCK_M] fp32. Then a
-// "full" and an "empty" mbarrier per stage.
+// 128-byte swizzle, so each starts 1024-byte aligned), A's scales for the tile [BLOCK_M] fp32 and, in the
+// weight-gradient form (B scaled per row), B's scales for the tile [BLOCK_N] fp32. Then a "full" and an
+// "empty" mbarrier per stage.
 //
-//   [D staging][A stage 0 .. S-1][B stage 0 .. S-1][sfa stage 0 .. S-1][full barriers][empty barriers]
+//   [D staging][A stages][B stages][sfa stages][sfb stages][full barriers][empty barriers]
 #pragma once
 
 #include "kiln/ptx/types.cuh"
@@ -33,14 +34,16 @@ struct Fp8GemmLayout {
   u32 a_offset = 0, a_stage_bytes = 0;
   u32 b_offset = 0, b_stage_bytes = 0;
   u32 sfa_offset = 0, sfa_stage_bytes = 0;
+  u32 sfb_offset = 0, sfb_stage_bytes = 0;  // 0 bytes unless B is scaled per row (weight-gradient form)
   u32 full_barrier_offset = 0, empty_barrier_offset = 0;
   u32 total_bytes = 0;  // the dynamic shared memory a launch requests
   u32 stage_tx_bytes = 0;  // bytes the TMA loads of one stage deliver (the full barrier's transaction count)
 };
 
-// The layout for one (BLOCK_M, BLOCK_N, stages, epilogue). BLOCK_M and BLOCK_N must be multiples of 8 (whole
-// swizzle atoms) and BLOCK_M a multiple of 32 (the scale box is 16-byte granular).
-constexpr Fp8GemmLayout fp8_gemm_layout(u32 block_m, u32 block_n, u32 stages, bool tma_store) {
+// The layout for one (BLOCK_M, BLOCK_N, stages, epilogue, B-scale form). BLOCK_M and BLOCK_N must be
+// multiples of 8 (whole swizzle atoms) and of 4 (a scale box is 16-byte granular).
+constexpr Fp8GemmLayout fp8_gemm_layout(u32 block_m, u32 block_n, u32 stages, bool tma_store,
+                                        bool sfb_per_row = false) {
   Fp8GemmLayout l;
   l.d_offset = 0;
   l.d_bytes = tma_store ? fp8_gemm_align_up(block_m * block_n * 2, 1024) : 0;
@@ -50,20 +53,27 @@ constexpr Fp8GemmLayout fp8_gemm_layout(u32 block_m, u32 block_n, u32 stages, bo
   l.a_offset = l.d_offset + l.d_bytes;
   l.b_offset = fp8_gemm_align_up(l.a_offset + stages * l.a_stage_bytes, 1024);
   l.sfa_offset = fp8_gemm_align_up(l.b_offset + stages * l.b_stage_bytes, 128);
-  l.full_barrier_offset = fp8_gemm_align_up(l.sfa_offset + stages * l.sfa_stage_bytes, 8);
+  l.sfb_stage_bytes = sfb_per_row ? fp8_gemm_align_up(block_n * 4, 128) : 0;
+  l.sfb_offset = l.sfa_offset + stages * l.sfa_stage_bytes;
+  l.full_barrier_offset = fp8_gemm_align_up(l.sfb_offset + stages * l.sfb_stage_bytes, 8);
   l.empty_barrier_offset = l.full_barrier_offset + stages * 8;
   l.total_bytes = l.empty_barrier_offset + stages * 8;
-  l.stage_tx_bytes = l.a_stage_bytes + l.b_stage_bytes + block_m * 4;
+  l.stage_tx_bytes = l.a_stage_bytes + l.b_stage_bytes + block_m * 4 + (sfb_per_row ? block_n * 4 : 0);
   return l;
 }
 
 // The most stages (<= kFp8GemmMaxStages) whose layout fits `smem_bytes`; 0 when not even one fits.
-constexpr u32 fp8_gemm_max_stages(u32 block_m, u32 block_n, bool tma_store, u32 smem_bytes = kHopperSmemPerBlock) {
+constexpr u32 fp8_gemm_max_stages(u32 block_m, u32 block_n, bool tma_store, u32 smem_bytes = kHopperSmemPerBlock,
+                                   bool sfb_per_row = false) {
   u32 best = 0;
   for (u32 s = 1; s <= kFp8GemmMaxStages; ++s)
-    if (fp8_gemm_layout(block_m, block_n, s, tma_store).total_bytes <= smem_bytes) best = s;
+    if (fp8_gemm_layout(block_m, block_n, s, tma_store, sfb_per_row).total_bytes <= smem_bytes) best = s;
   return best;
 }
+
+// Whether the kernel can keep two partial accumulators (and the FP32 one) in registers: three fragments of
+// BLOCK_N / 2 floats per thread fit the math warpgroups' 232-240 registers up to BLOCK_N = 128.
+constexpr bool fp8_gemm_can_overlap_promotion(u32 block_n) { return block_n <= 128; }
 
 // Threads per CTA: one producer warpgroup plus the math warpgroups (one per 64 rows of BLOCK_M).
 constexpr u32 fp8_gemm_num_threads(u32 num_math_warpgroups) {

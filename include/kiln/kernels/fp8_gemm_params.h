@@ -1,11 +1,13 @@
 // The parameter struct of the FP8 GEMM kernel (fp8_gemm.cuh), shared by the host launch code (plain C++)
-// and the device template. POD with fixed-width fields, so both compilers lay it out alike.
+// and the device template. POD with fixed-width fields, so both compilers lay it out alike. Two forms:
 //
-//   D[M, N] (bf16) = (A[M, K] (e4m3) * sfa) . (B[N, K] (e4m3) * sfb)^T
+//   inference:        D[M, N] (bf16)  = (A[M, K] (e4m3) * sfa) . (B[N, K] (e4m3) * sfb)^T
+//   weight gradient:  D[M, N] (fp32) += (A[M, K] (e4m3) * sfa) . (B[N, K] (e4m3) * sfb)^T
 //
 // A and B are K-major. A's scales: one fp32 per row per 128 K (1 x 128), MN-major and TMA-aligned: element
-// (row m, K block kb) at sfa[kb * align(M, 4) + m]. B's scales: one fp32 per 128 x 128 block, row-major
-// [ceil(N / 128)][ceil(K / 128)]. N and K are compile-time template arguments of the kernel; M is here.
+// (row m, K block kb) at sfa[kb * align(M, 4) + m]. B's scales, inference form: one fp32 per 128 x 128 block,
+// row-major [ceil(N / 128)][ceil(K / 128)]; weight-gradient form: per row per 128 K (1 x 128), laid out like
+// A's (sfb[kb * align(N, 4) + n]). N and K are compile-time template arguments of the kernel; M is here.
 #pragma once
 
 #include "kiln/ptx/types.cuh"
@@ -28,10 +30,15 @@ struct alignas(64) Fp8GemmParams {
   // D: bf16 [M, N] with row stride ldd, dims {N, M}, box {fp8_gemm_store_cols(BLOCK_N), 64}, swizzle of
   // store_cols * 2 bytes; used by the TMA-store epilogue only (needs ldd * 2 and the base 16-byte aligned).
   TmaDescriptor tma_d;
-  // B's scales: fp32 [ceil(N / 128)][ceil(K / 128)], row-major, read directly by the math warpgroups.
+  // B's scales in the weight-gradient form: fp32, dims {align(N, 4), ceil(K / 128)}, box {BLOCK_N, 1}, no
+  // swizzle (unused by the inference form).
+  TmaDescriptor tma_sfb;
+  // B's scales in the inference form: fp32 [ceil(N / 128)][ceil(K / 128)], row-major, read directly by the
+  // math warpgroups (unused by the weight-gradient form).
   const float* sfb;
-  // D: bf16 [M, N] with row stride ldd elements (ldd >= N). The plain-store epilogue needs ldd even and a
-  // 4-byte aligned base; the TMA-store one writes through tma_d instead.
+  // D: [M, N] with row stride ldd elements (ldd >= N); bf16 in the inference form, fp32 (read, added to and
+  // written back) in the weight-gradient form. The plain-store epilogues need ldd even and an 8-byte aligned
+  // base; the TMA-store one writes through tma_d instead.
   void* d;
   u64 ldd;
   // Rows of A and D; > 0 (the host does not launch for M = 0).
