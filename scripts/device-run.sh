@@ -53,6 +53,9 @@ if [[ $what == bench || $what == all ]]; then
   for b in $build/bench/quantize_bench $build/bench/jit_bench $build/tests/launch_overhead_bench; do
     [[ -x $b ]] && run_step "$(basename "$b")" 150 "$b"
   done
+  # The FP8 GEMM kernel's configuration sweep (each configuration checked, then timed): what the heuristic
+  # and the kernel's variants are measured by.
+  [[ -x $build/tests/fp8_gemm_test ]] && run_step fp8_gemm_sweep 420 $build/tests/fp8_gemm_test --sweep
 fi
 
 # The Python package (issue 4): built as `pip install .` builds it, with /usr/bin/g++ and the machine's own

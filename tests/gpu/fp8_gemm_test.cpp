@@ -660,10 +660,10 @@ int main(int argc, char** argv) {
                                  p.sfa.size() * 4.0 + p.sfb.size() * 4.0 + 2.0 * c.m * c.n;
             char line[320];
             std::snprintf(line, sizeof(line),
-                          "time m=%-5u n=%-6u k=%-6u %3ux%-3u %-12s%s %9.1f us %7.1f TFLOPS %6.0f GB/s | DeepGEMM %7.1f us "
+                          "time m=%-5u n=%-6u k=%-6u %3ux%-3u %-12s%s %s %9.1f us %7.1f TFLOPS %6.0f GB/s | DeepGEMM %7.1f us "
                           "(DeepGEMM/ours %.2f)",
                           c.m, c.n, c.k, kc.block_m, kc.block_n, kc.tma_store ? "tma-store" : "direct-store",
-                          kc.cluster_m > 1 ? " mc2" : "    ", us, tflops,
+                          kc.cluster_m > 1 ? " mc2" : "    ", kc.overlap ? "ovl" : "ser", us, tflops,
                           bytes / (us * 1e-6) / 1e9, c.deepgemm_us, c.deepgemm_us > 0 ? c.deepgemm_us / us : 0.0);
             timing_lines.push_back(line);
             std::printf("%s\n", line);
