@@ -52,9 +52,42 @@ void per_block_cast_to_fp8(const TensorView& x, const TensorView& out, const Ten
 void fp8_gemm_nt(const TensorView& a, const TensorView& sfa, const TensorView& b, const TensorView& sfb,
                  const TensorView& d, Stream stream = nullptr);
 
+// ---- The weight-gradient form (DeepGEMM's fp8_gemm_nt with recipe (1, 1, 128), an fp32 D and c) -------------
+//
+//   D[m, n] (float32) += (A * sfa) . (B * sfb)^T        both operands scaled per 1x128, summed in FP32
+//
+// a, sfa, b: as for fp8_gemm_nt (a K-major e4m3 with per-row scales, MN-major and TMA-aligned; b K-major e4m3,
+//      n a multiple of 8, k a positive multiple of 16).
+// sfb: float32 [n, ceil(k/128)], one scale per ROW of B per 128 K (1x128, not 128x128 blocks), laid out like
+//      sfa: MN-major and TMA-aligned, strides (1, s) with s >= n and s a multiple of 4 (what
+//      per_token_cast_to_fp8 writes when B is quantised per row); 16-byte aligned. 128x128-block scales are
+//      refused with an error that says per-row scales are needed.
+// d:   float32 [m, n], strides (ldd, 1) with ldd >= n and ldd a multiple of 4; 16-byte aligned. Read, added
+//      to and written back: D must hold the value to accumulate onto (columns ldd > n are never touched).
+// All on one CUDA device of compute capability 9.0; every precondition is checked before anything is
+// enqueued; m = 0 or n = 0 enqueues nothing (k must still be a positive multiple of 16 when m, n > 0: k = 0
+// is an error, not "D unchanged"). The kernels are planned per (device, n, k, m bucket) like fp8_gemm_nt's,
+// as a table of their own (`kiln plan fp8_gemm_nt ... accumulate=1` lists them); errors name
+// fp8_gemm_nt_accumulate.
+void fp8_gemm_nt_accumulate(const TensorView& a, const TensorView& sfa, const TensorView& b, const TensorView& sfb,
+                            const TensorView& d, Stream stream = nullptr);
+
+// DeepGEMM's general form with an optional C: D (float32) = C + (A * sfa) . (B * sfb)^T, arguments as for
+// fp8_gemm_nt_accumulate, plus
+// c:   nullptr: D = A . B^T (D is zeroed on `stream` first, cuMemsetD2D32Async); d's own view (or any view with
+//      d's data pointer, shape and strides): D += A . B^T, exactly fp8_gemm_nt_accumulate; another float32
+//      [m, n] tensor with dense rows (strides (ldc, 1), ldc >= n; 4-byte aligned) on the same device that does
+//      not overlap D: C is copied into D on `stream` first (cuMemcpy2DAsync), then accumulated into. Nothing is
+//      allocated. A c sharing d's address with other strides, or overlapping d, is refused.
+// The memset or copy and the kernel are enqueued in that order on `stream` after every check (and after the
+// kernel is compiled or loaded), so an error never leaves D half-prepared. Errors name fp8_gemm_nt_wgrad.
+void fp8_gemm_nt_wgrad(const TensorView& a, const TensorView& sfa, const TensorView& b, const TensorView& sfb,
+                       const TensorView& d, const TensorView* c, Stream stream = nullptr);
+
 // Overrides of the FP8 GEMM heuristic, process-wide (0: the heuristic decides). Applied to every later
-// fp8_gemm_nt launch and to plan/precompile of fp8_gemm_nt (where the problem parameters block_m, block_n,
-// stages and cluster_m do the same for one request). Validated when set: block_m 64 or 128; block_n a
+// fp8_gemm_nt launch (both forms) and to plan/precompile of fp8_gemm_nt (where the problem parameters block_m,
+// block_n, stages and cluster_m do the same for one request); the weight-gradient form refuses cluster_m 2
+// when it plans. Validated when set: block_m 64 or 128; block_n a
 // multiple of 16 in 16..192 that makes a tile straddle at most two of B's 128-column scale blocks (not
 // 176); stages 1..16 and fitting in shared memory (checked per kernel); cluster_m 1 or 2 (2: CTA pairs
 // multicast B; needs block_n / 2 a multiple of 8). Throws Error(kValueError) naming the field otherwise.

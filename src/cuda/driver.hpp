@@ -67,6 +67,8 @@ namespace kiln::cuda {
   X(cuEventElapsedTime, 2000)                 \
   X(cuEventDestroy, 4000)                     \
   X(cuMemcpyDtoDAsync, 3020)                  \
+  X(cuMemcpy2DAsync, 3020)                    \
+  X(cuMemsetD2D32Async, 3020)                 \
   OPT(cuStreamGetDevice, 12080)
 
 // Function pointers into libcuda.so.1, resolved with cuGetProcAddress (see above). get() loads the library

@@ -1,10 +1,12 @@
-// FP8 GEMM with DeepSeek-V3 fine-grained scaling: validation, kernel choice, tensor maps and launch.
+// FP8 GEMM with DeepSeek-V3 fine-grained scaling: validation, kernel choice, tensor maps and launch, for the
+// inference form (bf16 D) and the weight-gradient form (fp32 D accumulated into, B scaled per row).
 //
-// Launch path: validate every argument (no allocation, no string on success) -> compact key {op, device, n,
-// k, usable SMs, packed overrides} -> lock-free table of per-shape plans -> the bucket of m (binary
-// search over the plan's upper ends) -> the bucket's loaded kernel (an atomic pointer; loaded on first
-// use) -> tensor maps from the per-thread cache -> POD params -> LoadedKernel::launch. No environment read,
-// no string, no map lookup by string on a hit.
+// Launch path: validate every argument (no allocation, no string on success) -> compact key {op and form,
+// device, n, k, usable SMs, packed overrides} -> lock-free table of per-shape plans -> the bucket of m
+// (binary search over the plan's upper ends) -> the bucket's loaded kernel (an atomic pointer; loaded on
+// first use) -> tensor maps from the per-thread cache -> POD params -> LoadedKernel::launch. No environment
+// read, no string, no map lookup by string on a hit. The weight-gradient form's general entry point may
+// first zero D or copy C into it on the caller's stream (a memset or a 2-D copy; nothing is allocated).
 #include "ops/fp8_gemm.hpp"
 
 #include <algorithm>
@@ -33,7 +35,12 @@ namespace kiln::ops {
 namespace {
 
 constexpr const char* kOp = "fp8_gemm_nt";
-constexpr int64_t kGemmKeyId = 3;  // the first word of each table key (the casts use 1 and 2)
+// The first word of each table key: the casts use 1 and 2; the two forms of the GEMM plan differently, so
+// they have a word each.
+constexpr int64_t kGemmKeyId = 3;
+constexpr int64_t kGemmAccumulateKeyId = 4;
+constexpr const char* kAccumulateOp = "fp8_gemm_nt_accumulate";
+constexpr const char* kWgradOp = "fp8_gemm_nt_wgrad";
 constexpr int64_t kScaleBlock = 128;  // K (and N, for B) per scale
 
 
@@ -123,17 +130,19 @@ TargetInfo target_of(const cuda::DeviceInfo& info, int sm_count) {
   return t;
 }
 
-// The miss path for a shape: check the device, make the plan, publish it.
-const ShapeEntry* resolve_shape(const Table::Key& key, const TensorView& a, int64_t n, int64_t k, int usable_limit) {
+// The miss path for a shape: check the device, make the plan, publish it. `function` names the caller in
+// errors; the form is the key's first word.
+const ShapeEntry* resolve_shape(const Table::Key& key, const TensorView& a, int64_t n, int64_t k, int usable_limit,
+                                const char* function) {
   // Without a driver device_count() is 0 and device_info() says what is missing (kCudaError).
   const int count = cuda::device_count();
   if (count > 0 && a.device >= count)
-    fail(ErrorKind::kValueError, Arg{kOp, "a"}, a,
+    fail(ErrorKind::kValueError, Arg{function, "a"}, a,
          "on an existing CUDA device (0 <= ordinal < " + std::to_string(count) + ")",
          "cuda:" + std::to_string(a.device));
   const cuda::DeviceInfo info = cuda::device_info(a.device);
   if (info.cc_major != 9 || info.cc_minor != 0)
-    fail(ErrorKind::kValueError, Arg{kOp, "a"}, a,
+    fail(ErrorKind::kValueError, Arg{function, "a"}, a,
          "on a GPU of compute capability 9.0 (H100/H200: the kernel needs sm_90a's WGMMA and TMA)",
          "cuda:" + std::to_string(a.device) + " = " + info.name + " (compute capability " +
              std::to_string(info.cc_major) + "." + std::to_string(info.cc_minor) + ")");
@@ -144,7 +153,8 @@ const ShapeEntry* resolve_shape(const Table::Key& key, const TensorView& a, int6
   entry->n = n;
   entry->k = k;
   entry->device_name = info.name;
-  entry->plan = fp8_gemm_plan(target_of(info, entry->sm_count), n, k, overrides);
+  const Fp8GemmForm form = key.words[0] == kGemmAccumulateKeyId ? Fp8GemmForm::kAccumulate : Fp8GemmForm::kInference;
+  entry->plan = fp8_gemm_plan(target_of(info, entry->sm_count), n, k, overrides, form);
   return table().insert(key, entry);
 }
 
@@ -169,7 +179,7 @@ const GemmKernel* resolve_kernel(const ShapeEntry& entry, int index, CUstream st
     std::fprintf(stderr,
                  "kiln: %s on cuda:%d (%s, %d SMs usable): n=%lld k=%lld, m in %s: %s; %u threads/CTA, %u bytes shared "
                  "memory, persistent grid <= %d CTAs, PDL %s (kernel %d of %zu for this shape)\n",
-                 kOp, entry.device, entry.device_name.c_str(), entry.sm_count, static_cast<long long>(entry.n),
+                 cfg.accumulate ? kWgradOp : kOp, entry.device, entry.device_name.c_str(), entry.sm_count, static_cast<long long>(entry.n),
                  static_cast<long long>(entry.k), ranges.c_str(), cfg.describe().c_str(), k.threads, k.shared_bytes,
                  entry.sm_count, get_pdl() ? "on" : "off", index + 1,
                  entry.plan.kernels.size());
@@ -187,26 +197,26 @@ void copy_map(TmaDescriptor& dst, const CUtensorMap& src) { std::memcpy(&dst, &s
 
 std::string shape_text(std::initializer_list<int64_t> dims) { return format_dims(dims.begin(), static_cast<int>(dims.size())); }
 
-// sfa: float32 [m, ceil(k/128)], MN-major and TMA-aligned. Returns the column stride s (elements) to use.
-int64_t check_sfa_layout(const TensorView& sfa, int64_t m, int64_t k_blocks) {
-  const Arg arg{kOp, "sfa"};
-  const int64_t aligned = get_tma_aligned_size(m, 4);
-  if (m == 0 || k_blocks == 0) return aligned;
-  if (m > 1 && sfa.strides[0] != 1) {
-    std::string given = "strides " + format_dims(sfa.strides.data(), 2);
-    if (sfa.strides[1] == 1) given += " (row-major)";
-    fail(ErrorKind::kValueError, arg, sfa,
-         "MN-major and TMA-aligned: strides (1, s) with s >= m and s a multiple of 4, e.g. " +
+// Per-row scales (sfa; sfb in the weight-gradient form): float32 [mn, ceil(k/128)], MN-major and TMA-aligned.
+// `mn` is "m" or "n", as the message names the rows. Returns the column stride s (elements) to use.
+int64_t check_mn_major_scales(const Arg& arg, const TensorView& sf, int64_t rows, int64_t k_blocks, const char* mn) {
+  const int64_t aligned = get_tma_aligned_size(rows, 4);
+  if (rows == 0 || k_blocks == 0) return aligned;
+  if (rows > 1 && sf.strides[0] != 1) {
+    std::string given = "strides " + format_dims(sf.strides.data(), 2);
+    if (sf.strides[1] == 1) given += " (row-major)";
+    fail(ErrorKind::kValueError, arg, sf,
+         std::string("MN-major and TMA-aligned: strides (1, s) with s >= ") + mn + " and s a multiple of 4, e.g. " +
              shape_text({1, aligned}) + " as per_token_cast_to_fp8 writes (or DeepGEMM's "
-             "get_mn_major_tma_aligned_tensor(sfa) in Python); row-major scales would need a transposing copy kiln "
-             "does not make implicitly",
+             "get_mn_major_tma_aligned_tensor(" + arg.name + ") in Python); row-major scales would need a "
+             "transposing copy kiln does not make implicitly",
          given);
   }
   if (k_blocks == 1) return std::max<int64_t>(aligned, 4);  // the column stride is never used
-  const int64_t s = sfa.strides[1];
-  if (s < m || s % 4 != 0)
-    fail(ErrorKind::kValueError, arg, sfa,
-         "MN-major and TMA-aligned: stride(1) >= m == " + std::to_string(m) +
+  const int64_t s = sf.strides[1];
+  if (s < rows || s % 4 != 0)
+    fail(ErrorKind::kValueError, arg, sf,
+         std::string("MN-major and TMA-aligned: stride(1) >= ") + mn + " == " + std::to_string(rows) +
              " and a multiple of 4 (16-byte TMA rows), e.g. " + std::to_string(aligned),
          "stride(1) == " + std::to_string(s));
   return s;
@@ -214,21 +224,42 @@ int64_t check_sfa_layout(const TensorView& sfa, int64_t m, int64_t k_blocks) {
 
 struct Checked {
   int64_t m, n, k, lda, ldb, ldd, sfa_stride;
+  int64_t sfb_stride = 0;  // weight-gradient form: the column stride of B's per-row scales
+  int64_t ldc = 0;         // weight-gradient form with a separate C: its row stride
 };
 
-Checked check_arguments(const TensorView& a, const TensorView& sfa, const TensorView& b, const TensorView& sfb,
-                        const TensorView& d) {
-  const Arg aa{kOp, "a"}, asfa{kOp, "sfa"}, ab{kOp, "b"}, asfb{kOp, "sfb"}, ad{kOp, "d"};
+// What the weight-gradient form does with D before accumulating into it.
+enum class CMode {
+  kAccumulate,  // C is D: D += A . B^T
+  kCopy,        // C is another tensor: D = C, then D += A . B^T
+  kZero,        // no C: D = 0, then D += A . B^T
+};
+
+// The checks both forms share, in the order their errors are reported: dtypes, devices, shapes, strides,
+// alignment. `accumulate` selects the weight-gradient form's d (fp32), sfb (per row, MN-major) and c.
+Checked check_arguments(const char* function, const TensorView& a, const TensorView& sfa, const TensorView& b,
+                        const TensorView& sfb, const TensorView& d, bool accumulate = false,
+                        const TensorView* c_tensor = nullptr) {
+  const Arg aa{function, "a"}, asfa{function, "sfa"}, ab{function, "b"}, asfb{function, "sfb"}, ad{function, "d"},
+      ac{function, "c"};
   check_dtype(aa, a, DType::kFloat8E4M3);
   check_dtype(asfa, sfa, DType::kFloat32);
   check_dtype(ab, b, DType::kFloat8E4M3);
   check_dtype(asfb, sfb, DType::kFloat32);
-  check_dtype(ad, d, DType::kBFloat16);
+  if (!accumulate) {
+    check_dtype(ad, d, DType::kBFloat16);
+  } else if (d.dtype != DType::kFloat32) {
+    fail(ErrorKind::kTypeError, ad, d,
+         "float32 (the weight-gradient form adds into an fp32 D; fp8_gemm_nt writes a bfloat16 one)",
+         to_string(d.dtype));
+  }
+  if (c_tensor) check_dtype(ac, *c_tensor, DType::kFloat32);
   check_on_cuda(aa, a);
   check_same_device(asfa, sfa, aa, a);
   check_same_device(ab, b, aa, a);
   check_same_device(asfb, sfb, aa, a);
   check_same_device(ad, d, aa, a);
+  if (c_tensor) check_same_device(ac, *c_tensor, aa, a);
   check_ndim(aa, a, 2);
   check_ndim(ab, b, 2);
   Checked c{};
@@ -240,8 +271,24 @@ Checked check_arguments(const TensorView& a, const TensorView& sfa, const Tensor
     fail(ErrorKind::kValueError, ab, b, "of shape (n, k) with k == " + std::to_string(c.k) + " (a's k)",
          "shape " + format_dims(b.shape.data(), 2));
   check_shape(ad, d, {c.m, c.n}, "(m of a, n of b)");
+  if (c_tensor) check_shape(ac, *c_tensor, {c.m, c.n}, "(m of a, n of b), as d");
   check_shape(asfa, sfa, {c.m, k_blocks}, "(m, ceil(k / 128))");
-  check_shape(asfb, sfb, {cdiv(c.n, kScaleBlock), k_blocks}, "(ceil(n / 128), ceil(k / 128))");
+  if (!accumulate) {
+    check_shape(asfb, sfb, {cdiv(c.n, kScaleBlock), k_blocks}, "(ceil(n / 128), ceil(k / 128))");
+  } else {
+    check_ndim(asfb, sfb, 2);
+    if (sfb.shape[0] != c.n || sfb.shape[1] != k_blocks) {
+      const bool block_scales = sfb.shape[0] == cdiv(c.n, kScaleBlock) && sfb.shape[1] == k_blocks;
+      fail(ErrorKind::kValueError, asfb, sfb,
+           "of shape " + shape_text({c.n, k_blocks}) +
+               " (n, ceil(k / 128)): per-row 1x128 scales, one per row of B per 128 K, as "
+               "per_token_cast_to_fp8 writes them" +
+               (block_scales ? "; 128x128-block scales (ceil(n / 128), ceil(k / 128)) are for fp8_gemm_nt's bfloat16 "
+                               "form, the weight-gradient form needs B scaled per row"
+                             : ""),
+           "shape " + format_dims(sfb.shape.data(), 2));
+    }
+  }
   if (c.n % 8 != 0) fail(ErrorKind::kValueError, ab, b, "of a size(0) (n) that is a multiple of 8", "n == " + std::to_string(c.n));
   if (c.k % 16 != 0 || (c.k == 0 && c.m > 0 && c.n > 0))
     fail(ErrorKind::kValueError, aa, a, "of a size(1) (k) that is a positive multiple of 16", "k == " + std::to_string(c.k));
@@ -249,15 +296,50 @@ Checked check_arguments(const TensorView& a, const TensorView& sfa, const Tensor
     fail(ErrorKind::kValueError, aa, a, "at most 2147483647 rows", "m == " + std::to_string(c.m));
   c.lda = check_rows_dense(aa, a, 16);
   c.ldb = check_rows_dense(ab, b, 16);
+  // Both epilogues want 16-byte rows of D: TMA stores (bf16) and, for fp32, keeping every row's 8-byte
+  // read-add-writes aligned with the simplest rule.
   c.ldd = check_rows_dense(ad, d, 16);
-  c.sfa_stride = check_sfa_layout(sfa, c.m, k_blocks);
-  check_contiguous(asfb, sfb);
+  if (c_tensor) c.ldc = check_rows_dense(ac, *c_tensor, 4);  // copied with cuMemcpy2DAsync: any pitch
+  c.sfa_stride = check_mn_major_scales(asfa, sfa, c.m, k_blocks, "m");
+  if (!accumulate)
+    check_contiguous(asfb, sfb);
+  else
+    c.sfb_stride = check_mn_major_scales(asfb, sfb, c.n, k_blocks, "n");
   check_pointer_aligned(aa, a, 16);
   check_pointer_aligned(asfa, sfa, 16);
   check_pointer_aligned(ab, b, 16);
-  check_pointer_aligned(asfb, sfb, 4);
+  check_pointer_aligned(asfb, sfb, accumulate ? 16 : 4);
   check_pointer_aligned(ad, d, 16);
+  if (c_tensor) check_pointer_aligned(ac, *c_tensor, 4);
   return c;
+}
+
+// C and D: C may be D itself (the same memory, shape and strides) or memory that does not overlap D's; a
+// partial overlap would make the copy into D read what it has already overwritten.
+CMode check_c_against_d(const char* function, const TensorView* c_tensor, const TensorView& d, const Checked& c) {
+  if (c_tensor == nullptr) return CMode::kZero;
+  if (c.m == 0 || c.n == 0) return CMode::kAccumulate;  // nothing is read or written
+  const Arg ac{function, "c"};
+  // The bytes each spans: first element to one past the last.
+  const auto span = [&](const TensorView& t, int64_t ld) {
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(t.data);
+    return std::pair<uintptr_t, uintptr_t>{lo, lo + static_cast<uintptr_t>(((c.m - 1) * ld + c.n) * 4)};
+  };
+  if (c_tensor->data == d.data) {
+    if (c.m > 1 && c.ldc != c.ldd)
+      fail(ErrorKind::kValueError, ac, *c_tensor,
+           "d itself when it starts at d's address: the same shape and strides (d's row stride is " +
+               std::to_string(c.ldd) + ")",
+           "stride(0) == " + std::to_string(c.ldc));
+    return CMode::kAccumulate;
+  }
+  const auto [c_lo, c_hi] = span(*c_tensor, c.ldc);
+  const auto [d_lo, d_hi] = span(d, c.ldd);
+  if (c_lo < d_hi && d_lo < c_hi)
+    fail(ErrorKind::kValueError, ac, *c_tensor,
+         "d itself or memory that does not overlap d's (d is " + d.describe() + ")",
+         "a tensor overlapping d");
+  return CMode::kCopy;
 }
 
 int64_t value_of(const Problem& problem, const char* name, int64_t fallback) {
@@ -284,7 +366,13 @@ std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target)
   TargetInfo t = target;
   const int num_sms = narrow(problem, "num_sms");
   if (num_sms > 0) t.sm_count = std::min(num_sms, target.sm_count);
-  const Fp8GemmPlan plan = fp8_gemm_plan(t, n, k, overrides);  // validates n, k and the overrides
+  const int64_t accumulate = value_of(problem, "accumulate", 0);
+  if (accumulate != 0 && accumulate != 1)
+    throw Error(ErrorKind::kValueError, std::string(kOp) +
+                                            ": parameter accumulate must be 0 (the bf16 form) or 1 (the weight-gradient "
+                                            "form, D (fp32) += A . B^T), got " + std::to_string(accumulate));
+  const Fp8GemmForm form = accumulate ? Fp8GemmForm::kAccumulate : Fp8GemmForm::kInference;
+  const Fp8GemmPlan plan = fp8_gemm_plan(t, n, k, overrides, form);  // validates n, k and the overrides
   std::vector<KernelUse> uses;
   if (m.hi == 0 || n == 0) return uses;  // m = 0: nothing to launch
   const std::vector<Fp8GemmBucket> covered = plan.covering(std::max<int64_t>(1, m.lo), m.hi);
@@ -302,6 +390,143 @@ std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target)
   // In order of first use as m grows.
   std::sort(uses.begin(), uses.end(), [](const KernelUse& x, const KernelUse& y) { return x.ranges[0] < y.ranges[0]; });
   return uses;
+}
+
+// ---- launch ---------------------------------------------------------------------------------------------------
+
+bool is_default_stream(CUstream stream) {
+  return stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD;
+}
+
+// Makes a context of `device` current for a driver memory operation on `stream`, and restores the caller's
+// afterwards: the stream's own context, or for the default stream the current one when it is on the device
+// (else the device's primary context, which kiln's kernels use too). Kernel launches do the same inside
+// LoadedKernel::launch; memsets and copies are not context-less, so they need it here.
+class StreamContext {
+ public:
+  StreamContext(int device, CUstream stream) : api_(cuda::DriverApi::get()) {
+    cuda::check(api_.cuCtxGetCurrent(&previous_), "cuCtxGetCurrent");
+    CUcontext want = nullptr;
+    if (!is_default_stream(stream)) {
+      cuda::check(api_.cuStreamGetCtx(stream, &want), "cuStreamGetCtx");
+    } else {
+      CUdevice current_device = -1;
+      if (previous_ != nullptr && api_.cuCtxGetDevice(&current_device) == CUDA_SUCCESS && current_device == device)
+        want = previous_;
+      else
+        want = cuda::primary_context(device);
+    }
+    if (want != previous_) {
+      cuda::check(api_.cuCtxSetCurrent(want), "cuCtxSetCurrent");
+      switched_ = true;
+    }
+  }
+  ~StreamContext() {
+    if (switched_) (void)api_.cuCtxSetCurrent(previous_);
+  }
+  StreamContext(const StreamContext&) = delete;
+  StreamContext& operator=(const StreamContext&) = delete;
+
+ private:
+  const cuda::DriverApi& api_;
+  CUcontext previous_ = nullptr;
+  bool switched_ = false;
+};
+
+// The weight-gradient form's D before the kernel adds into it: zeros (no C) or a copy of C, enqueued on the
+// caller's stream ahead of the kernel. Nothing is allocated.
+void prepare_d(const char* function, const Checked& c, const TensorView& d, const TensorView* c_tensor, CMode mode,
+               int device, CUstream stream) {
+  if (mode == CMode::kAccumulate) return;
+  const cuda::DriverApi& api = cuda::DriverApi::get();
+  const StreamContext context(device, stream);
+  const std::string what = std::string(" (") + function + ", d is " + d.describe() + ")";
+  const auto d_ptr = reinterpret_cast<CUdeviceptr>(d.data);
+  if (mode == CMode::kZero) {
+    cuda::check(api.cuMemsetD2D32Async(d_ptr, static_cast<size_t>(c.ldd) * 4, 0u, static_cast<size_t>(c.n),
+                                       static_cast<size_t>(c.m), stream),
+                "cuMemsetD2D32Async", what);
+    return;
+  }
+  CUDA_MEMCPY2D copy;
+  std::memset(&copy, 0, sizeof copy);
+  copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  copy.srcDevice = reinterpret_cast<CUdeviceptr>(c_tensor->data);
+  copy.srcPitch = static_cast<size_t>(c.ldc) * 4;
+  copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  copy.dstDevice = d_ptr;
+  copy.dstPitch = static_cast<size_t>(c.ldd) * 4;
+  copy.WidthInBytes = static_cast<size_t>(c.n) * 4;
+  copy.Height = static_cast<size_t>(c.m);
+  cuda::check(api.cuMemcpy2DAsync(&copy, stream), "cuMemcpy2DAsync", what + ", copying c (" + c_tensor->describe() + ")");
+}
+
+// Everything after the checks, for both forms: the plan and kernel (the first call per shape checks the
+// device and compiles or loads), D's preparation (weight-gradient form), tensor maps, launch. m, n > 0.
+void launch(const char* function, const Checked& c, const TensorView& a, const TensorView& sfa, const TensorView& b,
+            const TensorView& sfb, const TensorView& d, CUstream stream, bool accumulate, CMode mode,
+            const TensorView* c_tensor) {
+  const int usable_limit = get_num_sms();
+  Table::Key key;
+  key.words[0] = accumulate ? kGemmAccumulateKeyId : kGemmKeyId;
+  key.words[1] = a.device;
+  key.words[2] = c.n;
+  key.words[3] = c.k;
+  key.words[4] = usable_limit;
+  key.words[5] = static_cast<int64_t>(g_overrides.load(std::memory_order_relaxed));
+  const ShapeEntry* entry = table().find(key);
+  if (!entry) entry = resolve_shape(key, a, c.n, c.k, usable_limit, function);
+
+  const Fp8GemmBucket& bucket = entry->plan.bucket_of(c.m);
+  const GemmKernel* kernel = entry->kernels[static_cast<size_t>(bucket.kernel)].load(std::memory_order_acquire);
+  if (!kernel) kernel = resolve_kernel(*entry, bucket.kernel, stream);
+  const Fp8GemmConfig& cfg = kernel->config;
+
+  Fp8GemmParams params;
+  const auto w64 = [](int64_t v) { return static_cast<uint64_t>(v); };
+  const auto w32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  const uint64_t k_blocks = w64(cdiv(c.k, kScaleBlock));
+  copy_map(params.tma_a, tensor_map_2d({reinterpret_cast<uint64_t>(a.data), w64(c.k), w64(c.m), w64(c.lda), 128,
+                                        w32(cfg.block_m), CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_SWIZZLE_128B},
+                                       "a"));
+  copy_map(params.tma_b, tensor_map_2d({reinterpret_cast<uint64_t>(b.data), w64(c.k), w64(c.n), w64(c.ldb), 128,
+                                        w32(cfg.block_n / cfg.cluster_m), CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                                        CU_TENSOR_MAP_SWIZZLE_128B},
+                                       "b"));
+  copy_map(params.tma_sfa, tensor_map_2d({reinterpret_cast<uint64_t>(sfa.data), w64(c.m), k_blocks, w64(c.sfa_stride * 4),
+                                          w32(cfg.block_m), 1, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, CU_TENSOR_MAP_SWIZZLE_NONE},
+                                         "sfa"));
+  if (accumulate) {
+    // B's per-row scales, loaded per stage exactly like A's, with n in place of m.
+    copy_map(params.tma_sfb, tensor_map_2d({reinterpret_cast<uint64_t>(sfb.data), w64(c.n), k_blocks, w64(c.sfb_stride * 4),
+                                            w32(cfg.block_n), 1, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, CU_TENSOR_MAP_SWIZZLE_NONE},
+                                           "sfb"));
+    params.sfb = nullptr;
+  } else {
+    params.sfb = static_cast<const float*>(sfb.data);
+  }
+  if (cfg.tma_store)
+    copy_map(params.tma_d, tensor_map_2d({reinterpret_cast<uint64_t>(d.data), w64(c.n), w64(c.m), w64(c.ldd * 2),
+                                          kernel->store_cols, kernels::kFp8GemmStoreRows,
+                                          CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, store_swizzle(kernel->store_cols)},
+                                         "d"));
+  params.d = d.data;
+  params.ldd = w64(c.ldd);
+  params.m = w32(c.m);
+  params.reserved = 0;
+
+  cuda::LaunchConfig config;
+  config.grid[0] = fp8_gemm_grid(cfg, c.m, c.n, entry->sm_count);
+  config.block[0] = kernel->threads;
+  config.cluster[0] = static_cast<uint32_t>(cfg.cluster_m);
+  config.shared_bytes = kernel->shared_bytes;
+  // The kernel executes griddepcontrol.wait before its first global read, so with set_pdl(true) it may start
+  // (barrier set-up, descriptor prefetch) while the previous kernel on the stream finishes -- including the
+  // memset or copy of D below, which it waits for like any earlier work on the stream.
+  config.pdl = get_pdl();
+  config.stream = stream;
+  prepare_d(function, c, d, c_tensor, mode, a.device, stream);
+  kernel->kernel->launch(config, &params);
 }
 
 }  // namespace
@@ -330,7 +555,9 @@ codegen::KernelSpec fp8_gemm_spec(int64_t n, int64_t k, const Fp8GemmConfig& c) 
 OpDescriptor fp8_gemm_nt_descriptor() {
   OpDescriptor op;
   op.name = kOp;
-  op.summary = "D[m, n] (bf16) = A[m, k] (e4m3, per-token 1x128 scales) . B[n, k]^T (e4m3, 128x128 block scales)";
+  op.summary =
+      "D[m, n] (bf16) = A[m, k] (e4m3, per-token 1x128 scales) . B[n, k]^T (e4m3, 128x128 block scales); "
+      "accumulate=1: D (fp32) += A . B^T with B scaled per row (1x128)";
   op.params = {
       {"m", "rows of A and D, or a range lo..hi (a serving warm-up: m=1..16384); m = 0 needs no kernel", true, true},
       {"n", "rows of B, columns of D: a positive multiple of 8 (the kernel is specialised on it)", true},
@@ -340,6 +567,8 @@ OpDescriptor fp8_gemm_nt_descriptor() {
       {"stages", "override: pipeline stages, 1..16 (0: as many as fit)", false},
       {"cluster_m", "override: 2 for CTA pairs multicasting B (0: heuristic, which uses 1)", false},
       {"num_sms", "SMs the kernel may use, as set_num_sms (0: all of the target's)", false},
+      {"accumulate", "1: the weight-gradient form, D (fp32) += A . B^T with B's scales per row per 128 K "
+                     "(fp8_gemm_nt_accumulate / fp8_gemm_nt_wgrad); 0 (default): the bf16 form", false},
   };
   op.uses = uses_of;
   op.kernels = [](const Problem& problem, const TargetInfo& target) {
@@ -367,63 +596,25 @@ Fp8GemmOverrides get_fp8_gemm_overrides() {
 
 void fp8_gemm_nt(const TensorView& a, const TensorView& sfa, const TensorView& b, const TensorView& sfb,
                  const TensorView& d, Stream stream) {
-  const ops::Checked c = ops::check_arguments(a, sfa, b, sfb, d);
+  const ops::Checked c = ops::check_arguments(ops::kOp, a, sfa, b, sfb, d);
   if (c.m == 0 || c.n == 0) return;  // nothing to do: no compile, no launch
+  ops::launch(ops::kOp, c, a, sfa, b, sfb, d, static_cast<CUstream>(stream), false, ops::CMode::kAccumulate, nullptr);
+}
 
-  const int usable_limit = get_num_sms();
-  ops::Table::Key key;
-  key.words[0] = ops::kGemmKeyId;
-  key.words[1] = a.device;
-  key.words[2] = c.n;
-  key.words[3] = c.k;
-  key.words[4] = usable_limit;
-  key.words[5] = static_cast<int64_t>(ops::g_overrides.load(std::memory_order_relaxed));
-  const ops::ShapeEntry* entry = ops::table().find(key);
-  if (!entry) entry = ops::resolve_shape(key, a, c.n, c.k, usable_limit);
+void fp8_gemm_nt_accumulate(const TensorView& a, const TensorView& sfa, const TensorView& b, const TensorView& sfb,
+                            const TensorView& d, Stream stream) {
+  const ops::Checked c = ops::check_arguments(ops::kAccumulateOp, a, sfa, b, sfb, d, true);
+  if (c.m == 0 || c.n == 0) return;
+  ops::launch(ops::kAccumulateOp, c, a, sfa, b, sfb, d, static_cast<CUstream>(stream), true, ops::CMode::kAccumulate,
+              nullptr);
+}
 
-  const ops::Fp8GemmBucket& bucket = entry->plan.bucket_of(c.m);
-  const ops::GemmKernel* kernel = entry->kernels[static_cast<size_t>(bucket.kernel)].load(std::memory_order_acquire);
-  if (!kernel)
-    kernel = ops::resolve_kernel(*entry, bucket.kernel, static_cast<CUstream>(stream));
-  const ops::Fp8GemmConfig& cfg = kernel->config;
-
-  Fp8GemmParams params;
-  const auto w64 = [](int64_t v) { return static_cast<uint64_t>(v); };
-  const auto w32 = [](int64_t v) { return static_cast<uint32_t>(v); };
-  const uint64_t a_addr = reinterpret_cast<uint64_t>(a.data);
-  ops::copy_map(params.tma_a, ops::tensor_map_2d({a_addr, w64(c.k), w64(c.m), w64(c.lda), 128, w32(cfg.block_m),
-                                                  CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_SWIZZLE_128B},
-                                                 "a"));
-  ops::copy_map(params.tma_b, ops::tensor_map_2d({reinterpret_cast<uint64_t>(b.data), w64(c.k), w64(c.n), w64(c.ldb), 128,
-                                                  w32(cfg.block_n / cfg.cluster_m), CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                                                  CU_TENSOR_MAP_SWIZZLE_128B},
-                                                 "b"));
-  ops::copy_map(params.tma_sfa,
-                ops::tensor_map_2d({reinterpret_cast<uint64_t>(sfa.data), w64(c.m), w64(ops::cdiv(c.k, ops::kScaleBlock)),
-                                    w64(c.sfa_stride * 4), w32(cfg.block_m), 1, CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
-                                    CU_TENSOR_MAP_SWIZZLE_NONE},
-                                   "sfa"));
-  if (cfg.tma_store)
-    ops::copy_map(params.tma_d, ops::tensor_map_2d({reinterpret_cast<uint64_t>(d.data), w64(c.n), w64(c.m), w64(c.ldd * 2),
-                                                    kernel->store_cols, kernels::kFp8GemmStoreRows,
-                                                    CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, ops::store_swizzle(kernel->store_cols)},
-                                                   "d"));
-  params.sfb = static_cast<const float*>(sfb.data);
-  params.d = d.data;
-  params.ldd = w64(c.ldd);
-  params.m = w32(c.m);
-  params.reserved = 0;
-
-  cuda::LaunchConfig launch;
-  launch.grid[0] = ops::fp8_gemm_grid(cfg, c.m, c.n, entry->sm_count);
-  launch.block[0] = kernel->threads;
-  launch.cluster[0] = static_cast<uint32_t>(cfg.cluster_m);
-  launch.shared_bytes = kernel->shared_bytes;
-  // The kernel executes griddepcontrol.wait before its first global read, so with set_pdl(true) it may start
-  // (barrier set-up, descriptor prefetch) while the previous kernel on the stream finishes.
-  launch.pdl = get_pdl();
-  launch.stream = static_cast<CUstream>(stream);
-  kernel->kernel->launch(launch, &params);
+void fp8_gemm_nt_wgrad(const TensorView& a, const TensorView& sfa, const TensorView& b, const TensorView& sfb,
+                       const TensorView& d, const TensorView* c_tensor, Stream stream) {
+  const ops::Checked c = ops::check_arguments(ops::kWgradOp, a, sfa, b, sfb, d, true, c_tensor);
+  const ops::CMode mode = ops::check_c_against_d(ops::kWgradOp, c_tensor, d, c);
+  if (c.m == 0 || c.n == 0) return;
+  ops::launch(ops::kWgradOp, c, a, sfa, b, sfb, d, static_cast<CUstream>(stream), true, mode, c_tensor);
 }
 
 }  // namespace kiln

@@ -55,24 +55,27 @@ bool block_n_supported(int bn) {
   return 128 % bn == 0 || bn <= 128 + gcd;
 }
 
-Fp8GemmConfig make_config(int bm, int bn, const TargetInfo& target, const Fp8GemmOverrides& o) {
+Fp8GemmConfig make_config(int bm, int bn, const TargetInfo& target, const Fp8GemmOverrides& o, Fp8GemmForm form) {
+  const bool accumulate = form == Fp8GemmForm::kAccumulate;
   Fp8GemmConfig c;
   c.block_m = bm;
   c.block_n = bn;
   c.math_warpgroups = bm / 64;
-  c.tma_store = true;
-  c.cluster_m = o.cluster_m > 0 ? o.cluster_m : 1;
+  // The accumulating form adds into fp32 D with plain read-add-write stores, without a cluster.
+  c.tma_store = !accumulate;
+  c.accumulate = accumulate;
+  c.cluster_m = o.cluster_m > 0 && !accumulate ? o.cluster_m : 1;
   c.overlap_promotion = kernels::fp8_gemm_can_overlap_promotion(static_cast<uint32_t>(bn));
   const uint32_t smem = static_cast<uint32_t>(std::clamp<int64_t>(target.shared_memory_per_block, 0, INT32_MAX));
   const int max_stages = static_cast<int>(kernels::fp8_gemm_max_stages(static_cast<uint32_t>(bm), static_cast<uint32_t>(bn),
-                                                                       c.tma_store, smem));
+                                                                       c.tma_store, smem, accumulate));
   c.stages = o.stages > 0 ? o.stages : max_stages;
   if (c.stages > max_stages) c.stages = 0;  // does not fit: the caller reports or skips it
   return c;
 }
 
 // The candidates, best-first for ties (bigger tiles first: fewer tiles, fewer epilogues).
-std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, const Fp8GemmOverrides& o) {
+std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, const Fp8GemmOverrides& o, Fp8GemmForm form) {
   static constexpr std::array<std::array<int, 2>, 7> kTiles = {
       {{128, 128}, {128, 64}, {128, 160}, {128, 192}, {64, 128}, {64, 64}, {64, 32}}};
   static_assert(kTiles.size() <= kFp8GemmMaxKernels, "each (N, K) must need at most kFp8GemmMaxKernels kernels");
@@ -87,11 +90,11 @@ std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, const Fp8GemmOve
   }
   std::vector<Fp8GemmConfig> out;
   for (const auto& t : tiles) {
-    const Fp8GemmConfig c = make_config(t[0], t[1], target, o);
+    const Fp8GemmConfig c = make_config(t[0], t[1], target, o, form);
     if (c.stages > 0) out.push_back(c);
   }
   if (out.empty()) {
-    const Fp8GemmConfig c = make_config(tiles.front()[0], tiles.front()[1], target, Fp8GemmOverrides{});
+    const Fp8GemmConfig c = make_config(tiles.front()[0], tiles.front()[1], target, Fp8GemmOverrides{}, form);
     invalid("fp8_gemm_nt", "no kernel configuration fits in " + std::to_string(target.shared_memory_per_block) +
                                " bytes of shared memory per block (tile " + std::to_string(tiles.front()[0]) + "x" +
                                std::to_string(tiles.front()[1]) + ": at most " + std::to_string(c.stages) +
@@ -192,13 +195,17 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   return kFixedUs + std::max({busiest_cta, dram_bytes / kDramBytesPerUs, l2_bytes / kL2BytesPerUs});
 }
 
-Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const Fp8GemmOverrides& overrides) {
+Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const Fp8GemmOverrides& overrides,
+                          Fp8GemmForm form) {
   if (n <= 0 || n % 8 != 0) invalid("fp8_gemm_nt", "n must be a positive multiple of 8, got " + std::to_string(n));
   if (k <= 0 || k % 16 != 0) invalid("fp8_gemm_nt", "k must be a positive multiple of 16, got " + std::to_string(k));
   if (target.sm_count <= 0)
     invalid("fp8_gemm_nt", "the target's SM count must be positive, got " + std::to_string(target.sm_count));
   check_fp8_gemm_overrides(overrides, "fp8_gemm_nt");
-  const std::vector<Fp8GemmConfig> cands = candidates(target, overrides);
+  if (form == Fp8GemmForm::kAccumulate && overrides.cluster_m > 1)
+    invalid("fp8_gemm_nt", "cluster_m must be 0 (heuristic) or 1 for the accumulating form (its kernel adds into fp32 D "
+                           "without a cluster), got " + std::to_string(overrides.cluster_m));
+  const std::vector<Fp8GemmConfig> cands = candidates(target, overrides, form);
   const size_t nc = cands.size();
 
   // Interval i covers M in (64 i, 64 (i + 1)]; it is costed at its upper end (its largest M).

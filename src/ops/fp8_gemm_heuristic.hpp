@@ -72,18 +72,28 @@ struct Fp8GemmPlan {
   std::vector<Fp8GemmBucket> covering(int64_t lo, int64_t hi) const;
 };
 
+// Which form of the operation a plan is for. The weight-gradient form (D fp32 += A . B^T, B scaled per row
+// per 128 K) uses the same candidate tiles as the inference form, with its own epilogue (fp32 read-add-write
+// stores, no TMA store), no cluster, and the stage count of its shared-memory layout (B's scales per stage).
+enum class Fp8GemmForm { kInference, kAccumulate };
+
 // Checks an override set against what the kernel supports (see Fp8GemmOverrides in kiln/ops.hpp). Throws
 // Error(kValueError) "<who>: <field> must be ..., got ..." naming the field.
 void check_fp8_gemm_overrides(const Fp8GemmOverrides& overrides, const char* who);
 
-// The plan for a (target, n, k). n > 0, n % 8 == 0, k > 0, k % 16 == 0 (Error(kValueError) naming n or k
-// otherwise); target.sm_count > 0 is the SMs the kernel may use (set_num_sms already applied). Overrides are
-// checked as above; a forced stage count that does not fit in target.shared_memory_per_block is an error
-// naming the tile. Pure: equal arguments give equal plans, on every machine.
-Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const Fp8GemmOverrides& overrides = {});
+// The plan for a (target, n, k, form). n > 0, n % 8 == 0, k > 0, k % 16 == 0 (Error(kValueError) naming n or
+// k otherwise); target.sm_count > 0 is the SMs the kernel may use (set_num_sms already applied). Overrides are
+// checked as above (and cluster_m = 2 is refused for the accumulating form, whose kernel has no cluster
+// variant); a forced stage count that does not fit in target.shared_memory_per_block is an error naming the
+// tile. Pure: equal arguments give equal plans, on every machine.
+Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const Fp8GemmOverrides& overrides = {},
+                          Fp8GemmForm form = Fp8GemmForm::kInference);
 
 // The cost model behind the choice: estimated kernel time in microseconds (including a fixed 10 us that
-// CUDA-event timings of the sweep contained) of `config` for an m x n x k problem on `target`.
+// CUDA-event timings of the sweep contained) of `config` for an m x n x k problem on `target`. Fitted to the
+// inference form only; the accumulating form reuses it as is (its per-K-block work is the same WGMMAs plus a
+// per-column scale read from shared memory, its epilogue moves 8 fp32 bytes per element instead of 2 bf16
+// ones), which is unmeasured: the choice between tiles is then a reasonable guess, not a fitted one.
 double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int64_t k, const Fp8GemmConfig& config);
 
 // The launch geometry shared by the op and the plan: CTAs for m rows (a whole number of clusters, at most

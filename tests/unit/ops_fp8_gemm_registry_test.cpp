@@ -46,7 +46,8 @@ TEST(Fp8GemmRegistry, IsRegisteredWithItsParameters) {
   const OpDescriptor& op = find_op("fp8_gemm_nt");
   std::vector<std::string> names;
   for (const auto& p : op.params) names.push_back(p.name);
-  EXPECT_THAT(names, ::testing::ElementsAre("m", "n", "k", "block_m", "block_n", "stages", "cluster_m", "num_sms"));
+  EXPECT_THAT(names, ::testing::ElementsAre("m", "n", "k", "block_m", "block_n", "stages", "cluster_m", "num_sms",
+                                            "accumulate"));
   EXPECT_TRUE(op.params[0].accepts_range);
   EXPECT_FALSE(op.params[1].accepts_range);
   EXPECT_FALSE(op.params[3].required);
