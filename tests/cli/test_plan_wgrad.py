@@ -1,0 +1,72 @@
+"""`kiln plan` / `kiln precompile` / `kiln compile` for the FP8 GEMM's weight-gradient form (accumulate=1:
+D fp32 += A . B^T with B scaled per row): its own kernels, the same M coverage, and its parameter errors.
+Compiles use NVRTC and a small K to keep the suite quick."""
+
+import json
+
+from conftest import ARCH, assert_error
+
+WGRAD = ["fp8_gemm_nt", "n=576", "k=512", "accumulate=1"]
+
+
+def pieces_tile(kernels, lo, hi):
+    pieces = sorted(tuple(p) for k in kernels for p in k["m_ranges"])
+    assert pieces[0][0] == lo and pieces[-1][1] == hi, pieces
+    for a, b in zip(pieces, pieces[1:]):
+        assert b[0] == a[1] + 1, pieces
+
+
+def test_plan_lists_the_accumulating_kernels_for_the_whole_range(kiln):
+    out = kiln.json("plan", "fp8_gemm_nt", "n=2112", "k=4096", "m=1..16384", "accumulate=1", "--arch", ARCH)
+    kernels = out["kernels"]
+    assert 1 <= len(kernels) <= 8
+    for k in kernels:
+        assert k["op"] == "fp8_gemm_nt" and k["arch"] == ARCH and k["cached"] is False
+        assert "n=2112 k=4096" in k["spec"] and "accumulate=true" in k["spec"], k
+        assert "tma_store=false cluster_m=1" in k["spec"], k
+        assert "fp32 accumulate into D" in k["detail"], k
+    pieces_tile(kernels, 1, 16384)
+    # The bf16 form's kernels are others (accumulate=0 is the default).
+    bf16 = kiln.json("plan", "fp8_gemm_nt", "n=2112", "k=4096", "m=1..16384", "--arch", ARCH)["kernels"]
+    explicit = kiln.json("plan", "fp8_gemm_nt", "n=2112", "k=4096", "m=1..16384", "accumulate=0", "--arch", ARCH)
+    assert [k["key"] for k in explicit["kernels"]] == [k["key"] for k in bf16]
+    assert not {k["key"] for k in kernels} & {k["key"] for k in bf16}
+    assert all("accumulate=false" in k["spec"] for k in bf16)
+    stats = kiln.json("cache", "stats")
+    assert stats["compiles"] == 0 and stats["entries"] == 0
+
+
+def test_plan_for_people_names_the_form(kiln):
+    result = kiln.run("plan", *WGRAD, "m=1..16384", "--arch", ARCH)
+    assert result.returncode == 0, result
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("fp8_gemm_nt accumulate=1") and "kernels for sm_90a" in lines[0], result
+    assert all("fp32 accumulate into D" in line for line in lines[2:]), result
+
+
+def test_precompile_builds_what_plan_lists_and_compile_finds_it(kiln):
+    planned = kiln.json("plan", *WGRAD, "m=1..4096", "--arch", ARCH, "--backend", "nvrtc")["kernels"]
+    built = kiln.json("precompile", *WGRAD, "m=1..4096", "--arch", ARCH, "--backend", "nvrtc", "-j", "2")
+    assert [k["key"] for k in built["kernels"]] == [k["key"] for k in planned]
+    assert built["compiled"] == len(planned) and built["cached"] == 0
+    assert all(k["cubin_bytes"] > 0 for k in built["kernels"])
+    again = kiln.json("plan", *WGRAD, "m=1..4096", "--arch", ARCH, "--backend", "nvrtc")["kernels"]
+    assert all(k["cached"] for k in again)
+    first = planned[0]
+    single = kiln.json("compile", *WGRAD, f"m={first['m_ranges'][0][0]}", "--arch", ARCH, "--backend", "nvrtc")
+    assert single["key"] == first["key"] and single["hit"] is True
+
+
+def test_shapes_file_with_accumulate(kiln, tmp_path):
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(json.dumps({"m_range": [1, 256], "nk": [[576, 512], [2112, 512]]}))
+    kernels = kiln.json("plan", "fp8_gemm_nt", "--shapes", shapes, "accumulate=1", "--arch", ARCH)["kernels"]
+    assert kernels and all("accumulate=true" in k["spec"] for k in kernels)
+    assert {k["spec"].split(" ")[0] for k in kernels} == {"n=576", "n=2112"}
+
+
+def test_errors(kiln):
+    assert_error(kiln.run("plan", *WGRAD[:3], "m=1", "accumulate=2"), "accumulate must be 0", "got 2")
+    assert_error(kiln.run("plan", *WGRAD, "m=1", "cluster_m=2"), "cluster_m must be 0 (heuristic) or 1",
+                 "accumulating form")
+    assert_error(kiln.run("plan", *WGRAD[:3], "m=1", "accumulate=0..1"), "accumulate must be a single value")
