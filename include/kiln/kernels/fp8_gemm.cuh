@@ -69,7 +69,10 @@ struct Fp8Gemm {
   static constexpr u32 kWgmmaK = 32;                 // K of one wgmma.m64nNk32 for 8-bit inputs
   static constexpr u32 kAccumPerThread = kBlockN / 2;  // a 64 x kBlockN fp32 tile over 128 threads
   static constexpr u32 kGroupM = 8;
-  static constexpr u32 kProducerRegisters = 40;
+  // The producer warpgroup runs the TMA producer and the scale loader. With two math warpgroups the entry
+  // cap is 168 and (168 - 40) * 128 registers freed here are exactly what raising 256 threads to 232 takes;
+  // with one there is room to spare.
+  static constexpr u32 kProducerRegisters = kNumMathWarpgroups == 1 ? 56 : 40;
   static constexpr u32 kMathRegisters = kNumMathWarpgroups == 1 ? 240 : 232;
   static constexpr Fp8GemmLayout kLayout = fp8_gemm_layout(kBlockM, kBlockN, kStages, kTmaStore, kAccumulate);
   // TMA-store epilogue geometry: column groups of kStoreCols, staging rows of kStoreCols * 2 bytes swizzled
@@ -84,6 +87,11 @@ struct Fp8Gemm {
   // Rows of the B tile each CTA of a cluster loads and multicasts.
   static constexpr u32 kBlockNPerCta = kBlockN / kClusterM;
   static constexpr u32 kEmptyArrivals = kNumMathWarpgroups * 4 * kClusterM;
+  // A slot is full once the TMA producer's loads have landed and, in the inference form, the scale loader
+  // has written B's scales for it.
+  static constexpr u32 kFullArrivals = kAccumulate ? 1 : 2;
+  static constexpr u32 kProducerWarp = kNumMathWarpgroups * 4;  // first warp of the producer warpgroup
+  static constexpr u32 kScaleLoaderWarp = kProducerWarp + 1;
 
   static_assert(kBlockM == 64 * kNumMathWarpgroups, "one math warpgroup per 64 rows of BLOCK_M");
   static_assert(kNumMathWarpgroups == 1 || kNumMathWarpgroups == 2, "one or two math warpgroups");
@@ -155,7 +163,6 @@ struct Fp8Gemm {
     u64* full = reinterpret_cast<u64*>(smem + kLayout.full_barrier_offset);
     u64* empty = reinterpret_cast<u64*>(smem + kLayout.empty_barrier_offset);
     const u32 warpgroup = threadIdx.x / 128;
-    const Schedule schedule(p.m);
 
     if (threadIdx.x == kNumMathWarpgroups * 128) {
       ptx::tma_prefetch_descriptor(&p.tma_a);
@@ -165,7 +172,7 @@ struct Fp8Gemm {
       if constexpr (kTmaStore) ptx::tma_prefetch_descriptor(&p.tma_d);
 #pragma unroll
       for (u32 s = 0; s < kStages; ++s) {
-        ptx::mbarrier_init(&full[s], 1);
+        ptx::mbarrier_init(&full[s], kFullArrivals);
         ptx::mbarrier_init(&empty[s], kEmptyArrivals);
       }
       ptx::fence_mbarrier_init();
@@ -183,12 +190,19 @@ struct Fp8Gemm {
     ptx::grid_dependency_wait();
     ptx::launch_dependents();
 
-    // The role split must be one if/else over whole warpgroups for setmaxnreg to take effect.
+    // The role split must be one if/else over whole warpgroups for setmaxnreg to take effect. Each role
+    // builds its own schedule after it, so nothing stays live across the register reallocation (the
+    // producer's 40 registers would otherwise spill it).
     if (warpgroup == kNumMathWarpgroups) {
       ptx::setmaxnreg_dec<kProducerRegisters>();
-      if (threadIdx.x / 32 == kNumMathWarpgroups * 4 && ptx::elect_one_sync()) produce(p, smem, full, empty, schedule);
+      const Schedule schedule(p.m);
+      const u32 warp = threadIdx.x / 32;
+      if (warp == kProducerWarp && ptx::elect_one_sync()) produce(p, smem, full, empty, schedule);
+      if constexpr (!kAccumulate)
+        if (warp == kScaleLoaderWarp) load_b_scales(p, smem, full, empty, schedule);
     } else {
       ptx::setmaxnreg_inc<kMathRegisters>();
+      const Schedule schedule(p.m);
       consume(p, smem, full, empty, schedule, warpgroup);
     }
     // No CTA may exit while its peer can still arrive on its barriers.
@@ -203,6 +217,8 @@ struct Fp8Gemm {
       schedule.coords(unit, m_block, n_block);
       const i32 m0 = static_cast<i32>(m_block * kBlockM);
       const i32 n0 = static_cast<i32>(n_block * kBlockN);
+      // Not unrolled: one thread issues, and an unrolled copy per K block overflows the 40 registers.
+#pragma unroll 1
       for (u32 kb = 0; kb < kNumKBlocks; ++kb, slot.advance()) {
         const u32 stage = slot.stage;
         // Wait until every math warp has released this slot (passes at once on the first round).
@@ -233,20 +249,52 @@ struct Fp8Gemm {
     float x, y;
   };
 
+  // The scale loader (inference form): one warp of the producer warpgroup writes, into each slot, B's scale
+  // for the slot's K block and the tile's first 128-column block and, when the tile straddles two, the
+  // second's; then it arrives on the slot's full barrier. This keeps global loads out of the math
+  // warpgroups' loop, where their latency (L2, under the TMA traffic) would stall the promotion. The lanes
+  // read 32 K blocks' scales at a time; the warp runs ahead of the math warpgroups by up to the pipeline's
+  // depth, which hides those loads' latency.
+  static __device__ __forceinline__ void load_b_scales(const Fp8GemmParams& p, u8* smem, u64* full, u64* empty,
+                                                       const Schedule& schedule) {
+    const u32 lane = threadIdx.x % 32;
+    Slot slot;
+    for (u32 unit = schedule.first; unit < schedule.num_units; unit += schedule.stride) {
+      u32 m_block, n_block;
+      schedule.coords(unit, m_block, n_block);
+      const float* sfb0 = p.sfb + (n_block * kBlockN / 128) * kNumKBlocks;
+      // The second block's row; past the last row only for columns beyond N, which are never stored.
+      const float* sfb1 = (n_block * kBlockN / 128 + 1 < kNumSfbRows) ? sfb0 + kNumKBlocks : sfb0;
+      for (u32 kb0 = 0; kb0 < kNumKBlocks; kb0 += 32) {
+        const u32 kb = kb0 + lane < kNumKBlocks ? kb0 + lane : kNumKBlocks - 1;
+        const float v0 = sfb0[kb];
+        const float v1 = kUniformSfb ? v0 : sfb1[kb];
+        const u32 count = kNumKBlocks - kb0 < 32 ? kNumKBlocks - kb0 : 32;
+#pragma unroll 1
+        for (u32 i = 0; i < count; ++i, slot.advance()) {
+          const float s0 = ptx::shfl_idx(v0, i);
+          const float s1 = ptx::shfl_idx(v1, i);
+          if (lane == 0) {
+            ptx::mbarrier_wait_parity(&empty[slot.stage], slot.phase ^ 1);
+            float* sfb = reinterpret_cast<float*>(smem + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes);
+            sfb[0] = s0;
+            sfb[1] = s1;
+            ptx::mbarrier_arrive(&full[slot.stage]);  // release: the math warps' acquiring wait sees the stores
+          }
+          __syncwarp();
+        }
+      }
+    }
+  }
+
   // What the math warpgroups need to know about the tile they are on.
   struct Tile {
     u32 m_block, n0;
-    const float* sfb0;  // inference form: B's scales for the tile's first and second 128-column block
-    const float* sfb1;
-    u32 sfb_switch;     // tile-local column where the second block starts (a multiple of 16; >= kBlockN: never)
-    __device__ __forceinline__ Tile(const Fp8GemmParams& p, const Schedule& schedule, u32 unit) {
+    u32 sfb_switch;  // tile-local column where B's second scale block starts (a multiple of 16; >= kBlockN: never)
+    __device__ __forceinline__ Tile(const Schedule& schedule, u32 unit) {
       u32 n_block;
       schedule.coords(unit, m_block, n_block);
       n0 = n_block * kBlockN;
-      const u32 sfb_row0 = n0 / 128;
-      const u32 sfb_row1 = sfb_row0 + 1 < kNumSfbRows ? sfb_row0 + 1 : sfb_row0;
-      sfb0 = p.sfb + sfb_row0 * kNumKBlocks;
-      sfb1 = p.sfb + sfb_row1 * kNumKBlocks;
       sfb_switch = 128 - n0 % 128;
     }
   };
@@ -272,18 +320,18 @@ struct Fp8Gemm {
     BlockScales scales;  // its scales
     float accum[kAccumPerThread];
 
-    // Waits for block (tile, kb) in slot `slot`, reads its scales, and issues its four WGMMAs into `partial`
+    // Waits for the block in slot `slot`, reads its scales, and issues its four WGMMAs into `partial`
     // (scale-d 0 on the first: no zeroing) as one committed group.
-    __device__ __forceinline__ BlockScales issue(const Tile& t, u32 block_kb, Slot slot,
-                                                 float (&partial)[kAccumPerThread]) {
+    __device__ __forceinline__ BlockScales issue(Slot slot, float (&partial)[kAccumPerThread]) {
       ptx::mbarrier_wait_parity(&full[slot.stage], slot.phase);
       BlockScales sc;
       const float* sfa = reinterpret_cast<const float*>(smem + kLayout.sfa_offset + slot.stage * kLayout.sfa_stage_bytes);
       sc.a0 = sfa[row_in_tile];
       sc.a1 = sfa[row_in_tile + 8];
       if constexpr (!kAccumulate) {
-        sc.b0 = t.sfb0[block_kb];
-        sc.b1 = kUniformSfb ? sc.b0 : t.sfb1[block_kb];
+        const float* sfb = reinterpret_cast<const float*>(smem + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes);
+        sc.b0 = sfb[0];
+        sc.b1 = sfb[1];
       }
       const u64 desc_a = ptx::make_smem_desc(smem + kLayout.a_offset + slot.stage * kLayout.a_stage_bytes +
                                                  warpgroup * 64 * kBlockK,
@@ -356,11 +404,11 @@ struct Fp8Gemm {
         next_unit += schedule.stride;
       }
       const bool tile_ends = next_kb == 0;
-      const Tile next_tile = kIssueNext && tile_ends ? Tile(p, schedule, next_unit) : tile;
+      const Tile next_tile = kIssueNext && tile_ends ? Tile(schedule, next_unit) : tile;
       BlockScales next_scales{};
 
       if constexpr (kOverlapPromotion && kIssueNext) {
-        next_scales = issue(next_tile, next_kb, issue_slot, next);
+        next_scales = issue(issue_slot, next);
         ptx::wgmma_wait_group<1>();  // `current`'s group is complete; `next`'s runs on
       } else {
         ptx::wgmma_wait_group<0>();
@@ -382,7 +430,7 @@ struct Fp8Gemm {
 #pragma unroll
         for (u32 i = 0; i < kAccumPerThread; ++i) accum[i] = 0.0f;
       }
-      if constexpr (!kOverlapPromotion && kIssueNext) next_scales = issue(next_tile, next_kb, issue_slot, next);
+      if constexpr (!kOverlapPromotion && kIssueNext) next_scales = issue(issue_slot, next);
       current_stage = issue_slot.stage;
       issue_slot.advance();
       unit = next_unit;
@@ -399,14 +447,14 @@ struct Fp8Gemm {
     if (schedule.first < schedule.num_units) {
       // This thread's two rows of the tile (the WGMMA accumulator fragment: rows r and r + 8).
       MathState st{p, smem, full, empty, schedule, warpgroup, lane, warpgroup * 64 + warp_in_group * 16 + lane / 4,
-                   schedule.first, 0, Tile(p, schedule, schedule.first), Slot{}, 0, BlockScales{}, {}};
+                   schedule.first, 0, Tile(schedule, schedule.first), Slot{}, 0, BlockScales{}, {}};
 #pragma unroll
       for (u32 i = 0; i < kAccumPerThread; ++i) st.accum[i] = 0.0f;
       // Every (tile, K block) of this CTA, in order.
       const u32 num_tiles = (schedule.num_units - schedule.first + schedule.stride - 1) / schedule.stride;
       const u32 num_blocks = num_tiles * kNumKBlocks;
       float partial0[kAccumPerThread];
-      st.scales = st.issue(st.tile, 0, st.issue_slot, partial0);
+      st.scales = st.issue(st.issue_slot, partial0);
       st.current_stage = st.issue_slot.stage;
       st.issue_slot.advance();
       if constexpr (kOverlapPromotion) {

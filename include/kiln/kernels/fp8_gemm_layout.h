@@ -4,9 +4,9 @@
 // With the TMA-store epilogue, first a bf16 staging tile for D: BLOCK_N / store_cols column groups, each
 // [BLOCK_M][store_cols] bf16 with a store_cols * 2-byte swizzle (the TMA store's box is {store_cols, 64}).
 // Per pipeline stage: an A tile [BLOCK_M][128] e4m3, a B tile [BLOCK_N][128] e4m3 (both written by TMA with
-// 128-byte swizzle, so each starts 1024-byte aligned), A's scales for the tile [BLOCK_M] fp32 and, in the
-// weight-gradient form (B scaled per row), B's scales for the tile [BLOCK_N] fp32. Then a "full" and an
-// "empty" mbarrier per stage.
+// 128-byte swizzle, so each starts 1024-byte aligned), A's scales for the tile [BLOCK_M] fp32 and B's
+// scales: the tile's one or two 128x128-block scales (inference form), or [BLOCK_N] fp32 (weight-gradient
+// form, B scaled per row). Then a "full" and an "empty" mbarrier per stage.
 //
 //   [D staging][A stages][B stages][sfa stages][sfb stages][full barriers][empty barriers]
 #pragma once
@@ -34,7 +34,7 @@ struct Fp8GemmLayout {
   u32 a_offset = 0, a_stage_bytes = 0;
   u32 b_offset = 0, b_stage_bytes = 0;
   u32 sfa_offset = 0, sfa_stage_bytes = 0;
-  u32 sfb_offset = 0, sfb_stage_bytes = 0;  // 0 bytes unless B is scaled per row (weight-gradient form)
+  u32 sfb_offset = 0, sfb_stage_bytes = 0;
   u32 full_barrier_offset = 0, empty_barrier_offset = 0;
   u32 total_bytes = 0;  // the dynamic shared memory a launch requests
   u32 stage_tx_bytes = 0;  // bytes the TMA loads of one stage deliver (the full barrier's transaction count)
@@ -53,7 +53,9 @@ constexpr Fp8GemmLayout fp8_gemm_layout(u32 block_m, u32 block_n, u32 stages, bo
   l.a_offset = l.d_offset + l.d_bytes;
   l.b_offset = fp8_gemm_align_up(l.a_offset + stages * l.a_stage_bytes, 1024);
   l.sfa_offset = fp8_gemm_align_up(l.b_offset + stages * l.b_stage_bytes, 128);
-  l.sfb_stage_bytes = sfb_per_row ? fp8_gemm_align_up(block_n * 4, 128) : 0;
+  // Inference form: the tile's one or two 128x128-block scales of B for this K block (two fp32, written by
+  // the scale-loader warp); weight-gradient form: BLOCK_N per-row scales, loaded by TMA.
+  l.sfb_stage_bytes = sfb_per_row ? fp8_gemm_align_up(block_n * 4, 128) : 16;
   l.sfb_offset = l.sfa_offset + stages * l.sfa_stage_bytes;
   l.full_barrier_offset = fp8_gemm_align_up(l.sfb_offset + stages * l.sfb_stage_bytes, 8);
   l.empty_barrier_offset = l.full_barrier_offset + stages * 8;

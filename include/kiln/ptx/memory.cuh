@@ -47,6 +47,13 @@ __device__ __forceinline__ u32 shfl_xor(u32 v, int lane_mask) {
   return r;
 }
 
+// Lane `src_lane`'s value of `v`, to every lane (shfl.sync.idx.b32, all 32 lanes must take part).
+__device__ __forceinline__ float shfl_idx(float v, u32 src_lane) {
+  float r;
+  asm volatile("shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(src_lane));
+  return r;
+}
+
 // PDL: wait until the preceding grid in the stream has completed and its writes are visible
 // (griddepcontrol.wait). A no-op when the kernel was launched without programmatic stream serialization,
 // so kernels call it unconditionally before reading anything a previous kernel may write.
