@@ -16,6 +16,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/kiln.hpp"
@@ -146,6 +147,35 @@ void cast_op(const char* function, nb::handle x, nb::handle out, nb::handle out_
   Op(xv, ov, sv, reinterpret_cast<Stream>(s));
 }
 
+// fp8_gemm_nt's form against what the caller asked for: c (the accumulating form) needs a float32 d, and a
+// recipe given explicitly must be the one d's dtype selects (1: DeepGEMM's (1, 1, 128), B per row; 128: its
+// (1, 128, 128), B per 128x128 block; 0: none given).
+void check_gemm_form(bool wgrad, bool has_c, int recipe, const TensorView& d) {
+  if (!wgrad && has_c)
+    throw Error(ErrorKind::kTypeError,
+                "fp8_gemm_nt: d must be float32 when c is given (the accumulating form D = C + A . B^T, with B's "
+                "scales per row per 128 K), got " + std::string(to_string(d.dtype)) + " (d is " + d.describe() + ")");
+  if (recipe == 1 && !wgrad)
+    throw Error(ErrorKind::kValueError,
+                "fp8_gemm_nt: recipe=(1, 1, 128) (the weight-gradient form, B scaled per row) needs a float32 d, got " +
+                    std::string(to_string(d.dtype)) + " (d is " + d.describe() + "); a bfloat16 d takes the default "
+                    "recipe (1, 128, 128)");
+  if (recipe == 128 && wgrad)
+    throw Error(ErrorKind::kValueError,
+                "fp8_gemm_nt: recipe=(1, 128, 128) (B scaled per 128x128 block) writes a bfloat16 d, got float32 (d is " +
+                    d.describe() + "); a float32 d is the weight-gradient form, recipe (1, 1, 128) with B scaled per row");
+}
+
+// The C++ weight-gradient entry point names itself in its argument errors; from Python the call was
+// kiln.fp8_gemm_nt, so those messages name that. Other errors (CUDA, compiles) keep their text and type.
+[[noreturn]] void rethrow_as_fp8_gemm_nt(const Error& e) {
+  static constexpr std::string_view kPrefix = "fp8_gemm_nt_wgrad: ";
+  const std::string_view what = e.what();
+  if ((e.kind() == ErrorKind::kTypeError || e.kind() == ErrorKind::kValueError) && what.substr(0, kPrefix.size()) == kPrefix)
+    throw Error(e.kind(), "fp8_gemm_nt: " + std::string(what.substr(kPrefix.size())));
+  throw;
+}
+
 }  // namespace
 }  // namespace kiln::python
 
@@ -182,9 +212,11 @@ NB_MODULE(_native, m) {
       "Per-128x128-block FP8 cast into caller-provided outputs (see kiln.per_block_cast_to_fp8).");
   m.def(
       "fp8_gemm_nt",
-      [](nb::handle a, nb::handle sfa, nb::handle b, nb::handle sfb, nb::handle d, nb::handle stream) {
+      [](nb::handle a, nb::handle sfa, nb::handle b, nb::handle sfb, nb::handle d, nb::handle c, nb::handle stream,
+         int recipe) {
         // Views first (a non-tensor or an unknown dtype is a TypeError naming the argument), then the stream
-        // (the caller's current one on a's device), then the C++ API, which checks every precondition.
+        // (the caller's current one on a's device), then the C++ API, which checks every precondition. d's
+        // dtype picks the form: float32 is the weight-gradient form (D = C + A . B^T, B scaled per row).
         constexpr const char* kFunction = "fp8_gemm_nt";
         KeepAlive keep;
         const kiln::TensorView av = to_view(a, kFunction, "a", keep);
@@ -192,12 +224,27 @@ NB_MODULE(_native, m) {
         const kiln::TensorView bv = to_view(b, kFunction, "b", keep);
         const kiln::TensorView sfbv = to_view(sfb, kFunction, "sfb", keep);
         const kiln::TensorView dv = to_view(d, kFunction, "d", keep);
+        const bool wgrad = dv.dtype == kiln::DType::kFloat32;
+        check_gemm_form(wgrad, !c.is_none(), recipe, dv);
+        kiln::TensorView cv;
+        if (!c.is_none()) cv = to_view(c, kFunction, "c", keep);
         const uintptr_t s = resolve_stream(stream, a, av, kFunction);
         nb::gil_scoped_release release;
-        kiln::fp8_gemm_nt(av, sfav, bv, sfbv, dv, reinterpret_cast<kiln::Stream>(s));
+        if (!wgrad) {
+          kiln::fp8_gemm_nt(av, sfav, bv, sfbv, dv, reinterpret_cast<kiln::Stream>(s));
+          return;
+        }
+        try {
+          kiln::fp8_gemm_nt_wgrad(av, sfav, bv, sfbv, dv, c.is_none() ? nullptr : &cv, reinterpret_cast<kiln::Stream>(s));
+        } catch (const kiln::Error& e) {
+          rethrow_as_fp8_gemm_nt(e);
+        }
       },
-      "a"_a.none(), "sfa"_a.none(), "b"_a.none(), "sfb"_a.none(), "d"_a.none(), "stream"_a.none() = nb::none(),
-      "D (bf16) = (A * sfa) . (B * sfb)^T into a caller-provided d; sfa MN-major (see kiln.fp8_gemm_nt).");
+      "a"_a.none(), "sfa"_a.none(), "b"_a.none(), "sfb"_a.none(), "d"_a.none(), "c"_a.none() = nb::none(),
+      "stream"_a.none() = nb::none(), "recipe"_a = 0,
+      "D (bf16) = (A * sfa) . (B * sfb)^T, or for a float32 d D = C + (A * sfa) . (B * sfb)^T with sfb per row "
+      "(c: None, d itself or another tensor); recipe 0: from d's dtype, 1: (1, 1, 128), 128: (1, 128, 128) "
+      "(see kiln.fp8_gemm_nt).");
   m.def("per_token_scales_storage", &kiln::per_token_scales_storage, "m"_a, "k"_a,
         "Floats of storage behind per_token_cast_to_fp8's scales: (k / 128) * get_tma_aligned_size(m, 4).");
   m.def(

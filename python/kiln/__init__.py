@@ -87,6 +87,7 @@ _per_token_outputs = _tensors.per_token_outputs
 _per_block_outputs = _tensors.per_block_outputs
 _gemm_native = _native.fp8_gemm_nt
 _gemm_sfa = _tensors.gemm_sfa
+_gemm_sfb = _tensors.gemm_sfb
 
 
 # ---- Small helpers -----------------------------------------------------------------------------------------
@@ -231,7 +232,10 @@ def get_mn_major_tma_aligned_tensor(sf: Any) -> Any:
 
 # ---- FP8 GEMM ----------------------------------------------------------------------------------------------
 
-_DEFAULT_RECIPE = (1, 128, 128)
+# DeepGEMM's recipes on sm_90 with float32 scales, as (1, gran_n, gran_k): A per 1x128 and B per 128x128 block
+# (bfloat16 D), or both per 1x128 (the weight-gradient form, float32 D). The native call takes gran_n (0: none
+# given, the form follows d's dtype).
+_RECIPES = {(1, 128, 128): 128, (1, 1, 128): 1}
 
 
 def _pair(value: Any, name: str) -> Tuple[Any, Any]:
@@ -243,79 +247,100 @@ def _pair(value: Any, name: str) -> Tuple[Any, Any]:
     raise KilnTypeError(f"fp8_gemm_nt: {name} must be a pair ({name}_fp8, sf{name}) of tensors, got {given}")
 
 
-def _check_gemm_form(c: Any, recipe: Any, compiled_dims: Any) -> None:
-    if c is not None:
-        raise KilnNotImplementedError(
-            "fp8_gemm_nt: c (the accumulating form D (float32) = C + A . B^T, DeepGEMM's weight-gradient recipe "
-            "with both operands scaled per 1x128) is not implemented in kiln; the implemented form is c=None: "
-            "D (bfloat16) = A . B^T with A scaled per 1x128 (per_token_cast_to_fp8) and B per 128x128 "
-            "(per_block_cast_to_fp8)")
-    if recipe is not None:
-        try:
-            given = tuple(operator.index(v) for v in recipe)
-        except TypeError:
-            given = None
-        if given != _DEFAULT_RECIPE:
-            what = "the weight-gradient recipe 1x128 . 1x128, " if given == (1, 1, 128) else ""
-            raise KilnValueError(
-                f"fp8_gemm_nt: recipe={recipe!r} ({what}a scaling recipe other than DeepGEMM's default) is not "
-                f"supported by kiln: only recipe=None or (1, 128, 128) is, A scaled per 1x128 and B per 128x128 "
-                f"with float32 scales")
+def _gemm_recipe(recipe: Any, compiled_dims: Any) -> int:
+    """The native call's recipe argument for DeepGEMM's ``recipe``; checks ``compiled_dims`` too."""
     if not isinstance(compiled_dims, str) or not set(compiled_dims) <= set("mnk"):
         raise KilnValueError(f"fp8_gemm_nt: compiled_dims must be a string of the letters m, n and k (DeepGEMM's "
                              f"default is 'nk'), got {compiled_dims!r}")
+    if recipe is None:
+        return 0
+    try:
+        given = tuple(operator.index(v) for v in recipe)
+    except TypeError:
+        given = None
+    if given not in _RECIPES:
+        raise KilnValueError(
+            f"fp8_gemm_nt: recipe={recipe!r} is not supported by kiln: only recipe=None, (1, 128, 128) (A scaled per "
+            f"1x128, B per 128x128, bfloat16 d) or (1, 1, 128) (both per 1x128, the weight-gradient form with a "
+            f"float32 d), with float32 scales")
+    return _RECIPES[given]
 
 
 def fp8_gemm_nt(a: Sequence[Any], b: Sequence[Any], d: Any, c: Any = None, recipe: Optional[Sequence[int]] = None,
                 compiled_dims: str = "nk", disable_ue8m0_cast: bool = False, *, stream: Any = None) -> None:
-    """FP8 GEMM with DeepSeek-V3 fine-grained scaling, in place: ``D = (A * sfa) . (B * sfb)^T``, summed in
-    float32 one 128-wide K block at a time, rounded to bfloat16 (DeepGEMM's ``fp8_gemm_nt``, same arguments).
+    """FP8 GEMM with DeepSeek-V3 fine-grained scaling, in place (DeepGEMM's ``fp8_gemm_nt``, same arguments). Two
+    forms, chosen by ``d``'s dtype:
+
+    * ``d`` bfloat16: ``D = (A * sfa) . (B * sfb)^T``, A scaled per 1x128 and B per 128x128 block, summed in
+      float32 one 128-wide K block at a time, rounded to bfloat16 (DeepGEMM's default recipe ``(1, 128, 128)``).
+    * ``d`` float32, the weight-gradient form: ``D = C + (A * sfa) . (B * sfb)^T``, **both** operands scaled per
+      1x128 (DeepGEMM's recipe ``(1, 1, 128)``), accumulated in float32. ``c=None``: ``D = A . B^T`` (D is zeroed
+      first); ``c=d`` (the same tensor, or one with d's data pointer, shape and strides): ``D += A . B^T``;
+      ``c`` another float32 ``[m, n]`` tensor: C is copied into D on the stream, then accumulated into (no
+      allocation; C must not overlap D).
 
     Shapes and layouts (checked before anything is launched; K-major means row-major here):
 
     * ``a = (a_fp8, sfa)``: float8_e4m3fn ``[m, k]`` K-major (row stride a multiple of 16 elements, 16-byte
       aligned), and float32 ``[m, ceil(k/128)]`` scales, one per row per 128 K (``per_token_cast_to_fp8``).
-    * ``b = (b_fp8, sfb)``: float8_e4m3fn ``[n, k]`` K-major (``n`` a multiple of 8, ``k`` of 16), and float32
-      ``[ceil(n/128), ceil(k/128)]`` scales, one per 128x128 block, contiguous (``per_block_cast_to_fp8``).
-    * ``d``: bfloat16 ``[m, n]``, row stride >= n and a multiple of 8, 16-byte aligned: the output.
+    * ``b = (b_fp8, sfb)``: float8_e4m3fn ``[n, k]`` K-major (``n`` a multiple of 8, ``k`` of 16). Its scales:
+      bfloat16 form, float32 ``[ceil(n/128), ceil(k/128)]``, one per 128x128 block, contiguous
+      (``per_block_cast_to_fp8``); weight-gradient form, float32 ``[n, ceil(k/128)]``, one per row per 128 K,
+      laid out like A's (``per_token_cast_to_fp8`` applied to B).
+    * ``d``: ``[m, n]``, row stride >= n and 16-byte rows (a multiple of 8 bfloat16 or 4 float32), 16-byte aligned.
+    * ``c``: None, ``d``, or float32 ``[m, n]`` with dense rows (any row stride >= n) on d's device.
 
     ``m`` may be anything (0 launches nothing); ``n`` and ``k`` are compiled into the kernel, so the first call
-    for an ``(n, k)`` compiles (``precompile("fp8_gemm_nt", n=..., k=..., m=...)`` does it ahead of time).
+    for an ``(n, k)`` and form compiles (``precompile("fp8_gemm_nt", n=..., k=..., m=...)`` does it ahead of
+    time; add ``accumulate=1`` for the weight-gradient form).
 
-    **A's scales.** The kernel reads them MN-major and TMA-aligned: strides ``(1, s)`` with ``s >= m`` a multiple
-    of 4, which is what ``kiln.per_token_cast_to_fp8`` returns (no cost). Row-major scales (DeepGEMM's own
-    ``per_token_cast_to_fp8`` returns those) are accepted as torch CUDA tensors and converted on every call with
+    **Per-row scales** (A's, and B's in the weight-gradient form). The kernel reads them MN-major and
+    TMA-aligned: strides ``(1, s)`` with ``s >= m`` (or n) a multiple of 4, which is what
+    ``kiln.per_token_cast_to_fp8`` returns (no cost). Row-major scales (DeepGEMM's own ``per_token_cast_to_fp8``
+    returns those) are accepted as torch CUDA tensors and converted on every call with
     ``get_mn_major_tma_aligned_tensor``: one allocation and one transposing copy of ``ceil(k/128) * align(m, 4)``
     floats (224 KB at m = 4096, k = 7168; a few microseconds). Convert them once yourself to avoid that cost.
     Scales from other DLPack producers must already be MN-major (ValueError otherwise).
 
+    **Differences from DeepGEMM** (which selects the form by ``recipe`` and asserts on the rest): kiln selects
+    it by ``d``'s dtype, so a float32 ``d`` needs no ``recipe`` (``(1, 1, 128)`` may still be given, and is
+    checked against ``d``); ``c=None`` with a float32 ``d`` computes ``D = A . B^T`` (DeepGEMM requires ``c``
+    there); ``k == 0`` is a ValueError, not ``D = C``.
+
     Args:
-        a: ``(a_fp8, sfa)``, as above. b: ``(b_fp8, sfb)``, as above. d: the bfloat16 output.
-        c: DeepGEMM's accumulating form ``D (float32) = C + A . B^T`` (the weight-gradient recipe). Not
-            implemented: anything but None raises NotImplementedError (KilnNotImplementedError).
-        recipe: DeepGEMM's scaling recipe ``(1, 128, 128)`` (A per 1x128, B per 128x128), the default for
-            float32 scales; None means it. Any other recipe raises ValueError.
+        a: ``(a_fp8, sfa)``, as above. b: ``(b_fp8, sfb)``, as above. d: the output (bfloat16 or float32).
+        c: the weight-gradient form's C: None, ``d``, or another float32 tensor (see above). Needs a float32
+            ``d`` (TypeError otherwise).
+        recipe: DeepGEMM's scaling recipe: None (the form follows ``d``'s dtype), ``(1, 128, 128)`` (bfloat16
+            ``d``) or ``(1, 1, 128)`` (float32 ``d``); anything else, or a recipe that does not match ``d``,
+            raises ValueError.
         compiled_dims: DeepGEMM's choice of compile-time dimensions, a string of ``m``/``n``/``k``. A hint only:
             kiln always compiles ``n`` and ``k`` into the kernel and never ``m`` (the result is the same).
         disable_ue8m0_cast: DeepGEMM's switch for converting float32 scales to UE8M0 on sm_100; on sm_90 with
             float32 scales there is no such cast, so it has no effect (as in DeepGEMM).
         stream: where to enqueue: None for the caller's current stream (torch's current stream on a's device),
-            an int ``CUstream``, or a ``torch.cuda.Stream``/``cupy.cuda.Stream``/``__cuda_stream__`` object.
+            an int ``CUstream``, or a ``torch.cuda.Stream``/``cupy.cuda.Stream``/``__cuda_stream__`` object. The
+            weight-gradient form's zeroing of D or copy of C goes there too, before the kernel.
 
     Any tensor kind kiln accepts works (torch tensors, DLPack producers, ``__cuda_array_interface__``); all on
     one H100/H200 (compute capability 9.0). The GIL is released while kiln compiles or launches. In a CUDA
-    graph capture, call once before capturing (the kernel is compiled and loaded outside the capture).
+    graph capture, call once before capturing (the kernel is compiled and loaded outside the capture). Errors
+    name ``fp8_gemm_nt`` in both forms.
 
     Raises:
-        TypeError: wrong dtype, or an argument that is not a tensor or a pair of them. ValueError: bad shape,
-        strides, alignment, device, recipe or compiled_dims. NotImplementedError: ``c`` given.
-        RuntimeError: CUDA errors, a failed compile, or a compile needed during graph capture.
+        TypeError: wrong dtype (including ``c`` with a bfloat16 ``d``), or an argument that is not a tensor or a
+        pair of them. ValueError: bad shape, strides, alignment, device, overlap of ``c`` and ``d``, recipe or
+        compiled_dims. RuntimeError: CUDA errors, a failed compile, or a compile needed during graph capture.
     """
-    if c is not None or recipe is not None or compiled_dims != "nk":
-        _check_gemm_form(c, recipe, compiled_dims)
-    a_fp8, sfa = _pair(a, "a")
-    b_fp8, sfb = _pair(b, "b")
-    _gemm_native(a_fp8, _gemm_sfa(sfa), b_fp8, sfb, d, stream)
+    if recipe is None and compiled_dims == "nk":
+        a_fp8, sfa = _pair(a, "a")
+        b_fp8, sfb = _pair(b, "b")
+        _gemm_native(a_fp8, _gemm_sfa(sfa), b_fp8, _gemm_sfb(sfb, d), d, c, stream)
+    else:
+        form = _gemm_recipe(recipe, compiled_dims)  # before any tensor is looked at
+        a_fp8, sfa = _pair(a, "a")
+        b_fp8, sfb = _pair(b, "b")
+        _gemm_native(a_fp8, _gemm_sfa(sfa), b_fp8, _gemm_sfb(sfb, d), d, c, stream, form)
 
 
 # ---- Settings ----------------------------------------------------------------------------------------------

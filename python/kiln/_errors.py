@@ -19,9 +19,10 @@ kCaptureError          CaptureError         RuntimeError (a compile needed durin
 kInternal              InternalError        RuntimeError (a bug in kiln: please report it)
 =====================  ===================  ===========================================================
 
-One class has no C++ kind: :class:`KilnNotImplementedError` (also a ``NotImplementedError``) is raised by the
-Python package for a form of a DeepGEMM function that kiln does not implement (``fp8_gemm_nt``'s accumulating
-``c=``), rather than computing something else.
+One class has no C++ kind: :class:`KilnNotImplementedError` (also a ``NotImplementedError``) is what the Python
+package raises for a form of a DeepGEMM function that kiln does not implement, rather than computing something
+else. No current function raises it (``fp8_gemm_nt``'s accumulating ``c=``, the form it was first made for, is
+implemented now); it stays so that code catching it keeps working.
 """
 
 from __future__ import annotations

@@ -140,7 +140,7 @@ def get_mn_major_tma_aligned_tensor(sf: Any) -> Any:
 
 def gemm_sfa_layout_ok(sfa: Any) -> bool:
     """Whether the C++ fp8_gemm_nt accepts the layout of a float32 2-D torch tensor ``sfa`` [m, kb] as A's
-    scales: MN-major (strides (1, s)) with s >= m and s a multiple of 4 (TMA rows of 16 bytes), 16-byte
+    scales (or, in the weight-gradient form, ``sfb`` [n, kb] as B's): MN-major (strides (1, s)) with s >= m and s a multiple of 4 (TMA rows of 16 bytes), 16-byte
     aligned. As the C++ check words it, a stride of a dimension that is never stepped along does not matter
     (m <= 1: the first; kb == 1: the second), and an empty tensor is fine."""
     m, kb = sfa.shape
@@ -166,6 +166,18 @@ def gemm_sfa(sfa: Any) -> Any:
     if sfa.dtype != _float32 or sfa.dim() != 2 or not sfa.is_cuda or gemm_sfa_layout_ok(sfa):
         return sfa
     return get_mn_major_tma_aligned_tensor(sfa)
+
+
+def gemm_sfb(sfb: Any, d: Any) -> Any:
+    """B's scales for fp8_gemm_nt: converted like A's (gemm_sfa) when ``d`` is a float32 torch tensor, i.e. in
+    the weight-gradient form, where B is scaled per row and the kernel reads those scales MN-major and
+    TMA-aligned too; otherwise (the bfloat16 form's contiguous 128x128-block scales, or tensors that are not
+    torch's) ``sfb`` itself."""
+    if not isinstance(d, Tensor) and not (bind() and isinstance(d, Tensor)):
+        return sfb
+    if d.dtype is not _float32:
+        return sfb
+    return gemm_sfa(sfb)
 
 
 def current_device_sm_count() -> int:

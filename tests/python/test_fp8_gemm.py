@@ -1,5 +1,6 @@
 """kiln.fp8_gemm_nt without a GPU: every validation error reachable on the host, with its exception kind and the
-library's message, the DeepGEMM arguments kiln does not implement, and the argument conversion.
+library's message, for both forms (bfloat16 d; float32 d, the weight-gradient form with c), the DeepGEMM arguments
+kiln does not implement, and the argument conversion.
 
 Host arrays come from numpy. Tensors "on a CUDA device" are DLPack producers that describe memory they do not own
 (fakes.py): the C++ operation checks every precondition before it touches memory or a GPU, so they reach each
@@ -45,32 +46,70 @@ def call(tensors, **kwargs):
     return GEMM((a, sfa), (b, sfb), d, **kwargs)
 
 
-# ---- The forms and arguments of DeepGEMM's fp8_gemm_nt kiln does not implement --------------------------------
+# ---- The forms and the recipe ------------------------------------------------------------------------------------
 
-def test_the_accumulating_form_is_not_implemented():
+C = BASE + 0x50000000
+
+
+def wgrad_fakes(m: int = 200, n: int = 576, k: int = 512, **changes):
+    """a, sfa, b, sfb, d for the weight-gradient form: sfb per row (n, ceil(k/128)), MN-major and TMA-aligned, like
+    sfa; d float32."""
+    kb = cdiv(k, 128)
+    base = {"sfb": FakeDLPack((n, kb), "float32", strides=(1, cdiv(n, 4) * 4), ptr=SFB),
+            "d": FakeDLPack((m, n), "float32", ptr=D)}
+    base.update(changes)
+    return gemm_fakes(m, n, k, **base)
+
+
+def test_c_needs_a_float32_d():
     tensors = gemm_fakes()
-    c = FakeDLPack((200, 576), "float32", ptr=BASE + 0x50000000)
+    c = FakeDLPack((200, 576), "float32", ptr=C)
     for c_arg in (c, tensors[4], np.zeros((200, 576), np.float32)):
-        with pytest.raises(NotImplementedError) as info:
+        with pytest.raises(TypeError) as info:
             call(tensors, c=c_arg)
         message = str(info.value)
-        assert message.startswith("fp8_gemm_nt: c ")
-        assert "accumulating form" in message and "not implemented" in message
-        assert "c=None" in message and "bfloat16" in message and "128x128" in message  # the supported form
-        assert isinstance(info.value, kiln.KilnNotImplementedError) and isinstance(info.value, kiln.KilnError)
-    # As a keyword or positionally (DeepGEMM's order: a, b, d, c), and before any tensor is looked at.
-    with pytest.raises(NotImplementedError):
-        GEMM((None, None), (None, None), None, c)
+        assert message.startswith("fp8_gemm_nt: d must be float32 when c is given (the accumulating form"), message
+        assert "got bfloat16 (d is bfloat16[200, 576]" in message
+        assert isinstance(info.value, kiln.KilnTypeError)
+    # As a keyword or positionally (DeepGEMM's order: a, b, d, c).
+    with pytest.raises(TypeError, match="d must be float32 when c is given"):
+        GEMM(tensors[:2], tensors[2:4], tensors[4], c)
 
 
-@pytest.mark.parametrize("recipe", [(1, 1, 128), (128, 1, 128), (1, 128), [1, 128, 64], "1,128,128", 7])
-def test_recipes_other_than_the_default_are_value_errors(recipe):
-    with pytest.raises(ValueError, match=r"fp8_gemm_nt: recipe=.* is not supported by kiln: only recipe=None or "
-                                         r"\(1, 128, 128\)") as info:
-        call(gemm_fakes(), recipe=recipe)
-    assert isinstance(info.value, kiln.KilnValueError)
-    if recipe == (1, 1, 128):
-        assert "weight-gradient" in str(info.value)
+@pytest.mark.parametrize("recipe", [(128, 1, 128), (1, 128), [1, 128, 64], "1,128,128", 7, (1, 1, 64)])
+def test_recipes_kiln_does_not_have_are_value_errors(recipe):
+    for tensors in (gemm_fakes(), wgrad_fakes()):
+        with pytest.raises(ValueError, match=r"fp8_gemm_nt: recipe=.* is not supported by kiln: only recipe=None, "
+                                             r"\(1, 128, 128\) .* or \(1, 1, 128\)") as info:
+            call(tensors, recipe=recipe)
+        assert isinstance(info.value, kiln.KilnValueError)
+    # Before any tensor is looked at.
+    with pytest.raises(ValueError, match="is not supported by kiln"):
+        GEMM((None, None), (None, None), None, recipe=recipe)
+
+
+def test_a_recipe_must_match_the_form_d_selects():
+    with pytest.raises(ValueError, match=r"fp8_gemm_nt: recipe=\(1, 1, 128\) \(the weight-gradient form, B scaled "
+                                         r"per row\) needs a float32 d, got bfloat16"):
+        call(gemm_fakes(), recipe=(1, 1, 128))
+    with pytest.raises(ValueError, match=r"fp8_gemm_nt: recipe=\(1, 128, 128\) \(B scaled per 128x128 block\) "
+                                         r"writes a bfloat16 d, got float32"):
+        call(wgrad_fakes(), recipe=[1, 128, 128])
+
+
+@pytest.mark.skipif(not NO_GPU, reason="would launch on fake pointers: only meaningful without a GPU")
+@pytest.mark.parametrize("kwargs", [{}, {"c": "d"}, {"c": "separate"}, {"recipe": (1, 1, 128)},
+                                    {"recipe": [1, 1, 128], "c": "d"}, {"compiled_dims": "mnk"}])
+def test_the_weight_gradient_form_passes_to_the_library(kwargs):
+    # Everything valid: c None (D = A . B^T), d itself (D += A . B^T) or a separate tensor; the call gets as far as
+    # the GPU, which this machine does not have.
+    tensors = wgrad_fakes()
+    if kwargs.get("c") == "d":
+        kwargs = dict(kwargs, c=tensors[4])
+    elif kwargs.get("c") == "separate":
+        kwargs = dict(kwargs, c=FakeDLPack((200, 576), "float32", strides=(600, 1), ptr=C))  # padded rows: fine
+    with pytest.raises(kiln.CudaError):
+        call(tensors, **kwargs)
 
 
 @pytest.mark.skipif(not NO_GPU, reason="would launch on fake pointers: only meaningful without a GPU")
@@ -144,8 +183,8 @@ CASES = [
      "sfa must be float32, got bfloat16"),
     ("b dtype", gemm_fakes(b=FakeDLPack((N, K), "uint8", ptr=B)), TypeError, "b must be float8_e4m3fn, got uint8"),
     ("sfb dtype", gemm_fakes(sfb=FakeDLPack((5, 4), "float16", ptr=SFB)), TypeError, "sfb must be float32, got float16"),
-    ("d dtype (float32: the accumulating form's output)", gemm_fakes(d=FakeDLPack((M, N), "float32", ptr=D)),
-     TypeError, "d must be bfloat16, got float32"),
+    ("d dtype (float16: neither form's output)", gemm_fakes(d=FakeDLPack((M, N), "float16", ptr=D)),
+     TypeError, "d must be bfloat16, got float16"),
     ("b on another GPU", gemm_fakes(b=FakeDLPack((N, K), "float8_e4m3fn", device="cuda:1", ptr=B)), ValueError,
      r"b must be on the same device as a \(cuda:0\), got cuda:1"),
     ("d on another GPU", gemm_fakes(d=FakeDLPack((M, N), "bfloat16", device="cuda:3", ptr=D)), ValueError,
@@ -239,6 +278,97 @@ def test_a_valid_call_without_a_gpu_is_a_cuda_error():
 def test_plan_and_docstring():
     kernels = kiln.plan("fp8_gemm_nt", n=576, k=512, m=200, arch="sm_90a")
     assert kernels and all(k["op"] == "fp8_gemm_nt" for k in kernels)
+    wgrad = kiln.plan("fp8_gemm_nt", n=576, k=512, m=200, accumulate=1, arch="sm_90a")
+    assert wgrad and all("accumulate=true" in k["spec"] for k in wgrad)
+    assert not {k["key"] for k in wgrad} & {k["key"] for k in kernels}
     doc = kiln.fp8_gemm_nt.__doc__
-    for words in ("MN-major", "get_mn_major_tma_aligned_tensor", "NotImplementedError", "(1, 128, 128)"):
+    for words in ("MN-major", "get_mn_major_tma_aligned_tensor", "weight-gradient", "(1, 128, 128)", "(1, 1, 128)",
+                  "c=None", "Differences from DeepGEMM", "accumulate=1"):
         assert words in doc
+
+
+# ---- The weight-gradient form's preconditions (d float32), through DLPack tensors "on the GPU" -------------------
+
+SFB_ROWS = FakeDLPack((N, 4), "float32", strides=(1, N), ptr=SFB)  # B's per-row scales, MN-major
+WGRAD_CASES = [
+    ("sfb 128x128 blocks (the bf16 form's)", wgrad_fakes(sfb=FakeDLPack((5, 4), "float32", ptr=SFB)), ValueError,
+     r"sfb must be of shape \(576, 4\) \(n, ceil\(k / 128\)\): per-row 1x128 scales.*128x128-block scales .* are for "
+     r"fp8_gemm_nt's bfloat16 form"),
+    ("sfb row-major from a non-torch producer", wgrad_fakes(sfb=FakeDLPack((N, 4), "float32", ptr=SFB)), ValueError,
+     r"sfb must be MN-major and TMA-aligned: strides \(1, s\) with s >= n.*get_mn_major_tma_aligned_tensor\(sfb\).*"
+     r"got strides \(4, 1\) \(row-major\)"),
+    ("sfb MN-major but not TMA-aligned", wgrad_fakes(sfb=FakeDLPack((N, 4), "float32", strides=(1, N + 2), ptr=SFB)),
+     ValueError, r"sfb must be MN-major and TMA-aligned: stride\(1\) >= n == 576 and a multiple of 4"),
+    ("sfb misaligned (TMA-loaded: 16 bytes)",
+     wgrad_fakes(sfb=FakeDLPack((N, 4), "float32", strides=(1, N), ptr=SFB + 4)), ValueError,
+     "sfb must be 16-byte aligned"),
+    ("sfb dtype", wgrad_fakes(sfb=FakeDLPack((N, 4), "bfloat16", strides=(1, N), ptr=SFB)), TypeError,
+     "sfb must be float32, got bfloat16"),
+    ("d row stride not a multiple of 4 floats", wgrad_fakes(d=FakeDLPack((M, N), "float32", strides=(578, 1), ptr=D)),
+     ValueError, r"d must be rows 16-byte aligned \(stride\(0\) a multiple of 4\)"),
+    ("d misaligned", wgrad_fakes(d=FakeDLPack((M, N), "float32", ptr=D + 8)), ValueError, "d must be 16-byte aligned"),
+    ("d on another GPU", wgrad_fakes(d=FakeDLPack((M, N), "float32", device="cuda:2", ptr=D)), ValueError,
+     "d must be on the same device as a"),
+    ("a dtype", wgrad_fakes(a=FakeDLPack((M, K), "bfloat16")), TypeError, "a must be float8_e4m3fn, got bfloat16"),
+    ("sfa row-major", wgrad_fakes(sfa=FakeDLPack((M, 4), "float32", ptr=SFA)), ValueError,
+     r"sfa must be MN-major and TMA-aligned"),
+    ("k not a multiple of 16", wgrad_fakes(k=520), ValueError, r"a must be of a size\(1\) \(k\)"),
+]
+
+C_CASES = [
+    ("c dtype", FakeDLPack((M, N), "bfloat16", ptr=C), TypeError, "c must be float32, got bfloat16"),
+    ("c shape", FakeDLPack((M, 512), "float32", ptr=C), ValueError,
+     r"c must be of shape \(200, 576\) \(m of a, n of b\), as d, got shape \(200, 512\)"),
+    ("c on another GPU", FakeDLPack((M, N), "float32", device="cuda:1", ptr=C), ValueError,
+     r"c must be on the same device as a \(cuda:0\), got cuda:1"),
+    ("c on the host", FakeDLPack((M, N), "float32", device="cpu", ptr=C), ValueError, "c must be on a CUDA device"),
+    ("c columns not dense", FakeDLPack((M, N), "float32", strides=(2 * N, 2), ptr=C), ValueError,
+     r"c must be dense along its last dimension"),
+    ("c misaligned", FakeDLPack((M, N), "float32", ptr=C + 2), ValueError, "c must be 4-byte aligned"),
+    ("c overlapping d", FakeDLPack((M, N), "float32", ptr=D + 4 * N), ValueError,
+     "c must be d itself or memory that does not overlap d's"),
+    ("c at d's address with other strides", FakeDLPack((M, N), "float32", strides=(N + 8, 1), ptr=D), ValueError,
+     r"c must be d itself when it starts at d's address: the same shape and strides"),
+]
+
+
+@pytest.mark.parametrize("what,tensors,error,message", WGRAD_CASES, ids=[c[0] for c in WGRAD_CASES])
+def test_weight_gradient_preconditions(what, tensors, error, message):
+    for kwargs in ({}, {"c": tensors[4]}, {"c": FakeDLPack((M, N), "float32", ptr=C)}):
+        with pytest.raises(error, match=message) as info:
+            call(tensors, **kwargs)
+        text = str(info.value)
+        assert text.startswith("fp8_gemm_nt: "), text  # not the C++ entry point's name
+        assert isinstance(info.value, kiln.KilnError)
+
+
+@pytest.mark.parametrize("what,c,error,message", C_CASES, ids=[c[0] for c in C_CASES])
+def test_c_preconditions(what, c, error, message):
+    with pytest.raises(error, match=message) as info:
+        call(wgrad_fakes(), c=c)
+    assert str(info.value).startswith("fp8_gemm_nt: c "), str(info.value)
+
+
+def test_c_that_is_not_a_tensor():
+    with pytest.raises(TypeError, match="fp8_gemm_nt: c must be a tensor"):
+        call(wgrad_fakes(), c=[1.0, 2.0])
+
+
+def test_weight_gradient_empty_problems_are_no_ops_without_a_gpu():
+    for kwargs in ({}, {"c": "d"}):
+        for m, n in ((0, 576), (200, 0)):
+            tensors = wgrad_fakes(m=m, n=n)
+            c = tensors[4] if kwargs else None
+            assert call(tensors, c=c) is None
+    with pytest.raises(ValueError, match=r"positive multiple of 16, got k == 0"):
+        call(wgrad_fakes(k=0))
+
+
+def test_numpy_float32_d_selects_the_weight_gradient_form():
+    m, n, k = 4, 64, 128
+    a, sfa = np.zeros((m, k), np.uint8), np.zeros((m, 1), np.float32)
+    b, sfb, d = np.zeros((n, k), np.uint8), np.zeros((n, 1), np.float32), np.zeros((m, n), np.float32)
+    with pytest.raises(TypeError, match=r"fp8_gemm_nt: a must be float8_e4m3fn, got uint8"):
+        GEMM((a, sfa), (b, sfb), d, c=d)
+    # A float32 d is left alone by the torch-only scale conversion.
+    assert kiln._tensors.gemm_sfb(sfb, d) is sfb

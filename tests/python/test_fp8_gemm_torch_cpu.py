@@ -1,6 +1,7 @@
 """kiln.fp8_gemm_nt's torch path without a GPU (skipped when PyTorch is not installed, as in CI): float8 and
-bfloat16 host tensors reach the library's "must be on a CUDA device" error, and the wrapper's handling of A's
-scales: which layouts the C++ operation takes as they are, and the MN-major copy made for the others."""
+bfloat16 host tensors reach the library's "must be on a CUDA device" error (in both forms: a float32 d is the
+weight-gradient form), and the wrapper's handling of the per-row scales (A's, and B's for a float32 d): which
+layouts the C++ operation takes as they are, and the MN-major copy made for the others."""
 
 from __future__ import annotations
 
@@ -28,12 +29,30 @@ def test_host_tensors_reach_the_library_device_check():
     with pytest.raises(kiln.KilnValueError,
                        match=r"fp8_gemm_nt: a must be on a CUDA device, got cpu \(a is float8_e4m3fn\[8, 512\]"):
         kiln.fp8_gemm_nt((a, sfa), (b, sfb), d)
-    with pytest.raises(TypeError, match="fp8_gemm_nt: d must be bfloat16, got float32"):
-        kiln.fp8_gemm_nt((a, sfa), (b, sfb), d.float())
+    with pytest.raises(TypeError, match="fp8_gemm_nt: d must be bfloat16, got float16"):
+        kiln.fp8_gemm_nt((a, sfa), (b, sfb), d.half())
     with pytest.raises(ValueError, match="a must be on a CUDA device, got a tensor on 'meta'"):
         kiln.fp8_gemm_nt((a.to("meta"), sfa), (b, sfb), d)
-    with pytest.raises(NotImplementedError, match="accumulating form"):
-        kiln.fp8_gemm_nt((a, sfa), (b, sfb), d.float(), c=d.float())
+    # A float32 d is the weight-gradient form, with or without c: the same device check speaks, naming
+    # fp8_gemm_nt.
+    sfb_rows = torch.ones(256, 4)
+    for c in (None, "d", torch.zeros(8, 256)):
+        f32 = d.float()
+        with pytest.raises(kiln.KilnValueError, match=r"^fp8_gemm_nt: a must be on a CUDA device, got cpu"):
+            kiln.fp8_gemm_nt((a, sfa), (b, sfb_rows), f32, c=f32 if c == "d" else c)
+    with pytest.raises(TypeError, match="fp8_gemm_nt: d must be float32 when c is given"):
+        kiln.fp8_gemm_nt((a, sfa), (b, sfb), d, c=d.float())
+
+
+def test_b_scales_are_converted_only_for_a_float32_d():
+    # The bf16 form's sfb is row-major by contract: never touched. The weight-gradient form's goes through the same
+    # conversion as A's (which leaves host tensors for the library to judge).
+    _, _, _, sfb, d = host_operands()
+    gemm_sfb = kiln._tensors.gemm_sfb
+    assert gemm_sfb(sfb, d) is sfb
+    rows = torch.ones(256, 4)
+    assert gemm_sfb(rows, d.float()) is rows  # on the host: not converted
+    assert gemm_sfb(rows, object()) is rows
 
 
 def test_a_tensor_is_not_taken_for_a_pair():

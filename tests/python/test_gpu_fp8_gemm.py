@@ -13,6 +13,13 @@ stream argument; CUDA graph capture and replay after warm-up (also with row-majo
 captured too); m = 0; the casts feeding the GEMM with PDL on and fewer SMs; Python threads on their own streams;
 errors that the wrapper raises on the GPU path.
 
+The weight-gradient form (float32 d: D = C + A . B^T with B scaled per row too, both operands cast with
+kiln.per_token_cast_to_fp8): c=None (D poisoned first, so the zeroing is checked), c=d (D filled with a random C of
+the product's size), c another tensor (C unchanged afterwards), a view sharing d's memory as c, recipe=(1, 1, 128),
+row-major B scales (converted, bit-identical), a padded row stride of D, on typical weight-gradient shapes
+(7168 x 2112 x 4096, 2048 x 7168 x 2048) and ragged ones; each against the float64 C + dequantised product
+(< 1e-5), D - C against the dequantised product alone (< 1e-5) and against the bf16 inputs' product (< 1e-3).
+
 Runs under pytest, or alone: `python3 tests/python/test_gpu_fp8_gemm.py` (one PASS/FAIL line per test).
 """
 
@@ -302,12 +309,17 @@ def test_python_threads_on_their_own_streams():
 def test_errors_on_the_gpu():
     p = Problem(64, 576, 512, seed=31)
     a, b = (p.a_fp8, p.sfa), (p.b_fp8, p.sfb)
-    with raises(NotImplementedError, match="accumulating form"):
+    # A float32 d is the weight-gradient form: the bf16 form's 128x128-block scales of B do not fit it.
+    with raises(ValueError, match=r"fp8_gemm_nt: sfb must be of shape \(576, 4\) \(n, ceil\(k / 128\)\): per-row 1x128"):
         kiln.fp8_gemm_nt(a, b, p.d.float(), c=p.d.float())
-    with raises(ValueError, match=r"recipe=\(1, 1, 128\)"):
-        kiln.fp8_gemm_nt(a, b, p.d, recipe=(1, 1, 128))
-    with raises(TypeError, match="d must be bfloat16, got float32"):
+    with raises(ValueError, match=r"per-row 1x128 scales"):
         kiln.fp8_gemm_nt(a, b, torch.empty(64, 576, device="cuda"))
+    with raises(TypeError, match="d must be float32 when c is given"):
+        kiln.fp8_gemm_nt(a, b, p.d, c=p.d.float())
+    with raises(ValueError, match=r"recipe=\(1, 1, 128\) \(the weight-gradient form, B scaled per row\) needs a float32 d"):
+        kiln.fp8_gemm_nt(a, b, p.d, recipe=(1, 1, 128))
+    with raises(TypeError, match="d must be bfloat16, got float16"):
+        kiln.fp8_gemm_nt(a, b, p.d.half())
     with raises(TypeError, match="a must be float8_e4m3fn, got bfloat16"):
         kiln.fp8_gemm_nt((p.a, p.sfa), b, p.d)
     with raises(ValueError, match=r"sfb must be of shape \(5, 4\)"):
@@ -318,6 +330,127 @@ def test_errors_on_the_gpu():
         kiln.fp8_gemm_nt(a, (p.b_fp8.cpu(), p.sfb), p.d)
     with raises(ValueError, match="d must be rows 16-byte aligned"):
         kiln.fp8_gemm_nt(a, b, new_d(64, 576, 580))
+
+
+# ---- The weight-gradient form: float32 d, both operands scaled per 1x128 ------------------------------------------
+
+class WgradProblem:
+    """One weight-gradient GEMM: bf16 A [m, k] and B [n, k], both cast per row per 128 K with kiln (MN-major
+    scales), and a random float32 C of the product's size."""
+
+    def __init__(self, m: int, n: int, k: int, seed: int = 0, d_stride: int | None = None):
+        torch.manual_seed(seed)
+        self.m, self.n, self.k = m, n, k
+        self.a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        # Row magnitudes over 2^-4..2^4: every per-row scale matters.
+        self.b = (torch.randn(n, k, device="cuda") * torch.exp2(torch.randint(-4, 5, (n, 1), device="cuda"))).bfloat16()
+        self.a_fp8, self.sfa = kiln.per_token_cast_to_fp8(self.a)
+        self.b_fp8, self.sfb = kiln.per_token_cast_to_fp8(self.b)
+        self.product = dequantised(self.a_fp8, self.sfa, 1) @ dequantised(self.b_fp8, self.sfb, 1).T
+        self.exact = self.a.double() @ self.b.double().T
+        self.c = (torch.rand(m, n, device="cuda", dtype=torch.float64) * 2 - 1) * self.product.std().clamp(min=1e-3)
+        self.c = self.c.float()
+        stride = d_stride or n
+        self.d = torch.full((m, stride), float("nan"), device="cuda")[:, :n]
+
+    def args(self, sfb=None):
+        return (self.a_fp8, self.sfa), (self.b_fp8, self.sfb if sfb is None else sfb)
+
+    def check(self, with_c: bool, what: str):
+        torch.cuda.synchronize()
+        d = self.d
+        bad = (~torch.isfinite(d)).sum().item()
+        assert bad == 0, f"{what}: {bad} of {d.numel()} elements of D are NaN or Inf"
+        c = self.c.double() if with_c else torch.zeros_like(self.product)
+        total = calc_diff(d, c + self.product)
+        alone = calc_diff(d.double() - c, self.product)
+        exact = calc_diff(d.double() - c, self.exact)
+        assert total < MAX_DIFF_DEQUANTISED, f"{what}: calc_diff(D, C + dequantised product) {total:.3g}"
+        assert alone < MAX_DIFF_DEQUANTISED, f"{what}: calc_diff(D - C, dequantised product) {alone:.3g}"
+        assert exact < MAX_DIFF_EXACT, f"{what}: calc_diff(D - C, product of the bf16 inputs) {exact:.3g}"
+        print(f"  {what}: calc_diff {total:.2e} (C + dequantised), {alone:.2e} (D - C), {exact:.2e} (exact)")
+
+
+WGRAD_SHAPES = ((7168, 2112, 4096), (2048, 7168, 2048), (200, 576, 512), (37, 2112, 7168), (1, 576, 1024))
+
+
+def test_weight_gradient_form_c_none_c_d_and_c_separate():
+    failures = []
+    for m, n, k in WGRAD_SHAPES:
+        what = f"wgrad m={m} n={n} k={k}"
+        try:
+            p = WgradProblem(m, n, k, seed=m + 3 * n + k)
+            a, b = p.args()
+            kiln.fp8_gemm_nt(a, b, p.d)  # c=None: D = A . B^T over a NaN-poisoned D
+            p.check(False, what + " c=None")
+            p.d.copy_(p.c)
+            kiln.fp8_gemm_nt(a, b, p.d, c=p.d)  # D += A . B^T
+            p.check(True, what + " c=d")
+            p.d.fill_(float("nan"))
+            c_before = p.c.clone()
+            kiln.fp8_gemm_nt(a, b, p.d, p.c)  # positionally, as DeepGEMM's (a, b, d, c)
+            p.check(True, what + " c separate")
+            assert torch.equal(p.c, c_before), f"{what}: C changed"
+        except Exception as e:  # every shape runs; the assertion below lists the failures
+            failures.append(f"{what}: {type(e).__name__}: {e}")
+            print(f"  {what}: {type(e).__name__}: {e}")
+        finally:
+            p = None
+    assert not failures, "; ".join(failures)
+
+
+def test_weight_gradient_form_details():
+    m, n, k = 300, 2112, 2048
+    p = WgradProblem(m, n, k, seed=41, d_stride=n + 8)
+    a, b = p.args()
+    # A view sharing d's memory is d (DeepGEMM's rule: same data pointer, shape and strides), with the recipe given.
+    p.d.copy_(p.c)
+    kiln.fp8_gemm_nt(a, b, p.d, c=p.d.view(m, n), recipe=(1, 1, 128))
+    p.check(True, "c = a view of d, recipe=(1, 1, 128), ldd = n + 8")
+    full = p.d.as_strided((m, n + 8), (n + 8, 1))
+    assert torch.isnan(full[:, n:]).all(), "D's padding columns were written"
+    expected = p.d.clone()
+    # Row-major B scales (DeepGEMM's per_token_cast_to_fp8 output): converted like A's, same bits.
+    row_major = p.sfb.contiguous()
+    assert row_major.stride() == (k // 128, 1) and kiln._tensors.gemm_sfb(row_major, p.d) is not row_major
+    assert kiln._tensors.gemm_sfb(p.sfb, p.d) is p.sfb, "per_token_cast_to_fp8's scales must pass as they are"
+    p.d.copy_(p.c)
+    kiln.fp8_gemm_nt(a, (p.b_fp8, row_major), p.d, c=p.d)
+    torch.cuda.synchronize()
+    assert torch.equal(p.d, expected), "row-major B scales changed the result"
+    # A separate C with padded rows, on an explicit stream.
+    wide_c = torch.full((m, n + 64), float("nan"), device="cuda")[:, :n]
+    wide_c.copy_(p.c)
+    side = torch.cuda.Stream()
+    p.d.fill_(float("nan"))
+    torch.cuda.synchronize()
+    kiln.fp8_gemm_nt(a, b, p.d, c=wide_c, stream=side)
+    side.synchronize()
+    p.check(True, "padded separate C on an explicit stream")
+    assert torch.isnan(full[:, n:]).all(), "D's padding columns were written by the copy of C"
+    # Errors that need the GPU path's tensors: c overlapping d, the block scales of the bf16 form.
+    with raises(ValueError, match="c must be d itself or memory that does not overlap d's"):
+        kiln.fp8_gemm_nt((p.a_fp8[: m - 1], p.sfa[: m - 1]), b, p.d[: m - 1], c=p.d[1:])
+    block_sfb = kiln.per_block_cast_to_fp8(p.b)[1]
+    with raises(ValueError, match="per-row 1x128 scales"):
+        kiln.fp8_gemm_nt(a, (p.b_fp8, block_sfb), p.d)
+
+
+def test_weight_gradient_form_in_a_graph():
+    m, n, k = 256, 2112, 4096
+    p = WgradProblem(m, n, k, seed=51)
+    a, b = p.args()
+    kiln.fp8_gemm_nt(a, b, p.d, c=p.c)  # warm-up: compiled and loaded outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        kiln.fp8_gemm_nt(a, b, p.d, c=p.c)  # the copy of C and the kernel, both captured
+    p.d.fill_(float("nan"))
+    graph.replay()
+    p.check(True, "graph replay: copy of C, then accumulate")
+    p.d.fill_(float("nan"))
+    graph.replay()
+    p.check(True, "second replay")
 
 
 if __name__ == "__main__":
