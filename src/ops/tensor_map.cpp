@@ -11,7 +11,12 @@ namespace {
 struct Slot {
   CUtensorMap map;
   TensorMapKey key;
-  bool valid = false;
+  uint64_t last_use = 0;  // the set's use counter when last hit or filled; 0: empty
+};
+
+struct Set {
+  Slot ways[kTensorMapCacheWays];
+  uint64_t uses = 0;
 };
 
 std::atomic<uint64_t> g_encodes{0};
@@ -41,15 +46,24 @@ const CUtensorMap& tensor_map_2d(const TensorMapKey& key, const char* what) {
 }
 
 const CUtensorMap& tensor_map_2d(const TensorMapKey& key, const char* what, TensorMapEncoder encode) {
-  thread_local Slot slots[kTensorMapCacheSlots];
-  Slot& slot = slots[hash_key(key) % kTensorMapCacheSlots];
-  if (slot.valid && slot.key == key) return slot.map;
+  thread_local Set sets[kTensorMapCacheSlots / kTensorMapCacheWays];
+  Set& set = sets[tensor_map_cache_set(key)];
+  const uint64_t now = ++set.uses;
+  Slot* victim = &set.ways[0];
+  for (Slot& way : set.ways) {
+    if (way.last_use != 0 && way.key == key) {
+      way.last_use = now;
+      return way.map;
+    }
+    if (way.last_use < victim->last_use) victim = &way;
+  }
+  Slot& slot = *victim;
 
   const cuuint64_t dims[2] = {key.inner, key.outer};
   const cuuint64_t strides[1] = {key.row_bytes};
   const cuuint32_t box[2] = {key.box_inner, key.box_outer};
   const cuuint32_t element_strides[2] = {1, 1};
-  slot.valid = false;
+  slot.last_use = 0;  // empty until the encode succeeds
   const CUresult result =
       encode(&slot.map, static_cast<CUtensorMapDataType>(key.dtype), 2, reinterpret_cast<void*>(key.address), dims,
              strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, static_cast<CUtensorMapSwizzle>(key.swizzle),
@@ -60,9 +74,13 @@ const CUtensorMap& tensor_map_2d(const TensorMapKey& key, const char* what, Tens
                     "}, row stride " + std::to_string(key.row_bytes) + " bytes, box {" + std::to_string(key.box_inner) +
                     ", " + std::to_string(key.box_outer) + "})");
   slot.key = key;
-  slot.valid = true;
+  slot.last_use = now;
   g_encodes.fetch_add(1, std::memory_order_relaxed);
   return slot.map;
+}
+
+uint64_t tensor_map_cache_set(const TensorMapKey& key) {
+  return hash_key(key) % (kTensorMapCacheSlots / kTensorMapCacheWays);
 }
 
 uint64_t tensor_map_encodes() { return g_encodes.load(std::memory_order_relaxed); }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "kiln/error.hpp"
 #include "kiln/ops.hpp"
@@ -223,6 +224,31 @@ TEST(TensorMapCache, ARepeatedMapIsEncodedOnce) {
   ops::tensor_map_2d(a, "a", fake_encode);
   ops::tensor_map_2d(b, "a", fake_encode);
   EXPECT_EQ(g_encodes, 4);
+}
+
+// One GEMM call needs up to five maps; a direct-mapped cache re-encoded two of them on every call whenever
+// their keys collided. Keys that share a set stay cached together, up to the set's ways, and one more
+// evicts the least recently used.
+TEST(TensorMapCache, KeysSharingASetStayCachedUpToItsWays) {
+  using ops::TensorMapKey;
+  const TensorMapKey base{0x200000, 512, 256, 512, 128, 128, CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_SWIZZLE_128B};
+  std::vector<TensorMapKey> same_set;
+  for (uint64_t i = 0; same_set.size() < ops::kTensorMapCacheWays + 1; ++i) {
+    TensorMapKey k = base;
+    k.address += i * 256;
+    if (ops::tensor_map_cache_set(k) == ops::tensor_map_cache_set(base)) same_set.push_back(k);
+  }
+  g_encodes = 0;
+  for (int round = 0; round < 10; ++round)
+    for (int w = 0; w < ops::kTensorMapCacheWays; ++w) ops::tensor_map_2d(same_set[static_cast<size_t>(w)], "a", fake_encode);
+  EXPECT_EQ(g_encodes, ops::kTensorMapCacheWays);
+  // One more key in the set replaces the least recently used (the first), and only that one.
+  ops::tensor_map_2d(same_set.back(), "a", fake_encode);
+  EXPECT_EQ(g_encodes, ops::kTensorMapCacheWays + 1);
+  for (int w = 1; w < ops::kTensorMapCacheWays; ++w) ops::tensor_map_2d(same_set[static_cast<size_t>(w)], "a", fake_encode);
+  EXPECT_EQ(g_encodes, ops::kTensorMapCacheWays + 1);
+  ops::tensor_map_2d(same_set.front(), "a", fake_encode);
+  EXPECT_EQ(g_encodes, ops::kTensorMapCacheWays + 2);
 }
 
 TEST(TensorMapCache, AnEncodeFailureNamesTheTensorAndTheGeometry) {
