@@ -56,6 +56,17 @@ if [[ $what == bench || $what == all ]]; then
   # The FP8 GEMM kernel's configuration sweep (each configuration checked, then timed): what the heuristic
   # and the kernel's variants are measured by.
   [[ -x $build/tests/fp8_gemm_test ]] && run_step fp8_gemm_sweep 420 $build/tests/fp8_gemm_test --sweep
+  # Hardware counters of the large-M kernel (where it trails DeepGEMM most), with its serial-promotion twin:
+  # launch 0 is the overlapped kernel's checked launch, launch 24 the serial one's. ncu works on the
+  # Firecracker machines only; --clock-control none leaves the clocks alone (METHOD.md).
+  if command -v ncu >/dev/null && [[ -x $build/tests/fp8_gemm_test ]]; then
+    for skip in 0 24; do
+      run_step "fp8_gemm_ncu_$skip" 240 ncu --clock-control none -k kiln_fp8_gemm_nt --launch-skip $skip --launch-count 1 \
+        --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis \
+        --section ComputeWorkloadAnalysis --section SchedulerStats \
+        $build/tests/fp8_gemm_test --shape ${NCU_SHAPE:-4096 7168 16384}
+    done
+  fi
 fi
 
 # The Python package (issue 4): built as `pip install .` builds it, with /usr/bin/g++ and the machine's own

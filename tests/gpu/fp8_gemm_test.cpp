@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -449,12 +450,23 @@ std::string describe(const Case& c, const KernelConfig& k) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // --sweep: the alternative configurations too. --shape M N K: only that shape, with the default
+  // configuration and its serial-promotion twin (for profiling one kernel, e.g. under ncu).
   const bool sweep = argc > 1 && std::strcmp(argv[1], "--sweep") == 0;
+  const bool one_shape = argc == 5 && std::strcmp(argv[1], "--shape") == 0;
   int failures = 0;
   if (!check_e4m3_codec()) ++failures;
 
   const kiln::Config& config = kiln::config();
-  const std::vector<Case> cases = make_cases(sweep);
+  std::vector<Case> cases;
+  if (one_shape) {
+    const auto dim = [&](int i) { return static_cast<uint32_t>(std::strtoul(argv[i], nullptr, 10)); };
+    const uint32_t m = dim(2), n = dim(3), k = dim(4);
+    const KernelConfig d = default_config(m);
+    cases.push_back({m, n, k, n, {d, serial(d.block_m, d.block_n)}, true, deepgemm_us(m, n, k)});
+  } else {
+    cases = make_cases(sweep);
+  }
 
   // Host-side check of the test's own quantiser: the dequantised product must be close to the exact one.
   {
