@@ -86,8 +86,8 @@ void fp8_gemm_nt_wgrad(const TensorView& a, const TensorView& sfa, const TensorV
 
 // Overrides of the FP8 GEMM heuristic, process-wide (0: the heuristic decides). Applied to every later
 // fp8_gemm_nt launch (both forms) and to plan/precompile of fp8_gemm_nt (where the problem parameters block_m,
-// block_n, stages and cluster_m do the same for one request); the weight-gradient form refuses cluster_m 2
-// when it plans. Validated when set: block_m 64 or 128; block_n a
+// block_n, stages and cluster_m do the same for one request). The weight-gradient form has no cluster
+// variant: it ignores a cluster_m set here, and a plan request with accumulate=1 and cluster_m=2 is refused. Validated when set: block_m 64 or 128; block_n a
 // multiple of 16 in 16..192 that makes a tile straddle at most two of B's 128-column scale blocks (not
 // 176); stages 1..16 and fitting in shared memory (checked per kernel); cluster_m 1 or 2 (2: CTA pairs
 // multicast B; needs block_n / 2 a multiple of 8). Throws Error(kValueError) naming the field otherwise.

@@ -146,7 +146,7 @@ const ShapeEntry* resolve_shape(const Table::Key& key, const TensorView& a, int6
          "on a GPU of compute capability 9.0 (H100/H200: the kernel needs sm_90a's WGMMA and TMA)",
          "cuda:" + std::to_string(a.device) + " = " + info.name + " (compute capability " +
              std::to_string(info.cc_major) + "." + std::to_string(info.cc_minor) + ")");
-  const Fp8GemmOverrides overrides = unpack(static_cast<uint64_t>(key.words[5]));  // what the key was made with
+  Fp8GemmOverrides overrides = unpack(static_cast<uint64_t>(key.words[5]));  // what the key was made with
   ShapeEntry* entry = store().add_entry();
   entry->device = a.device;
   entry->sm_count = usable_limit > 0 ? std::min(usable_limit, info.sm_count) : info.sm_count;
@@ -154,6 +154,9 @@ const ShapeEntry* resolve_shape(const Table::Key& key, const TensorView& a, int6
   entry->k = k;
   entry->device_name = info.name;
   const Fp8GemmForm form = key.words[0] == kGemmAccumulateKeyId ? Fp8GemmForm::kAccumulate : Fp8GemmForm::kInference;
+  // The process-wide overrides serve both forms; the weight-gradient kernel has no cluster variant, so a
+  // cluster_m set for the bf16 form does not apply to it (a plan request asking for both is refused instead).
+  if (form == Fp8GemmForm::kAccumulate) overrides.cluster_m = 0;
   entry->plan = fp8_gemm_plan(target_of(info, entry->sm_count), n, k, overrides, form);
   return table().insert(key, entry);
 }
