@@ -259,7 +259,7 @@ TEST(Fp8GemmWgradPlan, SameTilesAsTheBf16FormWithTheAccumulatingEpilogue) {
       EXPECT_TRUE(c.accumulate);
       EXPECT_FALSE(c.tma_store);
       EXPECT_EQ(c.cluster_m, 1);
-      EXPECT_EQ(c.overlap_promotion, c.block_n <= 128);
+      EXPECT_EQ(c.overlap_promotion, kernels::fp8_gemm_can_overlap_promotion(static_cast<uint32_t>(c.block_n)));
       // The most stages that fit the layout with B's scales per stage.
       EXPECT_EQ(static_cast<uint32_t>(c.stages),
                 kernels::fp8_gemm_max_stages(static_cast<uint32_t>(c.block_m), static_cast<uint32_t>(c.block_n), false,

@@ -53,8 +53,10 @@ namespace kiln::kernels {
 //
 // kOverlapPromotion: two partial accumulators, so that the WGMMAs of the next K block (of this tile or of
 // the next tile) run on the tensor cores while the CUDA cores promote the current one and, at a tile's
-// end, while the epilogue stores it. Needs registers for three kBlockN / 2 fragments (kBlockN <= 128).
-// Without it, each K block's promotion waits for its WGMMAs and the next block's WGMMAs wait for it.
+// end, while the epilogue stores it. Up to kBlockN = 128 each partial holds a whole tile's K block; wider
+// tiles (160, 192) issue each K block in two column halves that alternate between the partials, so the
+// registers still hold them next to the FP32 accumulator. Without it, each K block's promotion waits for
+// its WGMMAs and the next block's WGMMAs wait for it.
 //
 // kAccumulate: the weight-gradient form. B is scaled per row per 128 K (TMA-loaded per stage, like A's
 // scales) and D is fp32, read, added to and written back (no TMA store, no cluster).
@@ -68,6 +70,11 @@ struct Fp8Gemm {
   static constexpr u32 kNumSfbRows = (kN + 127) / 128;
   static constexpr u32 kWgmmaK = 32;                 // K of one wgmma.m64nNk32 for 8-bit inputs
   static constexpr u32 kAccumPerThread = kBlockN / 2;  // a 64 x kBlockN fp32 tile over 128 threads
+  // Column slices a K block is issued in (1, or 2 halves for wide overlapped tiles); a partial accumulator
+  // holds one slice.
+  static constexpr u32 kSlices = kOverlapPromotion ? fp8_gemm_promotion_slices(kBlockN) : 1;
+  static constexpr u32 kSliceN = kBlockN / kSlices;
+  static constexpr u32 kPartialPerThread = kSliceN / 2;
   static constexpr u32 kGroupM = 8;
   // The producer warpgroup runs the TMA producer and the scale loader. With two math warpgroups the entry
   // cap is 168 and (168 - 40) * 128 registers freed here are exactly what raising 256 threads to 232 takes;
@@ -305,7 +312,8 @@ struct Fp8Gemm {
     float a0, a1, b0, b1;
   };
 
-  // The math warpgroups' walk: every (tile, K block) of this CTA in order, one partial accumulator per block.
+  // The math warpgroups' walk: every (tile, K block, slice) of this CTA in order, one partial accumulator per
+  // slice.
   struct MathState {
     const Fp8GemmParams& p;
     u8* smem;
@@ -320,9 +328,29 @@ struct Fp8Gemm {
     BlockScales scales;  // its scales
     float accum[kAccumPerThread];
 
-    // Waits for the block in slot `slot`, reads its scales, and issues its four WGMMAs into `partial`
+    // Issues slice `kSlice` of the block in `stage` (four WGMMAs over its kSliceN columns of B) into `partial`
     // (scale-d 0 on the first: no zeroing) as one committed group.
-    __device__ __forceinline__ BlockScales issue(Slot slot, float (&partial)[kAccumPerThread]) {
+    template <u32 kSlice>
+    __device__ __forceinline__ void issue_slice(u32 stage, float (&partial)[kPartialPerThread]) {
+      const u64 desc_a = ptx::make_smem_desc(smem + kLayout.a_offset + stage * kLayout.a_stage_bytes +
+                                                 warpgroup * 64 * kBlockK,
+                                             ptx::SmemSwizzle::k128B, 0, 1024);
+      // A slice starts kSlice * kSliceN rows into the B tile: whole 8-row (1024-byte) swizzle atoms.
+      const u64 desc_b = ptx::make_smem_desc(smem + kLayout.b_offset + stage * kLayout.b_stage_bytes +
+                                                 kSlice * kSliceN * kBlockK,
+                                             ptx::SmemSwizzle::k128B, 0, 1024);
+      ptx::fence_operands(partial);
+      ptx::wgmma_fence();
+#pragma unroll
+      for (u32 k = 0; k < kBlockK / kWgmmaK; ++k) {
+        // k * 32 bytes along the 128-byte swizzled row: +2 in the descriptor's 16-byte address units.
+        ptx::WgmmaE4M3<kSliceN>::mma(desc_a + 2 * k, desc_b + 2 * k, partial, k == 0 ? 0u : 1u);
+      }
+      ptx::wgmma_commit_group();
+    }
+
+    // Waits for the block in slot `slot`, reads its scales, and issues its first slice into `partial`.
+    __device__ __forceinline__ BlockScales issue(Slot slot, float (&partial)[kPartialPerThread]) {
       ptx::mbarrier_wait_parity(&full[slot.stage], slot.phase);
       BlockScales sc;
       const float* sfa = reinterpret_cast<const float*>(smem + kLayout.sfa_offset + slot.stage * kLayout.sfa_stage_bytes);
@@ -333,19 +361,7 @@ struct Fp8Gemm {
         sc.b0 = sfb[0];
         sc.b1 = sfb[1];
       }
-      const u64 desc_a = ptx::make_smem_desc(smem + kLayout.a_offset + slot.stage * kLayout.a_stage_bytes +
-                                                 warpgroup * 64 * kBlockK,
-                                             ptx::SmemSwizzle::k128B, 0, 1024);
-      const u64 desc_b = ptx::make_smem_desc(smem + kLayout.b_offset + slot.stage * kLayout.b_stage_bytes,
-                                             ptx::SmemSwizzle::k128B, 0, 1024);
-      ptx::fence_operands(partial);
-      ptx::wgmma_fence();
-#pragma unroll
-      for (u32 k = 0; k < kBlockK / kWgmmaK; ++k) {
-        // k * 32 bytes along the 128-byte swizzled row: +2 in the descriptor's 16-byte address units.
-        ptx::WgmmaE4M3<kBlockN>::mma(desc_a + 2 * k, desc_b + 2 * k, partial, k == 0 ? 0u : 1u);
-      }
-      ptx::wgmma_commit_group();
+      issue_slice<0>(slot.stage, partial);
       return sc;
     }
 
@@ -362,53 +378,67 @@ struct Fp8Gemm {
       }
     }
 
-    // accum += partial * sfa[row] * sfb on the CUDA cores (two-level accumulation).
-    __device__ __forceinline__ void promote(const float (&partial)[kAccumPerThread]) {
+    // accum += partial * sfa[row] * sfb over slice kSlice's columns, on the CUDA cores (two-level
+    // accumulation). Fragment chunk j of the slice (8 columns) is chunk kSlice * kSliceN / 8 + j of the tile.
+    template <u32 kSlice>
+    __device__ __forceinline__ void promote(const float (&partial)[kPartialPerThread]) {
+      constexpr u32 kFirstChunk = kSlice * kSliceN / 8;
       if constexpr (kAccumulate) {
         // B scaled per row: each of this thread's columns (8j + 2 (lane % 4) + {0, 1}) has its own scale.
         const float* sfb = reinterpret_cast<const float*>(smem + kLayout.sfb_offset + current_stage * kLayout.sfb_stage_bytes);
 #pragma unroll
-        for (u32 j = 0; j < kBlockN / 8; ++j) {
-          const F32x2 sb = *reinterpret_cast<const F32x2*>(sfb + j * 8 + (lane % 4) * 2);
-          accum[4 * j + 0] += partial[4 * j + 0] * sb.x * scales.a0;
-          accum[4 * j + 1] += partial[4 * j + 1] * sb.y * scales.a0;
-          accum[4 * j + 2] += partial[4 * j + 2] * sb.x * scales.a1;
-          accum[4 * j + 3] += partial[4 * j + 3] * sb.y * scales.a1;
+        for (u32 j = 0; j < kSliceN / 8; ++j) {
+          const u32 t = kFirstChunk + j;
+          const F32x2 sb = *reinterpret_cast<const F32x2*>(sfb + t * 8 + (lane % 4) * 2);
+          accum[4 * t + 0] += partial[4 * j + 0] * sb.x * scales.a0;
+          accum[4 * t + 1] += partial[4 * j + 1] * sb.y * scales.a0;
+          accum[4 * t + 2] += partial[4 * j + 2] * sb.x * scales.a1;
+          accum[4 * t + 3] += partial[4 * j + 3] * sb.y * scales.a1;
         }
       } else {
         const float s00 = scales.a0 * scales.b0, s10 = scales.a1 * scales.b0;
         const float s01 = scales.a0 * scales.b1, s11 = scales.a1 * scales.b1;
 #pragma unroll
-        for (u32 j = 0; j < kBlockN / 8; ++j) {
-          const bool first = kUniformSfb || j * 8 < tile.sfb_switch;
+        for (u32 j = 0; j < kSliceN / 8; ++j) {
+          const u32 t = kFirstChunk + j;
+          const bool first = kUniformSfb || t * 8 < tile.sfb_switch;
           const float s0 = first ? s00 : s01;
           const float s1 = first ? s10 : s11;
-          accum[4 * j + 0] += s0 * partial[4 * j + 0];
-          accum[4 * j + 1] += s0 * partial[4 * j + 1];
-          accum[4 * j + 2] += s1 * partial[4 * j + 2];
-          accum[4 * j + 3] += s1 * partial[4 * j + 3];
+          accum[4 * t + 0] += s0 * partial[4 * j + 0];
+          accum[4 * t + 1] += s0 * partial[4 * j + 1];
+          accum[4 * t + 2] += s1 * partial[4 * j + 2];
+          accum[4 * t + 3] += s1 * partial[4 * j + 3];
         }
       }
     }
 
-    // One block: put the next block's WGMMAs on their way (kIssueNext; into `next` before promoting
-    // `current` when the promotion overlaps, into `current` after it otherwise), promote `current`, and
-    // store the tile after its last block. The WGMMA issue must not sit under a runtime condition: ptxas
-    // then cannot follow the pipeline and serialises every wgmma (C7514), so the caller unrolls the walk
-    // into steps that always issue and one final step that does not.
-    template <bool kIssueNext>
-    __device__ __forceinline__ void step(float (&current)[kAccumPerThread], float (&next)[kAccumPerThread]) {
-      u32 next_unit = unit, next_kb = kb + 1;
-      if (next_kb == kNumKBlocks) {
-        next_kb = 0;
-        next_unit += schedule.stride;
+    // One slice: put the next slice's WGMMAs on their way (kIssueNext; into `next` before promoting
+    // `current` when the promotion overlaps, into `current` after it otherwise), promote `current`, and,
+    // after a block's last slice, release its slot and store the tile after its last block. The WGMMA issue
+    // must not sit under a runtime condition: ptxas then cannot follow the pipeline and serialises every
+    // wgmma (C7514), so the caller unrolls the walk into steps that always issue and one final step that
+    // does not.
+    template <bool kIssueNext, u32 kSlice>
+    __device__ __forceinline__ void step(float (&current)[kPartialPerThread], float (&next)[kPartialPerThread]) {
+      constexpr bool kLastSlice = kSlice + 1 == kSlices;
+      u32 next_unit = unit, next_kb = kb;
+      bool tile_ends = false;
+      if constexpr (kLastSlice) {
+        next_kb = kb + 1;
+        if (next_kb == kNumKBlocks) {
+          next_kb = 0;
+          next_unit += schedule.stride;
+        }
+        tile_ends = next_kb == 0;
       }
-      const bool tile_ends = next_kb == 0;
       const Tile next_tile = kIssueNext && tile_ends ? Tile(schedule, next_unit) : tile;
-      BlockScales next_scales{};
+      BlockScales next_scales = scales;
 
       if constexpr (kOverlapPromotion && kIssueNext) {
-        next_scales = issue(issue_slot, next);
+        if constexpr (kLastSlice)
+          next_scales = issue(issue_slot, next);
+        else
+          issue_slice<kSlice + 1>(current_stage, next);
         ptx::wgmma_wait_group<1>();  // `current`'s group is complete; `next`'s runs on
       } else {
         ptx::wgmma_wait_group<0>();
@@ -416,27 +446,29 @@ struct Fp8Gemm {
       ptx::fence_operands(current);
       // The inference form's scales are in registers: the slot can go back before the promotion. The
       // weight-gradient form reads B's scales from the slot while promoting.
-      if constexpr (!kAccumulate) release(current_stage);
-      promote(current);
-      if constexpr (kAccumulate) release(current_stage);
+      if constexpr (kLastSlice && !kAccumulate) release(current_stage);
+      promote<kSlice>(current);
+      if constexpr (kLastSlice && kAccumulate) release(current_stage);
 
-      if (tile_ends) {
-        if constexpr (kTmaStore)
-          store_tile_tma(p, smem, accum, warpgroup, (threadIdx.x / 32) % 4, lane, tile.m_block, tile.n0);
-        else if constexpr (kAccumulate)
-          add_tile_direct(p, accum, tile.m_block * kBlockM + row_in_tile, tile.n0 + (lane % 4) * 2);
-        else
-          store_tile_direct(p, accum, tile.m_block * kBlockM + row_in_tile, tile.n0 + (lane % 4) * 2);
+      if constexpr (kLastSlice) {
+        if (tile_ends) {
+          if constexpr (kTmaStore)
+            store_tile_tma(p, smem, accum, warpgroup, (threadIdx.x / 32) % 4, lane, tile.m_block, tile.n0);
+          else if constexpr (kAccumulate)
+            add_tile_direct(p, accum, tile.m_block * kBlockM + row_in_tile, tile.n0 + (lane % 4) * 2);
+          else
+            store_tile_direct(p, accum, tile.m_block * kBlockM + row_in_tile, tile.n0 + (lane % 4) * 2);
 #pragma unroll
-        for (u32 i = 0; i < kAccumPerThread; ++i) accum[i] = 0.0f;
+          for (u32 i = 0; i < kAccumPerThread; ++i) accum[i] = 0.0f;
+        }
+        if constexpr (!kOverlapPromotion && kIssueNext) next_scales = issue(issue_slot, next);
+        current_stage = issue_slot.stage;
+        issue_slot.advance();
+        unit = next_unit;
+        kb = next_kb;
+        tile = next_tile;
+        scales = next_scales;
       }
-      if constexpr (!kOverlapPromotion && kIssueNext) next_scales = issue(issue_slot, next);
-      current_stage = issue_slot.stage;
-      issue_slot.advance();
-      unit = next_unit;
-      kb = next_kb;
-      tile = next_tile;
-      scales = next_scales;
     }
   };
 
@@ -453,27 +485,46 @@ struct Fp8Gemm {
       // Every (tile, K block) of this CTA, in order.
       const u32 num_tiles = (schedule.num_units - schedule.first + schedule.stride - 1) / schedule.stride;
       const u32 num_blocks = num_tiles * kNumKBlocks;
-      float partial0[kAccumPerThread];
+      float partial0[kPartialPerThread];
       st.scales = st.issue(st.issue_slot, partial0);
       st.current_stage = st.issue_slot.stage;
       st.issue_slot.advance();
-      if constexpr (kOverlapPromotion) {
-        // Two named buffers, alternating two blocks per iteration, so every register index is compile-time.
-        float partial1[kAccumPerThread];
+      if constexpr (kOverlapPromotion && kSlices == 2) {
+        // Each block's two halves alternate between the two partials: one block per iteration. The tail
+        // has the same shape as the whole-block walk below, odd branch included (never taken here: the
+        // number of halves is even): ptxas follows the WGMMA pipeline through this shape of loop and tail,
+        // and serialises every wgmma (C7514) for a loop followed by a plain last block.
+        float partial1[kPartialPerThread];
+        const u32 num_halves = 2 * num_blocks;
+        u32 h = 0;
+        for (; h + 2 < num_halves; h += 2) {
+          st.template step<true, 0>(partial0, partial1);
+          st.template step<true, 1>(partial1, partial0);
+        }
+        if (h + 1 < num_halves) {
+          st.template step<true, 0>(partial0, partial1);
+          st.template step<false, 1>(partial1, partial0);
+        } else {
+          st.template step<false, 0>(partial0, partial1);
+        }
+      } else if constexpr (kOverlapPromotion) {
+        // Whole blocks alternate between two named partials, two blocks per iteration, so every register
+        // index is compile-time.
+        float partial1[kPartialPerThread];
         u32 b = 0;
         for (; b + 2 < num_blocks; b += 2) {
-          st.template step<true>(partial0, partial1);
-          st.template step<true>(partial1, partial0);
+          st.template step<true, 0>(partial0, partial1);
+          st.template step<true, 0>(partial1, partial0);
         }
         if (b + 1 < num_blocks) {
-          st.template step<true>(partial0, partial1);
-          st.template step<false>(partial1, partial0);
+          st.template step<true, 0>(partial0, partial1);
+          st.template step<false, 0>(partial1, partial0);
         } else {
-          st.template step<false>(partial0, partial1);
+          st.template step<false, 0>(partial0, partial1);
         }
       } else {
-        for (u32 b = 0; b + 1 < num_blocks; ++b) st.template step<true>(partial0, partial0);
-        st.template step<false>(partial0, partial0);
+        for (u32 b = 0; b + 1 < num_blocks; ++b) st.template step<true, 0>(partial0, partial0);
+        st.template step<false, 0>(partial0, partial0);
       }
     }
     // The staging tile must stay valid until the last stores have read it.

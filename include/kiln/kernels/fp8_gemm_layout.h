@@ -73,9 +73,17 @@ constexpr u32 fp8_gemm_max_stages(u32 block_m, u32 block_n, bool tma_store, u32 
   return best;
 }
 
-// Whether the kernel can keep two partial accumulators (and the FP32 one) in registers: three fragments of
-// BLOCK_N / 2 floats per thread fit the math warpgroups' 232-240 registers up to BLOCK_N = 128.
-constexpr bool fp8_gemm_can_overlap_promotion(u32 block_n) { return block_n <= 128; }
+// How many column slices a tile's K block is issued in when the promotion overlaps the WGMMAs: up to
+// BLOCK_N = 128 the partial accumulators cover whole tiles (K blocks alternate between two of them); wider
+// tiles are issued in two halves (the halves alternate), so two partial accumulators of BLOCK_N / 4 floats
+// plus the FP32 one still fit the math warpgroups' 232-240 registers.
+constexpr u32 fp8_gemm_promotion_slices(u32 block_n) { return block_n <= 128 ? 1 : 2; }
+
+// Whether the kernel can overlap the promotion with the WGMMAs for this tile width: whole tiles up to 128
+// columns, halves (a WGMMA width that is a multiple of 16) up to 192.
+constexpr bool fp8_gemm_can_overlap_promotion(u32 block_n) {
+  return block_n <= 128 || (block_n <= 192 && (block_n / 2) % 16 == 0);
+}
 
 // Threads per CTA: one producer warpgroup plus the math warpgroups (one per 64 rows of BLOCK_M).
 constexpr u32 fp8_gemm_num_threads(u32 num_math_warpgroups) {
