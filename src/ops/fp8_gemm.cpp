@@ -521,7 +521,7 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   cuda::LaunchConfig config;
   config.grid[0] = fp8_gemm_grid(cfg, c.m, c.n, entry->sm_count);
   config.block[0] = kernel->threads;
-  config.cluster[0] = static_cast<uint32_t>(cfg.cluster_m);
+  config.cluster[0] = static_cast<uint32_t>(cfg.cluster_m * cfg.split_k);
   config.shared_bytes = kernel->shared_bytes;
   // The kernel executes griddepcontrol.wait before its first global read, so with set_pdl(true) it may start
   // (barrier set-up, descriptor prefetch) while the previous kernel on the stream finishes -- including the
@@ -549,7 +549,8 @@ codegen::KernelSpec fp8_gemm_spec(int64_t n, int64_t k, const Fp8GemmConfig& c) 
       .arg("tma_store", c.tma_store)
       .arg("cluster_m", int64_t{c.cluster_m})
       .arg("overlap_promotion", c.overlap_promotion)
-      .arg("accumulate", c.accumulate);
+      .arg("accumulate", c.accumulate)
+      .arg("split_k", int64_t{c.split_k});
   spec.block_threads = static_cast<int>(fp8_gemm_threads(c));
   spec.min_blocks_per_sm = 1;
   return spec;

@@ -46,6 +46,9 @@ struct Fp8GemmConfig {
   bool overlap_promotion = true;
   // The weight-gradient form: B scaled per row (1 x 128), D fp32 accumulated into (direct stores only).
   bool accumulate = false;
+  // 2: CTA pairs split K in halves and the second hands its partial sums to the first through distributed
+  // shared memory (more CTAs when there are fewer tiles than SMs). Not combined with cluster_m = 2.
+  int split_k = 1;
 
   bool operator==(const Fp8GemmConfig&) const = default;
   // "128x128, 5 stages, 2 math warpgroups, TMA store, overlapped promotion" (+ ", B multicast x2").

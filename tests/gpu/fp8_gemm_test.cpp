@@ -260,7 +260,8 @@ struct KernelConfig {
   bool tma_store;
   uint32_t cluster_m;  // 2: pairs of CTAs share (multicast) the B tile
   bool overlap;        // two partial accumulators: the next K block's WGMMAs overlap the promotion
-  auto tie() const { return std::tie(block_m, block_n, stages, math_warpgroups, tma_store, cluster_m, overlap); }
+  uint32_t split_k = 1;  // 2: CTA pairs split K and reduce through distributed shared memory
+  auto tie() const { return std::tie(block_m, block_n, stages, math_warpgroups, tma_store, cluster_m, overlap, split_k); }
   bool operator<(const KernelConfig& o) const { return tie() < o.tie(); }
   bool operator==(const KernelConfig& o) const { return tie() == o.tie(); }
 };
@@ -270,6 +271,12 @@ KernelConfig make_config(uint32_t block_m, uint32_t block_n, bool tma_store = tr
           tma_store, cluster_m, kiln::kernels::fp8_gemm_can_overlap_promotion(block_n)};
 }
 KernelConfig multicast(uint32_t block_m, uint32_t block_n) { return make_config(block_m, block_n, true, 2); }
+KernelConfig split_k(uint32_t block_m, uint32_t block_n) {
+  KernelConfig c = make_config(block_m, block_n);
+  c.split_k = 2;
+  c.stages = fp8_gemm_max_stages(block_m, block_n, true, kiln::kernels::kHopperSmemPerBlock, false, 2);
+  return c;
+}
 // The same tile with one partial accumulator (each K block's promotion waits for its WGMMAs): the baseline
 // the overlapped promotion is measured against.
 KernelConfig serial(uint32_t block_m, uint32_t block_n) {
@@ -284,8 +291,12 @@ KernelConfig default_config(uint32_t m) { return m <= 64 ? make_config(64, 128) 
 // With --sweep, the timed shapes also run these (each checked like the default) to see what the heuristic
 // should pick.
 std::vector<KernelConfig> sweep_configs(uint32_t m) {
-  if (m <= 64) return {serial(64, 128), make_config(64, 64), serial(64, 64), make_config(64, 32)};
-  if (m <= 128) return {serial(128, 128), make_config(64, 128), make_config(128, 64), serial(128, 64), make_config(64, 64)};
+  if (m <= 64)
+    return {make_config(64, 64), make_config(64, 32), make_config(128, 128), split_k(64, 128), split_k(64, 64),
+            split_k(64, 32)};
+  if (m <= 128)
+    return {make_config(64, 128), make_config(128, 64), make_config(64, 64), make_config(64, 32), split_k(64, 128),
+            split_k(64, 64), split_k(128, 128)};
   return {serial(128, 128), make_config(128, 160), make_config(128, 192), serial(128, 192), multicast(128, 128),
           multicast(128, 192), make_config(128, 64)};
 }
@@ -305,7 +316,8 @@ kiln::codegen::KernelSpec make_spec(uint32_t n, uint32_t k, const KernelConfig& 
       .arg("tma_store", c.tma_store)
       .arg("cluster_m", static_cast<int64_t>(c.cluster_m))
       .arg("overlap_promotion", c.overlap)
-      .arg("accumulate", false);
+      .arg("accumulate", false)
+      .arg("split_k", static_cast<int64_t>(c.split_k));
   spec.block_threads = static_cast<int>(fp8_gemm_num_threads(c.math_warpgroups));
   spec.min_blocks_per_sm = 1;
   return spec;
@@ -353,7 +365,9 @@ std::vector<Case> make_cases(bool sweep) {
   const uint32_t dense_nk[][2] = {{2112, 7168}, {24576, 1536}, {32768, 512}, {7168, 16384},
                                   {4096, 7168}, {7168, 2048},  {576, 7168}};
   std::vector<Case> cases;
-  for (uint32_t m : {1u, 64u, 128u, 4096u})
+  // The sweep also covers two mid-range M, where the heuristic changes tiles.
+  const std::vector<uint32_t> ms = sweep ? std::vector<uint32_t>{1, 64, 128, 256, 1024, 4096} : std::vector<uint32_t>{1, 64, 128, 4096};
+  for (uint32_t m : ms)
     for (const auto& nk : dense_nk) {
       Case c{m, nk[0], nk[1], nk[0], {default_config(m)}, true, deepgemm_us(m, nk[0], nk[1])};
       if (sweep)
@@ -372,6 +386,12 @@ std::vector<Case> make_cases(bool sweep) {
       {65, 576, 512, 576, {make_config(64, 128), make_config(64, 32)}, false, 0},
       {130, 2112, 720, 2120, {default_config(130), make_config(128, 160), multicast(64, 128)}, false, 0},
       {37, 576, 7168, 576, {make_config(64, 112), make_config(64, 112, false)}, false, 0},
+      // Split-K: an even and an odd number of K blocks (5: the halves take 3 and 2), a K tail, padded D, a
+      // persistent walk over several tiles per pair (M = 1000 with 64-row tiles), both tile heights.
+      {200, 576, 640, 576, {split_k(64, 64), split_k(128, 128)}, false, 0},
+      {1, 2112, 7168, 2120, {split_k(64, 128)}, false, 0},
+      {37, 576, 720, 576, {split_k(64, 32)}, false, 0},
+      {1000, 2112, 2048, 2112, {split_k(64, 128), split_k(128, 128)}, false, 0},
   };
   cases.insert(cases.end(), ragged.begin(), ragged.end());
   return cases;
@@ -431,10 +451,11 @@ Launch prepare(const Case& c, const KernelConfig& k, const HostProblem& p, const
   // Work units of cluster_m vertically adjacent tiles; the grid is a whole number of clusters.
   const uint32_t m_blocks = (c.m + k.block_m - 1) / k.block_m;
   const uint32_t units = (m_blocks + k.cluster_m - 1) / k.cluster_m * ((c.n + k.block_n - 1) / k.block_n);
-  l.config.grid[0] = std::min<uint32_t>(units, static_cast<uint32_t>(sm_count) / k.cluster_m) * k.cluster_m;
-  l.config.cluster[0] = k.cluster_m;
+  const uint32_t cluster = k.cluster_m * k.split_k;
+  l.config.grid[0] = std::min<uint32_t>(units, static_cast<uint32_t>(sm_count) / cluster) * cluster;
+  l.config.cluster[0] = cluster;
   l.config.block[0] = fp8_gemm_num_threads(k.math_warpgroups);
-  l.config.shared_bytes = fp8_gemm_layout(k.block_m, k.block_n, k.stages, k.tma_store).total_bytes;
+  l.config.shared_bytes = fp8_gemm_layout(k.block_m, k.block_n, k.stages, k.tma_store, false, k.split_k).total_bytes;
   return l;
 }
 
@@ -442,7 +463,7 @@ std::string describe(const Case& c, const KernelConfig& k) {
   char s[200];
   std::snprintf(s, sizeof(s), "m=%u n=%u k=%u ldd=%llu block %ux%u stages=%u %s%s%s", c.m, c.n, c.k,
                 static_cast<unsigned long long>(c.ldd), k.block_m, k.block_n, k.stages,
-                k.tma_store ? "tma-store" : "direct-store", k.cluster_m > 1 ? " multicast-2" : "",
+                k.tma_store ? "tma-store" : "direct-store", k.cluster_m > 1 ? " multicast-2" : k.split_k > 1 ? " split-k-2" : "",
                 k.overlap ? " overlap" : " serial");
   return s;
 }
@@ -452,7 +473,7 @@ std::string describe(const Case& c, const KernelConfig& k) {
 int main(int argc, char** argv) {
   // --sweep: the alternative configurations too. --shape M N K [TILE...]: only that shape, with the default
   // configuration and its serial-promotion twin, or the tiles named (128x192; a suffix s for serial
-  // promotion, m for B multicast), e.g. to profile one kernel under ncu.
+  // promotion, m for B multicast, k for split-K), e.g. to profile one kernel under ncu.
   const bool sweep = argc > 1 && std::strcmp(argv[1], "--sweep") == 0;
   const bool one_shape = argc >= 5 && std::strcmp(argv[1], "--shape") == 0;
   int failures = 0;
@@ -473,7 +494,10 @@ int main(int argc, char** argv) {
         std::printf("FAIL --shape: tile %s is not BMxBN[s|m] with BM 64 or 128\n", argv[i]);
         return 2;
       }
-      configs.push_back(suffix == 's' ? serial(bm, bn) : suffix == 'm' ? multicast(bm, bn) : make_config(bm, bn));
+      configs.push_back(suffix == 's'   ? serial(bm, bn)
+                        : suffix == 'm' ? multicast(bm, bn)
+                        : suffix == 'k' ? split_k(bm, bn)
+                                        : make_config(bm, bn));
     }
     cases.push_back({m, n, k, n, configs, true, deepgemm_us(m, n, k)});
   } else {
@@ -690,7 +714,7 @@ int main(int argc, char** argv) {
                           "time m=%-5u n=%-6u k=%-6u %3ux%-3u %-12s%s %s %9.1f us %7.1f TFLOPS %6.0f GB/s | DeepGEMM %7.1f us "
                           "(DeepGEMM/ours %.2f)",
                           c.m, c.n, c.k, kc.block_m, kc.block_n, kc.tma_store ? "tma-store" : "direct-store",
-                          kc.cluster_m > 1 ? " mc2" : "    ", kc.overlap ? "ovl" : "ser", us, tflops,
+                          kc.cluster_m > 1 ? " mc2" : kc.split_k > 1 ? " sk2" : "    ", kc.overlap ? "ovl" : "ser", us, tflops,
                           bytes / (us * 1e-6) / 1e9, c.deepgemm_us, c.deepgemm_us > 0 ? c.deepgemm_us / us : 0.0);
             timing_lines.push_back(line);
             std::printf("%s\n", line);

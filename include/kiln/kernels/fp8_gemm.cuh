@@ -60,8 +60,13 @@ namespace kiln::kernels {
 //
 // kAccumulate: the weight-gradient form. B is scaled per row per 128 K (TMA-loaded per stage, like A's
 // scales) and D is fp32, read, added to and written back (no TMA store, no cluster).
+//
+// kSplitK = 2: split-K for problems with fewer tiles than SMs (small M). CTA pairs (clusters of (2, 1, 1))
+// take the same tiles, each half of the K blocks; at a tile's end the second CTA sends its fp32 partial sums
+// into the first one's shared memory with st.async (counted on the first one's "ready" mbarrier), and the
+// first adds them and stores the tile. No workspace in global memory, no second kernel.
 template <u32 kN, u32 kK, u32 kBlockM, u32 kBlockN, u32 kStages, u32 kNumMathWarpgroups, bool kTmaStore,
-          u32 kClusterM, bool kOverlapPromotion, bool kAccumulate>
+          u32 kClusterM, bool kOverlapPromotion, bool kAccumulate, u32 kSplitK>
 struct Fp8Gemm {
   static constexpr u32 kBlockK = kFp8GemmBlockK;
   static constexpr u32 kNumThreads = fp8_gemm_num_threads(kNumMathWarpgroups);
@@ -81,7 +86,10 @@ struct Fp8Gemm {
   // with one there is room to spare.
   static constexpr u32 kProducerRegisters = kNumMathWarpgroups == 1 ? 56 : 40;
   static constexpr u32 kMathRegisters = kNumMathWarpgroups == 1 ? 240 : 232;
-  static constexpr Fp8GemmLayout kLayout = fp8_gemm_layout(kBlockM, kBlockN, kStages, kTmaStore, kAccumulate);
+  static constexpr Fp8GemmLayout kLayout = fp8_gemm_layout(kBlockM, kBlockN, kStages, kTmaStore, kAccumulate, kSplitK);
+  // CTAs per cluster: B multicast pairs along M, or split-K pairs.
+  static constexpr u32 kClusterSize = kClusterM * kSplitK;
+  static constexpr u32 kKBlocksPerSplit = (kNumKBlocks + kSplitK - 1) / kSplitK;
   // TMA-store epilogue geometry: column groups of kStoreCols, staging rows of kStoreCols * 2 bytes swizzled
   // in 16-byte units (kUnitsPerRow per row).
   static constexpr u32 kStoreCols = fp8_gemm_store_cols(kBlockN);
@@ -118,8 +126,11 @@ struct Fp8Gemm {
                 "register reallocation exceeds the register file");
   static_assert(!kOverlapPromotion || fp8_gemm_can_overlap_promotion(kBlockN),
                 "two partial accumulators fit in registers up to BLOCK_N 128");
-  static_assert(!kAccumulate || (!kTmaStore && kClusterM == 1),
+  static_assert(!kAccumulate || (!kTmaStore && kClusterM == 1 && kSplitK == 1),
                 "the weight-gradient form adds into fp32 D with plain stores, without a cluster");
+  static_assert(kSplitK == 1 || kSplitK == 2, "split-K in halves or not at all");
+  static_assert(kSplitK == 1 || kClusterM == 1, "split-K and B multicast both use the cluster");
+  static_assert((kSplitK - 1) * kKBlocksPerSplit < kNumKBlocks, "every split of K needs K blocks");
 
   // Tile index -> (m block, n block). Groups of kGroupM m-blocks; inside a group m varies fastest, so
   // consecutive CTAs share B panels and a wave touches about kGroupM A panels.
@@ -137,20 +148,24 @@ struct Fp8Gemm {
   // kClusterM vertically adjacent tiles; unit u goes to cluster u mod (clusters), and CTA `rank` of the
   // cluster takes m block kClusterM * (unit's m) + rank. With an odd number of m blocks the last unit's
   // second tile lies beyond M: it is computed on TMA's zero fill and never stored.
+  // With split-K, both CTAs of a cluster walk the same tiles, CTA `rank` over K blocks [kb_begin, kb_begin +
+  // kb_count).
   struct Schedule {
-    u32 num_m_units, num_units, first, stride, rank;
+    u32 num_m_units, num_units, first, stride, rank, kb_begin, kb_count;
     __device__ __forceinline__ explicit Schedule(u32 m) {
       const u32 num_m_blocks = (m + kBlockM - 1) / kBlockM;
       num_m_units = (num_m_blocks + kClusterM - 1) / kClusterM;
       num_units = num_m_units * kNumNBlocks;
-      first = blockIdx.x / kClusterM;
-      stride = gridDim.x / kClusterM;
-      rank = kClusterM == 1 ? 0 : ptx::cluster_cta_rank();  // cluster (kClusterM, 1, 1): blocks x .. x + 1
+      first = blockIdx.x / kClusterSize;
+      stride = gridDim.x / kClusterSize;
+      rank = kClusterSize == 1 ? 0 : ptx::cluster_cta_rank();  // cluster (kClusterSize, 1, 1): consecutive blocks
+      kb_begin = kSplitK == 1 ? 0 : rank * kKBlocksPerSplit;
+      kb_count = kSplitK == 1 ? kNumKBlocks : (kNumKBlocks - kb_begin < kKBlocksPerSplit ? kNumKBlocks - kb_begin : kKBlocksPerSplit);
     }
     __device__ __forceinline__ void coords(u32 unit, u32& m_block, u32& n_block) const {
       u32 m_unit;
       tile_coords(unit, num_m_units, m_unit, n_block);
-      m_block = m_unit * kClusterM + rank;
+      m_block = kClusterM == 1 ? m_unit : m_unit * kClusterM + rank;
     }
   };
 
@@ -182,10 +197,16 @@ struct Fp8Gemm {
         ptx::mbarrier_init(&full[s], kFullArrivals);
         ptx::mbarrier_init(&empty[s], kEmptyArrivals);
       }
+      if constexpr (kSplitK > 1) {
+        u64* reduce = reinterpret_cast<u64*>(smem + kLayout.reduce_barrier_offset);
+#pragma unroll
+        for (u32 w = 0; w < 2 * kNumMathWarpgroups; ++w) ptx::mbarrier_init(&reduce[w], 1);
+      }
       ptx::fence_mbarrier_init();
     }
-    // The peer CTA's multicasts and remote arrivals target these barriers: initialised cluster-wide first.
-    if constexpr (kClusterM > 1)
+    // The peer CTA's multicasts, st.async and remote arrivals target these barriers: initialised
+    // cluster-wide first.
+    if constexpr (kClusterSize > 1)
       ptx::cluster_sync();
     else
       __syncthreads();
@@ -212,8 +233,8 @@ struct Fp8Gemm {
       const Schedule schedule(p.m);
       consume(p, smem, full, empty, schedule, warpgroup);
     }
-    // No CTA may exit while its peer can still arrive on its barriers.
-    if constexpr (kClusterM > 1) ptx::cluster_sync();
+    // No CTA may exit while its peer can still write to its shared memory or arrive on its barriers.
+    if constexpr (kClusterSize > 1) ptx::cluster_sync();
   }
 
   static __device__ __forceinline__ void produce(const Fp8GemmParams& p, u8* smem, u64* full, u64* empty,
@@ -226,7 +247,8 @@ struct Fp8Gemm {
       const i32 n0 = static_cast<i32>(n_block * kBlockN);
       // Not unrolled: one thread issues, and an unrolled copy per K block overflows the 40 registers.
 #pragma unroll 1
-      for (u32 kb = 0; kb < kNumKBlocks; ++kb, slot.advance()) {
+      for (u32 i = 0; i < schedule.kb_count; ++i, slot.advance()) {
+        const u32 kb = schedule.kb_begin + i;
         const u32 stage = slot.stage;
         // Wait until every math warp has released this slot (passes at once on the first round).
         ptx::mbarrier_wait_parity(&empty[stage], slot.phase ^ 1);
@@ -251,9 +273,12 @@ struct Fp8Gemm {
     }
   }
 
-  // Two adjacent fp32 (one 8-byte access).
+  // Two adjacent fp32 (one 8-byte access), four (one 16-byte access).
   struct alignas(8) F32x2 {
     float x, y;
+  };
+  struct alignas(16) float4_t {
+    float x, y, z, w;
   };
 
   // The scale loader (inference form): one warp of the producer warpgroup writes, into each slot, B's scale
@@ -272,11 +297,11 @@ struct Fp8Gemm {
       const float* sfb0 = p.sfb + (n_block * kBlockN / 128) * kNumKBlocks;
       // The second block's row; past the last row only for columns beyond N, which are never stored.
       const float* sfb1 = (n_block * kBlockN / 128 + 1 < kNumSfbRows) ? sfb0 + kNumKBlocks : sfb0;
-      for (u32 kb0 = 0; kb0 < kNumKBlocks; kb0 += 32) {
-        const u32 kb = kb0 + lane < kNumKBlocks ? kb0 + lane : kNumKBlocks - 1;
+      for (u32 kb0 = 0; kb0 < schedule.kb_count; kb0 += 32) {
+        const u32 kb = schedule.kb_begin + (kb0 + lane < schedule.kb_count ? kb0 + lane : schedule.kb_count - 1);
         const float v0 = sfb0[kb];
         const float v1 = kUniformSfb ? v0 : sfb1[kb];
-        const u32 count = kNumKBlocks - kb0 < 32 ? kNumKBlocks - kb0 : 32;
+        const u32 count = schedule.kb_count - kb0 < 32 ? schedule.kb_count - kb0 : 32;
 #pragma unroll 1
         for (u32 i = 0; i < count; ++i, slot.advance()) {
           const float s0 = ptx::shfl_idx(v0, i);
@@ -326,6 +351,7 @@ struct Fp8Gemm {
     Slot issue_slot;  // the slot of the next block to issue
     u32 current_stage;  // the slot of the block being promoted
     BlockScales scales;  // its scales
+    u32 reduce_phase;  // split-K: the parity of this warpgroup's next hand-over
     float accum[kAccumPerThread];
 
     // Issues slice `kSlice` of the block in `stage` (four WGMMAs over its kSliceN columns of B) into `partial`
@@ -412,6 +438,45 @@ struct Fp8Gemm {
       }
     }
 
+    // Split-K, second CTA: once the first CTA has taken the previous tile's sums ("free"), write this
+    // warpgroup's accumulator into its buffer, 16 bytes per st.async, counted on its "ready" barrier. The
+    // layout is thread-major per 4 floats, so the first CTA's thread with the same index (which holds the same
+    // fragment of the tile) reads exactly what this one wrote.
+    __device__ __forceinline__ void send_partial() {
+      u64* reduce = reinterpret_cast<u64*>(smem + kLayout.reduce_barrier_offset);
+      ptx::mbarrier_wait_parity(&reduce[kNumMathWarpgroups + warpgroup], reduce_phase ^ 1);
+      const u32 remote_ready = ptx::map_shared_to_rank(&reduce[warpgroup], 0);
+      const u32 remote_buffer =
+          ptx::map_shared_to_rank(smem + kLayout.reduce_offset + warpgroup * 64 * kBlockN * 4, 0);
+      const u32 t = threadIdx.x % 128;
+#pragma unroll
+      for (u32 i = 0; i < kAccumPerThread / 4; ++i)
+        ptx::st_async_v4(remote_buffer + (i * 128 + t) * 16, accum[4 * i + 0], accum[4 * i + 1], accum[4 * i + 2],
+                         accum[4 * i + 3], remote_ready);
+      reduce_phase ^= 1;
+    }
+
+    // Split-K, first CTA: wait for the other CTA's sums of this tile, add them, and free the buffer again.
+    __device__ __forceinline__ void receive_partial() {
+      u64* reduce = reinterpret_cast<u64*>(smem + kLayout.reduce_barrier_offset);
+      const u32 t = threadIdx.x % 128;
+      if (t == 0) ptx::mbarrier_arrive_expect_tx(&reduce[warpgroup], 64 * kBlockN * 4);
+      ptx::mbarrier_wait_parity(&reduce[warpgroup], reduce_phase);
+      const float* buffer = reinterpret_cast<const float*>(smem + kLayout.reduce_offset + warpgroup * 64 * kBlockN * 4);
+#pragma unroll
+      for (u32 i = 0; i < kAccumPerThread / 4; ++i) {
+        const float4_t v = *reinterpret_cast<const float4_t*>(buffer + (i * 128 + t) * 4);
+        accum[4 * i + 0] += v.x;
+        accum[4 * i + 1] += v.y;
+        accum[4 * i + 2] += v.z;
+        accum[4 * i + 3] += v.w;
+      }
+      // Every thread of the warpgroup has its values in registers: the buffer may be overwritten.
+      ptx::named_barrier_sync(1 + warpgroup, 128);
+      if (t == 0) ptx::mbarrier_arrive_cluster(&reduce[kNumMathWarpgroups + warpgroup], 1);
+      reduce_phase ^= 1;
+    }
+
     // One slice: put the next slice's WGMMAs on their way (kIssueNext; into `next` before promoting
     // `current` when the promotion overlaps, into `current` after it otherwise), promote `current`, and,
     // after a block's last slice, release its slot and store the tile after its last block. The WGMMA issue
@@ -425,7 +490,7 @@ struct Fp8Gemm {
       bool tile_ends = false;
       if constexpr (kLastSlice) {
         next_kb = kb + 1;
-        if (next_kb == kNumKBlocks) {
+        if (next_kb == schedule.kb_count) {
           next_kb = 0;
           next_unit += schedule.stride;
         }
@@ -451,13 +516,26 @@ struct Fp8Gemm {
       if constexpr (kLastSlice && kAccumulate) release(current_stage);
 
       if constexpr (kLastSlice) {
-        if (tile_ends) {
+        // With split-K only the cluster's first CTA stores; the second hands its partial sums over.
+        bool store = true;
+        if constexpr (kSplitK > 1) {
+          if (tile_ends) {
+            if (schedule.rank == 0)
+              receive_partial();
+            else
+              send_partial();
+            store = schedule.rank == 0;
+          }
+        }
+        if (tile_ends && store) {
           if constexpr (kTmaStore)
             store_tile_tma(p, smem, accum, warpgroup, (threadIdx.x / 32) % 4, lane, tile.m_block, tile.n0);
           else if constexpr (kAccumulate)
             add_tile_direct(p, accum, tile.m_block * kBlockM + row_in_tile, tile.n0 + (lane % 4) * 2);
           else
             store_tile_direct(p, accum, tile.m_block * kBlockM + row_in_tile, tile.n0 + (lane % 4) * 2);
+        }
+        if (tile_ends) {
 #pragma unroll
           for (u32 i = 0; i < kAccumPerThread; ++i) accum[i] = 0.0f;
         }
@@ -479,12 +557,12 @@ struct Fp8Gemm {
     if (schedule.first < schedule.num_units) {
       // This thread's two rows of the tile (the WGMMA accumulator fragment: rows r and r + 8).
       MathState st{p, smem, full, empty, schedule, warpgroup, lane, warpgroup * 64 + warp_in_group * 16 + lane / 4,
-                   schedule.first, 0, Tile(schedule, schedule.first), Slot{}, 0, BlockScales{}, {}};
+                   schedule.first, 0, Tile(schedule, schedule.first), Slot{}, 0, BlockScales{}, 0, {}};
 #pragma unroll
       for (u32 i = 0; i < kAccumPerThread; ++i) st.accum[i] = 0.0f;
       // Every (tile, K block) of this CTA, in order.
       const u32 num_tiles = (schedule.num_units - schedule.first + schedule.stride - 1) / schedule.stride;
-      const u32 num_blocks = num_tiles * kNumKBlocks;
+      const u32 num_blocks = num_tiles * schedule.kb_count;
       float partial0[kPartialPerThread];
       st.scales = st.issue(st.issue_slot, partial0);
       st.current_stage = st.issue_slot.stage;

@@ -8,7 +8,11 @@
 // scales: the tile's one or two 128x128-block scales (inference form), or [BLOCK_N] fp32 (weight-gradient
 // form, B scaled per row). Then a "full" and an "empty" mbarrier per stage.
 //
-//   [D staging][A stages][B stages][sfa stages][sfb stages][full barriers][empty barriers]
+// With split-K (the CTAs of a cluster each take a share of K of the same tile), the cluster's leader also
+// has an fp32 buffer of the tile into which the other CTA writes its partial sums, and each math warpgroup
+// a "ready" and a "free" mbarrier for that hand-over.
+//
+//   [D staging][split-K buffer][A stages][B stages][sfa stages][sfb stages][full][empty][ready][free]
 #pragma once
 
 #include "kiln/ptx/types.cuh"
@@ -31,11 +35,13 @@ constexpr u32 kFp8GemmStoreRows = 64;
 
 struct Fp8GemmLayout {
   u32 d_offset = 0, d_bytes = 0;  // D staging (0 bytes without the TMA-store epilogue)
+  u32 reduce_offset = 0, reduce_bytes = 0;  // split-K partial sums (0 bytes without split-K)
   u32 a_offset = 0, a_stage_bytes = 0;
   u32 b_offset = 0, b_stage_bytes = 0;
   u32 sfa_offset = 0, sfa_stage_bytes = 0;
   u32 sfb_offset = 0, sfb_stage_bytes = 0;
   u32 full_barrier_offset = 0, empty_barrier_offset = 0;
+  u32 reduce_barrier_offset = 0;  // split-K: "ready" per math warpgroup, then "free" per math warpgroup
   u32 total_bytes = 0;  // the dynamic shared memory a launch requests
   u32 stage_tx_bytes = 0;  // bytes the TMA loads of one stage deliver (the full barrier's transaction count)
 };
@@ -43,14 +49,16 @@ struct Fp8GemmLayout {
 // The layout for one (BLOCK_M, BLOCK_N, stages, epilogue, B-scale form). BLOCK_M and BLOCK_N must be
 // multiples of 8 (whole swizzle atoms) and of 4 (a scale box is 16-byte granular).
 constexpr Fp8GemmLayout fp8_gemm_layout(u32 block_m, u32 block_n, u32 stages, bool tma_store,
-                                        bool sfb_per_row = false) {
+                                        bool sfb_per_row = false, u32 split_k = 1) {
   Fp8GemmLayout l;
   l.d_offset = 0;
   l.d_bytes = tma_store ? fp8_gemm_align_up(block_m * block_n * 2, 1024) : 0;
+  l.reduce_offset = l.d_offset + l.d_bytes;
+  l.reduce_bytes = split_k > 1 ? fp8_gemm_align_up(block_m * block_n * 4, 1024) : 0;
   l.a_stage_bytes = block_m * kFp8GemmBlockK;
   l.b_stage_bytes = block_n * kFp8GemmBlockK;
   l.sfa_stage_bytes = fp8_gemm_align_up(block_m * 4, 128);
-  l.a_offset = l.d_offset + l.d_bytes;
+  l.a_offset = l.reduce_offset + l.reduce_bytes;
   l.b_offset = fp8_gemm_align_up(l.a_offset + stages * l.a_stage_bytes, 1024);
   l.sfa_offset = fp8_gemm_align_up(l.b_offset + stages * l.b_stage_bytes, 128);
   // Inference form: the tile's one or two 128x128-block scales of B for this K block (two fp32, written by
@@ -59,17 +67,18 @@ constexpr Fp8GemmLayout fp8_gemm_layout(u32 block_m, u32 block_n, u32 stages, bo
   l.sfb_offset = l.sfa_offset + stages * l.sfa_stage_bytes;
   l.full_barrier_offset = fp8_gemm_align_up(l.sfb_offset + stages * l.sfb_stage_bytes, 8);
   l.empty_barrier_offset = l.full_barrier_offset + stages * 8;
-  l.total_bytes = l.empty_barrier_offset + stages * 8;
+  l.reduce_barrier_offset = l.empty_barrier_offset + stages * 8;
+  l.total_bytes = l.reduce_barrier_offset + (split_k > 1 ? 2 * (block_m / 64) * 8 : 0);
   l.stage_tx_bytes = l.a_stage_bytes + l.b_stage_bytes + block_m * 4 + (sfb_per_row ? block_n * 4 : 0);
   return l;
 }
 
 // The most stages (<= kFp8GemmMaxStages) whose layout fits `smem_bytes`; 0 when not even one fits.
 constexpr u32 fp8_gemm_max_stages(u32 block_m, u32 block_n, bool tma_store, u32 smem_bytes = kHopperSmemPerBlock,
-                                   bool sfb_per_row = false) {
+                                   bool sfb_per_row = false, u32 split_k = 1) {
   u32 best = 0;
   for (u32 s = 1; s <= kFp8GemmMaxStages; ++s)
-    if (fp8_gemm_layout(block_m, block_n, s, tma_store, sfb_per_row).total_bytes <= smem_bytes) best = s;
+    if (fp8_gemm_layout(block_m, block_n, s, tma_store, sfb_per_row, split_k).total_bytes <= smem_bytes) best = s;
   return best;
 }
 
