@@ -47,6 +47,8 @@ if [[ $what == tests || $what == all ]]; then
   done
   DG_JIT_USE_RUNTIME_API=1 run_step quantize_test_runtime_api 120 $build/tests/quantize_test
   DG_JIT_USE_NVRTC=1 run_step quantize_test_nvrtc 120 $build/tests/quantize_test
+  # The FP8 GEMM built by NVRTC: checked the same way, and timed beside the NVCC run of fp8_gemm_op_test.
+  DG_JIT_USE_NVRTC=1 run_step fp8_gemm_op_test_nvrtc 180 $build/tests/fp8_gemm_op_test --quick
   run_step demo 120 $build/kiln_demo
 fi
 if [[ $what == bench || $what == all ]]; then
