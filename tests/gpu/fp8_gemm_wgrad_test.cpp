@@ -299,9 +299,13 @@ void report(bool ok, const std::string& line) {
   if (!ok) ++g_failures;
 }
 
-// The kernel the public plan says serves one problem (what DG_PRINT_CONFIGS would print).
+// The kernel the public plan says serves one problem (what DG_PRINT_CONFIGS would print), with the
+// process-wide tile overrides the launch applies passed as the request's parameters.
 std::string kernel_for(int64_t m, int64_t n, int64_t k) {
   kiln::CompileRequest r{"fp8_gemm_nt", {{"m", m}, {"n", n}, {"k", k}, {"accumulate", 1}}, std::nullopt, std::nullopt};
+  const kiln::Fp8GemmOverrides o = kiln::get_fp8_gemm_overrides();
+  if (o.block_m > 0) r.problem["block_m"] = o.block_m;
+  if (o.block_n > 0) r.problem["block_n"] = o.block_n;
   const auto reports = kiln::plan(r);
   if (reports.empty()) return "-";
   const std::string& d = reports[0].detail;
