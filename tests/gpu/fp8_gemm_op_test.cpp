@@ -46,6 +46,7 @@
 namespace {
 
 using kiln::gpu_test::DeviceBuffer;
+using kiln::gpu_test::Timing;
 using kiln::gpu_test::f32_to_bf16;
 
 // ---- e4m3 (OCP FN: bias 7, no infinities, 0x7f/0xff NaN, max 448) ----------------------------------------------
@@ -306,36 +307,6 @@ struct DeviceData {
     a->upload(pa.data(), pa.size());
     b->upload(pb.data(), pb.size());
     sfb->upload(h.sfb.data(), h.sfb.size() * 4);
-  }
-};
-
-struct Timing {
-  CUevent start = nullptr, stop = nullptr;
-  std::unique_ptr<DeviceBuffer> flush;
-  Timing() {
-    KILN_CU_CHECK(cu().cuEventCreate(&start, CU_EVENT_DEFAULT));
-    KILN_CU_CHECK(cu().cuEventCreate(&stop, CU_EVENT_DEFAULT));
-    flush = std::make_unique<DeviceBuffer>(512ull << 20);
-  }
-  ~Timing() {
-    (void)cu().cuEventDestroy(start);
-    (void)cu().cuEventDestroy(stop);
-  }
-  // Median of 20 event timings (3 warm-ups), L2 flushed before each.
-  double median_us(const std::function<void()>& call) {
-    std::vector<float> ms;
-    for (int it = 0; it < 23; ++it) {
-      KILN_CU_CHECK(cu().cuMemsetD8(flush->ptr, static_cast<unsigned char>(it), flush->bytes));
-      KILN_CU_CHECK(cu().cuEventRecord(start, nullptr));
-      call();
-      KILN_CU_CHECK(cu().cuEventRecord(stop, nullptr));
-      KILN_CU_CHECK(cu().cuEventSynchronize(stop));
-      float t = 0;
-      KILN_CU_CHECK(cu().cuEventElapsedTime(&t, start, stop));
-      if (it >= 3) ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2] * 1e3;
   }
 };
 

@@ -54,6 +54,7 @@
 namespace {
 
 using kiln::gpu_test::DeviceBuffer;
+using kiln::gpu_test::Timing;
 
 const kiln::cuda::DriverApi& cu() { return kiln::cuda::DriverApi::get(); }
 
@@ -326,36 +327,6 @@ std::vector<float> mn_major(const Operand& o, int64_t stride) {
     for (int64_t b = 0; b < o.kb; ++b) out[static_cast<size_t>(b * stride + r)] = o.scale[static_cast<size_t>(r * o.kb + b)];
   return out;
 }
-
-struct Timing {
-  CUevent start = nullptr, stop = nullptr;
-  std::unique_ptr<DeviceBuffer> flush;
-  Timing() {
-    KILN_CU_CHECK(cu().cuEventCreate(&start, CU_EVENT_DEFAULT));
-    KILN_CU_CHECK(cu().cuEventCreate(&stop, CU_EVENT_DEFAULT));
-    flush = std::make_unique<DeviceBuffer>(512ull << 20);
-  }
-  ~Timing() {
-    (void)cu().cuEventDestroy(start);
-    (void)cu().cuEventDestroy(stop);
-  }
-  // Median of 20 event timings (3 warm-ups), L2 flushed before each.
-  double median_us(const std::function<void()>& call) {
-    std::vector<float> ms;
-    for (int it = 0; it < 23; ++it) {
-      KILN_CU_CHECK(cu().cuMemsetD8(flush->ptr, static_cast<unsigned char>(it), flush->bytes));
-      KILN_CU_CHECK(cu().cuEventRecord(start, nullptr));
-      call();
-      KILN_CU_CHECK(cu().cuEventRecord(stop, nullptr));
-      KILN_CU_CHECK(cu().cuEventSynchronize(stop));
-      float t = 0;
-      KILN_CU_CHECK(cu().cuEventElapsedTime(&t, start, stop));
-      if (it >= 3) ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2] * 1e3;
-  }
-};
 
 uint32_t bits_of(float f) {
   uint32_t u;

@@ -1,10 +1,13 @@
-// What the GPU test programs share: device buffers through kiln's lazily loaded driver table, and the
-// bf16 <-> float conversions their host references need.
+// What the GPU test programs share: device buffers through kiln's lazily loaded driver table, the timing
+// of a call as the benchmarks time it, and the bf16 <-> float conversions their host references need.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <memory>
+#include <vector>
 
 #include "cuda/driver.hpp"
 
@@ -33,6 +36,41 @@ struct DeviceBuffer {
   void poison() const {
     KILN_CU_CHECK(cuda::DriverApi::get().cuMemsetD8(ptr, 0xff, std::max<size_t>(bytes, 1)));
     KILN_CU_CHECK(cuda::DriverApi::get().cuCtxSynchronize());
+  }
+};
+
+// CUDA-event timing of a call on the legacy stream, the way the peers file measured DeepGEMM: a 512 MB
+// memset before each call flushes the L2 (60 MB), three warm-ups, then the median of 20.
+struct Timing {
+  CUevent start = nullptr, stop = nullptr;
+  std::unique_ptr<DeviceBuffer> flush;
+  Timing() {
+    KILN_CU_CHECK(cuda::DriverApi::get().cuEventCreate(&start, CU_EVENT_DEFAULT));
+    KILN_CU_CHECK(cuda::DriverApi::get().cuEventCreate(&stop, CU_EVENT_DEFAULT));
+    flush = std::make_unique<DeviceBuffer>(512ull << 20);
+  }
+  ~Timing() {
+    (void)cuda::DriverApi::get().cuEventDestroy(start);
+    (void)cuda::DriverApi::get().cuEventDestroy(stop);
+  }
+  Timing(const Timing&) = delete;
+  Timing& operator=(const Timing&) = delete;
+
+  double median_us(const std::function<void()>& call) {
+    const cuda::DriverApi& api = cuda::DriverApi::get();
+    std::vector<float> ms;
+    for (int it = 0; it < 23; ++it) {
+      KILN_CU_CHECK(api.cuMemsetD8(flush->ptr, static_cast<unsigned char>(it), flush->bytes));
+      KILN_CU_CHECK(api.cuEventRecord(start, nullptr));
+      call();
+      KILN_CU_CHECK(api.cuEventRecord(stop, nullptr));
+      KILN_CU_CHECK(api.cuEventSynchronize(stop));
+      float t = 0;
+      KILN_CU_CHECK(api.cuEventElapsedTime(&t, start, stop));
+      if (it >= 3) ms.push_back(t);
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2] * 1e3;
   }
 };
 
