@@ -38,16 +38,7 @@ CompileRequest gemm(int64_t n, int64_t k, int64_t lo, int64_t hi) {
   return r;
 }
 
-std::string error_of(const std::function<void()>& fn, ErrorKind kind = ErrorKind::kValueError) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no error was thrown";
-  return {};
-}
+using kiln::test::error_of;
 
 // The pieces of all reports, sorted: they must tile [lo, hi].
 void expect_tiles(const std::vector<KernelReport>& reports, int64_t lo, int64_t hi) {

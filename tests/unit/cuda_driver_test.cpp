@@ -10,6 +10,7 @@
 
 #include "cuda/kernel.hpp"
 #include "kiln/error.hpp"
+#include "test_support.hpp"
 
 namespace kiln::cuda {
 namespace {
@@ -17,16 +18,7 @@ namespace {
 #define SKIP_IF_DRIVER_PRESENT()                                                   \
   if (DriverApi::available()) GTEST_SKIP() << "a CUDA driver is present here"
 
-std::string error_of(const auto& call, ErrorKind expected_kind) {
-  try {
-    call();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), expected_kind) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no kiln::Error was thrown";
-  return {};
-}
+using kiln::test::error_of;
 
 void expect_missing_driver_message(const std::string& message) {
   EXPECT_NE(message.find("libcuda.so.1"), std::string::npos) << message;

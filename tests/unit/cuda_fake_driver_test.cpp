@@ -150,16 +150,7 @@ CUstream capturing_stream(int d) { return reinterpret_cast<CUstream>(static_cast
 
 const std::vector<uint8_t> kCubin = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0};
 
-std::string error_of(const auto& call, ErrorKind kind) {
-  try {
-    call();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no kiln::Error was thrown";
-  return {};
-}
+using kiln::test::error_of;
 
 bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;

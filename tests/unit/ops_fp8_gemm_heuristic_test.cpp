@@ -15,6 +15,7 @@
 
 #include "kiln/error.hpp"
 #include "ops/fp8_gemm_heuristic.hpp"
+#include "test_support.hpp"
 
 namespace kiln::ops {
 namespace {
@@ -23,16 +24,7 @@ using ::testing::HasSubstr;
 
 const TargetInfo kH200{9, 0, 132, 232448};
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kValueError) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no error was thrown";
-  return {};
-}
+using kiln::test::error_of;
 
 // The (N, K) pairs of the warm-up, read from the shapes file the benchmarks use.
 std::vector<std::pair<int64_t, int64_t>> warmup_shapes() {

@@ -27,16 +27,7 @@ using ::testing::HasSubstr;
 
 const TargetInfo kH200{9, 0, 132, 232448};
 
-std::string error_of(const std::function<void()>& fn, ErrorKind kind = ErrorKind::kValueError) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no error was thrown";
-  return {};
-}
+using kiln::test::error_of;
 
 std::vector<KernelUse> uses(const Problem& problem, const TargetInfo& t = kH200) {
   return kernel_uses(find_op("fp8_gemm_nt"), problem, t);

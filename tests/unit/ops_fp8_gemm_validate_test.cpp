@@ -12,6 +12,7 @@
 #include "kiln/error.hpp"
 #include "kiln/ops.hpp"
 #include "ops/tensor_map.hpp"
+#include "test_support.hpp"
 
 namespace kiln {
 namespace {
@@ -36,16 +37,7 @@ struct Args {
   void call() const { fp8_gemm_nt(a, sfa, b, sfb, d); }
 };
 
-std::string error_of(const std::function<void()>& fn, ErrorKind kind = ErrorKind::kValueError) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no error was thrown";
-  return {};
-}
+using kiln::test::error_of;
 
 std::string error_with(const std::function<void(Args&)>& change, ErrorKind kind = ErrorKind::kValueError,
                        int64_t m = 256, int64_t n = 576, int64_t k = 512) {

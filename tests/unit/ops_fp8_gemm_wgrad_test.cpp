@@ -52,16 +52,7 @@ struct Args {
   void without_c() const { fp8_gemm_nt_wgrad(a, sfa, b, sfb, d, nullptr); }
 };
 
-std::string error_of(const std::function<void()>& fn, ErrorKind kind = ErrorKind::kValueError) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no error was thrown";
-  return {};
-}
+using kiln::test::error_of;
 
 // The error of fp8_gemm_nt_accumulate after `change`; the same check must also stop fp8_gemm_nt_wgrad with a
 // separate c (the message then names fp8_gemm_nt_wgrad).

@@ -26,16 +26,7 @@ namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-std::string error_of(const std::function<void()>& fn, ErrorKind kind) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no error was thrown";
-  return {};
-}
+using kiln::test::error_of;
 
 std::vector<codegen::KernelSpec> kernels(const std::string& op, const Problem& problem, const TargetInfo& t = {}) {
   return find_op(op).kernels(problem, t);

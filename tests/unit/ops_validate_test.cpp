@@ -12,6 +12,7 @@
 #include "kiln/ops.hpp"
 #include "kiln/tensor.hpp"
 #include "ops/validate.hpp"
+#include "test_support.hpp"
 
 namespace kiln {
 namespace {
@@ -52,19 +53,7 @@ struct PerBlock {
 };
 
 // The message of the kiln::Error `fn` throws, after checking its kind; fails when nothing is thrown.
-std::string error_of(const std::function<void()>& fn, ErrorKind kind) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "not a kiln::Error: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "no error was thrown";
-  return {};
-}
+using kiln::test::error_of;
 
 // ---- per_token_cast_to_fp8 ---------------------------------------------------------------------------------
 

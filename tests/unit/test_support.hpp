@@ -1,9 +1,15 @@
-// Shared test utilities: temporary directories and running kiln's own programs.
+// Shared test utilities: temporary directories, running kiln's own programs, golden texts and the message of
+// an expected kiln::Error.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <exception>
 #include <filesystem>
 #include <string>
 #include <vector>
+
+#include "kiln/error.hpp"
 
 namespace kiln::test {
 
@@ -32,5 +38,22 @@ std::string helper_path();
 // Compares generated text with tests/unit/golden/<name>, byte for byte; with KILN_UPDATE_GOLDEN=1 rewrites the
 // file instead (and skips), so a deliberate change is one reviewed diff. A GoogleTest assertion.
 void expect_golden_text(const std::string& name, const std::string& text);
+
+// The message of the kiln::Error that `call()` throws, after checking its kind; a test failure (and "") when it
+// throws nothing or something that is not a kiln::Error.
+template <typename Call>
+std::string error_of(const Call& call, ErrorKind kind = ErrorKind::kValueError) {
+  try {
+    call();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not a kiln::Error: " << e.what();
+    return {};
+  }
+  ADD_FAILURE() << "no kiln::Error was thrown";
+  return {};
+}
 
 }  // namespace kiln::test
