@@ -23,43 +23,37 @@ inline uint32_t cluster_size(const LaunchConfig& c) { return c.cluster[0] * c.cl
 inline bool needs_non_portable_cluster(const LaunchConfig& c) { return cluster_size(c) > 8; }
 
 // Fills the caller's (stack) array; returns how many attributes were written. Each launch builds its own:
-// a shared attribute array would race between threads (DeepGEMM's static array does).
-inline unsigned fill_attributes(const LaunchConfig& c, CUlaunchAttribute (&out)[kMaxLaunchAttributes]) {
+// a shared attribute array would race between threads (DeepGEMM's static array does). One body serves the
+// driver's CUlaunchAttribute and the runtime's cudaLaunchAttribute: they differ only in the names of the
+// ids and of the value union (`value` / `val`), which the two overloads below pass in.
+template <typename Attribute, typename Id, auto kValue>
+unsigned fill_attributes(const LaunchConfig& c, Attribute (&out)[kMaxLaunchAttributes], Id cluster_id, Id pdl_id) {
   unsigned n = 0;
   if (has_cluster(c)) {
-    out[n] = CUlaunchAttribute{};
-    out[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    out[n].value.clusterDim.x = c.cluster[0];
-    out[n].value.clusterDim.y = c.cluster[1];
-    out[n].value.clusterDim.z = c.cluster[2];
+    out[n] = Attribute{};
+    out[n].id = cluster_id;
+    (out[n].*kValue).clusterDim.x = c.cluster[0];
+    (out[n].*kValue).clusterDim.y = c.cluster[1];
+    (out[n].*kValue).clusterDim.z = c.cluster[2];
     ++n;
   }
   if (c.pdl) {
-    out[n] = CUlaunchAttribute{};
-    out[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    out[n].value.programmaticStreamSerializationAllowed = 1;
+    out[n] = Attribute{};
+    out[n].id = pdl_id;
+    (out[n].*kValue).programmaticStreamSerializationAllowed = 1;
     ++n;
   }
   return n;
 }
 
+inline unsigned fill_attributes(const LaunchConfig& c, CUlaunchAttribute (&out)[kMaxLaunchAttributes]) {
+  return fill_attributes<CUlaunchAttribute, CUlaunchAttributeID, &CUlaunchAttribute::value>(
+      c, out, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+}
+
 inline unsigned fill_attributes(const LaunchConfig& c, cudaLaunchAttribute (&out)[kMaxLaunchAttributes]) {
-  unsigned n = 0;
-  if (has_cluster(c)) {
-    out[n] = cudaLaunchAttribute{};
-    out[n].id = cudaLaunchAttributeClusterDimension;
-    out[n].val.clusterDim.x = c.cluster[0];
-    out[n].val.clusterDim.y = c.cluster[1];
-    out[n].val.clusterDim.z = c.cluster[2];
-    ++n;
-  }
-  if (c.pdl) {
-    out[n] = cudaLaunchAttribute{};
-    out[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    out[n].val.programmaticStreamSerializationAllowed = 1;
-    ++n;
-  }
-  return n;
+  return fill_attributes<cudaLaunchAttribute, cudaLaunchAttributeID, &cudaLaunchAttribute::val>(
+      c, out, cudaLaunchAttributeClusterDimension, cudaLaunchAttributeProgrammaticStreamSerialization);
 }
 
 // "grid (64,1,1), block (128,1,1), cluster (2,1,1), 102400 bytes of dynamic shared memory, PDL on"
