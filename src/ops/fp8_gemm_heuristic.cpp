@@ -48,8 +48,16 @@ constexpr double kStraddlePenalty = 1.39;
 constexpr double kDropMeanLoss = 1.01;
 constexpr double kDropMaxLoss = 1.02;
 // Width of the M intervals the choice is made on: tile counts of 64- and 128-row tiles change only at
-// multiples of 64.
+// multiples of 64. The first is split: decode sizes M = 1..kDecodeM are costed at M = 1, where the sweep
+// found narrow tiles slow (see kZeroFillWeight); the rest of the first interval is costed at 64.
 constexpr int64_t kIntervalM = 64;
+constexpr int64_t kDecodeM = 16;
+// When M is below BLOCK_M, TMA fills the A box's rows beyond M with zeros. The sweep measured narrow tiles
+// far slower at M = 1 than at M = 64 (64x32: 24.0 against 16.4 us at N x K = 4096 x 7168, 18.8 against
+// 11.8 us at 7168 x 2048) while 64x128 ran alike at both: the zero-filled bytes of all CTAs weigh on the
+// device like loaded ones, about five times over (fitted on the M = 1 sweep; the weight changes no choice
+// at M >= 64).
+constexpr double kZeroFillWeight = 5.0;
 // M above kFp8GemmSampledMaxM takes the candidate cheapest on average over the intervals from this on.
 constexpr int64_t kTailFromM = 8192;
 
@@ -203,7 +211,8 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
 
   const double md = static_cast<double>(m), nd = static_cast<double>(n), kd = static_cast<double>(k);
   const double dram_bytes = md * kd + nd * kd + 2.0 * md * nd + 4.0 * static_cast<double>(k_blocks) * (md + nd / 128.0);
-  const double l2_bytes = tiles * static_cast<double>(k_blocks) * load_bytes;
+  const double zero_filled_bytes = (bm - a_rows) * 128.0;
+  const double l2_bytes = tiles * static_cast<double>(k_blocks) * (load_bytes + kZeroFillWeight * zero_filled_bytes);
   return kFixedUs + std::max({busiest_cta, dram_bytes / kDramBytesPerUs, l2_bytes / kL2BytesPerUs});
 }
 
@@ -220,11 +229,17 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
   const std::vector<Fp8GemmConfig> cands = candidates(target, overrides, form);
   const size_t nc = cands.size();
 
-  // Interval i covers M in (64 i, 64 (i + 1)]; it is costed at its upper end (its largest M).
-  const size_t intervals = static_cast<size_t>(kFp8GemmSampledMaxM / kIntervalM);
+  // The intervals: [1, kDecodeM] costed at M = 1, (kDecodeM, 64] at 64, then (64 i, 64 (i + 1)] each at its
+  // upper end (its largest M).
+  struct Interval {
+    int64_t lo, hi, costed_at;
+  };
+  std::vector<Interval> iv = {{1, kDecodeM, 1}, {kDecodeM + 1, kIntervalM, kIntervalM}};
+  for (int64_t hi = 2 * kIntervalM; hi <= kFp8GemmSampledMaxM; hi += kIntervalM) iv.push_back({hi - kIntervalM + 1, hi, hi});
+  const size_t intervals = iv.size();
   std::vector<double> rel(intervals * nc);  // cost relative to the interval's best candidate
   for (size_t i = 0; i < intervals; ++i) {
-    const int64_t m = static_cast<int64_t>(i + 1) * kIntervalM;
+    const int64_t m = iv[i].costed_at;
     double best = 0;
     for (size_t c = 0; c < nc; ++c) {
       rel[i * nc + c] = fp8_gemm_estimate_us(target, m, n, k, cands[c]);
@@ -270,7 +285,7 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
   Fp8GemmPlan plan;
   for (size_t i = 0; i < intervals; ++i) {
     const size_t c = pick(i);
-    const int64_t lo = static_cast<int64_t>(i) * kIntervalM + 1, hi = static_cast<int64_t>(i + 1) * kIntervalM;
+    const int64_t lo = iv[i].lo, hi = iv[i].hi;
     if (!bucket_cand.empty() && bucket_cand.back() == c) {
       plan.buckets.back().m_hi = hi;
     } else {
@@ -283,7 +298,8 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
   for (size_t c = 0; c < nc; ++c) {
     if (!kept[c]) continue;
     double sum = 0;
-    for (size_t i = static_cast<size_t>(kTailFromM / kIntervalM); i < intervals; ++i) sum += rel[i * nc + c];
+    for (size_t i = 0; i < intervals; ++i)
+      if (iv[i].lo > kTailFromM) sum += rel[i * nc + c];
     if (tail == nc || sum < tail_cost * (1.0 - 1e-9)) {
       tail = c;
       tail_cost = sum;
