@@ -42,6 +42,10 @@
 namespace {
 
 using kiln::gpu_test::DeviceBuffer;
+using kiln::gpu_test::magnitude;
+using kiln::gpu_test::mix;
+using kiln::gpu_test::parallel_for;
+using kiln::gpu_test::uniform;
 using kiln::gpu_test::e4m3_to_double;
 using kiln::gpu_test::float_to_e4m3;
 using kiln::gpu_test::dot;
@@ -79,16 +83,6 @@ bool check_e4m3_codec() {
 
 // ---- deterministic random inputs -----------------------------------------------------------------------
 
-uint64_t mix(uint64_t x) {  // splitmix64 finaliser
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-float uniform(uint64_t h) { return static_cast<float>(h >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f; }  // [-1, 1)
-// Magnitudes vary by powers of two between rows / blocks so the scales differ.
-float magnitude(uint64_t h) { return std::ldexp(1.0f, static_cast<int>(h % 9) - 4); }
-
 struct Gen {
   uint64_t seed;
   // A[m, k]: a per-row magnitude times a uniform value.
@@ -100,15 +94,6 @@ struct Gen {
     return magnitude(mix(~seed ^ (((n / 128) << 20) + k / 128))) * uniform(mix(~seed * 17 + (n << 24) + k));
   }
 };
-
-void parallel_for(size_t count, const std::function<void(size_t, size_t)>& body) {
-  const size_t threads = std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), 32));
-  const size_t chunk = (count + threads - 1) / threads;
-  std::vector<std::thread> pool;
-  for (size_t begin = 0; begin < count; begin += chunk)
-    pool.emplace_back(body, begin, std::min(count, begin + chunk));
-  for (auto& t : pool) t.join();
-}
 
 struct HostProblem {
   uint32_t m, n, k, kb_count, m_aligned;

@@ -55,6 +55,9 @@
 namespace {
 
 using kiln::gpu_test::DeviceBuffer;
+using kiln::gpu_test::magnitude;
+using kiln::gpu_test::mix;
+using kiln::gpu_test::parallel_for;
 using kiln::gpu_test::e4m3_to_double;
 using kiln::gpu_test::float_to_e4m3;
 using kiln::gpu_test::e4m3_lut;
@@ -66,25 +69,10 @@ const kiln::cuda::DriverApi& cu() { return kiln::cuda::DriverApi::get(); }
 
 // ---- random inputs ------------------------------------------------------------------------------------------------
 
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 // Uniform in [-1, 1), never exactly 0 (an all-zero input would hide a kernel that adds nothing).
-float uniform(uint64_t h) {
+float uniform_nonzero(uint64_t h) {
   const float u = static_cast<float>(h >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f;
   return u == 0.0f ? 0.5f : u;
-}
-float magnitude(uint64_t h) { return std::ldexp(1.0f, static_cast<int>(h % 9) - 4); }
-
-void parallel_for(size_t count, const std::function<void(size_t, size_t)>& body) {
-  const size_t threads = std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), 32));
-  const size_t chunk = std::max<size_t>(1, (count + threads - 1) / threads);
-  std::vector<std::thread> pool;
-  for (size_t begin = 0; begin < count; begin += chunk) pool.emplace_back(body, begin, std::min(count, begin + chunk));
-  for (auto& t : pool) t.join();
 }
 
 // One operand quantised per row per 128 K: e4m3 values [rows][k] and scales [rows][kb] (row-major here; the
@@ -115,7 +103,7 @@ Operand make_operand(int64_t rows, int64_t k, uint64_t seed) {
         const float mag = magnitude(mix(seed ^ (r * 0x9e37ull + static_cast<uint64_t>(b) * 0x51ull)));
         float amax = 0;
         for (int64_t c = k0; c < k1; ++c) {
-          const float v = mag * uniform(mix(seed * 31 + (r << 24) + static_cast<uint64_t>(c)));
+          const float v = mag * uniform_nonzero(mix(seed * 31 + (r << 24) + static_cast<uint64_t>(c)));
           o.exact[r * static_cast<size_t>(k) + static_cast<size_t>(c)] = v;
           amax = std::max(amax, std::fabs(v));
         }
@@ -311,7 +299,7 @@ void run_case(const Case& c, const ShapeData& s, const Reference& ref, Timing& t
       for (size_t r = begin; r < end; ++r)
         for (int64_t col = 0; col < n; ++col)
           c_host[r * static_cast<size_t>(n) + static_cast<size_t>(col)] =
-              static_cast<float>(rms) * uniform(mix(c_seed + (r << 24) + static_cast<uint64_t>(col)));
+              static_cast<float>(rms) * uniform_nonzero(mix(c_seed + (r << 24) + static_cast<uint64_t>(col)));
     });
     const bool has_c = c.form != Form::kWgradZero;
 

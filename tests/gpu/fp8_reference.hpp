@@ -1,14 +1,39 @@
-// Host-side references the FP8 GEMM GPU tests share: the e4m3 codec (OCP FN: bias 7, no infinities, 0x7f/0xff
-// NaN, max 448), float64 dot products, bf16 decoding and DeepGEMM's calc_diff.
+// Host-side references the FP8 GEMM GPU tests share: counter-based random inputs, a parallel loop for the
+// float64 references, the e4m3 codec (OCP FN: bias 7, no infinities, 0x7f/0xff NaN, max 448), float64 dot
+// products, bf16 decoding and DeepGEMM's calc_diff.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 namespace kiln::gpu_test {
+
+// The splitmix64 finaliser: inputs are a function of (seed, position), so any row can be regenerated.
+inline uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+// Uniform in [-1, 1).
+inline float uniform(uint64_t h) { return static_cast<float>(h >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f; }
+// Magnitudes vary by powers of two (2^-4 .. 2^4) between rows / blocks so the scales differ.
+inline float magnitude(uint64_t h) { return std::ldexp(1.0f, static_cast<int>(h % 9) - 4); }
+
+// body(begin, end) over [0, count) in contiguous chunks on up to 32 threads (the references are float64).
+inline void parallel_for(size_t count, const std::function<void(size_t, size_t)>& body) {
+  const size_t threads = std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), 32));
+  const size_t chunk = std::max<size_t>(1, (count + threads - 1) / threads);
+  std::vector<std::thread> pool;
+  for (size_t begin = 0; begin < count; begin += chunk) pool.emplace_back(body, begin, std::min(count, begin + chunk));
+  for (auto& t : pool) t.join();
+}
 
 inline double e4m3_to_double(uint8_t b) {
   const int sign = b >> 7, exp = (b >> 3) & 15, man = b & 7;
