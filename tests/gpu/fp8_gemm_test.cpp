@@ -42,6 +42,7 @@
 namespace {
 
 using kiln::gpu_test::DeviceBuffer;
+using kiln::gpu_test::Timing;
 using kiln::gpu_test::magnitude;
 using kiln::gpu_test::mix;
 using kiln::gpu_test::parallel_for;
@@ -536,10 +537,7 @@ int main(int argc, char** argv) {
       built.loaded = kiln::cuda::LoadedKernel::load(built.compiled.cubin, built.compiled.kernel_name, device,
                                                     config.launch_api, false);
     }
-    DeviceBuffer flush(512ull << 20);  // larger than the 60 MB L2
-    CUevent start, stop;
-    KILN_CU_CHECK(api.cuEventCreate(&start, CU_EVENT_DEFAULT));
-    KILN_CU_CHECK(api.cuEventCreate(&stop, CU_EVENT_DEFAULT));
+    Timing timing;  // events, a 512 MB memset (larger than the 60 MB L2) before each call, median of 20
 
     std::vector<std::string> timing_lines;
     // Two passes: every single-CTA configuration first, then the multicast (cluster) ones, so that a hang
@@ -619,19 +617,7 @@ int main(int argc, char** argv) {
           if (!ok) ++failures;
 
           if (c.timed && ok) {
-            std::vector<float> ms;
-            for (int it = 0; it < 23; ++it) {
-              KILN_CU_CHECK(api.cuMemsetD8(flush.ptr, static_cast<unsigned char>(it), flush.bytes));
-              KILN_CU_CHECK(api.cuEventRecord(start, nullptr));
-              built.loaded->launch(l.config, &l.params);
-              KILN_CU_CHECK(api.cuEventRecord(stop, nullptr));
-              KILN_CU_CHECK(api.cuEventSynchronize(stop));
-              float t = 0;
-              KILN_CU_CHECK(api.cuEventElapsedTime(&t, start, stop));
-              if (it >= 3) ms.push_back(t);
-            }
-            std::sort(ms.begin(), ms.end());
-            const double us = ms[ms.size() / 2] * 1e3;
+            const double us = timing.median_us([&] { built.loaded->launch(l.config, &l.params); });
             const double tflops = 2.0 * c.m * c.n * c.k / (us * 1e-6) / 1e12;
             const double bytes = static_cast<double>(c.m) * c.k + static_cast<double>(c.n) * c.k +
                                  p.sfa.size() * 4.0 + p.sfb.size() * 4.0 + 2.0 * c.m * c.n;
@@ -653,8 +639,6 @@ int main(int argc, char** argv) {
         if (c.timed && c.configs.size() > 1 && !best_name.empty()) timing_lines.push_back("  best: " + best_name);
       }
     }
-    api.cuEventDestroy(start);
-    api.cuEventDestroy(stop);
     std::printf("\ntimings (median of 20, events, L2 flushed before each call):\n");
     for (const auto& line : timing_lines) std::printf("  %s\n", line.c_str());
   } catch (const std::exception& e) {
