@@ -567,36 +567,23 @@ struct Fp8Gemm {
       st.scales = st.issue(st.issue_slot, partial0);
       st.current_stage = st.issue_slot.stage;
       st.issue_slot.advance();
-      if constexpr (kOverlapPromotion && kSlices == 2) {
-        // Each block's two halves alternate between the two partials: one block per iteration. The tail
-        // has the same shape as the whole-block walk below, odd branch included (never taken here: the
-        // number of halves is even): ptxas follows the WGMMA pipeline through this shape of loop and tail,
-        // and serialises every wgmma (C7514) for a loop followed by a plain last block.
+      if constexpr (kOverlapPromotion) {
+        // The steps alternate between two named partials, two per iteration, so every register index is
+        // compile-time: whole K blocks up to BLOCK_N = 128 (both steps slice 0), a block's two halves for wider
+        // tiles (slices 0 and 1; their count is even, so the odd branch of the tail is never taken there). The
+        // tail keeps this shape for both: ptxas follows the WGMMA pipeline through it, and serialises every
+        // wgmma (C7514) for a loop followed by a plain last step.
+        constexpr u32 kSecond = kSlices - 1;  // the slice of each iteration's second step
         float partial1[kPartialPerThread];
-        const u32 num_halves = 2 * num_blocks;
-        u32 h = 0;
-        for (; h + 2 < num_halves; h += 2) {
+        const u32 num_steps = kSlices * num_blocks;
+        u32 i = 0;
+        for (; i + 2 < num_steps; i += 2) {
           st.template step<true, 0>(partial0, partial1);
-          st.template step<true, 1>(partial1, partial0);
+          st.template step<true, kSecond>(partial1, partial0);
         }
-        if (h + 1 < num_halves) {
+        if (i + 1 < num_steps) {
           st.template step<true, 0>(partial0, partial1);
-          st.template step<false, 1>(partial1, partial0);
-        } else {
-          st.template step<false, 0>(partial0, partial1);
-        }
-      } else if constexpr (kOverlapPromotion) {
-        // Whole blocks alternate between two named partials, two blocks per iteration, so every register
-        // index is compile-time.
-        float partial1[kPartialPerThread];
-        u32 b = 0;
-        for (; b + 2 < num_blocks; b += 2) {
-          st.template step<true, 0>(partial0, partial1);
-          st.template step<true, 0>(partial1, partial0);
-        }
-        if (b + 1 < num_blocks) {
-          st.template step<true, 0>(partial0, partial1);
-          st.template step<false, 0>(partial1, partial0);
+          st.template step<false, kSecond>(partial1, partial0);
         } else {
           st.template step<false, 0>(partial0, partial1);
         }
