@@ -56,8 +56,8 @@ if [[ $what == bench || $what == all ]]; then
     [[ -x $b ]] && run_step "$(basename "$b")" 150 "$b"
   done
   # The FP8 GEMM kernel's configuration sweep (each configuration checked, then timed): what the heuristic
-  # and the kernel's variants are measured by.
-  [[ -x $build/tests/fp8_gemm_test ]] && run_step fp8_gemm_sweep 420 $build/tests/fp8_gemm_test --sweep
+  # and the kernel's variants are measured by. SWEEP_M=1,16,64 limits it to those M.
+  [[ -x $build/tests/fp8_gemm_test ]] && run_step fp8_gemm_sweep 420 $build/tests/fp8_gemm_test --sweep${SWEEP_M:+=$SWEEP_M}
   # Hardware counters of the large-M kernel (where it trails DeepGEMM most), with its serial-promotion twin:
   # launch 0 is the overlapped kernel's checked launch, launch 24 the serial one's. ncu works on the
   # Firecracker machines only; --clock-control none leaves the clocks alone (METHOD.md).

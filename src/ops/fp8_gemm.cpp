@@ -489,15 +489,16 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   const auto w64 = [](int64_t v) { return static_cast<uint64_t>(v); };
   const auto w32 = [](int64_t v) { return static_cast<uint32_t>(v); };
   const uint64_t k_blocks = w64(cdiv(c.k, kScaleBlock));
+  const uint32_t a_box_rows = kernels::fp8_gemm_a_box_rows(w32(cfg.block_m), w32(c.m));
   copy_map(params.tma_a, tensor_map_2d({reinterpret_cast<uint64_t>(a.data), w64(c.k), w64(c.m), w64(c.lda), 128,
-                                        w32(cfg.block_m), CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_SWIZZLE_128B},
+                                        a_box_rows, CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_SWIZZLE_128B},
                                        "a"));
   copy_map(params.tma_b, tensor_map_2d({reinterpret_cast<uint64_t>(b.data), w64(c.k), w64(c.n), w64(c.ldb), 128,
                                         w32(cfg.block_n / cfg.cluster_m), CU_TENSOR_MAP_DATA_TYPE_UINT8,
                                         CU_TENSOR_MAP_SWIZZLE_128B},
                                        "b"));
   copy_map(params.tma_sfa, tensor_map_2d({reinterpret_cast<uint64_t>(sfa.data), w64(c.m), k_blocks, w64(c.sfa_stride * 4),
-                                          w32(cfg.block_m), 1, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, CU_TENSOR_MAP_SWIZZLE_NONE},
+                                          a_box_rows, 1, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, CU_TENSOR_MAP_SWIZZLE_NONE},
                                          "sfa"));
   if (accumulate) {
     // B's per-row scales, loaded per stage exactly like A's, with n in place of m.
@@ -516,7 +517,7 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   params.d = d.data;
   params.ldd = w64(c.ldd);
   params.m = w32(c.m);
-  params.reserved = 0;
+  params.a_box_rows = a_box_rows;
 
   cuda::LaunchConfig config;
   config.grid[0] = fp8_gemm_grid(cfg, c.m, c.n, entry->sm_count);

@@ -48,15 +48,15 @@ constexpr double kStraddlePenalty = 1.39;
 constexpr double kDropMeanLoss = 1.01;
 constexpr double kDropMaxLoss = 1.02;
 // Width of the M intervals the choice is made on: tile counts of 64- and 128-row tiles change only at
-// multiples of 64. The first is split: decode sizes M = 1..kDecodeM are costed at M = 1, where the sweep
-// found narrow tiles slow (see kZeroFillWeight); the rest of the first interval is costed at 64.
+// multiples of 64. The first is split: decode sizes M = 1..kDecodeM are costed at M = 1, whose loads are
+// mostly B's (A's box is 8 rows there); the rest of the first interval is costed at 64.
 constexpr int64_t kIntervalM = 64;
 constexpr int64_t kDecodeM = 16;
-// When M is below BLOCK_M, TMA fills the A box's rows beyond M with zeros. The sweep measured narrow tiles
-// far slower at M = 1 than at M = 64 (64x32: 24.0 against 16.4 us at N x K = 4096 x 7168, 18.8 against
-// 11.8 us at 7168 x 2048) while 64x128 ran alike at both: the zero-filled bytes of all CTAs weigh on the
-// device like loaded ones, about five times over (fitted on the M = 1 sweep; the weight changes no choice
-// at M >= 64).
+// Rows of A's box beyond M are zero-filled by TMA. Before A's box was cut to align(M, 8) rows for M < BLOCK_M
+// (fp8_gemm_a_box_rows), the sweep measured that fill weighing on the device like loaded bytes about five
+// times over (64x32 at M = 1: 24.0 against 16.4 us at M = 64, 4096 x 7168); with the short box at most 7 rows
+// are filled, and the M = 1 sweep of the short-box kernel (now in the unit tests) is picked right with the
+// same weight.
 constexpr double kZeroFillWeight = 5.0;
 // M above kFp8GemmSampledMaxM takes the candidate cheapest on average over the intervals from this on.
 constexpr int64_t kTailFromM = 8192;
@@ -203,7 +203,9 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
                                                : kCyclesPerColumnTwoWarpgroups * bn + kFixedCyclesTwoWarpgroups;
   double cycles = c.math_warpgroups * per_wg;
   if (128 % c.block_n != 0) cycles *= kStraddlePenalty;
-  const double a_rows = std::min<double>(bm, static_cast<double>(m));  // TMA zero-fills rows beyond M: not read
+  const double a_rows = std::min<double>(bm, static_cast<double>(m));  // rows of A read from memory
+  // The box: BLOCK_M rows, or align(M, 8) for a single partial m block; TMA zero-fills its rows beyond M.
+  const double a_box_rows = kernels::fp8_gemm_a_box_rows(static_cast<uint32_t>(c.block_m), static_cast<uint32_t>(std::min<int64_t>(m, c.block_m)));
   const double load_bytes = (a_rows + bn) * 128.0 + bm * 4.0;
   const double per_k_block = std::max({kFloorUsPerKBlock, cycles / kCyclesPerUs, load_bytes / kSmLoadBytesPerUs});
   const double epilogue = kEpilogueFixedUs + bm * bn * 2.0 / kEpilogueBytesPerUs;
@@ -211,7 +213,7 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
 
   const double md = static_cast<double>(m), nd = static_cast<double>(n), kd = static_cast<double>(k);
   const double dram_bytes = md * kd + nd * kd + 2.0 * md * nd + 4.0 * static_cast<double>(k_blocks) * (md + nd / 128.0);
-  const double zero_filled_bytes = (bm - a_rows) * 128.0;
+  const double zero_filled_bytes = (a_box_rows - a_rows) * 128.0;
   const double l2_bytes = tiles * static_cast<double>(k_blocks) * (load_bytes + kZeroFillWeight * zero_filled_bytes);
   return kFixedUs + std::max({busiest_cta, dram_bytes / kDramBytesPerUs, l2_bytes / kL2BytesPerUs});
 }

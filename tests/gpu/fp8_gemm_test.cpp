@@ -218,6 +218,9 @@ KernelConfig default_config(uint32_t m) { return m <= 64 ? make_config(64, 128) 
 // With --sweep, the timed shapes also run these (each checked like the default) to see what the heuristic
 // should pick.
 std::vector<KernelConfig> sweep_configs(uint32_t m) {
+  if (m <= 16)  // decode sizes: A's box is align(M, 8) rows, so the narrowest tiles are worth a look too
+    return {make_config(64, 64), make_config(64, 32), make_config(64, 16), make_config(128, 128), split_k(64, 128),
+            split_k(64, 64), split_k(64, 32)};
   if (m <= 64)
     return {make_config(64, 64), make_config(64, 32), make_config(128, 128), split_k(64, 128), split_k(64, 64),
             split_k(64, 32)};
@@ -287,13 +290,15 @@ double deepgemm_us(uint32_t m, uint32_t n, uint32_t k) {
   return it == kPeers.end() ? 0.0 : it->second;
 }
 
-std::vector<Case> make_cases(bool sweep) {
+std::vector<Case> make_cases(bool sweep, const std::vector<uint32_t>& sweep_ms) {
   // shared/bench/shapes.json, dense_fp8.
   const uint32_t dense_nk[][2] = {{2112, 7168}, {24576, 1536}, {32768, 512}, {7168, 16384},
                                   {4096, 7168}, {7168, 2048},  {576, 7168}};
   std::vector<Case> cases;
   // The sweep also covers two mid-range M, where the heuristic changes tiles.
-  const std::vector<uint32_t> ms = sweep ? std::vector<uint32_t>{1, 64, 128, 256, 1024, 4096} : std::vector<uint32_t>{1, 64, 128, 4096};
+  const std::vector<uint32_t> ms = !sweep                 ? std::vector<uint32_t>{1, 64, 128, 4096}
+                                   : !sweep_ms.empty() ? sweep_ms
+                                                       : std::vector<uint32_t>{1, 64, 128, 256, 1024, 4096};
   for (uint32_t m : ms)
     for (const auto& nk : dense_nk) {
       Case c{m, nk[0], nk[1], nk[0], {default_config(m)}, true, deepgemm_us(m, nk[0], nk[1])};
@@ -313,6 +318,9 @@ std::vector<Case> make_cases(bool sweep) {
       {65, 576, 512, 576, {make_config(64, 128), make_config(64, 32)}, false, 0},
       {130, 2112, 720, 2120, {default_config(130), make_config(128, 160), multicast(64, 128)}, false, 0},
       {37, 576, 7168, 576, {make_config(64, 112), make_config(64, 112, false)}, false, 0},
+      // M below BLOCK_M: A's box is align(M, 8) rows; with 128-row tiles the second math warpgroup computes
+      // only stale rows, and with multicast the second CTA of the pair works wholly beyond M.
+      {9, 2112, 7168, 2112, {make_config(128, 128), multicast(128, 128), make_config(64, 16), split_k(64, 32)}, false, 0},
       // Split-K: an even and an odd number of K blocks (5: the halves take 3 and 2), a K tail, padded D, a
       // persistent walk over several tiles per pair (M = 1000 with 64-row tiles), both tile heights.
       {200, 576, 640, 576, {split_k(64, 64), split_k(128, 128)}, false, 0},
@@ -353,13 +361,14 @@ struct DeviceProblem {
 
 Launch prepare(const Case& c, const KernelConfig& k, const HostProblem& p, const DeviceProblem& dev, int sm_count) {
   Launch l{};
-  const auto tma_a = encode_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, dev.a, c.k, c.m, c.k, 128, k.block_m,
+  const uint32_t a_box_rows = kiln::kernels::fp8_gemm_a_box_rows(k.block_m, c.m);
+  const auto tma_a = encode_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, dev.a, c.k, c.m, c.k, 128, a_box_rows,
                                CU_TENSOR_MAP_SWIZZLE_128B, "A");
   // With a cluster each CTA loads (and multicasts) block_n / cluster_m rows of the B tile.
   const auto tma_b = encode_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, dev.b, c.k, c.n, c.k, 128, k.block_n / k.cluster_m,
                                CU_TENSOR_MAP_SWIZZLE_128B, "B");
   const auto tma_sfa = encode_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, dev.sfa, p.m_aligned, p.kb_count,
-                                 static_cast<uint64_t>(p.m_aligned) * 4, k.block_m, 1, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                 static_cast<uint64_t>(p.m_aligned) * 4, a_box_rows, 1, CU_TENSOR_MAP_SWIZZLE_NONE,
                                  "A's scales");
   const uint32_t store_cols = kiln::kernels::fp8_gemm_store_cols(k.block_n);
   const CUtensorMapSwizzle store_swizzle = store_cols == 64   ? CU_TENSOR_MAP_SWIZZLE_128B
@@ -375,6 +384,7 @@ Launch prepare(const Case& c, const KernelConfig& k, const HostProblem& p, const
   l.params.d = reinterpret_cast<void*>(dev.d);
   l.params.ldd = c.ldd;
   l.params.m = c.m;
+  l.params.a_box_rows = a_box_rows;
   // Work units of cluster_m vertically adjacent tiles; the grid is a whole number of clusters.
   const uint32_t m_blocks = (c.m + k.block_m - 1) / k.block_m;
   const uint32_t units = (m_blocks + k.cluster_m - 1) / k.cluster_m * ((c.n + k.block_n - 1) / k.block_n);
@@ -398,10 +408,22 @@ std::string describe(const Case& c, const KernelConfig& k) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --sweep: the alternative configurations too. --shape M N K [TILE...]: only that shape, with the default
-  // configuration and its serial-promotion twin, or the tiles named (128x192; a suffix s for serial
-  // promotion, m for B multicast, k for split-K), e.g. to profile one kernel under ncu.
-  const bool sweep = argc > 1 && std::strcmp(argv[1], "--sweep") == 0;
+  // --sweep[=M,M,...]: the alternative configurations too (at those M only, e.g. --sweep=1,8,16). --shape M N
+  // K [TILE...]: only that shape, with the default configuration and its serial-promotion twin, or the tiles
+  // named (128x192; a suffix s for serial promotion, m for B multicast, k for split-K, d for direct stores,
+  // then @S for at most S stages), e.g. to profile one kernel under ncu.
+  const bool sweep = argc > 1 && std::strncmp(argv[1], "--sweep", 7) == 0;
+  std::vector<uint32_t> sweep_ms;
+  if (sweep && argv[1][7] == '=')
+    for (const char* s = argv[1] + 8; *s;) {
+      char* end = nullptr;
+      sweep_ms.push_back(static_cast<uint32_t>(std::strtoul(s, &end, 10)));
+      if (end == s || sweep_ms.back() == 0) {
+        std::printf("FAIL --sweep=M,...: bad list %s\n", argv[1] + 8);
+        return 2;
+      }
+      s = *end == ',' ? end + 1 : end;
+    }
   const bool one_shape = argc >= 5 && std::strcmp(argv[1], "--shape") == 0;
   int failures = 0;
   if (!check_e4m3_codec()) ++failures;
@@ -415,20 +437,25 @@ int main(int argc, char** argv) {
     std::vector<KernelConfig> configs = {d, serial(d.block_m, d.block_n)};
     if (argc > 5) configs.clear();
     for (int i = 5; i < argc; ++i) {
-      unsigned bm = 0, bn = 0;
+      unsigned bm = 0, bn = 0, stages = 0;
       char suffix = 0;
-      if (std::sscanf(argv[i], "%ux%u%c", &bm, &bn, &suffix) < 2 || (bm != 64 && bm != 128)) {
-        std::printf("FAIL --shape: tile %s is not BMxBN[s|m] with BM 64 or 128\n", argv[i]);
+      const char* at = std::strchr(argv[i], '@');
+      if (std::sscanf(argv[i], "%ux%u%c", &bm, &bn, &suffix) < 2 || (bm != 64 && bm != 128) ||
+          (at && std::sscanf(at, "@%u", &stages) != 1)) {
+        std::printf("FAIL --shape: tile %s is not BMxBN[s|m|k|d][@STAGES] with BM 64 or 128\n", argv[i]);
         return 2;
       }
-      configs.push_back(suffix == 's'   ? serial(bm, bn)
+      KernelConfig kc = suffix == 's'   ? serial(bm, bn)
                         : suffix == 'm' ? multicast(bm, bn)
                         : suffix == 'k' ? split_k(bm, bn)
-                                        : make_config(bm, bn));
+                        : suffix == 'd' ? make_config(bm, bn, false)
+                                        : make_config(bm, bn);
+      if (stages > 0) kc.stages = std::min(kc.stages, stages);
+      configs.push_back(kc);
     }
     cases.push_back({m, n, k, n, configs, true, deepgemm_us(m, n, k)});
   } else {
-    cases = make_cases(sweep);
+    cases = make_cases(sweep, sweep_ms);
   }
 
   // Host-side check of the test's own quantiser: the dequantised product must be close to the exact one.
@@ -623,9 +650,9 @@ int main(int argc, char** argv) {
                                  p.sfa.size() * 4.0 + p.sfb.size() * 4.0 + 2.0 * c.m * c.n;
             char line[320];
             std::snprintf(line, sizeof(line),
-                          "time m=%-5u n=%-6u k=%-6u %3ux%-3u %-12s%s %s %9.1f us %7.1f TFLOPS %6.0f GB/s | DeepGEMM %7.1f us "
+                          "time m=%-5u n=%-6u k=%-6u %3ux%-3u %2u st %-12s%s %s %9.1f us %7.1f TFLOPS %6.0f GB/s | DeepGEMM %7.1f us "
                           "(DeepGEMM/ours %.2f)",
-                          c.m, c.n, c.k, kc.block_m, kc.block_n, kc.tma_store ? "tma-store" : "direct-store",
+                          c.m, c.n, c.k, kc.block_m, kc.block_n, kc.stages, kc.tma_store ? "tma-store" : "direct-store",
                           kc.cluster_m > 1 ? " mc2" : kc.split_k > 1 ? " sk2" : "    ", kc.overlap ? "ovl" : "ser", us, tflops,
                           bytes / (us * 1e-6) / 1e9, c.deepgemm_us, c.deepgemm_us > 0 ? c.deepgemm_us / us : 0.0);
             timing_lines.push_back(line);

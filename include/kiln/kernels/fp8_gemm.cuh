@@ -26,9 +26,9 @@
 //     overlaps with the next main loop. Without kTmaStore: bf16 pairs stored straight from the accumulator
 //     fragment with masked plain stores (no staging memory, one more pipeline stage).
 //
-// Edges: M is a runtime value (TMA zero-fills rows of A beyond M; stores are masked). N and K are
-// compile-time: N % 8 == 0, K % 16 == 0 (TMA strides are 16-byte multiples); a K tail inside the last
-// 128-block is zero-filled by TMA and contributes nothing.
+// Edges: M is a runtime value (TMA zero-fills rows of A beyond M, or loads only align(M, 8) rows when
+// M < BLOCK_M; stores are masked). N and K are compile-time: N % 8 == 0, K % 16 == 0 (TMA strides are
+// 16-byte multiples); a K tail inside the last 128-block is zero-filled by TMA and contributes nothing.
 #pragma once
 
 #include "kiln/kernels/fp8_gemm_layout.h"
@@ -239,6 +239,8 @@ struct Fp8Gemm {
 
   static __device__ __forceinline__ void produce(const Fp8GemmParams& p, u8* smem, u64* full, u64* empty,
                                                  const Schedule& schedule) {
+    // A's boxes may be shorter than BLOCK_M (fp8_gemm_a_box_rows): fewer bytes of A and of its scales.
+    const u32 stage_tx_bytes = kLayout.stage_tx_bytes - (kBlockM - p.a_box_rows) * (kBlockK + 4);
     Slot slot;
     for (u32 unit = schedule.first; unit < schedule.num_units; unit += schedule.stride) {
       u32 m_block, n_block;
@@ -252,7 +254,7 @@ struct Fp8Gemm {
         const u32 stage = slot.stage;
         // Wait until every math warp has released this slot (passes at once on the first round).
         ptx::mbarrier_wait_parity(&empty[stage], slot.phase ^ 1);
-        ptx::mbarrier_arrive_expect_tx(&full[stage], kLayout.stage_tx_bytes);
+        ptx::mbarrier_arrive_expect_tx(&full[stage], stage_tx_bytes);
         const i32 k0 = static_cast<i32>(kb * kBlockK);
         ptx::tma_load_2d(smem + kLayout.a_offset + stage * kLayout.a_stage_bytes, &p.tma_a, &full[stage], k0, m0);
         u8* b_tile = smem + kLayout.b_offset + stage * kLayout.b_stage_bytes;
@@ -592,8 +594,9 @@ struct Fp8Gemm {
         st.template step<false, 0>(partial0, partial0);
       }
     }
-    // The staging tile must stay valid until the last stores have read it.
-    if (kTmaStore && threadIdx.x % 128 == 0) ptx::tma_store_wait<0>();
+    // The staging tile must stay valid until the last stores have read it. Only that: the writes themselves
+    // complete with the grid, and waiting for them here would add their latency to every call's tail.
+    if (kTmaStore && threadIdx.x % 128 == 0) ptx::tma_store_wait_read<0>();
   }
 
   // The weight-gradient epilogue: D (fp32) += accum, 8-byte read-add-writes straight from the fragment,
