@@ -11,6 +11,7 @@
 #include <deque>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "cuda/driver.hpp"
 #include "cuda/kernel.hpp"
@@ -95,6 +96,28 @@ const CastKernel* resolve(Table& table, KernelStore& store, const typename Table
                  spec.op.c_str(), device, info.name.c_str(), info.sm_count, spec.describe().c_str(), plan.threads,
                  plan.ctas_per_sm, get_pdl() ? "on" : "off");
   return winner;
+}
+
+// One cast's loaded kernels: a lock-free table keyed by {op, device, k} over the store that owns them.
+struct CastKernels {
+  jit::KernelTable<CastKernel> table;
+  KernelStore store;
+};
+
+// The kernel of `kernels`' op for (device, k): a table hit, or on a miss (first call for that key) the spec
+// and plan `choose(k, target)` returns, built or fetched by the JIT and remembered.
+template <typename Choose>
+const CastKernel& cast_kernel(CastKernels& kernels, int64_t key_id, int device, int64_t k, CUstream stream,
+                              Choose choose) {
+  jit::KernelTable<CastKernel>::Key key;
+  key.words[0] = key_id;
+  key.words[1] = device;
+  key.words[2] = k;
+  if (const CastKernel* hit = kernels.table.find(key)) return *hit;
+  const cuda::DeviceInfo info = cuda::device_info(device);
+  const TargetInfo target = target_info(info);
+  const auto [spec, plan] = choose(k, target);
+  return *resolve(kernels.table, kernels.store, key, spec, plan, info, device, stream);
 }
 
 cuda::LaunchConfig launch_config(uint32_t grid, const CastKernel& k, Stream stream) {
@@ -247,20 +270,12 @@ void per_token_cast_to_fp8(const TensorView& x, const TensorView& out, const Ten
   ops::check_pointer_aligned(ascales, out_scales, 16);
   if (m == 0 || k == 0) return;  // nothing to do: no compile, no launch
 
-  using Table = jit::KernelTable<ops::CastKernel>;
-  static Table table;
-  static ops::KernelStore store;
-  Table::Key key;
-  key.words[0] = ops::kPerTokenKeyId;
-  key.words[1] = x.device;
-  key.words[2] = k;
-  const ops::CastKernel* kernel = table.find(key);
-  if (!kernel) {
-    const cuda::DeviceInfo info = cuda::device_info(x.device);
-    const ops::TargetInfo target = ops::target_info(info);
-    kernel = ops::resolve(table, store, key, ops::per_token_cast_spec(k, target), ops::per_token_cast_plan(k, target),
-                          info, x.device, static_cast<CUstream>(stream));
-  }
+  static ops::CastKernels kernels;
+  const ops::CastKernel& kernel =
+      ops::cast_kernel(kernels, ops::kPerTokenKeyId, x.device, k, static_cast<CUstream>(stream),
+                       [](int64_t cols, const ops::TargetInfo& t) {
+                         return std::pair{ops::per_token_cast_spec(cols, t), ops::per_token_cast_plan(cols, t)};
+                       });
 
   PerTokenCastParams params;
   params.x = x.data;
@@ -270,10 +285,10 @@ void per_token_cast_to_fp8(const TensorView& x, const TensorView& out, const Ten
   params.x_row_stride = static_cast<u64>(row_stride);
   params.scales_stride = static_cast<u64>(aligned_m);
   const uint64_t vectors = static_cast<uint64_t>(m) * static_cast<uint64_t>(k / 8);
-  const uint64_t per_cta = static_cast<uint64_t>(kernel->plan.threads) * static_cast<uint64_t>(kernel->plan.vecs_per_thread);
-  const cuda::LaunchConfig config = ops::launch_config(ops::grid_size((vectors + per_cta - 1) / per_cta, *kernel),
-                                                       *kernel, stream);
-  kernel->kernel->launch(config, &params);
+  const uint64_t per_cta = static_cast<uint64_t>(kernel.plan.threads) * static_cast<uint64_t>(kernel.plan.vecs_per_thread);
+  const cuda::LaunchConfig config =
+      ops::launch_config(ops::grid_size((vectors + per_cta - 1) / per_cta, kernel), kernel, stream);
+  kernel.kernel->launch(config, &params);
 }
 
 void per_block_cast_to_fp8(const TensorView& x, const TensorView& out, const TensorView& out_scales, Stream stream) {
@@ -286,19 +301,12 @@ void per_block_cast_to_fp8(const TensorView& x, const TensorView& out, const Ten
   ops::check_pointer_aligned(ascales, out_scales, 4);
   if (n == 0 || k == 0) return;  // nothing to do: no compile, no launch
 
-  using Table = jit::KernelTable<ops::CastKernel>;
-  static Table table;
-  static ops::KernelStore store;
-  Table::Key key;
-  key.words[0] = ops::kPerBlockKeyId;
-  key.words[1] = x.device;
-  const ops::CastKernel* kernel = table.find(key);
-  if (!kernel) {
-    const cuda::DeviceInfo info = cuda::device_info(x.device);
-    const ops::TargetInfo target = ops::target_info(info);
-    kernel = ops::resolve(table, store, key, ops::per_block_cast_spec(target), ops::per_block_cast_plan(target), info,
-                          x.device, static_cast<CUstream>(stream));
-  }
+  // One kernel serves every k (k is a runtime parameter of this cast): the key's k is 0.
+  static ops::CastKernels kernels;
+  const ops::CastKernel& kernel = ops::cast_kernel(kernels, ops::kPerBlockKeyId, x.device, 0, static_cast<CUstream>(stream),
+                                                   [](int64_t, const ops::TargetInfo& t) {
+                                                     return std::pair{ops::per_block_cast_spec(t), ops::per_block_cast_plan(t)};
+                                                   });
 
   PerBlockCastParams params;
   params.x = x.data;
@@ -308,8 +316,8 @@ void per_block_cast_to_fp8(const TensorView& x, const TensorView& out, const Ten
   params.k = static_cast<u64>(k);
   params.x_row_stride = static_cast<u64>(row_stride);
   const uint64_t blocks = static_cast<uint64_t>(ceil_div(n, kFp8GroupSize)) * static_cast<uint64_t>(k / kFp8GroupSize);
-  const cuda::LaunchConfig config = ops::launch_config(ops::grid_size(blocks, *kernel), *kernel, stream);
-  kernel->kernel->launch(config, &params);
+  const cuda::LaunchConfig config = ops::launch_config(ops::grid_size(blocks, kernel), kernel, stream);
+  kernel.kernel->launch(config, &params);
 }
 
 }  // namespace kiln
