@@ -205,7 +205,8 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   if (128 % c.block_n != 0) cycles *= kStraddlePenalty;
   const double a_rows = std::min<double>(bm, static_cast<double>(m));  // rows of A read from memory
   // The box: BLOCK_M rows, or align(M, 8) for a single partial m block; TMA zero-fills its rows beyond M.
-  const double a_box_rows = kernels::fp8_gemm_a_box_rows(static_cast<uint32_t>(c.block_m), static_cast<uint32_t>(std::min<int64_t>(m, c.block_m)));
+  const double a_box_rows = kernels::fp8_gemm_a_box_rows(static_cast<uint32_t>(c.block_m),
+                                                         static_cast<uint32_t>(std::min<int64_t>(m, c.block_m)));
   const double load_bytes = (a_rows + bn) * 128.0 + bm * 4.0;
   const double per_k_block = std::max({kFloorUsPerKBlock, cycles / kCyclesPerUs, load_bytes / kSmLoadBytesPerUs});
   const double epilogue = kEpilogueFixedUs + bm * bn * 2.0 / kEpilogueBytesPerUs;

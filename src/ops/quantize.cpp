@@ -303,10 +303,11 @@ void per_block_cast_to_fp8(const TensorView& x, const TensorView& out, const Ten
 
   // One kernel serves every k (k is a runtime parameter of this cast): the key's k is 0.
   static ops::CastKernels kernels;
-  const ops::CastKernel& kernel = ops::cast_kernel(kernels, ops::kPerBlockKeyId, x.device, 0, static_cast<CUstream>(stream),
-                                                   [](int64_t, const ops::TargetInfo& t) {
-                                                     return std::pair{ops::per_block_cast_spec(t), ops::per_block_cast_plan(t)};
-                                                   });
+  const ops::CastKernel& kernel =
+      ops::cast_kernel(kernels, ops::kPerBlockKeyId, x.device, 0, static_cast<CUstream>(stream),
+                       [](int64_t, const ops::TargetInfo& t) {
+                         return std::pair{ops::per_block_cast_spec(t), ops::per_block_cast_plan(t)};
+                       });
 
   PerBlockCastParams params;
   params.x = x.data;
