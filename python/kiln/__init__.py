@@ -16,6 +16,7 @@ from __future__ import annotations
 import operator
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from . import _errors
 from . import _native
 from . import _tensors
 from ._errors import (
@@ -64,18 +65,8 @@ __all__ = [
     "doctor",
     "describe",
     "version",
-    # errors
-    "KilnError",
-    "KilnTypeError",
-    "KilnValueError",
-    "ConfigError",
-    "NotFoundError",
-    "CompileError",
-    "CudaError",
-    "CacheError",
-    "CaptureError",
-    "InternalError",
-    "KilnNotImplementedError",
+    # errors: the ones _errors exports
+    *_errors.__all__,
 ]
 # `compile` is kiln.compile too (the name of the `kiln compile` command), but is kept out of __all__ so that
 # `from kiln import *` does not shadow the builtin.
