@@ -194,8 +194,9 @@ struct KernelConfig {
 };
 
 KernelConfig make_config(uint32_t block_m, uint32_t block_n, bool tma_store = true, uint32_t cluster_m = 1) {
-  return {block_m,   block_n,   fp8_gemm_max_stages(block_m, block_n, tma_store), block_m / 64,
-          tma_store, cluster_m, kiln::kernels::fp8_gemm_can_overlap_promotion(block_n)};
+  // 256 rows: two math warpgroups of two waves each, serial promotion (see fp8_gemm.cuh).
+  return {block_m,   block_n,   fp8_gemm_max_stages(block_m, block_n, tma_store), std::min(2u, block_m / 64),
+          tma_store, cluster_m, block_m <= 128 && kiln::kernels::fp8_gemm_can_overlap_promotion(block_n)};
 }
 KernelConfig multicast(uint32_t block_m, uint32_t block_n) { return make_config(block_m, block_n, true, 2); }
 KernelConfig split_k(uint32_t block_m, uint32_t block_n) {
@@ -228,7 +229,7 @@ std::vector<KernelConfig> sweep_configs(uint32_t m) {
     return {make_config(64, 128), make_config(128, 64), make_config(64, 64), make_config(64, 32), split_k(64, 128),
             split_k(64, 64), split_k(128, 128)};
   return {serial(128, 128), make_config(128, 160), make_config(128, 192), serial(128, 192), multicast(128, 128),
-          multicast(128, 192), make_config(128, 64)};
+          multicast(128, 192), make_config(128, 64), make_config(256, 128), multicast(256, 128), make_config(256, 112)};
 }
 
 kiln::codegen::KernelSpec make_spec(uint32_t n, uint32_t k, const KernelConfig& c) {
@@ -318,6 +319,10 @@ std::vector<Case> make_cases(bool sweep, const std::vector<uint32_t>& sweep_ms) 
       {65, 576, 512, 576, {make_config(64, 128), make_config(64, 32)}, false, 0},
       {130, 2112, 720, 2120, {default_config(130), make_config(128, 160), multicast(64, 128)}, false, 0},
       {37, 576, 7168, 576, {make_config(64, 112), make_config(64, 112, false)}, false, 0},
+      // 256-row tiles (two waves per math warpgroup): a partial second m block, a partial last n block, a K
+      // tail, a padded D, B multicast with an odd number of m blocks, straddling B scale blocks (112, 96).
+      {300, 2112, 720, 2120, {make_config(256, 128), multicast(256, 128), make_config(256, 112)}, false, 0},
+      {600, 576, 2048, 576, {make_config(256, 96), multicast(256, 128)}, false, 0},
       // M below BLOCK_M: A's box is align(M, 8) rows; with 128-row tiles the second math warpgroup computes
       // only stale rows, and with multicast the second CTA of the pair works wholly beyond M.
       {9, 2112, 7168, 2112, {make_config(128, 128), multicast(128, 128), make_config(64, 16), split_k(64, 32)}, false, 0},
@@ -440,9 +445,9 @@ int main(int argc, char** argv) {
       unsigned bm = 0, bn = 0, stages = 0;
       char suffix = 0;
       const char* at = std::strchr(argv[i], '@');
-      if (std::sscanf(argv[i], "%ux%u%c", &bm, &bn, &suffix) < 2 || (bm != 64 && bm != 128) ||
+      if (std::sscanf(argv[i], "%ux%u%c", &bm, &bn, &suffix) < 2 || (bm != 64 && bm != 128 && bm != 256) ||
           (at && std::sscanf(at, "@%u", &stages) != 1)) {
-        std::printf("FAIL --shape: tile %s is not BMxBN[s|m|k|d][@STAGES] with BM 64 or 128\n", argv[i]);
+        std::printf("FAIL --shape: tile %s is not BMxBN[s|m|k|d][@STAGES] with BM 64, 128 or 256\n", argv[i]);
         return 2;
       }
       KernelConfig kc = suffix == 's'   ? serial(bm, bn)

@@ -45,7 +45,8 @@
 
 namespace kiln::kernels {
 
-// kN, kK: the problem's N and K. kBlockM = 64 * kNumMathWarpgroups rows and kBlockN columns per tile;
+// kN, kK: the problem's N and K. kBlockM = 64 * kNumMathWarpgroups rows (or 256 with two warpgroups: two
+// waves) and kBlockN columns per tile;
 // kStages pipeline slots (fp8_gemm_max_stages gives the most that fit). Launch with
 // fp8_gemm_num_threads(kNumMathWarpgroups) threads, fp8_gemm_layout(...).total_bytes of dynamic shared
 // memory and at most one CTA per SM; with kClusterM = 2, clusters of (2, 1, 1), an even grid, and B's
@@ -74,7 +75,11 @@ struct Fp8Gemm {
   static constexpr u32 kNumNBlocks = (kN + kBlockN - 1) / kBlockN;
   static constexpr u32 kNumSfbRows = (kN + 127) / 128;
   static constexpr u32 kWgmmaK = 32;                 // K of one wgmma.m64nNk32 for 8-bit inputs
-  static constexpr u32 kAccumPerThread = kBlockN / 2;  // a 64 x kBlockN fp32 tile over 128 threads
+  // Waves: with kBlockM = 256 each math warpgroup owns two 64-row pieces of the tile (rows 128 v + 64 w for
+  // wave v of warpgroup w), issued and promoted one after the other through one partial accumulator.
+  static constexpr u32 kWaveRows = 64 * kNumMathWarpgroups;
+  static constexpr u32 kWaves = kBlockM / kWaveRows;
+  static constexpr u32 kAccumPerThread = kWaves * kBlockN / 2;  // kWaves 64 x kBlockN fp32 tiles over 128 threads
   // Column slices a K block is issued in (1, or 2 halves for wide overlapped tiles); a partial accumulator
   // holds one slice.
   static constexpr u32 kSlices = kOverlapPromotion ? fp8_gemm_promotion_slices(kBlockN) : 1;
@@ -108,7 +113,11 @@ struct Fp8Gemm {
   static constexpr u32 kProducerWarp = kNumMathWarpgroups * 4;  // first warp of the producer warpgroup
   static constexpr u32 kScaleLoaderWarp = kProducerWarp + 1;
 
-  static_assert(kBlockM == 64 * kNumMathWarpgroups, "one math warpgroup per 64 rows of BLOCK_M");
+  static_assert(kBlockM == kWaves * kWaveRows && (kWaves == 1 || kWaves == 2),
+                "BLOCK_M: 64 rows per math warpgroup, or two waves of them (256 rows with two warpgroups)");
+  static_assert(kWaves == 1 || (!kOverlapPromotion && kTmaStore && !kAccumulate && kSplitK == 1),
+                "two waves: serial promotion (one partial beside the two waves' accumulators), TMA-store epilogue, "
+                "bf16 form, no split-K");
   static_assert(kNumMathWarpgroups == 1 || kNumMathWarpgroups == 2, "one or two math warpgroups");
   static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "BLOCK_N: a multiple of 16 in 16..256");
   // A tile starts at a multiple of kBlockN, so n0 % 128 <= 128 - gcd(kBlockN, 128): it spans at most two
@@ -336,7 +345,7 @@ struct Fp8Gemm {
   // The scales of one K block for this thread's two rows (and, in the inference form, the tile's one or
   // two B scales), read while the block's slot is held.
   struct BlockScales {
-    float a0, a1, b0, b1;
+    float a0[kWaves], a1[kWaves], b0, b1;
   };
 
   // The math warpgroups' walk: every (tile, K block, slice) of this CTA in order, one partial accumulator per
@@ -358,10 +367,10 @@ struct Fp8Gemm {
 
     // Issues slice `kSlice` of the block in `stage` (four WGMMAs over its kSliceN columns of B) into `partial`
     // (scale-d 0 on the first: no zeroing) as one committed group.
-    template <u32 kSlice>
+    template <u32 kSlice, u32 kWave = 0>
     __device__ __forceinline__ void issue_slice(u32 stage, float (&partial)[kPartialPerThread]) {
       const u64 desc_a = ptx::make_smem_desc(smem + kLayout.a_offset + stage * kLayout.a_stage_bytes +
-                                                 warpgroup * 64 * kBlockK,
+                                                 (kWave * kWaveRows + warpgroup * 64) * kBlockK,
                                              ptx::SmemSwizzle::k128B, 0, 1024);
       // A slice starts kSlice * kSliceN rows into the B tile: whole 8-row (1024-byte) swizzle atoms.
       const u64 desc_b = ptx::make_smem_desc(smem + kLayout.b_offset + stage * kLayout.b_stage_bytes +
@@ -382,8 +391,11 @@ struct Fp8Gemm {
       ptx::mbarrier_wait_parity(&full[slot.stage], slot.phase);
       BlockScales sc;
       const float* sfa = reinterpret_cast<const float*>(smem + kLayout.sfa_offset + slot.stage * kLayout.sfa_stage_bytes);
-      sc.a0 = sfa[row_in_tile];
-      sc.a1 = sfa[row_in_tile + 8];
+#pragma unroll
+      for (u32 v = 0; v < kWaves; ++v) {
+        sc.a0[v] = sfa[v * kWaveRows + row_in_tile];
+        sc.a1[v] = sfa[v * kWaveRows + row_in_tile + 8];
+      }
       if constexpr (!kAccumulate) {
         const float* sfb = reinterpret_cast<const float*>(smem + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes);
         sc.b0 = sfb[0];
@@ -406,30 +418,33 @@ struct Fp8Gemm {
       }
     }
 
-    // accum += partial * sfa[row] * sfb over slice kSlice's columns, on the CUDA cores (two-level
-    // accumulation). Fragment chunk j of the slice (8 columns) is chunk kSlice * kSliceN / 8 + j of the tile.
-    template <u32 kSlice>
+    // accum += partial * sfa[row] * sfb over slice kSlice's columns of wave kWave, on the CUDA cores (two-level
+    // accumulation). Fragment chunk j of the slice (8 columns) is column chunk c = kSlice * kSliceN / 8 + j of
+    // the tile, and accumulator chunk kWave * kBlockN / 8 + c.
+    template <u32 kSlice, u32 kWave = kWaves - 1>
     __device__ __forceinline__ void promote(const float (&partial)[kPartialPerThread]) {
-      constexpr u32 kFirstChunk = kSlice * kSliceN / 8;
+      constexpr u32 kFirstColumnChunk = kSlice * kSliceN / 8;
+      constexpr u32 kWaveChunk = kWave * kBlockN / 8;
+      const float a0 = scales.a0[kWave], a1 = scales.a1[kWave];
       if constexpr (kAccumulate) {
-        // B scaled per row: each of this thread's columns (8j + 2 (lane % 4) + {0, 1}) has its own scale.
+        // B scaled per row: each of this thread's columns (8c + 2 (lane % 4) + {0, 1}) has its own scale.
         const float* sfb = reinterpret_cast<const float*>(smem + kLayout.sfb_offset + current_stage * kLayout.sfb_stage_bytes);
 #pragma unroll
         for (u32 j = 0; j < kSliceN / 8; ++j) {
-          const u32 t = kFirstChunk + j;
-          const F32x2 sb = *reinterpret_cast<const F32x2*>(sfb + t * 8 + (lane % 4) * 2);
-          accum[4 * t + 0] += partial[4 * j + 0] * sb.x * scales.a0;
-          accum[4 * t + 1] += partial[4 * j + 1] * sb.y * scales.a0;
-          accum[4 * t + 2] += partial[4 * j + 2] * sb.x * scales.a1;
-          accum[4 * t + 3] += partial[4 * j + 3] * sb.y * scales.a1;
+          const u32 c = kFirstColumnChunk + j, t = kWaveChunk + c;
+          const F32x2 sb = *reinterpret_cast<const F32x2*>(sfb + c * 8 + (lane % 4) * 2);
+          accum[4 * t + 0] += partial[4 * j + 0] * sb.x * a0;
+          accum[4 * t + 1] += partial[4 * j + 1] * sb.y * a0;
+          accum[4 * t + 2] += partial[4 * j + 2] * sb.x * a1;
+          accum[4 * t + 3] += partial[4 * j + 3] * sb.y * a1;
         }
       } else {
-        const float s00 = scales.a0 * scales.b0, s10 = scales.a1 * scales.b0;
-        const float s01 = scales.a0 * scales.b1, s11 = scales.a1 * scales.b1;
+        const float s00 = a0 * scales.b0, s10 = a1 * scales.b0;
+        const float s01 = a0 * scales.b1, s11 = a1 * scales.b1;
 #pragma unroll
         for (u32 j = 0; j < kSliceN / 8; ++j) {
-          const u32 t = kFirstChunk + j;
-          const bool first = kUniformSfb || t * 8 < tile.sfb_switch;
+          const u32 c = kFirstColumnChunk + j, t = kWaveChunk + c;
+          const bool first = kUniformSfb || c * 8 < tile.sfb_switch;
           const float s0 = first ? s00 : s01;
           const float s1 = first ? s10 : s11;
           accum[4 * t + 0] += s0 * partial[4 * j + 0];
@@ -437,6 +452,20 @@ struct Fp8Gemm {
           accum[4 * t + 2] += s1 * partial[4 * j + 2];
           accum[4 * t + 3] += s1 * partial[4 * j + 3];
         }
+      }
+    }
+
+    // Two waves, serial: the first wave's WGMMAs were issued with the block; wait for them, promote them and
+    // issue the next wave's into the same partial. The caller waits for the last wave, releases the slot and
+    // promotes it.
+    template <u32 kWave = 0>
+    __device__ __forceinline__ void walk_waves(float (&partial)[kPartialPerThread]) {
+      if constexpr (kWave + 1 < kWaves) {
+        ptx::wgmma_wait_group<0>();
+        ptx::fence_operands(partial);
+        promote<0, kWave>(partial);
+        issue_slice<0, kWave + 1>(current_stage, partial);
+        walk_waves<kWave + 1>(partial);
       }
     }
 
@@ -508,6 +537,7 @@ struct Fp8Gemm {
           issue_slice<kSlice + 1>(current_stage, next);
         ptx::wgmma_wait_group<1>();  // `current`'s group is complete; `next`'s runs on
       } else {
+        if constexpr (kWaves > 1) walk_waves(current);
         ptx::wgmma_wait_group<0>();
       }
       ptx::fence_operands(current);
@@ -656,28 +686,37 @@ struct Fp8Gemm {
     ptx::named_barrier_sync(1 + warpgroup, 128);
 
     // stmatrix x4 writes column chunks j, j + 1 (8 columns each), top and bottom 8 rows of this warp's 16:
-    // lane l addresses row l % 8 of matrix l / 8 = (chunk j + (l / 8) / 2, half (l / 8) % 2).
+    // lane l addresses row l % 8 of matrix l / 8 = (chunk j + (l / 8) / 2, half (l / 8) % 2). With two waves,
+    // wave v's rows are kWaveRows * v further down and its accumulators kBlockN / 2 further on.
     const u32 matrix = lane / 8;
-    const u32 row = warpgroup * 64 + warp_in_group * 16 + (matrix & 1) * 8 + lane % 8;
 #pragma unroll
-    for (u32 j = 0; j < kBlockN / 8; j += 2) {
-      const u32 chunk = j + (matrix >> 1);
-      const u32 linear = (chunk / kUnitsPerRow) * kStoreGroupBytes + row * kStoreRowBytes + (chunk % kUnitsPerRow) * 16;
-      const u32 swizzled = linear ^ (((linear >> 7) & (kUnitsPerRow - 1)) << 4);
-      ptx::stmatrix_x4(smem + kLayout.d_offset + swizzled,
-                       ptx::f32x2_to_bf16x2(accum[4 * j + 0], accum[4 * j + 1]),
-                       ptx::f32x2_to_bf16x2(accum[4 * j + 2], accum[4 * j + 3]),
-                       ptx::f32x2_to_bf16x2(accum[4 * j + 4], accum[4 * j + 5]),
-                       ptx::f32x2_to_bf16x2(accum[4 * j + 6], accum[4 * j + 7]));
+    for (u32 v = 0; v < kWaves; ++v) {
+      const u32 row = v * kWaveRows + warpgroup * 64 + warp_in_group * 16 + (matrix & 1) * 8 + lane % 8;
+      const float* wave_accum = accum + v * (kBlockN / 2);
+#pragma unroll
+      for (u32 j = 0; j < kBlockN / 8; j += 2) {
+        const u32 chunk = j + (matrix >> 1);
+        const u32 linear = (chunk / kUnitsPerRow) * kStoreGroupBytes + row * kStoreRowBytes + (chunk % kUnitsPerRow) * 16;
+        const u32 swizzled = linear ^ (((linear >> 7) & (kUnitsPerRow - 1)) << 4);
+        ptx::stmatrix_x4(smem + kLayout.d_offset + swizzled,
+                         ptx::f32x2_to_bf16x2(wave_accum[4 * j + 0], wave_accum[4 * j + 1]),
+                         ptx::f32x2_to_bf16x2(wave_accum[4 * j + 2], wave_accum[4 * j + 3]),
+                         ptx::f32x2_to_bf16x2(wave_accum[4 * j + 4], wave_accum[4 * j + 5]),
+                         ptx::f32x2_to_bf16x2(wave_accum[4 * j + 6], wave_accum[4 * j + 7]));
+      }
     }
     // Generic-proxy writes -> visible to the TMA engine, then every writer is done before the issue.
     ptx::fence_proxy_async_shared_cta();
     ptx::named_barrier_sync(1 + warpgroup, 128);
     if (issuer) {
 #pragma unroll
-      for (u32 g = 0; g < kBlockN / kStoreCols; ++g)
-        ptx::tma_store_2d(&p.tma_d, smem + kLayout.d_offset + g * kStoreGroupBytes + warpgroup * 64 * kStoreRowBytes,
-                          static_cast<i32>(n0 + g * kStoreCols), static_cast<i32>(m_block * kBlockM + warpgroup * 64));
+      for (u32 v = 0; v < kWaves; ++v) {
+        const u32 first_row = v * kWaveRows + warpgroup * 64;
+#pragma unroll
+        for (u32 g = 0; g < kBlockN / kStoreCols; ++g)
+          ptx::tma_store_2d(&p.tma_d, smem + kLayout.d_offset + g * kStoreGroupBytes + first_row * kStoreRowBytes,
+                            static_cast<i32>(n0 + g * kStoreCols), static_cast<i32>(m_block * kBlockM + first_row));
+      }
       ptx::tma_store_commit();
     }
   }
