@@ -76,12 +76,14 @@ Fp8GemmConfig make_config(int bm, int bn, const TargetInfo& target, const Fp8Gem
   Fp8GemmConfig c;
   c.block_m = bm;
   c.block_n = bn;
-  c.math_warpgroups = bm / 64;
+  // 256 rows: two math warpgroups of two waves each (fp8_gemm.cuh), whose registers hold one partial beside
+  // the two waves' accumulators: serial promotion.
+  c.math_warpgroups = std::min(2, bm / 64);
   // The accumulating form adds into fp32 D with plain read-add-write stores, without a cluster.
   c.tma_store = !accumulate;
   c.accumulate = accumulate;
   c.cluster_m = o.cluster_m > 0 && !accumulate ? o.cluster_m : 1;
-  c.overlap_promotion = kernels::fp8_gemm_can_overlap_promotion(static_cast<uint32_t>(bn));
+  c.overlap_promotion = bm <= 128 && kernels::fp8_gemm_can_overlap_promotion(static_cast<uint32_t>(bn));
   const uint32_t smem = static_cast<uint32_t>(std::clamp<int64_t>(target.shared_memory_per_block, 0, INT32_MAX));
   const int max_stages = static_cast<int>(kernels::fp8_gemm_max_stages(static_cast<uint32_t>(bm), static_cast<uint32_t>(bn),
                                                                        c.tma_store, smem, accumulate));
@@ -95,9 +97,13 @@ std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, const Fp8GemmOve
   static constexpr std::array<std::array<int, 2>, 7> kTiles = {
       {{128, 128}, {128, 64}, {128, 160}, {128, 192}, {64, 128}, {64, 64}, {64, 32}}};
   static_assert(kTiles.size() <= kFp8GemmMaxKernels, "each (N, K) must need at most kFp8GemmMaxKernels kernels");
+  // 256-row tiles: only when asked for (block_m = 256), until the H200 has measured them.
+  static constexpr std::array<std::array<int, 2>, 3> kWaveTiles = {{{256, 128}, {256, 112}, {256, 96}}};
   std::vector<std::array<int, 2>> tiles;
   if (o.block_m > 0 && o.block_n > 0) {
     tiles.push_back({o.block_m, o.block_n});
+  } else if (o.block_m == 256) {
+    for (const auto& t : kWaveTiles) tiles.push_back(t);
   } else {
     for (const auto& t : kTiles)
       if ((o.block_m == 0 || t[0] == o.block_m) && (o.block_n == 0 || t[1] == o.block_n)) tiles.push_back(t);
@@ -159,8 +165,11 @@ std::vector<Fp8GemmBucket> Fp8GemmPlan::covering(int64_t lo, int64_t hi) const {
 }
 
 void check_fp8_gemm_overrides(const Fp8GemmOverrides& o, const char* who) {
-  if (o.block_m != 0 && o.block_m != 64 && o.block_m != 128)
-    invalid(who, "block_m must be 0 (heuristic), 64 or 128, got " + std::to_string(o.block_m));
+  if (o.block_m != 0 && o.block_m != 64 && o.block_m != 128 && o.block_m != 256)
+    invalid(who, "block_m must be 0 (heuristic), 64, 128 or 256, got " + std::to_string(o.block_m));
+  if (o.block_m == 256 && o.block_n > 128)
+    invalid(who, "block_n must be 0 (heuristic) or at most 128 with block_m 256 (its two waves' accumulators and a "
+                 "partial fill the registers), got " + std::to_string(o.block_n));
   if (o.block_n != 0 && !block_n_supported(o.block_n))
     invalid(who, "block_n must be 0 (heuristic) or a multiple of 16 in 16..192 whose tiles straddle at most two of B's "
                  "128-column scale blocks (so not 176), got " + std::to_string(o.block_n));
@@ -201,7 +210,9 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   // stage, and the latency floor, whichever is longest.
   const double per_wg = c.math_warpgroups == 1 ? kCyclesPerColumnOneWarpgroup * bn + kFixedCyclesOneWarpgroup
                                                : kCyclesPerColumnTwoWarpgroups * bn + kFixedCyclesTwoWarpgroups;
-  double cycles = c.math_warpgroups * per_wg;
+  // Two waves (256 rows) do each warpgroup's work twice per K block.
+  const int waves = c.block_m / (64 * c.math_warpgroups);
+  double cycles = waves * c.math_warpgroups * per_wg;
   if (128 % c.block_n != 0) cycles *= kStraddlePenalty;
   const double a_rows = std::min<double>(bm, static_cast<double>(m));  // rows of A read from memory
   // The box: BLOCK_M rows, or align(M, 8) for a single partial m block; TMA zero-fills its rows beyond M.
@@ -226,6 +237,9 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
   if (target.sm_count <= 0)
     invalid("fp8_gemm_nt", "the target's SM count must be positive, got " + std::to_string(target.sm_count));
   check_fp8_gemm_overrides(overrides, "fp8_gemm_nt");
+  if (form == Fp8GemmForm::kAccumulate && overrides.block_m == 256)
+    invalid("fp8_gemm_nt", "block_m must be 0 (heuristic), 64 or 128 for the accumulating form (256-row tiles are "
+                           "the bf16 form's), got 256");
   if (form == Fp8GemmForm::kAccumulate && overrides.cluster_m > 1)
     invalid("fp8_gemm_nt", "cluster_m must be 0 (heuristic) or 1 for the accumulating form (its kernel adds into fp32 D "
                            "without a cluster), got " + std::to_string(overrides.cluster_m));

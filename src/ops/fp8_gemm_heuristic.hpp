@@ -38,7 +38,7 @@ struct Fp8GemmConfig {
   int block_m = 128;
   int block_n = 128;
   int stages = 1;
-  int math_warpgroups = 2;  // block_m / 64
+  int math_warpgroups = 2;  // block_m / 64 (2 for 256: two waves each)
   bool tma_store = true;
   int cluster_m = 1;
   // Two partial accumulators: the next K block's WGMMAs run while the current one is promoted (and while a

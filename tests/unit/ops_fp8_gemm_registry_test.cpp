@@ -105,7 +105,7 @@ TEST(Fp8GemmRegistry, OverridesAndSmCountAreProblemParameters) {
     EXPECT_EQ(a[i].ranges, b[i].ranges);
   }
   EXPECT_THAT(error_of([] { uses({{"m", 1}, {"n", 7168}, {"k", 2048}, {"block_m", 96}}); }),
-              HasSubstr("block_m must be 0 (heuristic), 64 or 128, got 96"));
+              HasSubstr("block_m must be 0 (heuristic), 64, 128 or 256, got 96"));
 }
 
 TEST(Fp8GemmRegistry, BadProblemsNameTheParameter) {
@@ -167,6 +167,18 @@ TEST_P(Fp8GemmCompile, SmallAndLargeTiles) {
   const Fp8GemmPlan plan = fp8_gemm_plan(kH200, 2112, 7168);
   compile_and_check(fp8_gemm_spec(2112, 7168, plan.kernels[static_cast<size_t>(plan.bucket_of(1).kernel)]));
   compile_and_check(fp8_gemm_spec(2112, 7168, plan.kernels[static_cast<size_t>(plan.bucket_of(4096).kernel)]));
+}
+
+// 256-row tiles (asked for by override): two waves per math warpgroup, with and without B multicast, and one
+// whose tiles straddle two of B's scale blocks.
+TEST_P(Fp8GemmCompile, TwoWaveTiles) {
+  Fp8GemmOverrides o;
+  o.block_m = 256;
+  for (int cluster : {1, 2}) {
+    o.cluster_m = cluster;
+    for (const Fp8GemmConfig& c : fp8_gemm_plan(kH200, 2112, 720, o).kernels)
+      if (c.block_n == 128 || cluster == 1) compile_and_check(fp8_gemm_spec(2112, 720, c));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Fp8GemmCompile, ::testing::Values(Backend::kNvcc, Backend::kNvrtc),
