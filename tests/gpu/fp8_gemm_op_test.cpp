@@ -578,6 +578,11 @@ int main(int argc, char** argv) {
         forced_wide.before = [] { kiln::set_fp8_gemm_overrides({128, 144, 0, 0}); };
         forced_wide.after = [] { kiln::set_fp8_gemm_overrides({}); };
         cases.push_back(forced_wide);
+        Case forced_waves{300, 576, 512};
+        forced_waves.note = "overrides block_m=256 (two waves per math warpgroup)";
+        forced_waves.before = [] { kiln::set_fp8_gemm_overrides({256, 0, 0, 0}); };
+        forced_waves.after = [] { kiln::set_fp8_gemm_overrides({}); };
+        cases.push_back(forced_waves);
       }
       run_group(cases, seed++, &timing);
       run_group({Case{37, 576, 720}, Case{1000, 576, 720}}, seed++, &timing);  // K tail: 720 = 5 x 128 + 80
