@@ -51,22 +51,25 @@ int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // ---- process-wide overrides ----------------------------------------------------------------------------
 
-// The overrides packed into one word (16 bits per field; check_fp8_gemm_overrides bounds them far below),
+// The overrides packed into one word (16 bits for the block sizes, 8 for the others; check_fp8_gemm_overrides
+// bounds them far below),
 // read with one relaxed load per launch and used as a word of the table key: equal overrides find the same
 // plan again, so setting them back and forth neither re-plans nor prints the choices again.
 std::atomic<uint64_t> g_overrides{0};
 
 uint64_t pack(const Fp8GemmOverrides& o) {
   return static_cast<uint64_t>(o.block_m) | static_cast<uint64_t>(o.block_n) << 16 |
-         static_cast<uint64_t>(o.stages) << 32 | static_cast<uint64_t>(o.cluster_m) << 48;
+         static_cast<uint64_t>(o.stages) << 32 | static_cast<uint64_t>(o.cluster_m) << 40 |
+         static_cast<uint64_t>(o.cluster_n) << 48;
 }
 
 Fp8GemmOverrides unpack(uint64_t w) {
   Fp8GemmOverrides o;
   o.block_m = static_cast<int>(w & 0xffff);
   o.block_n = static_cast<int>((w >> 16) & 0xffff);
-  o.stages = static_cast<int>((w >> 32) & 0xffff);
-  o.cluster_m = static_cast<int>((w >> 48) & 0xffff);
+  o.stages = static_cast<int>((w >> 32) & 0xff);
+  o.cluster_m = static_cast<int>((w >> 40) & 0xff);
+  o.cluster_n = static_cast<int>((w >> 48) & 0xff);
   return o;
 }
 
@@ -155,8 +158,9 @@ const ShapeEntry* resolve_shape(const Table::Key& key, const TensorView& a, int6
   entry->device_name = info.name;
   const Fp8GemmForm form = key.words[0] == kGemmAccumulateKeyId ? Fp8GemmForm::kAccumulate : Fp8GemmForm::kInference;
   // The process-wide overrides serve both forms; the weight-gradient kernel has no cluster variant, so a
-  // cluster_m set for the bf16 form does not apply to it (a plan request asking for both is refused instead).
-  if (form == Fp8GemmForm::kAccumulate) overrides.cluster_m = 0;
+  // cluster_m or cluster_n set for the bf16 form does not apply to it (a plan request asking for both is refused
+  // instead).
+  if (form == Fp8GemmForm::kAccumulate) overrides.cluster_m = overrides.cluster_n = 0;
   entry->plan = fp8_gemm_plan(target_of(info, entry->sm_count), n, k, overrides, form);
   return table().insert(key, entry);
 }
@@ -366,6 +370,7 @@ std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target)
   overrides.block_n = narrow(problem, "block_n");
   overrides.stages = narrow(problem, "stages");
   overrides.cluster_m = narrow(problem, "cluster_m");
+  overrides.cluster_n = narrow(problem, "cluster_n");
   TargetInfo t = target;
   const int num_sms = narrow(problem, "num_sms");
   if (num_sms > 0) t.sm_count = std::min(num_sms, target.sm_count);
@@ -489,9 +494,11 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   const auto w64 = [](int64_t v) { return static_cast<uint64_t>(v); };
   const auto w32 = [](int64_t v) { return static_cast<uint32_t>(v); };
   const uint64_t k_blocks = w64(cdiv(c.k, kScaleBlock));
-  const uint32_t a_box_rows = kernels::fp8_gemm_a_box_rows(w32(cfg.block_m), w32(c.m));
+  // A multicast pairs load the whole tile, each CTA half of its rows (fp8_gemm.cuh).
+  const uint32_t a_box_rows = cfg.cluster_n > 1 ? w32(cfg.block_m) : kernels::fp8_gemm_a_box_rows(w32(cfg.block_m), w32(c.m));
   copy_map(params.tma_a, tensor_map_2d({reinterpret_cast<uint64_t>(a.data), w64(c.k), w64(c.m), w64(c.lda), 128,
-                                        a_box_rows, CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_SWIZZLE_128B},
+                                        a_box_rows / w32(cfg.cluster_n), CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                                        CU_TENSOR_MAP_SWIZZLE_128B},
                                        "a"));
   copy_map(params.tma_b, tensor_map_2d({reinterpret_cast<uint64_t>(b.data), w64(c.k), w64(c.n), w64(c.ldb), 128,
                                         w32(cfg.block_n / cfg.cluster_m), CU_TENSOR_MAP_DATA_TYPE_UINT8,
@@ -522,7 +529,7 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   cuda::LaunchConfig config;
   config.grid[0] = fp8_gemm_grid(cfg, c.m, c.n, entry->sm_count);
   config.block[0] = kernel->threads;
-  config.cluster[0] = static_cast<uint32_t>(cfg.cluster_m * cfg.split_k);
+  config.cluster[0] = static_cast<uint32_t>(cfg.cluster_size());
   config.shared_bytes = kernel->shared_bytes;
   // The kernel executes griddepcontrol.wait before its first global read, so with set_pdl(true) it may start
   // (barrier set-up, descriptor prefetch) while the previous kernel on the stream finishes -- including the
@@ -549,6 +556,7 @@ codegen::KernelSpec fp8_gemm_spec(int64_t n, int64_t k, const Fp8GemmConfig& c) 
       .arg("math_warpgroups", int64_t{c.math_warpgroups})
       .arg("tma_store", c.tma_store)
       .arg("cluster_m", int64_t{c.cluster_m})
+      .arg("cluster_n", int64_t{c.cluster_n})
       .arg("overlap_promotion", c.overlap_promotion)
       .arg("accumulate", c.accumulate)
       .arg("split_k", int64_t{c.split_k});
@@ -571,6 +579,7 @@ OpDescriptor fp8_gemm_nt_descriptor() {
       {"block_n", "override: columns per tile, a multiple of 16 in 16..192, not 176 (0: heuristic)", false},
       {"stages", "override: pipeline stages, 1..16 (0: as many as fit)", false},
       {"cluster_m", "override: 2 for CTA pairs multicasting B (0: heuristic, which uses 1)", false},
+      {"cluster_n", "override: 2 for CTA pairs multicasting A (0: heuristic)", false},
       {"num_sms", "SMs the kernel may use, as set_num_sms (0: all of the target's)", false},
       {"accumulate", "1: the weight-gradient form, D (fp32) += A . B^T with B's scales per row per 128 K "
                      "(fp8_gemm_nt_accumulate / fp8_gemm_nt_wgrad); 0 (default): the bf16 form", false},

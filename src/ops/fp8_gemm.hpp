@@ -12,12 +12,12 @@
 namespace kiln::ops {
 
 // The spec of kiln::kernels::Fp8Gemm<n, k, config...>: op "fp8_gemm_nt" (both forms), template arguments n,
-// k, block_m, block_n, stages, math_warpgroups, tma_store, cluster_m, overlap_promotion, accumulate (in that
-// order), the config's threads per CTA and one CTA per SM.
+// k, block_m, block_n, stages, math_warpgroups, tma_store, cluster_m, cluster_n, overlap_promotion, accumulate,
+// split_k (in that order), the config's threads per CTA and one CTA per SM.
 codegen::KernelSpec fp8_gemm_spec(int64_t n, int64_t k, const Fp8GemmConfig& config);
 
 // Registry entry: m (a value or a range), n, k, and the optional overrides block_m, block_n, stages,
-// cluster_m and num_sms (as set_num_sms: 0 for all of the target's SMs), and accumulate (1: the
+// cluster_m, cluster_n and num_sms (as set_num_sms: 0 for all of the target's SMs), and accumulate (1: the
 // weight-gradient form's kernels, as fp8_gemm_nt_accumulate / fp8_gemm_nt_wgrad launch them).
 OpDescriptor fp8_gemm_nt_descriptor();
 

@@ -83,6 +83,7 @@ Fp8GemmConfig make_config(int bm, int bn, const TargetInfo& target, const Fp8Gem
   c.tma_store = !accumulate;
   c.accumulate = accumulate;
   c.cluster_m = o.cluster_m > 0 && !accumulate ? o.cluster_m : 1;
+  c.cluster_n = o.cluster_n > 0 && !accumulate ? o.cluster_n : 1;
   c.overlap_promotion = bm <= 128 && kernels::fp8_gemm_can_overlap_promotion(static_cast<uint32_t>(bn));
   const uint32_t smem = static_cast<uint32_t>(std::clamp<int64_t>(target.shared_memory_per_block, 0, INT32_MAX));
   const int max_stages = static_cast<int>(kernels::fp8_gemm_max_stages(static_cast<uint32_t>(bm), static_cast<uint32_t>(bn),
@@ -135,9 +136,14 @@ std::string Fp8GemmConfig::describe() const {
                 accumulate ? "fp32 accumulate into D" : tma_store ? "TMA store" : "direct store",
                 overlap_promotion ? ", overlapped promotion" : "",
                 cluster_m > 1 ? (", B multicast x" + std::to_string(cluster_m)).c_str()
-                : split_k > 1 ? (", split-K x" + std::to_string(split_k)).c_str()
-                              : "");
+                : cluster_n > 1 ? (", A multicast x" + std::to_string(cluster_n)).c_str()
+                : split_k > 1   ? (", split-K x" + std::to_string(split_k)).c_str()
+                                : "");
   return s;
+}
+
+int64_t Fp8GemmConfig::units(int64_t m, int64_t n) const {
+  return cdiv(cdiv(m, block_m), cluster_m) * cdiv(cdiv(n, block_n), cluster_n);
 }
 
 const Fp8GemmBucket& Fp8GemmPlan::bucket_of(int64_t m) const {
@@ -178,6 +184,10 @@ void check_fp8_gemm_overrides(const Fp8GemmOverrides& o, const char* who) {
                      ", got " + std::to_string(o.stages));
   if (o.cluster_m != 0 && o.cluster_m != 1 && o.cluster_m != 2)
     invalid(who, "cluster_m must be 0 (heuristic), 1 or 2, got " + std::to_string(o.cluster_m));
+  if (o.cluster_n != 0 && o.cluster_n != 1 && o.cluster_n != 2)
+    invalid(who, "cluster_n must be 0 (heuristic), 1 or 2, got " + std::to_string(o.cluster_n));
+  if (o.cluster_m == 2 && o.cluster_n == 2)
+    invalid(who, "cluster_n must be 0 or 1 when cluster_m is 2 (CTAs multicast in pairs, along M or along N), got 2");
 }
 
 uint32_t fp8_gemm_threads(const Fp8GemmConfig& c) {
@@ -192,8 +202,8 @@ uint32_t fp8_gemm_shared_bytes(const Fp8GemmConfig& c) {
 }
 
 uint32_t fp8_gemm_grid(const Fp8GemmConfig& c, int64_t m, int64_t n, int sm_count) {
-  const int cluster = c.cluster_m * c.split_k;  // CTAs per cluster: a multicast pair or a split-K pair
-  const int64_t units = cdiv(cdiv(m, c.block_m), c.cluster_m) * cdiv(n, c.block_n);
+  const int cluster = c.cluster_size();
+  const int64_t units = c.units(m, n);
   const int64_t clusters = std::max<int64_t>(1, sm_count / cluster);
   return static_cast<uint32_t>(std::min(units, clusters) * cluster);
 }
@@ -201,10 +211,11 @@ uint32_t fp8_gemm_grid(const Fp8GemmConfig& c, int64_t m, int64_t n, int sm_coun
 double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int64_t k, const Fp8GemmConfig& c) {
   const double bm = c.block_m, bn = c.block_n;
   const int64_t k_blocks = cdiv(k, 128);
-  const int64_t units = cdiv(cdiv(m, c.block_m), c.cluster_m) * cdiv(n, c.block_n);
-  const int64_t grid_units = std::max<int64_t>(1, std::min<int64_t>(units, target.sm_count / c.cluster_m));
-  const double tiles_per_cta = static_cast<double>(cdiv(units, grid_units) * c.cluster_m);
-  const double tiles = static_cast<double>(units * c.cluster_m);
+  const int multicast = c.cluster_m * c.cluster_n;
+  const int64_t units = c.units(m, n);
+  const int64_t grid_units = std::max<int64_t>(1, std::min<int64_t>(units, target.sm_count / multicast));
+  const double tiles_per_cta = static_cast<double>(cdiv(units, grid_units));
+  const double tiles = static_cast<double>(units * multicast);
 
   // Per K block and tile: WGMMA issue and promotion per warpgroup (see the constants), the load of the
   // stage, and the latency floor, whichever is longest.
@@ -216,9 +227,13 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   if (128 % c.block_n != 0) cycles *= kStraddlePenalty;
   const double a_rows = std::min<double>(bm, static_cast<double>(m));  // rows of A read from memory
   // The box: BLOCK_M rows, or align(M, 8) for a single partial m block; TMA zero-fills its rows beyond M.
-  const double a_box_rows = kernels::fp8_gemm_a_box_rows(static_cast<uint32_t>(c.block_m),
-                                                         static_cast<uint32_t>(std::min<int64_t>(m, c.block_m)));
+  // (A multicast pairs keep the whole box.)
+  const double a_box_rows = c.cluster_n > 1 ? bm
+                                            : kernels::fp8_gemm_a_box_rows(static_cast<uint32_t>(c.block_m),
+                                                                           static_cast<uint32_t>(std::min<int64_t>(m, c.block_m)));
   const double load_bytes = (a_rows + bn) * 128.0 + bm * 4.0;
+  // What a CTA reads from L2 per K block: a multicast pair reads the shared operand once between them.
+  const double l2_load_bytes = (a_rows / c.cluster_n + bn / c.cluster_m) * 128.0 + bm * 4.0;
   const double per_k_block = std::max({kFloorUsPerKBlock, cycles / kCyclesPerUs, load_bytes / kSmLoadBytesPerUs});
   const double epilogue = kEpilogueFixedUs + bm * bn * 2.0 / kEpilogueBytesPerUs;
   const double busiest_cta = tiles_per_cta * (static_cast<double>(k_blocks) * per_k_block + epilogue);
@@ -226,7 +241,7 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   const double md = static_cast<double>(m), nd = static_cast<double>(n), kd = static_cast<double>(k);
   const double dram_bytes = md * kd + nd * kd + 2.0 * md * nd + 4.0 * static_cast<double>(k_blocks) * (md + nd / 128.0);
   const double zero_filled_bytes = (a_box_rows - a_rows) * 128.0;
-  const double l2_bytes = tiles * static_cast<double>(k_blocks) * (load_bytes + kZeroFillWeight * zero_filled_bytes);
+  const double l2_bytes = tiles * static_cast<double>(k_blocks) * (l2_load_bytes + kZeroFillWeight * zero_filled_bytes);
   return kFixedUs + std::max({busiest_cta, dram_bytes / kDramBytesPerUs, l2_bytes / kL2BytesPerUs});
 }
 
@@ -243,6 +258,9 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
   if (form == Fp8GemmForm::kAccumulate && overrides.cluster_m > 1)
     invalid("fp8_gemm_nt", "cluster_m must be 0 (heuristic) or 1 for the accumulating form (its kernel adds into fp32 D "
                            "without a cluster), got " + std::to_string(overrides.cluster_m));
+  if (form == Fp8GemmForm::kAccumulate && overrides.cluster_n > 1)
+    invalid("fp8_gemm_nt", "cluster_n must be 0 (heuristic) or 1 for the accumulating form (its kernel adds into fp32 D "
+                           "without a cluster), got " + std::to_string(overrides.cluster_n));
   const std::vector<Fp8GemmConfig> cands = candidates(target, overrides, form);
   const size_t nc = cands.size();
 

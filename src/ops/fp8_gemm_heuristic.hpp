@@ -40,19 +40,24 @@ struct Fp8GemmConfig {
   int stages = 1;
   int math_warpgroups = 2;  // block_m / 64 (2 for 256: two waves each)
   bool tma_store = true;
-  int cluster_m = 1;
+  int cluster_m = 1;  // 2: CTA pairs on vertically adjacent tiles, multicasting B
+  int cluster_n = 1;  // 2: CTA pairs on horizontally adjacent tiles, multicasting A
   // Two partial accumulators: the next K block's WGMMAs run while the current one is promoted (and while a
   // finished tile is stored). Registers allow it up to block_n 128.
   bool overlap_promotion = true;
   // The weight-gradient form: B scaled per row (1 x 128), D fp32 accumulated into (direct stores only).
   bool accumulate = false;
   // 2: CTA pairs split K in halves and the second hands its partial sums to the first through distributed
-  // shared memory (more CTAs when there are fewer tiles than SMs). Not combined with cluster_m = 2.
+  // shared memory (more CTAs when there are fewer tiles than SMs). Not combined with a multicast pair.
   int split_k = 1;
 
   bool operator==(const Fp8GemmConfig&) const = default;
   // "128x128, 5 stages, 2 math warpgroups, TMA store, overlapped promotion" (+ ", B multicast x2").
   std::string describe() const;
+  // CTAs per cluster: a multicast pair (cluster_m or cluster_n 2), a split-K pair, or 1.
+  int cluster_size() const { return cluster_m * cluster_n * split_k; }
+  // Work units (one tile per CTA of a cluster) of an m x n problem.
+  int64_t units(int64_t m, int64_t n) const;
 };
 
 // An inclusive range of M [m_lo, m_hi] (m_hi = kFp8GemmUnboundedM for the last) served by kernels[kernel].
@@ -86,8 +91,8 @@ void check_fp8_gemm_overrides(const Fp8GemmOverrides& overrides, const char* who
 
 // The plan for a (target, n, k, form). n > 0, n % 8 == 0, k > 0, k % 16 == 0 (Error(kValueError) naming n or
 // k otherwise); target.sm_count > 0 is the SMs the kernel may use (set_num_sms already applied). Overrides are
-// checked as above (and cluster_m = 2 is refused for the accumulating form, whose kernel has no cluster
-// variant); a forced stage count that does not fit in target.shared_memory_per_block is an error naming the
+// checked as above (and cluster_m or cluster_n = 2 is refused for the accumulating form, whose kernel has no
+// cluster variant); a forced stage count that does not fit in target.shared_memory_per_block is an error naming the
 // tile. Pure: equal arguments give equal plans, on every machine.
 Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const Fp8GemmOverrides& overrides = {},
                           Fp8GemmForm form = Fp8GemmForm::kInference);

@@ -199,9 +199,14 @@ double deepgemm_us(int64_t m, int64_t n, int64_t k) {
   return it == kPeers.end() ? 0.0 : it->second;
 }
 
-// The kernel the public plan says serves one problem (what DG_PRINT_CONFIGS would print).
+// The kernel the public plan says serves one problem (what DG_PRINT_CONFIGS would print), with the
+// process-wide overrides in force.
 std::string kernel_for(int64_t m, int64_t n, int64_t k) {
   kiln::CompileRequest r{"fp8_gemm_nt", {{"m", m}, {"n", n}, {"k", k}}, std::nullopt, std::nullopt};
+  const kiln::Fp8GemmOverrides o = kiln::get_fp8_gemm_overrides();
+  for (const auto& [name, value] : {std::pair<const char*, int>{"block_m", o.block_m}, {"block_n", o.block_n},
+                                    {"stages", o.stages}, {"cluster_m", o.cluster_m}, {"cluster_n", o.cluster_n}})
+    if (value != 0) r.problem[name] = value;
   const auto reports = kiln::plan(r);
   if (reports.empty()) return "-";
   const std::string& d = reports[0].detail;
@@ -256,12 +261,13 @@ void run_case(const Case& c, const DeviceData& dev, const Reference& ref, Timing
   const kiln::TensorView tsfb = kiln::TensorView::contiguous(dev.sfb->data(), kiln::DType::kFloat32, {(n + 127) / 128, kb});
   const kiln::TensorView td = view(d.data(), kiln::DType::kBFloat16, m, n, ldd, 1);
 
+  // The overrides first: the name shows the kernel they make the op choose.
+  if (c.before) c.before();
   char name[256];
   std::snprintf(name, sizeof name, "m=%lld n=%lld k=%lld ldd=%lld%s%s%s [%s]%s%s", static_cast<long long>(m),
                 static_cast<long long>(n), static_cast<long long>(k), static_cast<long long>(ldd),
                 c.lda_pad ? " lda+pad" : "", c.ldb_pad ? " ldb+pad" : "", c.sfa_pad ? " sfa-stride+pad" : "",
                 kernel_for(m, n, k).c_str(), c.note.empty() ? "" : " ", c.note.c_str());
-  if (c.before) c.before();
   try {
     d.poison();
     KILN_CU_CHECK(cu().cuCtxSynchronize());
@@ -583,6 +589,11 @@ int main(int argc, char** argv) {
         forced_waves.before = [] { kiln::set_fp8_gemm_overrides({256, 0, 0, 0}); };
         forced_waves.after = [] { kiln::set_fp8_gemm_overrides({}); };
         cases.push_back(forced_waves);
+        Case forced_pairs{300, 576, 512};
+        forced_pairs.note = "overrides block_m=256 block_n=64 cluster_n=2 (A multicast, 9 n blocks: odd)";
+        forced_pairs.before = [] { kiln::set_fp8_gemm_overrides({256, 64, 0, 0, 2}); };
+        forced_pairs.after = [] { kiln::set_fp8_gemm_overrides({}); };
+        cases.push_back(forced_pairs);
       }
       run_group(cases, seed++, &timing);
       run_group({Case{37, 576, 720}, Case{1000, 576, 720}}, seed++, &timing);  // K tail: 720 = 5 x 128 + 80

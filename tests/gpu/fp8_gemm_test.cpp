@@ -185,10 +185,14 @@ void reference(const HostProblem& p, const Gen& g, const std::vector<uint32_t>& 
 struct KernelConfig {
   uint32_t block_m, block_n, stages, math_warpgroups;
   bool tma_store;
-  uint32_t cluster_m;  // 2: pairs of CTAs share (multicast) the B tile
+  uint32_t cluster_m;  // 2: pairs of CTAs on vertically adjacent tiles share (multicast) the B tile
   bool overlap;        // two partial accumulators: the next K block's WGMMAs overlap the promotion
   uint32_t split_k = 1;  // 2: CTA pairs split K and reduce through distributed shared memory
-  auto tie() const { return std::tie(block_m, block_n, stages, math_warpgroups, tma_store, cluster_m, overlap, split_k); }
+  uint32_t cluster_n = 1;  // 2: pairs of CTAs on horizontally adjacent tiles share (multicast) the A tile
+  uint32_t cluster() const { return cluster_m * cluster_n * split_k; }
+  auto tie() const {
+    return std::tie(block_m, block_n, stages, math_warpgroups, tma_store, cluster_m, overlap, split_k, cluster_n);
+  }
   bool operator<(const KernelConfig& o) const { return tie() < o.tie(); }
   bool operator==(const KernelConfig& o) const { return tie() == o.tie(); }
 };
@@ -199,6 +203,11 @@ KernelConfig make_config(uint32_t block_m, uint32_t block_n, bool tma_store = tr
           tma_store, cluster_m, block_m <= 128 && kiln::kernels::fp8_gemm_can_overlap_promotion(block_n)};
 }
 KernelConfig multicast(uint32_t block_m, uint32_t block_n) { return make_config(block_m, block_n, true, 2); }
+KernelConfig multicast_a(uint32_t block_m, uint32_t block_n, bool tma_store = true) {
+  KernelConfig c = make_config(block_m, block_n, tma_store);
+  c.cluster_n = 2;
+  return c;
+}
 KernelConfig split_k(uint32_t block_m, uint32_t block_n) {
   KernelConfig c = make_config(block_m, block_n);
   c.split_k = 2;
@@ -228,8 +237,10 @@ std::vector<KernelConfig> sweep_configs(uint32_t m) {
   if (m <= 128)
     return {make_config(64, 128), make_config(128, 64), make_config(64, 64), make_config(64, 32), split_k(64, 128),
             split_k(64, 64), split_k(128, 128)};
-  return {serial(128, 128), make_config(128, 160), make_config(128, 192), serial(128, 192), multicast(128, 128),
-          multicast(128, 192), make_config(128, 64), make_config(256, 128), multicast(256, 128), make_config(256, 112)};
+  return {serial(128, 128),        make_config(128, 160), make_config(128, 192),   serial(128, 192),
+          multicast(128, 128),     multicast(128, 192),   multicast_a(128, 128),   make_config(128, 64),
+          make_config(256, 128),   multicast(256, 128),   multicast_a(256, 128),   make_config(256, 112),
+          multicast_a(256, 112)};
 }
 
 kiln::codegen::KernelSpec make_spec(uint32_t n, uint32_t k, const KernelConfig& c) {
@@ -246,6 +257,7 @@ kiln::codegen::KernelSpec make_spec(uint32_t n, uint32_t k, const KernelConfig& 
       .arg("math_warpgroups", static_cast<int64_t>(c.math_warpgroups))
       .arg("tma_store", c.tma_store)
       .arg("cluster_m", static_cast<int64_t>(c.cluster_m))
+      .arg("cluster_n", static_cast<int64_t>(c.cluster_n))
       .arg("overlap_promotion", c.overlap)
       .arg("accumulate", false)
       .arg("split_k", static_cast<int64_t>(c.split_k));
@@ -326,6 +338,13 @@ std::vector<Case> make_cases(bool sweep, const std::vector<uint32_t>& sweep_ms) 
       // M below BLOCK_M: A's box is align(M, 8) rows; with 128-row tiles the second math warpgroup computes
       // only stale rows, and with multicast the second CTA of the pair works wholly beyond M.
       {9, 2112, 7168, 2112, {make_config(128, 128), multicast(128, 128), make_config(64, 16), split_k(64, 32)}, false, 0},
+      // A multicast (CTA pairs along N): an odd number of n blocks (17 of 128 with a partial last one; 9 of 64:
+      // the second CTA of the last pair works wholly beyond N, and with direct stores its column masks must
+      // hold although N is a multiple of BLOCK_N), a partial m block, 256-row tiles, M below half a tile (the
+      // second half of A's box is all zero fill), a K tail and a padded D.
+      {300, 2112, 720, 2120, {multicast_a(256, 128), multicast_a(128, 128), multicast_a(256, 112)}, false, 0},
+      {130, 576, 2048, 576, {multicast_a(128, 64), multicast_a(64, 64, false)}, false, 0},
+      {9, 2112, 7168, 2112, {multicast_a(128, 128), multicast_a(256, 128)}, false, 0},
       // Split-K: an even and an odd number of K blocks (5: the halves take 3 and 2), a K tail, padded D, a
       // persistent walk over several tiles per pair (M = 1000 with 64-row tiles), both tile heights.
       {200, 576, 640, 576, {split_k(64, 64), split_k(128, 128)}, false, 0},
@@ -366,8 +385,9 @@ struct DeviceProblem {
 
 Launch prepare(const Case& c, const KernelConfig& k, const HostProblem& p, const DeviceProblem& dev, int sm_count) {
   Launch l{};
-  const uint32_t a_box_rows = kiln::kernels::fp8_gemm_a_box_rows(k.block_m, c.m);
-  const auto tma_a = encode_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, dev.a, c.k, c.m, c.k, 128, a_box_rows,
+  // A multicast pairs load the whole A tile, each CTA block_m / 2 of its rows.
+  const uint32_t a_box_rows = k.cluster_n > 1 ? k.block_m : kiln::kernels::fp8_gemm_a_box_rows(k.block_m, c.m);
+  const auto tma_a = encode_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, dev.a, c.k, c.m, c.k, 128, a_box_rows / k.cluster_n,
                                CU_TENSOR_MAP_SWIZZLE_128B, "A");
   // With a cluster each CTA loads (and multicasts) block_n / cluster_m rows of the B tile.
   const auto tma_b = encode_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, dev.b, c.k, c.n, c.k, 128, k.block_n / k.cluster_m,
@@ -390,10 +410,11 @@ Launch prepare(const Case& c, const KernelConfig& k, const HostProblem& p, const
   l.params.ldd = c.ldd;
   l.params.m = c.m;
   l.params.a_box_rows = a_box_rows;
-  // Work units of cluster_m vertically adjacent tiles; the grid is a whole number of clusters.
-  const uint32_t m_blocks = (c.m + k.block_m - 1) / k.block_m;
-  const uint32_t units = (m_blocks + k.cluster_m - 1) / k.cluster_m * ((c.n + k.block_n - 1) / k.block_n);
-  const uint32_t cluster = k.cluster_m * k.split_k;
+  // Work units of cluster_m vertically or cluster_n horizontally adjacent tiles; the grid is a whole number of
+  // clusters.
+  const uint32_t m_blocks = (c.m + k.block_m - 1) / k.block_m, n_blocks = (c.n + k.block_n - 1) / k.block_n;
+  const uint32_t units = (m_blocks + k.cluster_m - 1) / k.cluster_m * ((n_blocks + k.cluster_n - 1) / k.cluster_n);
+  const uint32_t cluster = k.cluster();
   l.config.grid[0] = std::min<uint32_t>(units, static_cast<uint32_t>(sm_count) / cluster) * cluster;
   l.config.cluster[0] = cluster;
   l.config.block[0] = fp8_gemm_num_threads(k.math_warpgroups);
@@ -405,7 +426,11 @@ std::string describe(const Case& c, const KernelConfig& k) {
   char s[200];
   std::snprintf(s, sizeof(s), "m=%u n=%u k=%u ldd=%llu block %ux%u stages=%u %s%s%s", c.m, c.n, c.k,
                 static_cast<unsigned long long>(c.ldd), k.block_m, k.block_n, k.stages,
-                k.tma_store ? "tma-store" : "direct-store", k.cluster_m > 1 ? " multicast-2" : k.split_k > 1 ? " split-k-2" : "",
+                k.tma_store ? "tma-store" : "direct-store",
+                k.cluster_m > 1   ? " multicast-2"
+                : k.cluster_n > 1 ? " multicast-a-2"
+                : k.split_k > 1   ? " split-k-2"
+                                  : "",
                 k.overlap ? " overlap" : " serial");
   return s;
 }
@@ -415,7 +440,8 @@ std::string describe(const Case& c, const KernelConfig& k) {
 int main(int argc, char** argv) {
   // --sweep[=M,M,...]: the alternative configurations too (at those M only, e.g. --sweep=1,8,16). --shape M N
   // K [TILE...]: only that shape, with the default configuration and its serial-promotion twin, or the tiles
-  // named (128x192; a suffix s for serial promotion, m for B multicast, k for split-K, d for direct stores,
+  // named (128x192; a suffix s for serial promotion, m for B multicast, a for A multicast, k for split-K, d for
+  // direct stores,
   // then @S for at most S stages), e.g. to profile one kernel under ncu.
   const bool sweep = argc > 1 && std::strncmp(argv[1], "--sweep", 7) == 0;
   std::vector<uint32_t> sweep_ms;
@@ -447,11 +473,12 @@ int main(int argc, char** argv) {
       const char* at = std::strchr(argv[i], '@');
       if (std::sscanf(argv[i], "%ux%u%c", &bm, &bn, &suffix) < 2 || (bm != 64 && bm != 128 && bm != 256) ||
           (at && std::sscanf(at, "@%u", &stages) != 1)) {
-        std::printf("FAIL --shape: tile %s is not BMxBN[s|m|k|d][@STAGES] with BM 64, 128 or 256\n", argv[i]);
+        std::printf("FAIL --shape: tile %s is not BMxBN[s|m|a|k|d][@STAGES] with BM 64, 128 or 256\n", argv[i]);
         return 2;
       }
       KernelConfig kc = suffix == 's'   ? serial(bm, bn)
                         : suffix == 'm' ? multicast(bm, bn)
+                        : suffix == 'a' ? multicast_a(bm, bn)
                         : suffix == 'k' ? split_k(bm, bn)
                         : suffix == 'd' ? make_config(bm, bn, false)
                                         : make_config(bm, bn);
@@ -580,7 +607,7 @@ int main(int argc, char** argv) {
         Case c = c_all;
         c.configs.clear();
         for (const auto& kc : c_all.configs)
-          if ((kc.cluster_m > 1) == (pass == 1)) c.configs.push_back(kc);
+          if ((kc.cluster_m * kc.cluster_n > 1) == (pass == 1)) c.configs.push_back(kc);
         const Gen g{seed++};
         if (c.configs.empty()) continue;
         const HostProblem p = make_problem(c.m, c.n, c.k, g);
@@ -658,7 +685,7 @@ int main(int argc, char** argv) {
                           "time m=%-5u n=%-6u k=%-6u %3ux%-3u %2u st %-12s%s %s %9.1f us %7.1f TFLOPS %6.0f GB/s | DeepGEMM %7.1f us "
                           "(DeepGEMM/ours %.2f)",
                           c.m, c.n, c.k, kc.block_m, kc.block_n, kc.stages, kc.tma_store ? "tma-store" : "direct-store",
-                          kc.cluster_m > 1 ? " mc2" : kc.split_k > 1 ? " sk2" : "    ", kc.overlap ? "ovl" : "ser", us, tflops,
+                          kc.cluster_m > 1 ? " mc2" : kc.cluster_n > 1 ? " ma2" : kc.split_k > 1 ? " sk2" : "    ", kc.overlap ? "ovl" : "ser", us, tflops,
                           bytes / (us * 1e-6) / 1e9, c.deepgemm_us, c.deepgemm_us > 0 ? c.deepgemm_us / us : 0.0);
             timing_lines.push_back(line);
             std::printf("%s\n", line);

@@ -20,6 +20,9 @@
 //     2u + 1), and each CTA loads half of the shared B tile and multicasts it to both, halving B's traffic
 //     from L2. A slot is then free only when the math warps of both CTAs have released it, so each math
 //     warp arrives on the empty barrier of every CTA in the cluster;
+//   * kClusterN = 2, the same along N: CTA pairs on horizontally adjacent tiles (same m block, n blocks 2u and
+//     2u + 1) each load half of the shared A tile's rows and multicast them (A's scales are loaded whole by
+//     each). With 256-row tiles A is two thirds of a stage's bytes, so this halves more traffic than B's;
 //   * epilogue (kTmaStore): each math warpgroup converts its 64 rows to bf16, writes them with stmatrix into
 //     a swizzled staging tile and one thread issues TMA stores (which clip rows >= M and columns >= N); the
 //     wait for those stores to finish reading the staging tile is deferred to the next tile's epilogue, so it
@@ -50,7 +53,8 @@ namespace kiln::kernels {
 // kStages pipeline slots (fp8_gemm_max_stages gives the most that fit). Launch with
 // fp8_gemm_num_threads(kNumMathWarpgroups) threads, fp8_gemm_layout(...).total_bytes of dynamic shared
 // memory and at most one CTA per SM; with kClusterM = 2, clusters of (2, 1, 1), an even grid, and B's
-// tensor map boxed {128, kBlockN / 2}.
+// tensor map boxed {128, kBlockN / 2}; with kClusterN = 2 the same with A's map boxed {128, kBlockM / 2} and
+// Fp8GemmParams::a_box_rows = kBlockM (A's box is not cut for small M there).
 //
 // kOverlapPromotion: two partial accumulators, so that the WGMMAs of the next K block (of this tile or of
 // the next tile) run on the tensor cores while the CUDA cores promote the current one and, at a tile's
@@ -67,7 +71,7 @@ namespace kiln::kernels {
 // into the first one's shared memory with st.async (counted on the first one's "ready" mbarrier), and the
 // first adds them and stores the tile. No workspace in global memory, no second kernel.
 template <u32 kN, u32 kK, u32 kBlockM, u32 kBlockN, u32 kStages, u32 kNumMathWarpgroups, bool kTmaStore,
-          u32 kClusterM, bool kOverlapPromotion, bool kAccumulate, u32 kSplitK>
+          u32 kClusterM, u32 kClusterN, bool kOverlapPromotion, bool kAccumulate, u32 kSplitK>
 struct Fp8Gemm {
   static constexpr u32 kBlockK = kFp8GemmBlockK;
   static constexpr u32 kNumThreads = fp8_gemm_num_threads(kNumMathWarpgroups);
@@ -92,8 +96,15 @@ struct Fp8Gemm {
   static constexpr u32 kProducerRegisters = kNumMathWarpgroups == 1 ? 56 : 40;
   static constexpr u32 kMathRegisters = kNumMathWarpgroups == 1 ? 240 : 232;
   static constexpr Fp8GemmLayout kLayout = fp8_gemm_layout(kBlockM, kBlockN, kStages, kTmaStore, kAccumulate, kSplitK);
-  // CTAs per cluster: B multicast pairs along M, or split-K pairs.
-  static constexpr u32 kClusterSize = kClusterM * kSplitK;
+  // CTAs that share loads by multicast: pairs along M (sharing B) or along N (sharing A).
+  static constexpr u32 kMulticast = kClusterM * kClusterN;
+  // CTAs per cluster: a multicast pair, or a split-K pair.
+  static constexpr u32 kClusterSize = kMulticast * kSplitK;
+  // Work units: kClusterM x kClusterN tiles, one per CTA of a cluster; n units per row of units.
+  static constexpr u32 kNumNUnits = (kNumNBlocks + kClusterN - 1) / kClusterN;
+  // With an odd number of n blocks, a pair's last unit has a second tile beyond N: computed on TMA's zero fill
+  // and never stored, so the column masks must not be compiled out for it.
+  static constexpr bool kNTail = kN % kBlockN != 0 || kNumNUnits * kClusterN != kNumNBlocks;
   static constexpr u32 kKBlocksPerSplit = (kNumKBlocks + kSplitK - 1) / kSplitK;
   // TMA-store epilogue geometry: column groups of kStoreCols, staging rows of kStoreCols * 2 bytes swizzled
   // in 16-byte units (kUnitsPerRow per row).
@@ -106,7 +117,9 @@ struct Fp8Gemm {
   static constexpr bool kUniformSfb = 128 % kBlockN == 0;
   // Rows of the B tile each CTA of a cluster loads and multicasts.
   static constexpr u32 kBlockNPerCta = kBlockN / kClusterM;
-  static constexpr u32 kEmptyArrivals = kNumMathWarpgroups * 4 * kClusterM;
+  // Rows of the A tile each CTA of a cluster loads and multicasts.
+  static constexpr u32 kBlockMPerCta = kBlockM / kClusterN;
+  static constexpr u32 kEmptyArrivals = kNumMathWarpgroups * 4 * kMulticast;
   // A slot is full once the TMA producer's loads have landed and, in the inference form, the scale loader
   // has written B's scales for it.
   static constexpr u32 kFullArrivals = kAccumulate ? 1 : 2;
@@ -130,33 +143,37 @@ struct Fp8Gemm {
   static_assert(kN % 8 == 0 && kN > 0, "N must be a positive multiple of 8");
   static_assert(kK % 16 == 0 && kK > 0, "K must be a positive multiple of 16 (TMA strides are 16-byte units)");
   static_assert(kClusterM == 1 || kClusterM == 2, "clusters of one or two CTAs along M");
+  static_assert(kClusterN == 1 || kClusterN == 2, "clusters of one or two CTAs along N");
+  static_assert(kMulticast <= 2, "multicast in pairs: along M (B shared) or along N (A shared), not both");
   static_assert(kBlockNPerCta % 8 == 0, "each CTA's share of the B tile must be whole 8-row swizzle atoms");
+  static_assert(kBlockMPerCta % 8 == 0, "each CTA's share of the A tile must be whole 8-row swizzle atoms");
   static_assert(kProducerRegisters * 128 + kMathRegisters * 128 * kNumMathWarpgroups <= 65536,
                 "register reallocation exceeds the register file");
   static_assert(!kOverlapPromotion || fp8_gemm_can_overlap_promotion(kBlockN),
                 "two partial accumulators fit in registers up to BLOCK_N 128");
-  static_assert(!kAccumulate || (!kTmaStore && kClusterM == 1 && kSplitK == 1),
+  static_assert(!kAccumulate || (!kTmaStore && kMulticast == 1 && kSplitK == 1),
                 "the weight-gradient form adds into fp32 D with plain stores, without a cluster");
   static_assert(kSplitK == 1 || kSplitK == 2, "split-K in halves or not at all");
-  static_assert(kSplitK == 1 || kClusterM == 1, "split-K and B multicast both use the cluster");
+  static_assert(kSplitK == 1 || kMulticast == 1, "split-K and multicast both use the cluster");
   static_assert((kSplitK - 1) * kKBlocksPerSplit < kNumKBlocks, "every split of K needs K blocks");
 
-  // Tile index -> (m block, n block). Groups of kGroupM m-blocks; inside a group m varies fastest, so
-  // consecutive CTAs share B panels and a wave touches about kGroupM A panels.
-  static __device__ __forceinline__ void tile_coords(u32 tile, u32 num_m_blocks, u32& m_block, u32& n_block) {
-    const u32 group = tile / (kGroupM * kNumNBlocks);
+  // Unit index -> (m unit, n unit) on the grid of num_m_units x kNumNUnits. Groups of kGroupM m units; inside
+  // a group m varies fastest, so consecutive CTAs share B panels and a wave touches about kGroupM A panels.
+  static __device__ __forceinline__ void unit_coords(u32 unit, u32 num_m_units, u32& m_unit, u32& n_unit) {
+    const u32 group = unit / (kGroupM * kNumNUnits);
     const u32 first_m = group * kGroupM;
-    const u32 group_m = num_m_blocks - first_m < kGroupM ? num_m_blocks - first_m : kGroupM;
-    const u32 in_group = tile - group * (kGroupM * kNumNBlocks);
-    m_block = first_m + in_group % group_m;
-    n_block = in_group / group_m;
+    const u32 group_m = num_m_units - first_m < kGroupM ? num_m_units - first_m : kGroupM;
+    const u32 in_group = unit - group * (kGroupM * kNumNUnits);
+    m_unit = first_m + in_group % group_m;
+    n_unit = in_group / group_m;
   }
 
   // The walk over output tiles, shared by the producer and the math warpgroups of a CTA (they must agree
   // exactly) and by the CTAs of a cluster (they must run the same number of K blocks). Work units are
-  // kClusterM vertically adjacent tiles; unit u goes to cluster u mod (clusters), and CTA `rank` of the
-  // cluster takes m block kClusterM * (unit's m) + rank. With an odd number of m blocks the last unit's
-  // second tile lies beyond M: it is computed on TMA's zero fill and never stored.
+  // kClusterM vertically or kClusterN horizontally adjacent tiles; unit u goes to cluster u mod (clusters),
+  // and CTA `rank` of the cluster takes m block kClusterM * (unit's m) + rank (or n block kClusterN * (unit's
+  // n) + rank). With an odd number of m (n) blocks the last units' second tile lies beyond M (N): it is
+  // computed on TMA's zero fill and never stored.
   // With split-K, both CTAs of a cluster walk the same tiles, CTA `rank` over K blocks [kb_begin, kb_begin +
   // kb_count).
   struct Schedule {
@@ -164,7 +181,7 @@ struct Fp8Gemm {
     __device__ __forceinline__ explicit Schedule(u32 m) {
       const u32 num_m_blocks = (m + kBlockM - 1) / kBlockM;
       num_m_units = (num_m_blocks + kClusterM - 1) / kClusterM;
-      num_units = num_m_units * kNumNBlocks;
+      num_units = num_m_units * kNumNUnits;
       first = blockIdx.x / kClusterSize;
       stride = gridDim.x / kClusterSize;
       rank = kClusterSize == 1 ? 0 : ptx::cluster_cta_rank();  // cluster (kClusterSize, 1, 1): consecutive blocks
@@ -172,9 +189,10 @@ struct Fp8Gemm {
       kb_count = kSplitK == 1 ? kNumKBlocks : (kNumKBlocks - kb_begin < kKBlocksPerSplit ? kNumKBlocks - kb_begin : kKBlocksPerSplit);
     }
     __device__ __forceinline__ void coords(u32 unit, u32& m_block, u32& n_block) const {
-      u32 m_unit;
-      tile_coords(unit, num_m_units, m_unit, n_block);
+      u32 m_unit, n_unit;
+      unit_coords(unit, num_m_units, m_unit, n_unit);
       m_block = kClusterM == 1 ? m_unit : m_unit * kClusterM + rank;
+      n_block = kClusterN == 1 ? n_unit : n_unit * kClusterN + rank;
     }
   };
 
@@ -265,7 +283,15 @@ struct Fp8Gemm {
         ptx::mbarrier_wait_parity(&empty[stage], slot.phase ^ 1);
         ptx::mbarrier_arrive_expect_tx(&full[stage], stage_tx_bytes);
         const i32 k0 = static_cast<i32>(kb * kBlockK);
-        ptx::tma_load_2d(smem + kLayout.a_offset + stage * kLayout.a_stage_bytes, &p.tma_a, &full[stage], k0, m0);
+        u8* a_tile = smem + kLayout.a_offset + stage * kLayout.a_stage_bytes;
+        if constexpr (kClusterN == 1) {
+          ptx::tma_load_2d(a_tile, &p.tma_a, &full[stage], k0, m0);
+        } else {
+          // This CTA's rows of the shared A tile, delivered to both CTAs (and counted by both full barriers).
+          ptx::tma_load_2d_multicast(a_tile + schedule.rank * kBlockMPerCta * kBlockK, &p.tma_a, &full[stage], k0,
+                                     m0 + static_cast<i32>(schedule.rank * kBlockMPerCta),
+                                     static_cast<u16>((1u << kClusterN) - 1));
+        }
         u8* b_tile = smem + kLayout.b_offset + stage * kLayout.b_stage_bytes;
         if constexpr (kClusterM == 1) {
           ptx::tma_load_2d(b_tile, &p.tma_b, &full[stage], k0, n0);
@@ -305,9 +331,11 @@ struct Fp8Gemm {
     for (u32 unit = schedule.first; unit < schedule.num_units; unit += schedule.stride) {
       u32 m_block, n_block;
       schedule.coords(unit, m_block, n_block);
-      const float* sfb0 = p.sfb + (n_block * kBlockN / 128) * kNumKBlocks;
+      // A tile beyond N (the second of a pair's last unit) reads the last row: it is never stored.
+      const u32 sfb_row = n_block * kBlockN / 128 < kNumSfbRows ? n_block * kBlockN / 128 : kNumSfbRows - 1;
+      const float* sfb0 = p.sfb + sfb_row * kNumKBlocks;
       // The second block's row; past the last row only for columns beyond N, which are never stored.
-      const float* sfb1 = (n_block * kBlockN / 128 + 1 < kNumSfbRows) ? sfb0 + kNumKBlocks : sfb0;
+      const float* sfb1 = (sfb_row + 1 < kNumSfbRows) ? sfb0 + kNumKBlocks : sfb0;
       for (u32 kb0 = 0; kb0 < schedule.kb_count; kb0 += 32) {
         const u32 kb = schedule.kb_begin + (kb0 + lane < schedule.kb_count ? kb0 + lane : schedule.kb_count - 1);
         const float v0 = sfb0[kb];
@@ -409,11 +437,11 @@ struct Fp8Gemm {
     // multicasts into this slot too, so it is released there as well.
     __device__ __forceinline__ void release(u32 stage) {
       if (lane == 0) {
-        if constexpr (kClusterM == 1) {
+        if constexpr (kMulticast == 1) {
           ptx::mbarrier_arrive(&empty[stage]);
         } else {
 #pragma unroll
-          for (u32 r = 0; r < kClusterM; ++r) ptx::mbarrier_arrive_cluster(&empty[stage], r);
+          for (u32 r = 0; r < kMulticast; ++r) ptx::mbarrier_arrive_cluster(&empty[stage], r);
         }
       }
     }
@@ -638,7 +666,7 @@ struct Fp8Gemm {
 #pragma unroll
     for (u32 j = 0; j < kBlockN / 8; ++j) {
       const u32 col = col0 + j * 8;
-      if (kN % kBlockN == 0 || col < kN) {
+      if (!kNTail || col < kN) {
         if (row0 < p.m) {
           F32x2* q = reinterpret_cast<F32x2*>(d + static_cast<u64>(row0) * p.ldd + col);
           const F32x2 v = *q;
@@ -662,7 +690,7 @@ struct Fp8Gemm {
 #pragma unroll
     for (u32 j = 0; j < kBlockN / 8; ++j) {
       const u32 col = col0 + j * 8;
-      if (kN % kBlockN == 0 || col < kN) {
+      if (!kNTail || col < kN) {
         if (row0 < p.m)
           *reinterpret_cast<u32*>(d + (static_cast<u64>(row0) * p.ldd + col) * 2) =
               ptx::f32x2_to_bf16x2(accum[4 * j + 0], accum[4 * j + 1]);
