@@ -23,10 +23,15 @@ constexpr double kFixedUs = 4.48;
 constexpr double kFloorUsPerKBlock = 0.104;
 // Per K block and tile, per math warpgroup: cycles per column of BLOCK_N and fixed cycles, with two
 // warpgroups (they share the tensor cores) and with one (whose promotion, even overlapped, is on its path).
+// 256-row tiles (two waves per warpgroup, serial promotion) take this many times a one-wave tile's cycles per
+// K block: fitted to the H200 sweep of 2026-11-29 (256x128 with A multicast against 128x128 at M = 4096: 1.87x
+// per K block at 4096 x 7168 x 16384, 1.88x at 4096 x 24576 x 1536); less than 2 because a stage of 256 rows
+// streams A's and B's panels once for twice the multiply-adds.
 constexpr double kCyclesPerColumnTwoWarpgroups = 2.28;
 constexpr double kFixedCyclesTwoWarpgroups = 61.7;
 constexpr double kCyclesPerColumnOneWarpgroup = 0.393;
 constexpr double kFixedCyclesOneWarpgroup = 167.0;
+constexpr double kTwoWaveCycleFactor = 1.87;
 // Clock used to turn the per-K-block cycle estimate into time (sustained under FP8 WGMMA load).
 constexpr double kCyclesPerUs = 1600.0;
 // What one SM's producer streams into shared memory at most.
@@ -71,7 +76,13 @@ bool block_n_supported(int bn) {
   return 128 % bn == 0 || bn <= 128 + gcd;
 }
 
-Fp8GemmConfig make_config(int bm, int bn, const TargetInfo& target, const Fp8GemmOverrides& o, Fp8GemmForm form) {
+// A candidate tile: rows, columns, and 2 for CTA pairs along N sharing A (the heuristic's 256-row tile).
+struct Tile {
+  int block_m, block_n, cluster_n = 1;
+};
+
+Fp8GemmConfig make_config(const Tile& t, const TargetInfo& target, const Fp8GemmOverrides& o, Fp8GemmForm form) {
+  const int bm = t.block_m, bn = t.block_n;
   const bool accumulate = form == Fp8GemmForm::kAccumulate;
   Fp8GemmConfig c;
   c.block_m = bm;
@@ -83,7 +94,8 @@ Fp8GemmConfig make_config(int bm, int bn, const TargetInfo& target, const Fp8Gem
   c.tma_store = !accumulate;
   c.accumulate = accumulate;
   c.cluster_m = o.cluster_m > 0 && !accumulate ? o.cluster_m : 1;
-  c.cluster_n = o.cluster_n > 0 && !accumulate ? o.cluster_n : 1;
+  // The tile's own A multicast unless overridden (or B multicast is asked for: pairs go one way only).
+  c.cluster_n = accumulate || c.cluster_m > 1 ? 1 : o.cluster_n > 0 ? o.cluster_n : t.cluster_n;
   c.overlap_promotion = bm <= 128 && kernels::fp8_gemm_can_overlap_promotion(static_cast<uint32_t>(bn));
   const uint32_t smem = static_cast<uint32_t>(std::clamp<int64_t>(target.shared_memory_per_block, 0, INT32_MAX));
   const int max_stages = static_cast<int>(kernels::fp8_gemm_max_stages(static_cast<uint32_t>(bm), static_cast<uint32_t>(bn),
@@ -93,36 +105,42 @@ Fp8GemmConfig make_config(int bm, int bn, const TargetInfo& target, const Fp8Gem
   return c;
 }
 
-// The candidates, best-first for ties (bigger tiles first: fewer tiles, fewer epilogues).
+// The candidates, best-first for ties (bigger tiles first: fewer tiles, fewer epilogues). 256x128 is
+// DeepGEMM's large-M tile and ours since the sweep of 2026-11-29 (3-7 % faster than 128x128 at M = 4096 on four
+// of the seven dense shapes); its CTA pairs share A, two thirds of each stage (the bf16 form only: the
+// accumulating form has no 256-row kernel).
 std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, const Fp8GemmOverrides& o, Fp8GemmForm form) {
-  static constexpr std::array<std::array<int, 2>, 7> kTiles = {
-      {{128, 128}, {128, 64}, {128, 160}, {128, 192}, {64, 128}, {64, 64}, {64, 32}}};
+  static constexpr std::array<Tile, 8> kTiles = {
+      {{256, 128, 2}, {128, 128}, {128, 64}, {128, 160}, {128, 192}, {64, 128}, {64, 64}, {64, 32}}};
   static_assert(kTiles.size() <= kFp8GemmMaxKernels, "each (N, K) must need at most kFp8GemmMaxKernels kernels");
-  // 256-row tiles: only when asked for (block_m = 256), until the H200 has measured them.
-  static constexpr std::array<std::array<int, 2>, 3> kWaveTiles = {{{256, 128}, {256, 112}, {256, 96}}};
-  std::vector<std::array<int, 2>> tiles;
+  // block_m = 256 alone: the 256-row tiles' narrower widths too.
+  static constexpr std::array<Tile, 3> kWaveTiles = {{{256, 128, 2}, {256, 112, 2}, {256, 96, 2}}};
+  const bool accumulate = form == Fp8GemmForm::kAccumulate;
+  std::vector<Tile> tiles;
   if (o.block_m > 0 && o.block_n > 0) {
-    tiles.push_back({o.block_m, o.block_n});
+    tiles.push_back({o.block_m, o.block_n, o.block_m == 256 ? 2 : 1});
   } else if (o.block_m == 256) {
-    for (const auto& t : kWaveTiles) tiles.push_back(t);
+    for (const Tile& t : kWaveTiles) tiles.push_back(t);
   } else {
-    for (const auto& t : kTiles)
-      if ((o.block_m == 0 || t[0] == o.block_m) && (o.block_n == 0 || t[1] == o.block_n)) tiles.push_back(t);
+    for (const Tile& t : kTiles)
+      if ((o.block_m == 0 || t.block_m == o.block_m) && (o.block_n == 0 || t.block_n == o.block_n) &&
+          !(accumulate && t.block_m == 256))
+        tiles.push_back(t);
     if (tiles.empty())  // a block_n outside the measured set (block_m is free here): both row counts with it
       for (int bm : {128, 64}) tiles.push_back({bm, o.block_n});
   }
   std::vector<Fp8GemmConfig> out;
-  for (const auto& t : tiles) {
-    const Fp8GemmConfig c = make_config(t[0], t[1], target, o, form);
+  for (const Tile& t : tiles) {
+    const Fp8GemmConfig c = make_config(t, target, o, form);
     if (c.stages > 0) out.push_back(c);
   }
   if (out.empty()) {
-    const Fp8GemmConfig c = make_config(tiles.front()[0], tiles.front()[1], target, Fp8GemmOverrides{}, form);
+    const Tile& t = tiles.front();
+    const Fp8GemmConfig c = make_config(t, target, Fp8GemmOverrides{}, form);
     invalid("fp8_gemm_nt", "no kernel configuration fits in " + std::to_string(target.shared_memory_per_block) +
-                               " bytes of shared memory per block (tile " + std::to_string(tiles.front()[0]) + "x" +
-                               std::to_string(tiles.front()[1]) + ": at most " + std::to_string(c.stages) +
-                               " stages fit" + (o.stages > 0 ? ", " + std::to_string(o.stages) + " were asked for" : "") +
-                               ")");
+                               " bytes of shared memory per block (tile " + std::to_string(t.block_m) + "x" +
+                               std::to_string(t.block_n) + ": at most " + std::to_string(c.stages) + " stages fit" +
+                               (o.stages > 0 ? ", " + std::to_string(o.stages) + " were asked for" : "") + ")");
   }
   return out;
 }
@@ -221,9 +239,9 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   // stage, and the latency floor, whichever is longest.
   const double per_wg = c.math_warpgroups == 1 ? kCyclesPerColumnOneWarpgroup * bn + kFixedCyclesOneWarpgroup
                                                : kCyclesPerColumnTwoWarpgroups * bn + kFixedCyclesTwoWarpgroups;
-  // Two waves (256 rows) do each warpgroup's work twice per K block.
-  const int waves = c.block_m / (64 * c.math_warpgroups);
-  double cycles = waves * c.math_warpgroups * per_wg;
+  // Two waves (256 rows) do each warpgroup's work twice per K block, for less than twice the time.
+  const bool two_waves = c.block_m > 64 * c.math_warpgroups;
+  double cycles = (two_waves ? kTwoWaveCycleFactor : 1.0) * c.math_warpgroups * per_wg;
   if (128 % c.block_n != 0) cycles *= kStraddlePenalty;
   const double a_rows = std::min<double>(bm, static_cast<double>(m));  // rows of A read from memory
   // The box: BLOCK_M rows, or align(M, 8) for a single partial m block; TMA zero-fills its rows beyond M.

@@ -4,10 +4,10 @@
 // compiles at most kFp8GemmMaxKernels kernels per (N, K), and usually fewer.
 //
 // How a choice is made (docs/FP8_GEMM.md, "Host side", has the numbers behind it):
-//   1. candidates: the tiles the H200 sweep found useful -- 128 x {128, 64, 160, 192} (two math
-//      warpgroups) and 64 x {128, 64, 32} (one) -- with the most pipeline stages that fit, the TMA-store
-//      epilogue and no cluster (multicast is unmeasured since its last fix); overrides narrow or replace
-//      them. Seven candidates: at most seven kernels per (N, K), whatever happens next;
+//   1. candidates: the tiles the H200 sweep found useful -- 256 x 128 (two math warpgroups of two waves,
+//      in CTA pairs sharing A), 128 x {128, 64, 160, 192} (two math warpgroups) and 64 x {128, 64, 32}
+//      (one) -- with the most pipeline stages that fit and the TMA-store epilogue; overrides narrow or
+//      replace them. Eight candidates: at most eight kernels per (N, K), whatever happens next;
 //   2. a cost model (fp8_gemm_estimate_us) calibrated on that sweep: per 128-wide K block a tile takes the
 //      longest of a latency floor, its WGMMA + promotion time and its share of per-SM load bandwidth; each
 //      tile adds an epilogue; the busiest CTA's tiles (wave quantisation), DRAM and L2 traffic bound it;

@@ -172,12 +172,15 @@ TEST_P(Fp8GemmCompile, SmallAndLargeTiles) {
 // 256-row tiles (asked for by override): two waves per math warpgroup, with and without B multicast, and one
 // whose tiles straddle two of B's scale blocks.
 TEST_P(Fp8GemmCompile, TwoWaveTiles) {
+  // Without a cluster, in pairs sharing A (the heuristic's form; 17 n blocks: the last pair's second tile lies
+  // past N) and in pairs sharing B.
   Fp8GemmOverrides o;
   o.block_m = 256;
-  for (int cluster : {1, 2}) {
-    o.cluster_m = cluster;
+  for (const auto& [cluster_m, cluster_n] : {std::pair{1, 1}, {0, 0}, {2, 0}}) {
+    o.cluster_m = cluster_m;
+    o.cluster_n = cluster_n;
     for (const Fp8GemmConfig& c : fp8_gemm_plan(kH200, 2112, 720, o).kernels)
-      if (c.block_n == 128 || cluster == 1) compile_and_check(fp8_gemm_spec(2112, 720, c));
+      if (c.block_n == 128 || cluster_m == 1) compile_and_check(fp8_gemm_spec(2112, 720, c));
   }
 }
 

@@ -166,11 +166,17 @@ TEST(Fp8GemmValidate, OverridesAreCheckedWhenSet) {
   EXPECT_EQ(get_fp8_gemm_overrides().block_m, 64);
   EXPECT_EQ(get_fp8_gemm_overrides().stages, 4);
   set_fp8_gemm_overrides({128, 192, 16, 2});  // every field at its largest value round-trips
-  const Fp8GemmOverrides back = get_fp8_gemm_overrides();
+  Fp8GemmOverrides back = get_fp8_gemm_overrides();
   EXPECT_EQ(back.block_m, 128);
   EXPECT_EQ(back.block_n, 192);
   EXPECT_EQ(back.stages, 16);
   EXPECT_EQ(back.cluster_m, 2);
+  EXPECT_EQ(back.cluster_n, 0);
+  set_fp8_gemm_overrides({256, 128, 3, 1, 2});
+  back = get_fp8_gemm_overrides();
+  EXPECT_EQ(back.block_m, 256);
+  EXPECT_EQ(back.cluster_m, 1);
+  EXPECT_EQ(back.cluster_n, 2);
   set_fp8_gemm_overrides({});
   EXPECT_EQ(get_fp8_gemm_overrides().block_m, 0);
 }
