@@ -258,7 +258,9 @@ struct Fp8Gemm {
     } else {
       ptx::setmaxnreg_inc<kMathRegisters>();
       const Schedule schedule(p.m);
-      consume(p, smem, full, empty, schedule, warpgroup);
+      // Read through a shuffle so that the compiler knows it is the same in every lane: the operand
+      // descriptors built from it then stay in uniform registers, off the WGMMA issue path.
+      consume(p, smem, full, empty, schedule, __shfl_sync(0xffffffffu, warpgroup, 0));
     }
     // No CTA may exit while its peer can still write to its shared memory or arrive on its barriers.
     if constexpr (kClusterSize > 1) ptx::cluster_sync();
