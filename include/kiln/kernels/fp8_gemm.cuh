@@ -468,20 +468,48 @@ struct Fp8Gemm {
           accum[4 * t + 2] += partial[4 * j + 2] * sb.x * a1;
           accum[4 * t + 3] += partial[4 * j + 3] * sb.y * a1;
         }
+      } else if constexpr (kUniformSfb) {
+        promote_split<kSlice, kWave, kBlockN>(partial, a0 * scales.b0, a1 * scales.b0, 0.0f, 0.0f);
       } else {
         const float s00 = a0 * scales.b0, s10 = a1 * scales.b0;
         const float s01 = a0 * scales.b1, s11 = a1 * scales.b1;
+        dispatch_split<kSlice, kWave, 128>(partial, s00, s10, s01, s11);
+      }
+    }
+
+    // The tile's switch to B's second scale block as a compile-time column: one branch per promotion
+    // instead of a select and two multiplies per 8 columns. It lies at 128 - n0 % 128, a multiple of
+    // gcd(BLOCK_N, 128), so there are 128 / gcd of them (2 for 192, 4 for 160, 8 for 112).
+    template <u32 kSlice, u32 kWave, u32 kSwitch>
+    __device__ __forceinline__ void dispatch_split(const float (&partial)[kPartialPerThread], float s00, float s10,
+                                                   float s01, float s11) {
+      if constexpr (kSwitch <= kGcdBlockN128) {
+        promote_split<kSlice, kWave, kSwitch>(partial, s00, s10, s01, s11);
+      } else {
+        if (tile.sfb_switch == kSwitch)
+          promote_split<kSlice, kWave, kSwitch>(partial, s00, s10, s01, s11);
+        else
+          dispatch_split<kSlice, kWave, kSwitch - kGcdBlockN128>(partial, s00, s10, s01, s11);
+      }
+    }
+
+    // accum += partial * s over the slice's columns: (s00, s10) for rows r and r + 8 before tile column
+    // kSwitch, (s01, s11) from it on.
+    template <u32 kSlice, u32 kWave, u32 kSwitch>
+    __device__ __forceinline__ void promote_split(const float (&partial)[kPartialPerThread], float s00, float s10,
+                                                  float s01, float s11) {
+      constexpr u32 kFirstColumnChunk = kSlice * kSliceN / 8;
+      constexpr u32 kWaveChunk = kWave * kBlockN / 8;
 #pragma unroll
-        for (u32 j = 0; j < kSliceN / 8; ++j) {
-          const u32 c = kFirstColumnChunk + j, t = kWaveChunk + c;
-          const bool first = kUniformSfb || c * 8 < tile.sfb_switch;
-          const float s0 = first ? s00 : s01;
-          const float s1 = first ? s10 : s11;
-          accum[4 * t + 0] += s0 * partial[4 * j + 0];
-          accum[4 * t + 1] += s0 * partial[4 * j + 1];
-          accum[4 * t + 2] += s1 * partial[4 * j + 2];
-          accum[4 * t + 3] += s1 * partial[4 * j + 3];
-        }
+      for (u32 j = 0; j < kSliceN / 8; ++j) {
+        const u32 c = kFirstColumnChunk + j, t = kWaveChunk + c;
+        const bool first = c * 8 < kSwitch;
+        const float s0 = first ? s00 : s01;
+        const float s1 = first ? s10 : s11;
+        accum[4 * t + 0] += s0 * partial[4 * j + 0];
+        accum[4 * t + 1] += s0 * partial[4 * j + 1];
+        accum[4 * t + 2] += s1 * partial[4 * j + 2];
+        accum[4 * t + 3] += s1 * partial[4 * j + 3];
       }
     }
 
