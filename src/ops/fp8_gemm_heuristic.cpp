@@ -44,9 +44,11 @@ constexpr double kL2BytesPerUs = 13.4e6;
 // stores still compete with the loads.
 constexpr double kEpilogueFixedUs = 0.198;
 constexpr double kEpilogueBytesPerUs = 26.8e3;
-// A tile straddling two of B's scale blocks (BLOCK_N not dividing 128: 160, 192) selects a scale per 8
-// columns and issues narrower WGMMAs in two halves: slower per column than the linear model.
-constexpr double kStraddlePenalty = 1.39;
+// A tile straddling two of B's scale blocks (BLOCK_N not dividing 128: 160, 192) issues narrower WGMMAs in
+// two halves: a little slower per column than the linear model. It was 1.39 while the promotion selected B's
+// scale per 8 columns; with the switch column compiled in, the fourth session's M = 4096 sweep fits 1.05
+// (128x192 is then as fast per column as 128x128, 128x160 about 9 % slower).
+constexpr double kStraddlePenalty = 1.05;
 
 // Candidates are dropped while the remaining ones keep the mean relative cost over the M intervals within
 // this of the best of all candidates, and every single interval within kDropMaxLoss.
