@@ -248,9 +248,10 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   const double a_rows = std::min<double>(bm, static_cast<double>(m));  // rows of A read from memory
   // The box: BLOCK_M rows, or align(M, 8) for a single partial m block; TMA zero-fills its rows beyond M.
   // (A multicast pairs keep the whole box.)
-  const double a_box_rows = c.cluster_n > 1 ? bm
-                                            : kernels::fp8_gemm_a_box_rows(static_cast<uint32_t>(c.block_m),
-                                                                           static_cast<uint32_t>(std::min<int64_t>(m, c.block_m)));
+  const double a_box_rows =
+      c.cluster_n > 1 ? bm
+                      : kernels::fp8_gemm_a_box_rows(static_cast<uint32_t>(c.block_m),
+                                                     static_cast<uint32_t>(std::min<int64_t>(m, c.block_m)));
   const double load_bytes = (a_rows + bn) * 128.0 + bm * 4.0;
   // What a CTA reads from L2 per K block: a multicast pair reads the shared operand once between them.
   const double l2_load_bytes = (a_rows / c.cluster_n + bn / c.cluster_m) * 128.0 + bm * 4.0;
@@ -279,8 +280,9 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
     invalid("fp8_gemm_nt", "cluster_m must be 0 (heuristic) or 1 for the accumulating form (its kernel adds into fp32 D "
                            "without a cluster), got " + std::to_string(overrides.cluster_m));
   if (form == Fp8GemmForm::kAccumulate && overrides.cluster_n > 1)
-    invalid("fp8_gemm_nt", "cluster_n must be 0 (heuristic) or 1 for the accumulating form (its kernel adds into fp32 D "
-                           "without a cluster), got " + std::to_string(overrides.cluster_n));
+    invalid("fp8_gemm_nt",
+            "cluster_n must be 0 (heuristic) or 1 for the accumulating form (its kernel adds into fp32 D without a "
+            "cluster), got " + std::to_string(overrides.cluster_n));
   const std::vector<Fp8GemmConfig> cands = candidates(target, overrides, form);
   const size_t nc = cands.size();
 

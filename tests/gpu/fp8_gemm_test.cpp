@@ -685,7 +685,11 @@ int main(int argc, char** argv) {
                           "time m=%-5u n=%-6u k=%-6u %3ux%-3u %2u st %-12s%s %s %9.1f us %7.1f TFLOPS %6.0f GB/s | DeepGEMM %7.1f us "
                           "(DeepGEMM/ours %.2f)",
                           c.m, c.n, c.k, kc.block_m, kc.block_n, kc.stages, kc.tma_store ? "tma-store" : "direct-store",
-                          kc.cluster_m > 1 ? " mc2" : kc.cluster_n > 1 ? " ma2" : kc.split_k > 1 ? " sk2" : "    ", kc.overlap ? "ovl" : "ser", us, tflops,
+                          kc.cluster_m > 1   ? " mc2"
+                          : kc.cluster_n > 1 ? " ma2"
+                          : kc.split_k > 1   ? " sk2"
+                                             : "    ",
+                          kc.overlap ? "ovl" : "ser", us, tflops,
                           bytes / (us * 1e-6) / 1e9, c.deepgemm_us, c.deepgemm_us > 0 ? c.deepgemm_us / us : 0.0);
             timing_lines.push_back(line);
             std::printf("%s\n", line);

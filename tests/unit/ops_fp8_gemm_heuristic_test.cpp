@@ -401,7 +401,8 @@ TEST(Fp8GemmHeuristic, BadOverridesAndProblemsNameTheField) {
               HasSubstr("cluster_n must be 0 (heuristic), 1 or 2, got 3"));
   EXPECT_THAT(error_of([&] { check_fp8_gemm_overrides(with([](auto& o) { o.cluster_m = o.cluster_n = 2; }), "x"); }),
               HasSubstr("cluster_n must be 0 or 1 when cluster_m is 2"));
-  EXPECT_THAT(error_of([&] { fp8_gemm_plan(kH200, 7168, 2048, with([](auto& o) { o.cluster_n = 2; }), Fp8GemmForm::kAccumulate); }),
+  const Fp8GemmOverrides pairs = with([](auto& o) { o.cluster_n = 2; });
+  EXPECT_THAT(error_of([&] { fp8_gemm_plan(kH200, 7168, 2048, pairs, Fp8GemmForm::kAccumulate); }),
               HasSubstr("cluster_n must be 0 (heuristic) or 1 for the accumulating form"));
   // 16 stages of 128x192 do not fit in 227 KB.
   EXPECT_THAT(error_of([&] {

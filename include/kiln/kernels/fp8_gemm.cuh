@@ -754,7 +754,8 @@ struct Fp8Gemm {
 #pragma unroll
       for (u32 j = 0; j < kBlockN / 8; j += 2) {
         const u32 chunk = j + (matrix >> 1);
-        const u32 linear = (chunk / kUnitsPerRow) * kStoreGroupBytes + row * kStoreRowBytes + (chunk % kUnitsPerRow) * 16;
+        const u32 linear =
+            (chunk / kUnitsPerRow) * kStoreGroupBytes + row * kStoreRowBytes + (chunk % kUnitsPerRow) * 16;
         const u32 swizzled = linear ^ (((linear >> 7) & (kUnitsPerRow - 1)) << 4);
         ptx::stmatrix_x4(smem + kLayout.d_offset + swizzled,
                          ptx::f32x2_to_bf16x2(wave_accum[4 * j + 0], wave_accum[4 * j + 1]),
