@@ -285,30 +285,30 @@ struct Fp8Gemm {
         ptx::mbarrier_wait_parity(&empty[stage], slot.phase ^ 1);
         ptx::mbarrier_arrive_expect_tx(&full[stage], stage_tx_bytes);
         const i32 k0 = static_cast<i32>(kb * kBlockK);
-        u8* a_tile = smem + kLayout.a_offset + stage * kLayout.a_stage_bytes;
-        if constexpr (kClusterN == 1) {
-          ptx::tma_load_2d(a_tile, &p.tma_a, &full[stage], k0, m0);
-        } else {
-          // This CTA's rows of the shared A tile, delivered to both CTAs (and counted by both full barriers).
-          ptx::tma_load_2d_multicast(a_tile + schedule.rank * kBlockMPerCta * kBlockK, &p.tma_a, &full[stage], k0,
-                                     m0 + static_cast<i32>(schedule.rank * kBlockMPerCta),
-                                     static_cast<u16>((1u << kClusterN) - 1));
-        }
-        u8* b_tile = smem + kLayout.b_offset + stage * kLayout.b_stage_bytes;
-        if constexpr (kClusterM == 1) {
-          ptx::tma_load_2d(b_tile, &p.tma_b, &full[stage], k0, n0);
-        } else {
-          // This CTA's rows of the shared B tile, delivered to both CTAs (and counted by both full barriers).
-          ptx::tma_load_2d_multicast(b_tile + schedule.rank * kBlockNPerCta * kBlockK, &p.tma_b, &full[stage], k0,
-                                     n0 + static_cast<i32>(schedule.rank * kBlockNPerCta),
-                                     static_cast<u16>((1u << kClusterM) - 1));
-        }
+        load_operand<kBlockM, kClusterN>(smem + kLayout.a_offset + stage * kLayout.a_stage_bytes, &p.tma_a,
+                                         &full[stage], k0, m0, schedule.rank);
+        load_operand<kBlockN, kClusterM>(smem + kLayout.b_offset + stage * kLayout.b_stage_bytes, &p.tma_b,
+                                         &full[stage], k0, n0, schedule.rank);
         ptx::tma_load_2d(smem + kLayout.sfa_offset + stage * kLayout.sfa_stage_bytes, &p.tma_sfa, &full[stage], m0,
                          static_cast<i32>(kb));
         if constexpr (kAccumulate)
           ptx::tma_load_2d(smem + kLayout.sfb_offset + stage * kLayout.sfb_stage_bytes, &p.tma_sfb, &full[stage], n0,
                            static_cast<i32>(kb));
       }
+    }
+  }
+
+  // One operand's tile of kRows K-major rows from row0: loaded whole, or, shared by a multicast pair
+  // (kPairs = 2), this CTA's rows of it, delivered to both CTAs (and counted by both full barriers).
+  template <u32 kRows, u32 kPairs>
+  static __device__ __forceinline__ void load_operand(u8* tile, const void* tensor_map, u64* full, i32 k0, i32 row0,
+                                                      u32 rank) {
+    if constexpr (kPairs == 1) {
+      ptx::tma_load_2d(tile, tensor_map, full, k0, row0);
+    } else {
+      constexpr u32 kRowsPerCta = kRows / kPairs;
+      ptx::tma_load_2d_multicast(tile + rank * kRowsPerCta * kBlockK, tensor_map, full, k0,
+                                 row0 + static_cast<i32>(rank * kRowsPerCta), static_cast<u16>((1u << kPairs) - 1));
     }
   }
 
