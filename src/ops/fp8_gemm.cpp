@@ -495,8 +495,7 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   const auto w32 = [](int64_t v) { return static_cast<uint32_t>(v); };
   const uint64_t k_blocks = w64(cdiv(c.k, kScaleBlock));
   // A multicast pairs load the whole tile, each CTA half of its rows (fp8_gemm.cuh).
-  const uint32_t a_box_rows =
-      cfg.cluster_n > 1 ? w32(cfg.block_m) : kernels::fp8_gemm_a_box_rows(w32(cfg.block_m), w32(c.m));
+  const uint32_t a_box_rows = kernels::fp8_gemm_a_box_rows(w32(cfg.block_m), w32(c.m), w32(cfg.cluster_n));
   copy_map(params.tma_a, tensor_map_2d({reinterpret_cast<uint64_t>(a.data), w64(c.k), w64(c.m), w64(c.lda), 128,
                                         a_box_rows / w32(cfg.cluster_n), CU_TENSOR_MAP_DATA_TYPE_UINT8,
                                         CU_TENSOR_MAP_SWIZZLE_128B},

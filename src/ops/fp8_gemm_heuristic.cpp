@@ -78,9 +78,9 @@ bool block_n_supported(int bn) {
   return 128 % bn == 0 || bn <= 128 + gcd;
 }
 
-// A candidate tile: rows, columns, and 2 for CTA pairs along N sharing A (the heuristic's 256-row tile).
+// A candidate tile: rows and columns.
 struct Tile {
-  int block_m, block_n, cluster_n = 1;
+  int block_m, block_n;
 };
 
 Fp8GemmConfig make_config(const Tile& t, const TargetInfo& target, const Fp8GemmOverrides& o, Fp8GemmForm form) {
@@ -96,8 +96,9 @@ Fp8GemmConfig make_config(const Tile& t, const TargetInfo& target, const Fp8Gemm
   c.tma_store = !accumulate;
   c.accumulate = accumulate;
   c.cluster_m = o.cluster_m > 0 && !accumulate ? o.cluster_m : 1;
-  // The tile's own A multicast unless overridden (or B multicast is asked for: pairs go one way only).
-  c.cluster_n = accumulate || c.cluster_m > 1 ? 1 : o.cluster_n > 0 ? o.cluster_n : t.cluster_n;
+  // 256-row tiles run in CTA pairs sharing A unless overridden (or B multicast is asked for: pairs go one
+  // way only).
+  c.cluster_n = accumulate || c.cluster_m > 1 ? 1 : o.cluster_n > 0 ? o.cluster_n : bm == 256 ? 2 : 1;
   c.overlap_promotion = bm <= 128 && kernels::fp8_gemm_can_overlap_promotion(static_cast<uint32_t>(bn));
   const uint32_t smem = static_cast<uint32_t>(std::clamp<int64_t>(target.shared_memory_per_block, 0, INT32_MAX));
   const int max_stages = static_cast<int>(kernels::fp8_gemm_max_stages(static_cast<uint32_t>(bm), static_cast<uint32_t>(bn),
@@ -113,14 +114,14 @@ Fp8GemmConfig make_config(const Tile& t, const TargetInfo& target, const Fp8Gemm
 // accumulating form has no 256-row kernel).
 std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, const Fp8GemmOverrides& o, Fp8GemmForm form) {
   static constexpr std::array<Tile, 8> kTiles = {
-      {{256, 128, 2}, {128, 128}, {128, 64}, {128, 160}, {128, 192}, {64, 128}, {64, 64}, {64, 32}}};
+      {{256, 128}, {128, 128}, {128, 64}, {128, 160}, {128, 192}, {64, 128}, {64, 64}, {64, 32}}};
   static_assert(kTiles.size() <= kFp8GemmMaxKernels, "each (N, K) must need at most kFp8GemmMaxKernels kernels");
   // block_m = 256 alone: the 256-row tiles' narrower widths too.
-  static constexpr std::array<Tile, 3> kWaveTiles = {{{256, 128, 2}, {256, 112, 2}, {256, 96, 2}}};
+  static constexpr std::array<Tile, 3> kWaveTiles = {{{256, 128}, {256, 112}, {256, 96}}};
   const bool accumulate = form == Fp8GemmForm::kAccumulate;
   std::vector<Tile> tiles;
   if (o.block_m > 0 && o.block_n > 0) {
-    tiles.push_back({o.block_m, o.block_n, o.block_m == 256 ? 2 : 1});
+    tiles.push_back({o.block_m, o.block_n});
   } else if (o.block_m == 256) {
     for (const Tile& t : kWaveTiles) tiles.push_back(t);
   } else {
@@ -246,12 +247,11 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   double cycles = (two_waves ? kTwoWaveCycleFactor : 1.0) * c.math_warpgroups * per_wg;
   if (128 % c.block_n != 0) cycles *= kStraddlePenalty;
   const double a_rows = std::min<double>(bm, static_cast<double>(m));  // rows of A read from memory
-  // The box: BLOCK_M rows, or align(M, 8) for a single partial m block; TMA zero-fills its rows beyond M.
-  // (A multicast pairs keep the whole box.)
-  const double a_box_rows =
-      c.cluster_n > 1 ? bm
-                      : kernels::fp8_gemm_a_box_rows(static_cast<uint32_t>(c.block_m),
-                                                     static_cast<uint32_t>(std::min<int64_t>(m, c.block_m)));
+  // The box: BLOCK_M rows, or align(M, 8) for a single partial m block (whole tiles for pairs sharing A); TMA
+  // zero-fills its rows beyond M.
+  const double a_box_rows = kernels::fp8_gemm_a_box_rows(static_cast<uint32_t>(c.block_m),
+                                                         static_cast<uint32_t>(std::min<int64_t>(m, c.block_m)),
+                                                         static_cast<uint32_t>(c.cluster_n));
   const double load_bytes = (a_rows + bn) * 128.0 + bm * 4.0;
   // What a CTA reads from L2 per K block: a multicast pair reads the shared operand once between them.
   const double l2_load_bytes = (a_rows / c.cluster_n + bn / c.cluster_m) * 128.0 + bm * 4.0;

@@ -386,7 +386,7 @@ struct DeviceProblem {
 Launch prepare(const Case& c, const KernelConfig& k, const HostProblem& p, const DeviceProblem& dev, int sm_count) {
   Launch l{};
   // A multicast pairs load the whole A tile, each CTA block_m / 2 of its rows.
-  const uint32_t a_box_rows = k.cluster_n > 1 ? k.block_m : kiln::kernels::fp8_gemm_a_box_rows(k.block_m, c.m);
+  const uint32_t a_box_rows = kiln::kernels::fp8_gemm_a_box_rows(k.block_m, c.m, k.cluster_n);
   const auto tma_a = encode_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, dev.a, c.k, c.m, c.k, 128, a_box_rows / k.cluster_n,
                                CU_TENSOR_MAP_SWIZZLE_128B, "A");
   // With a cluster each CTA loads (and multicasts) block_n / cluster_m rows of the B tile.

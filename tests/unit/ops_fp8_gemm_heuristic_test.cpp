@@ -276,6 +276,8 @@ TEST(Fp8GemmLayout, ABoxIsShortOnlyForOnePartialMBlock) {
   EXPECT_EQ(fp8_gemm_a_box_rows(128, 37), 40u);
   EXPECT_EQ(fp8_gemm_a_box_rows(128, 100), 104u);
   EXPECT_EQ(fp8_gemm_a_box_rows(128, 4096), 128u);
+  EXPECT_EQ(fp8_gemm_a_box_rows(256, 9, 2), 256u);  // pairs sharing A load whole tiles, half each
+  EXPECT_EQ(fp8_gemm_a_box_rows(128, 300, 2), 128u);
   for (uint32_t m = 1; m < 128; ++m) {
     const uint32_t rows = fp8_gemm_a_box_rows(128, m);
     EXPECT_TRUE(rows >= m && rows % 8 == 0 && rows - m < 8) << m;

@@ -115,10 +115,6 @@ struct Fp8Gemm {
   // Every tile lies inside one 128-column scale block of B when kBlockN divides 128; otherwise a tile
   // straddles at most two (asserted below), switching at a multiple of 16 columns.
   static constexpr bool kUniformSfb = 128 % kBlockN == 0;
-  // Rows of the B tile each CTA of a cluster loads and multicasts.
-  static constexpr u32 kBlockNPerCta = kBlockN / kClusterM;
-  // Rows of the A tile each CTA of a cluster loads and multicasts.
-  static constexpr u32 kBlockMPerCta = kBlockM / kClusterN;
   static constexpr u32 kEmptyArrivals = kNumMathWarpgroups * 4 * kMulticast;
   // A slot is full once the TMA producer's loads have landed and, in the inference form, the scale loader
   // has written B's scales for it.
@@ -145,8 +141,6 @@ struct Fp8Gemm {
   static_assert(kClusterM == 1 || kClusterM == 2, "clusters of one or two CTAs along M");
   static_assert(kClusterN == 1 || kClusterN == 2, "clusters of one or two CTAs along N");
   static_assert(kMulticast <= 2, "multicast in pairs: along M (B shared) or along N (A shared), not both");
-  static_assert(kBlockNPerCta % 8 == 0, "each CTA's share of the B tile must be whole 8-row swizzle atoms");
-  static_assert(kBlockMPerCta % 8 == 0, "each CTA's share of the A tile must be whole 8-row swizzle atoms");
   static_assert(kProducerRegisters * 128 + kMathRegisters * 128 * kNumMathWarpgroups <= 65536,
                 "register reallocation exceeds the register file");
   static_assert(!kOverlapPromotion || fp8_gemm_can_overlap_promotion(kBlockN),
@@ -307,6 +301,7 @@ struct Fp8Gemm {
       ptx::tma_load_2d(tile, tensor_map, full, k0, row0);
     } else {
       constexpr u32 kRowsPerCta = kRows / kPairs;
+      static_assert(kRowsPerCta % 8 == 0, "each CTA's share of a shared tile must be whole 8-row swizzle atoms");
       ptx::tma_load_2d_multicast(tile + rank * kRowsPerCta * kBlockK, tensor_map, full, k0,
                                  row0 + static_cast<i32>(rank * kRowsPerCta), static_cast<u16>((1u << kPairs) - 1));
     }
@@ -453,10 +448,10 @@ struct Fp8Gemm {
     // the tile, and accumulator chunk kWave * kBlockN / 8 + c.
     template <u32 kSlice, u32 kWave = kWaves - 1>
     __device__ __forceinline__ void promote(const float (&partial)[kPartialPerThread]) {
-      constexpr u32 kFirstColumnChunk = kSlice * kSliceN / 8;
-      constexpr u32 kWaveChunk = kWave * kBlockN / 8;
       const float a0 = scales.a0[kWave], a1 = scales.a1[kWave];
       if constexpr (kAccumulate) {
+        constexpr u32 kFirstColumnChunk = kSlice * kSliceN / 8;
+        constexpr u32 kWaveChunk = kWave * kBlockN / 8;
         // B scaled per row: each of this thread's columns (8c + 2 (lane % 4) + {0, 1}) has its own scale.
         const float* sfb = reinterpret_cast<const float*>(smem + kLayout.sfb_offset + current_stage * kLayout.sfb_stage_bytes);
 #pragma unroll

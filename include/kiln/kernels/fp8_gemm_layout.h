@@ -88,8 +88,11 @@ constexpr u32 fp8_gemm_max_stages(u32 block_m, u32 block_n, bool tma_store, u32 
 // M = 64, 4096 x 7168): decode sizes paid for 63 zero rows per K block. With the short box the rows after it
 // keep stale shared memory; the WGMMAs compute garbage for them, row by row, and those rows are never
 // stored. 8 rows are one 128-byte swizzle atom, so the rows that are loaded land exactly where a full box
-// would put them; 8 floats keep the scales' box 16-byte granular.
-constexpr u32 fp8_gemm_a_box_rows(u32 block_m, u32 m) { return m >= block_m ? block_m : fp8_gemm_align_up(m, 8); }
+// would put them; 8 floats keep the scales' box 16-byte granular. CTA pairs sharing A (cluster_n = 2) always
+// load whole tiles (each CTA half of the rows; A's own map is boxed a_box_rows / 2).
+constexpr u32 fp8_gemm_a_box_rows(u32 block_m, u32 m, u32 cluster_n = 1) {
+  return m >= block_m || cluster_n > 1 ? block_m : fp8_gemm_align_up(m, 8);
+}
 
 // How many column slices a tile's K block is issued in when the promotion overlaps the WGMMAs: up to
 // BLOCK_N = 128 the partial accumulators cover whole tiles (K blocks alternate between two of them); wider

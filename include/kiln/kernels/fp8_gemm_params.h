@@ -43,7 +43,7 @@ struct alignas(64) Fp8GemmParams {
   u64 ldd;
   // Rows of A and D; > 0 (the host does not launch for M = 0).
   u32 m;
-  // Rows of A's and A scales' TMA boxes: fp8_gemm_a_box_rows(BLOCK_M, m) (fp8_gemm_layout.h); the kernel
+  // Rows of A's and A scales' TMA boxes: fp8_gemm_a_box_rows(BLOCK_M, m, cluster_n) (fp8_gemm_layout.h); the kernel
   // derives each stage's transaction bytes from it.
   u32 a_box_rows;
 };
