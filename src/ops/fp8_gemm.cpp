@@ -500,6 +500,7 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
                                         a_box_rows / w32(cfg.cluster_n), CU_TENSOR_MAP_DATA_TYPE_UINT8,
                                         CU_TENSOR_MAP_SWIZZLE_128B},
                                        "a"));
+  params.b_cache_policy = kernels::fp8_gemm_b_cache_policy(w32(cfg.block_m), w32(c.m));
   copy_map(params.tma_b, tensor_map_2d({reinterpret_cast<uint64_t>(b.data), w64(c.k), w64(c.n), w64(c.ldb), 128,
                                         w32(cfg.block_n / cfg.cluster_m), CU_TENSOR_MAP_DATA_TYPE_UINT8,
                                         CU_TENSOR_MAP_SWIZZLE_128B},

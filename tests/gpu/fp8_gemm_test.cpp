@@ -410,6 +410,7 @@ Launch prepare(const Case& c, const KernelConfig& k, const HostProblem& p, const
   l.params.ldd = c.ldd;
   l.params.m = c.m;
   l.params.a_box_rows = a_box_rows;
+  l.params.b_cache_policy = kiln::kernels::fp8_gemm_b_cache_policy(k.block_m, c.m);
   // Work units of cluster_m vertically or cluster_n horizontally adjacent tiles; the grid is a whole number of
   // clusters.
   const uint32_t m_blocks = (c.m + k.block_m - 1) / k.block_m, n_blocks = (c.n + k.block_n - 1) / k.block_n;

@@ -287,6 +287,19 @@ TEST(Fp8GemmLayout, ABoxIsShortOnlyForOnePartialMBlock) {
   }
 }
 
+// B's loads are marked evict-first exactly when there are at most two m blocks (each B tile then read by at
+// most two CTAs at about the same time): the decode sizes. Beyond, B's tiles are reused from L2.
+TEST(Fp8GemmLayout, BIsStreamedThroughL2OnlyForOneOrTwoMBlocks) {
+  using kernels::fp8_gemm_b_cache_policy;
+  EXPECT_EQ(fp8_gemm_b_cache_policy(64, 1), ptx::kL2EvictFirst);
+  EXPECT_EQ(fp8_gemm_b_cache_policy(64, 128), ptx::kL2EvictFirst);
+  EXPECT_EQ(fp8_gemm_b_cache_policy(64, 129), ptx::kL2EvictNormal);
+  EXPECT_EQ(fp8_gemm_b_cache_policy(128, 256), ptx::kL2EvictFirst);
+  EXPECT_EQ(fp8_gemm_b_cache_policy(128, 257), ptx::kL2EvictNormal);
+  EXPECT_EQ(fp8_gemm_b_cache_policy(256, 4096), ptx::kL2EvictNormal);
+  EXPECT_NE(ptx::kL2EvictFirst, ptx::kL2EvictNormal);
+}
+
 // 256-row tiles serve large M (the sweep found them best at M = 4096 on four shapes), always as CTA pairs
 // sharing A, never for the accumulating form; block_m = 256 alone asks for the narrower 256-row tiles too.
 TEST(Fp8GemmHeuristic, TwoHundredFiftySixRowTilesServeLargeMInPairs) {

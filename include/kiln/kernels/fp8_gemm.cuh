@@ -264,6 +264,7 @@ struct Fp8Gemm {
                                                  const Schedule& schedule) {
     // A's boxes may be shorter than BLOCK_M (fp8_gemm_a_box_rows): fewer bytes of A and of its scales.
     const u32 stage_tx_bytes = kLayout.stage_tx_bytes - (kBlockM - p.a_box_rows) * (kBlockK + 4);
+    const u64 b_policy = p.b_cache_policy;
     Slot slot;
     for (u32 unit = schedule.first; unit < schedule.num_units; unit += schedule.stride) {
       u32 m_block, n_block;
@@ -280,9 +281,9 @@ struct Fp8Gemm {
         ptx::mbarrier_arrive_expect_tx(&full[stage], stage_tx_bytes);
         const i32 k0 = static_cast<i32>(kb * kBlockK);
         load_operand<kBlockM, kClusterN>(smem + kLayout.a_offset + stage * kLayout.a_stage_bytes, &p.tma_a,
-                                         &full[stage], k0, m0, schedule.rank);
+                                         &full[stage], k0, m0, schedule.rank, ptx::kL2EvictNormal);
         load_operand<kBlockN, kClusterM>(smem + kLayout.b_offset + stage * kLayout.b_stage_bytes, &p.tma_b,
-                                         &full[stage], k0, n0, schedule.rank);
+                                         &full[stage], k0, n0, schedule.rank, b_policy);
         ptx::tma_load_2d(smem + kLayout.sfa_offset + stage * kLayout.sfa_stage_bytes, &p.tma_sfa, &full[stage], m0,
                          static_cast<i32>(kb));
         if constexpr (kAccumulate)
@@ -292,13 +293,14 @@ struct Fp8Gemm {
     }
   }
 
-  // One operand's tile of kRows K-major rows from row0: loaded whole, or, shared by a multicast pair
-  // (kPairs = 2), this CTA's rows of it, delivered to both CTAs (and counted by both full barriers).
+  // One operand's tile of kRows K-major rows from row0: loaded whole, with L2 policy `policy`, or, shared by
+  // a multicast pair (kPairs = 2), this CTA's rows of it, delivered to both CTAs (and counted by both full
+  // barriers; pairs load with the default policy).
   template <u32 kRows, u32 kPairs>
   static __device__ __forceinline__ void load_operand(u8* tile, const void* tensor_map, u64* full, i32 k0, i32 row0,
-                                                      u32 rank) {
+                                                      u32 rank, u64 policy) {
     if constexpr (kPairs == 1) {
-      ptx::tma_load_2d(tile, tensor_map, full, k0, row0);
+      ptx::tma_load_2d_hint(tile, tensor_map, full, k0, row0, policy);
     } else {
       constexpr u32 kRowsPerCta = kRows / kPairs;
       static_assert(kRowsPerCta % 8 == 0, "each CTA's share of a shared tile must be whole 8-row swizzle atoms");

@@ -46,6 +46,8 @@ struct alignas(64) Fp8GemmParams {
   // Rows of A's and A scales' TMA boxes: fp8_gemm_a_box_rows(BLOCK_M, m, cluster_n) (fp8_gemm_layout.h); the kernel
   // derives each stage's transaction bytes from it.
   u32 a_box_rows;
+  // The L2 policy of B's loads (a value from kiln/ptx/cache_policy.cuh): fp8_gemm_b_cache_policy(BLOCK_M, m).
+  u64 b_cache_policy;
 };
 
 }  // namespace kiln

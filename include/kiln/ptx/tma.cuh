@@ -4,6 +4,7 @@
 // complete on an mbarrier (complete_tx::bytes); stores and reductions complete in bulk groups.
 #pragma once
 
+#include "kiln/ptx/cache_policy.cuh"
 #include "kiln/ptx/types.cuh"
 
 namespace kiln::ptx {
@@ -25,7 +26,7 @@ __device__ __forceinline__ void tma_load_2d(void* smem_dst, const void* tensor_m
       : "memory");
 }
 
-// The same with an L2 cache policy (.L2::cache_hint; a createpolicy value such as kL2EvictFirst).
+// The same with an L2 cache policy (.L2::cache_hint; a createpolicy value from cache_policy.cuh).
 __device__ __forceinline__ void tma_load_2d_hint(void* smem_dst, const void* tensor_map, u64* bar, i32 c0, i32 c1,
                                                  u64 policy) {
   asm volatile(
@@ -34,12 +35,6 @@ __device__ __forceinline__ void tma_load_2d_hint(void* smem_dst, const void* ten
       "l"(tensor_map), "r"(c0), "r"(c1), "r"(static_cast<u32>(__cvta_generic_to_shared(bar))), "l"(policy)
       : "memory");
 }
-
-// Cache policies for tma_load_2d_hint, as createpolicy.fractional.L2::<priority>.b64 encodes them for a
-// fraction of 1.0 (the constants CUTLASS and DeepGEMM pass too).
-constexpr u64 kL2EvictNormal = 0x1000000000000000ull;
-constexpr u64 kL2EvictFirst = 0x12F0000000000000ull;
-constexpr u64 kL2EvictLast = 0x14F0000000000000ull;
 
 // cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster: one load
 // delivered to the same shared-memory offset, and signalled on the same barrier offset, in every CTA of the
