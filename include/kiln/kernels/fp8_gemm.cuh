@@ -684,48 +684,44 @@ struct Fp8Gemm {
     if (kTmaStore && threadIdx.x % 128 == 0) ptx::tma_store_wait_read<0>();
   }
 
-  // The weight-gradient epilogue: D (fp32) += accum, 8-byte read-add-writes straight from the fragment,
-  // masked at the M and N edges. Each element of D belongs to exactly one thread of one CTA.
-  static __device__ __forceinline__ void add_tile_direct(const Fp8GemmParams& p, const float (&accum)[kAccumPerThread],
-                                                         u32 row0, u32 col0) {
+  // The plain-store epilogues' walk over this thread's accumulator fragment: visit(row, col, i) for each pair
+  // of adjacent columns (col, col + 1) of D it holds inside D, accum[i] and accum[i + 1] their values. `row0`
+  // is this thread's first row of D (the other is 8 below), `col0` its first column (then every 8 columns).
+  // The masks at the M and N edges are the only conditions; without an N tail the column one is compiled out.
+  template <typename Visit>
+  static __device__ __forceinline__ void for_each_fragment_pair(const Fp8GemmParams& p, u32 row0, u32 col0,
+                                                                Visit&& visit) {
     const u32 row1 = row0 + 8;
-    float* d = static_cast<float*>(p.d);
 #pragma unroll
     for (u32 j = 0; j < kBlockN / 8; ++j) {
       const u32 col = col0 + j * 8;
       if (!kNTail || col < kN) {
-        if (row0 < p.m) {
-          F32x2* q = reinterpret_cast<F32x2*>(d + static_cast<u64>(row0) * p.ldd + col);
-          const F32x2 v = *q;
-          *q = F32x2{v.x + accum[4 * j + 0], v.y + accum[4 * j + 1]};
-        }
-        if (row1 < p.m) {
-          F32x2* q = reinterpret_cast<F32x2*>(d + static_cast<u64>(row1) * p.ldd + col);
-          const F32x2 v = *q;
-          *q = F32x2{v.x + accum[4 * j + 2], v.y + accum[4 * j + 3]};
-        }
+        if (row0 < p.m) visit(row0, col, 4 * j);
+        if (row1 < p.m) visit(row1, col, 4 * j + 2);
       }
     }
   }
 
-  // Plain stores of packed bf16 pairs from the accumulator fragment, masked at the M and N edges. `row0` is
-  // this thread's first row of D, `col0` its first column (then every 8 columns).
+  // The weight-gradient epilogue: D (fp32) += accum, 8-byte read-add-writes straight from the fragment. Each
+  // element of D belongs to exactly one thread of one CTA.
+  static __device__ __forceinline__ void add_tile_direct(const Fp8GemmParams& p, const float (&accum)[kAccumPerThread],
+                                                         u32 row0, u32 col0) {
+    float* d = static_cast<float*>(p.d);
+    for_each_fragment_pair(p, row0, col0, [&](u32 row, u32 col, u32 i) {
+      F32x2* q = reinterpret_cast<F32x2*>(d + static_cast<u64>(row) * p.ldd + col);
+      const F32x2 v = *q;
+      *q = F32x2{v.x + accum[i], v.y + accum[i + 1]};
+    });
+  }
+
+  // Plain stores of packed bf16 pairs from the accumulator fragment.
   static __device__ __forceinline__ void store_tile_direct(const Fp8GemmParams& p, const float (&accum)[kAccumPerThread],
                                                            u32 row0, u32 col0) {
-    const u32 row1 = row0 + 8;
     u8* d = static_cast<u8*>(p.d);
-#pragma unroll
-    for (u32 j = 0; j < kBlockN / 8; ++j) {
-      const u32 col = col0 + j * 8;
-      if (!kNTail || col < kN) {
-        if (row0 < p.m)
-          *reinterpret_cast<u32*>(d + (static_cast<u64>(row0) * p.ldd + col) * 2) =
-              ptx::f32x2_to_bf16x2(accum[4 * j + 0], accum[4 * j + 1]);
-        if (row1 < p.m)
-          *reinterpret_cast<u32*>(d + (static_cast<u64>(row1) * p.ldd + col) * 2) =
-              ptx::f32x2_to_bf16x2(accum[4 * j + 2], accum[4 * j + 3]);
-      }
-    }
+    for_each_fragment_pair(p, row0, col0, [&](u32 row, u32 col, u32 i) {
+      *reinterpret_cast<u32*>(d + (static_cast<u64>(row) * p.ldd + col) * 2) =
+          ptx::f32x2_to_bf16x2(accum[i], accum[i + 1]);
+    });
   }
 
   // This warpgroup's 64 rows through shared memory and TMA stores. The staging tile holds kBlockN /
