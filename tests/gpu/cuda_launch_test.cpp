@@ -240,29 +240,22 @@ std::map<std::string, std::vector<float>> g_results;
 
 // The single-GPU checks for one loaded kernel.
 void run_cases(const LoadedKernel& kernel, const std::string& tag, Buffers& buf, CUstream stream) {
-  // Dynamic shared memory above 48 KB, no cluster.
-  check(tag + " smem=100KB", [&] {
-    buf.poison();
-    auto p = make_params(buf.in.get(), buf.out.get(), buf.info.get(), kBigShared, false, 1.0f);
-    kernel.launch(make_config(kBlocks, kBigShared, 1, false, stream), &p);
-    synchronize(stream);
-    auto got = buf.out.download();
-    g_results[tag + " smem"] = got;
-    std::string why = compare(got, reference(buf.host_in, kBlocks, kBigShared / 4, 2.0f, 1.0f), kElements);
-    return why.empty() ? check_cluster_info(buf.info.download(), kBlocks, 1) : why;
-  });
-
-  // A 2x1x1 cluster with the same shared memory.
-  check(tag + " cluster=2x1x1 smem=100KB", [&] {
-    buf.poison();
-    auto p = make_params(buf.in.get(), buf.out.get(), buf.info.get(), kBigShared, false, 1.0f);
-    kernel.launch(make_config(kBlocks, kBigShared, 2, false, stream), &p);
-    synchronize(stream);
-    auto got = buf.out.download();
-    g_results[tag + " cluster"] = got;
-    std::string why = compare(got, reference(buf.host_in, kBlocks, kBigShared / 4, 2.0f, 1.0f), kElements);
-    return why.empty() ? check_cluster_info(buf.info.download(), kBlocks, 2) : why;
-  });
+  // One launch with 100 KB of dynamic shared memory (above the 48 KB default) in clusters of `cluster` CTAs:
+  // the output and each CTA's cluster placement checked; the output kept under `key` for the comparison.
+  const auto check_big_shared = [&](const std::string& name, uint32_t cluster, const std::string& key) {
+    check(name, [&] {
+      buf.poison();
+      auto p = make_params(buf.in.get(), buf.out.get(), buf.info.get(), kBigShared, false, 1.0f);
+      kernel.launch(make_config(kBlocks, kBigShared, cluster, false, stream), &p);
+      synchronize(stream);
+      auto got = buf.out.download();
+      g_results[key] = got;
+      std::string why = compare(got, reference(buf.host_in, kBlocks, kBigShared / 4, 2.0f, 1.0f), kElements);
+      return why.empty() ? check_cluster_info(buf.info.download(), kBlocks, cluster) : why;
+    });
+  };
+  check_big_shared(tag + " smem=100KB", 1, tag + " smem");  // no cluster
+  check_big_shared(tag + " cluster=2x1x1 smem=100KB", 2, tag + " cluster");
 
   // Programmatic dependent launch: the second grid may start early and waits (griddepcontrol.wait) for the
   // first one's results.

@@ -522,15 +522,8 @@ int main(int argc, char** argv) {
     report(diff > 0 && diff < 1e-3, line);
   }
 
-  if (!kiln::cuda::DriverApi::available() || kiln::cuda::device_count() == 0) {
-    std::printf("SKIP fp8_gemm_op_test launches: no CUDA driver or GPU (%d failures so far)\n", g_failures);
-    return g_failures ? 1 : 77;
-  }
-
   try {
-    kiln::cuda::current_device();  // device 0's primary context, current for the allocations
-    const auto info = kiln::cuda::device_info(0);
-    std::printf("device 0: %s, %d SMs\n", info.name.c_str(), info.sm_count);
+    if (!kiln::gpu_test::start_launches("fp8_gemm_op_test", g_failures)) return g_failures ? 1 : 77;
     Timing timing;
     uint64_t seed = 1;
 

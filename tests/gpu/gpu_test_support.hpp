@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -85,6 +86,20 @@ inline float bf16_to_f32(uint16_t h) {
   float f;
   std::memcpy(&f, &u, 4);
   return f;
+}
+
+// The start of a GPU test's launches. Without a CUDA driver or a GPU: prints "SKIP <test> launches" with the
+// failures so far and returns false (the test then exits 77, or 1 after failures). Otherwise makes device 0's
+// primary context current (the allocations go there), prints what the device is, and returns true.
+inline bool start_launches(const char* test, int failures) {
+  if (!cuda::DriverApi::available() || cuda::device_count() == 0) {
+    std::printf("SKIP %s launches: no CUDA driver or GPU (%d failures so far)\n", test, failures);
+    return false;
+  }
+  cuda::current_device();
+  const cuda::DeviceInfo info = cuda::device_info(0);
+  std::printf("device 0: %s, %d SMs\n", info.name.c_str(), info.sm_count);
+  return true;
 }
 
 }  // namespace kiln::gpu_test

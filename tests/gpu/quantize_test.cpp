@@ -132,6 +132,70 @@ void synchronize(const RunOptions& o) {
 
 char buf[512];
 
+// A cast's bf16 input [rows, k] with row stride ld (random, on the device), and its two outputs, poisoned.
+struct CastBuffers {
+  std::vector<uint16_t> host_x;
+  DeviceBuffer x, out, scales;
+  kiln::TensorView tx, tout;
+  CastBuffers(int64_t rows, int64_t k, int64_t ld, int64_t scale_floats, uint32_t seed)
+      : host_x(make_input(rows, k, ld, seed)),
+        x(host_x.size() * 2),
+        out(static_cast<size_t>(rows * k)),
+        scales(static_cast<size_t>(scale_floats) * 4),
+        tx(kiln::TensorView::contiguous(x.data(), kiln::DType::kBFloat16, {rows, k})),
+        tout(kiln::TensorView::contiguous(out.data(), kiln::DType::kFloat8E4M3, {rows, k})) {
+    tx.strides = {ld, 1};
+    x.upload(host_x.data());
+    out.poison();
+    scales.poison();
+  }
+};
+
+// The cast's outputs, read back after the run.
+struct CastOutput {
+  std::vector<uint8_t> values;
+  std::vector<uint32_t> scale_bits;
+  CastOutput(const DeviceBuffer& out, const DeviceBuffer& scales) : values(out.bytes), scale_bits(scales.bytes / 4) {
+    out.download(values.data());
+    scales.download(scale_bits.data());
+  }
+};
+
+// One scaling group (gr, gc) against the reference: its scale's bits (scale_of the group's amax) and every
+// element's e4m3 byte (the element over the scale, rounded). `for_each(visit)` calls visit(x, got byte, row,
+// column) for each element of the group.
+template <typename ForEach>
+void check_group(Mismatches& bad, int64_t gr, int64_t gc, uint32_t got_bits, const ForEach& for_each) {
+  float amax = 0;
+  for_each([&](float x, uint8_t, int64_t, int64_t) { amax = std::max(amax, std::fabs(x)); });
+  const float s = scale_of(amax);
+  uint32_t want_bits;
+  std::memcpy(&want_bits, &s, 4);
+  if (got_bits != want_bits) {
+    float gs;
+    std::memcpy(&gs, &got_bits, 4);
+    std::snprintf(buf, sizeof(buf), "scale (%lld, %lld): got %a (0x%08x), want %a (amax %a)", static_cast<long long>(gr),
+                  static_cast<long long>(gc), gs, got_bits, s, amax);
+    bad.add(buf);
+  }
+  for_each([&](float x, uint8_t have, int64_t r, int64_t c) {
+    const uint8_t want = f32_to_e4m3(x / s);
+    if (have != want) {
+      std::snprintf(buf, sizeof(buf), "out (%lld, %lld): got 0x%02x, want 0x%02x (x %a, scale %a, x/scale %a)",
+                    static_cast<long long>(r), static_cast<long long>(c), have, want, x, s, x / s);
+      bad.add(buf);
+    }
+  });
+}
+
+bool report(const std::string& name, const Mismatches& bad) {
+  if (bad.count)
+    std::printf("FAIL %s: %lld mismatches%s\n", name.c_str(), static_cast<long long>(bad.count), bad.first.c_str());
+  else
+    std::printf("PASS %s\n", name.c_str());
+  return bad.count == 0;
+}
+
 // ---- per token ---------------------------------------------------------------------------------------------
 
 bool test_per_token(int64_t m, int64_t k, int64_t ld, const RunOptions& o, uint32_t seed) {
@@ -139,68 +203,30 @@ bool test_per_token(int64_t m, int64_t k, int64_t ld, const RunOptions& o, uint3
   std::snprintf(buf, sizeof(buf), "per_token_cast_to_fp8 m=%lld k=%lld row_stride=%lld%s", static_cast<long long>(m),
                 static_cast<long long>(k), static_cast<long long>(ld), o.label().c_str());
   const std::string name = buf;
-  const std::vector<uint16_t> host_x = make_input(m, k, ld, seed);
-  DeviceBuffer x(host_x.size() * 2), out(static_cast<size_t>(m * k)),
-      scales(static_cast<size_t>(kiln::per_token_scales_storage(m, k)) * 4);
-  x.upload(host_x.data());
-  out.poison();
-  scales.poison();
-
-  kiln::TensorView tx = kiln::TensorView::contiguous(x.data(), kiln::DType::kBFloat16, {m, k});
-  tx.strides = {ld, 1};
-  const kiln::TensorView tout = kiln::TensorView::contiguous(out.data(), kiln::DType::kFloat8E4M3, {m, k});
-  kiln::TensorView tscales = kiln::TensorView::contiguous(scales.data(), kiln::DType::kFloat32, {m, groups});
+  const CastBuffers b(m, k, ld, kiln::per_token_scales_storage(m, k), seed);
+  const std::vector<uint16_t>& host_x = b.host_x;
+  kiln::TensorView tscales = kiln::TensorView::contiguous(b.scales.data(), kiln::DType::kFloat32, {m, groups});
   tscales.strides = {1, aligned_m};
   apply(o);
-  kiln::per_token_cast_to_fp8(tx, tout, tscales, o.stream);
+  kiln::per_token_cast_to_fp8(b.tx, b.tout, tscales, o.stream);
   synchronize(o);
 
-  std::vector<uint8_t> got(out.bytes);
-  std::vector<uint32_t> got_scales(scales.bytes / 4);
-  out.download(got.data());
-  scales.download(got_scales.data());
-
+  const CastOutput got(b.out, b.scales);
   Mismatches bad;
-  for (int64_t r = 0; r < m; ++r) {
-    for (int64_t g = 0; g < groups; ++g) {
-      const uint16_t* src = host_x.data() + r * ld + g * 128;
-      float amax = 0;
-      for (int i = 0; i < 128; ++i) amax = std::max(amax, std::fabs(bf16_to_f32(src[i])));
-      const float s = scale_of(amax);
-      uint32_t want_bits;
-      std::memcpy(&want_bits, &s, 4);
-      const uint32_t got_bits = got_scales[static_cast<size_t>(g * aligned_m + r)];
-      if (got_bits != want_bits) {
-        float gs;
-        std::memcpy(&gs, &got_bits, 4);
-        std::snprintf(buf, sizeof(buf), "scale (%lld, %lld): got %a (0x%08x), want %a (amax %a)",
-                      static_cast<long long>(r), static_cast<long long>(g), gs, got_bits, s, amax);
-        bad.add(buf);
-      }
-      for (int i = 0; i < 128; ++i) {
-        const float xv = bf16_to_f32(src[i]);
-        const uint8_t want = f32_to_e4m3(xv / s);
-        const uint8_t have = got[static_cast<size_t>(r * k + g * 128 + i)];
-        if (have != want) {
-          std::snprintf(buf, sizeof(buf), "out (%lld, %lld): got 0x%02x, want 0x%02x (x %a, scale %a, x/scale %a)",
-                        static_cast<long long>(r), static_cast<long long>(g * 128 + i), have, want, xv, s, xv / s);
-          bad.add(buf);
-        }
-      }
-    }
-  }
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t g = 0; g < groups; ++g)
+      check_group(bad, r, g, got.scale_bits[static_cast<size_t>(g * aligned_m + r)], [&](const auto& visit) {
+        for (int64_t c = g * 128; c < (g + 1) * 128; ++c)
+          visit(bf16_to_f32(host_x[static_cast<size_t>(r * ld + c)]), got.values[static_cast<size_t>(r * k + c)], r, c);
+      });
   for (int64_t g = 0; g < groups; ++g)
     for (int64_t r = m; r < aligned_m; ++r)
-      if (got_scales[static_cast<size_t>(g * aligned_m + r)] != 0xffffffffu) {
+      if (got.scale_bits[static_cast<size_t>(g * aligned_m + r)] != 0xffffffffu) {
         std::snprintf(buf, sizeof(buf), "TMA padding of scales (%lld, %lld) was written", static_cast<long long>(r),
                       static_cast<long long>(g));
         bad.add(buf);
       }
-  if (bad.count)
-    std::printf("FAIL %s: %lld mismatches%s\n", name.c_str(), static_cast<long long>(bad.count), bad.first.c_str());
-  else
-    std::printf("PASS %s\n", name.c_str());
-  return bad.count == 0;
+  return report(name, bad);
 }
 
 // ---- per block ---------------------------------------------------------------------------------------------
@@ -210,63 +236,25 @@ bool test_per_block(int64_t n, int64_t k, int64_t ld, const RunOptions& o, uint3
   std::snprintf(buf, sizeof(buf), "per_block_cast_to_fp8 n=%lld k=%lld row_stride=%lld%s", static_cast<long long>(n),
                 static_cast<long long>(k), static_cast<long long>(ld), o.label().c_str());
   const std::string name = buf;
-  const std::vector<uint16_t> host_x = make_input(n, k, ld, seed);
-  DeviceBuffer x(host_x.size() * 2), out(static_cast<size_t>(n * k)),
-      scales(static_cast<size_t>(row_blocks * col_blocks) * 4);
-  x.upload(host_x.data());
-  out.poison();
-  scales.poison();
-
-  kiln::TensorView tx = kiln::TensorView::contiguous(x.data(), kiln::DType::kBFloat16, {n, k});
-  tx.strides = {ld, 1};
-  const kiln::TensorView tout = kiln::TensorView::contiguous(out.data(), kiln::DType::kFloat8E4M3, {n, k});
+  const CastBuffers b(n, k, ld, row_blocks * col_blocks, seed);
+  const std::vector<uint16_t>& host_x = b.host_x;
   const kiln::TensorView tscales =
-      kiln::TensorView::contiguous(scales.data(), kiln::DType::kFloat32, {row_blocks, col_blocks});
+      kiln::TensorView::contiguous(b.scales.data(), kiln::DType::kFloat32, {row_blocks, col_blocks});
   apply(o);
-  kiln::per_block_cast_to_fp8(tx, tout, tscales, o.stream);
+  kiln::per_block_cast_to_fp8(b.tx, b.tout, tscales, o.stream);
   synchronize(o);
 
-  std::vector<uint8_t> got(out.bytes);
-  std::vector<uint32_t> got_scales(scales.bytes / 4);
-  out.download(got.data());
-  scales.download(got_scales.data());
-
+  const CastOutput got(b.out, b.scales);
   Mismatches bad;
   for (int64_t br = 0; br < row_blocks; ++br)
-    for (int64_t bc = 0; bc < col_blocks; ++bc) {
-      const int64_t r_end = std::min(n, (br + 1) * 128);
-      float amax = 0;  // rows beyond n count as zeros: they cannot raise the amax
-      for (int64_t r = br * 128; r < r_end; ++r)
-        for (int64_t c = bc * 128; c < (bc + 1) * 128; ++c)
-          amax = std::max(amax, std::fabs(bf16_to_f32(host_x[static_cast<size_t>(r * ld + c)])));
-      const float s = scale_of(amax);
-      uint32_t want_bits;
-      std::memcpy(&want_bits, &s, 4);
-      const uint32_t got_bits = got_scales[static_cast<size_t>(br * col_blocks + bc)];
-      if (got_bits != want_bits) {
-        float gs;
-        std::memcpy(&gs, &got_bits, 4);
-        std::snprintf(buf, sizeof(buf), "scale (%lld, %lld): got %a (0x%08x), want %a (amax %a)",
-                      static_cast<long long>(br), static_cast<long long>(bc), gs, got_bits, s, amax);
-        bad.add(buf);
-      }
-      for (int64_t r = br * 128; r < r_end; ++r)
-        for (int64_t c = bc * 128; c < (bc + 1) * 128; ++c) {
-          const float xv = bf16_to_f32(host_x[static_cast<size_t>(r * ld + c)]);
-          const uint8_t want = f32_to_e4m3(xv / s);
-          const uint8_t have = got[static_cast<size_t>(r * k + c)];
-          if (have != want) {
-            std::snprintf(buf, sizeof(buf), "out (%lld, %lld): got 0x%02x, want 0x%02x (x %a, scale %a)",
-                          static_cast<long long>(r), static_cast<long long>(c), have, want, xv, s);
-            bad.add(buf);
-          }
-        }
-    }
-  if (bad.count)
-    std::printf("FAIL %s: %lld mismatches%s\n", name.c_str(), static_cast<long long>(bad.count), bad.first.c_str());
-  else
-    std::printf("PASS %s\n", name.c_str());
-  return bad.count == 0;
+    for (int64_t bc = 0; bc < col_blocks; ++bc)
+      // Rows beyond n count as zeros: they cannot raise the amax, so the block is its rows below n.
+      check_group(bad, br, bc, got.scale_bits[static_cast<size_t>(br * col_blocks + bc)], [&](const auto& visit) {
+        for (int64_t r = br * 128; r < std::min(n, (br + 1) * 128); ++r)
+          for (int64_t c = bc * 128; c < (bc + 1) * 128; ++c)
+            visit(bf16_to_f32(host_x[static_cast<size_t>(r * ld + c)]), got.values[static_cast<size_t>(r * k + c)], r, c);
+      });
+  return report(name, bad);
 }
 
 // The reference's own rounding, on values whose e4m3 encoding is known.
