@@ -280,18 +280,24 @@ const cuda::LoadedKernel& JitRuntime::kernel(const codegen::KernelSpec& spec, in
                       spec.op + " ...`");
   }, Purpose::kServing);
   const std::string loaded_key = built.key + '@' + std::to_string(device);
-  std::lock_guard<std::mutex> lock(loaded_mutex_);
-  auto& slot = loaded_[loaded_key];
-  if (!slot) {
+  LoadSlot* slot;
+  {
+    std::lock_guard<std::mutex> map_lock(loaded_mutex_);
+    auto& entry = loaded_[loaded_key];
+    if (!entry) entry = std::make_unique<LoadSlot>();
+    slot = entry.get();  // slots are never removed: the pointer stays valid
+  }
+  std::lock_guard<std::mutex> lock(slot->mutex);
+  if (!slot->kernel) {
     auto t0 = std::chrono::steady_clock::now();
-    slot = cuda::LoadedKernel::load(built.binary->cubin, built.binary->meta.kernel_name, device, config_.launch_api,
+    slot->kernel = cuda::LoadedKernel::load(built.binary->cubin, built.binary->meta.kernel_name, device, config_.launch_api,
                                     config_.print_load_time);
     debug_log(config_, "loaded " + built.binary->meta.kernel_name + " (" + built.key + ") on device " +
                            std::to_string(device) + " in " +
                            std::to_string(std::chrono::duration<double, std::milli>(
                                               std::chrono::steady_clock::now() - t0).count()) + " ms");
   }
-  return *slot;
+  return *slot->kernel;
 }
 
 JitRuntime& runtime() {

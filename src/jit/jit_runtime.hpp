@@ -108,9 +108,15 @@ class JitRuntime {
   std::unordered_map<std::string, std::shared_ptr<const Binary>> binaries_;
   std::unordered_map<std::string, std::shared_ptr<std::mutex>> building_;
 
-  // Loaded kernels by (key, device).
+  // Loaded kernels by (key, device). The map's lock is held only to find or add a slot; each slot has its own
+  // lock for the load itself (~0.5 ms), so threads loading different kernels do not wait for each other and
+  // threads asking for the same one load it once.
+  struct LoadSlot {
+    std::mutex mutex;
+    std::unique_ptr<cuda::LoadedKernel> kernel;
+  };
   std::mutex loaded_mutex_;
-  std::unordered_map<std::string, std::unique_ptr<cuda::LoadedKernel>> loaded_;
+  std::unordered_map<std::string, std::unique_ptr<LoadSlot>> loaded_;
 
   std::atomic<uint64_t> memory_hits_{0};
   std::atomic<bool> warmup_done_{false};
