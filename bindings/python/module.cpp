@@ -127,6 +127,26 @@ nb::dict report_dict(const KernelReport& r, bool compiled) {
   return d;
 }
 
+// Runs `f` with the GIL released (kiln's host work may compile, read the disk cache or probe the driver) and
+// returns its result, a plain C++ value.
+template <typename F>
+auto without_gil(F&& f) {
+  nb::gil_scoped_release release;
+  return f();
+}
+
+// A list of one dict per item, filled by fill(dict, item).
+template <typename T, typename Fill>
+nb::list dict_list(const std::vector<T>& items, Fill&& fill) {
+  nb::list out;
+  for (const T& item : items) {
+    nb::dict d;
+    fill(d, item);
+    out.append(d);
+  }
+  return out;
+}
+
 nb::list reports_list(const std::vector<KernelReport>& reports, bool compiled) {
   nb::list out;
   for (const KernelReport& r : reports) out.append(report_dict(r, compiled));
@@ -273,12 +293,7 @@ NB_MODULE(_native, m) {
       [](const std::string& op, const std::map<std::string, int64_t>& problem, const std::optional<std::string>& arch,
          const std::optional<std::string>& backend) {
         const kiln::CompileRequest request = request_of(op, problem, arch, backend);
-        std::vector<kiln::KernelReport> reports;
-        {
-          nb::gil_scoped_release release;
-          reports = kiln::compile(request);
-        }
-        return reports_list(reports, true);
+        return reports_list(without_gil([&] { return kiln::compile(request); }), true);
       },
       "op"_a, "problem"_a, "arch"_a = nb::none(), "backend"_a = nb::none(),
       "Compile (or find in the cache) every kernel a problem needs; a list of report dicts.");
@@ -287,28 +302,20 @@ NB_MODULE(_native, m) {
       [](const std::string& op, const std::map<std::string, int64_t>& problem, const std::optional<std::string>& arch,
          const std::optional<std::string>& backend) {
         const kiln::CompileRequest request = request_of(op, problem, arch, backend);
-        std::vector<kiln::KernelReport> reports;
-        {
-          nb::gil_scoped_release release;
-          reports = kiln::plan(request);
-        }
-        return reports_list(reports, false);
+        return reports_list(without_gil([&] { return kiln::plan(request); }), false);
       },
       "op"_a, "problem"_a, "arch"_a = nb::none(), "backend"_a = nb::none(),
       "The kernels a problem needs and their cache keys, without compiling.");
   m.def(
       "list_ops",
       [] {
-        nb::list out;
-        for (const kiln::OpInfo& op : kiln::list_ops()) {
-          nb::dict d, params;
+        return dict_list(kiln::list_ops(), [](nb::dict& d, const kiln::OpInfo& op) {
+          nb::dict params;
           d["name"] = op.name;
           d["summary"] = op.summary;
           for (const auto& [name, doc] : op.params) params[name.c_str()] = doc;
           d["params"] = params;
-          out.append(d);
-        }
-        return out;
+        });
       },
       "The operations kiln can compile, with their problem parameters.");
 
@@ -316,11 +323,7 @@ NB_MODULE(_native, m) {
   m.def(
       "cache_stats",
       [] {
-        kiln::CacheStats s;
-        {
-          nb::gil_scoped_release release;
-          s = kiln::cache_stats();
-        }
+        const kiln::CacheStats s = without_gil([] { return kiln::cache_stats(); });
         nb::dict d;
         d["directory"] = s.directory.string();
         d["writable"] = s.writable;
@@ -372,14 +375,7 @@ NB_MODULE(_native, m) {
   m.def(
       "cache_list",
       [] {
-        std::vector<kiln::CacheEntryInfo> entries;
-        {
-          nb::gil_scoped_release release;
-          entries = kiln::cache_list();
-        }
-        nb::list out;
-        for (const kiln::CacheEntryInfo& e : entries) {
-          nb::dict d;
+        return dict_list(without_gil([] { return kiln::cache_list(); }), [](nb::dict& d, const kiln::CacheEntryInfo& e) {
           d["key"] = e.key;
           d["op"] = e.op;
           d["spec"] = e.spec;
@@ -391,19 +387,13 @@ NB_MODULE(_native, m) {
           d["compile_ms"] = e.compile_ms;
           d["created_unix"] = e.created_unix;
           d["last_use_unix"] = e.last_use_unix;
-          out.append(d);
-        }
-        return out;
+        });
       },
       "The cache's entries.");
   m.def(
       "cache_verify",
       [] {
-        kiln::CacheVerifyReport r;
-        {
-          nb::gil_scoped_release release;
-          r = kiln::cache_verify();
-        }
+        const kiln::CacheVerifyReport r = without_gil([] { return kiln::cache_verify(); });
         nb::dict d;
         d["checked"] = r.checked;
         d["corrupt"] = r.corrupt;
@@ -440,42 +430,24 @@ NB_MODULE(_native, m) {
   m.def(
       "devices",
       [] {
-        std::vector<kiln::DeviceSummary> list;
-        {
-          nb::gil_scoped_release release;
-          list = kiln::devices();
-        }
-        nb::list out;
-        for (const kiln::DeviceSummary& s : list) {
-          nb::dict d;
+        return dict_list(without_gil([] { return kiln::devices(); }), [](nb::dict& d, const kiln::DeviceSummary& s) {
           d["ordinal"] = s.ordinal;
           d["name"] = s.name;
           d["arch"] = s.arch;
           d["sm_count"] = s.sm_count;
           d["memory_bytes"] = s.memory_bytes;
-          out.append(d);
-        }
-        return out;
+        });
       },
       "The CUDA devices present (empty without a GPU or driver).");
   m.def(
       "doctor",
       [] {
-        std::vector<kiln::DoctorCheck> checks;
-        {
-          nb::gil_scoped_release release;
-          checks = kiln::doctor();
-        }
-        nb::list out;
-        for (const kiln::DoctorCheck& c : checks) {
-          nb::dict d;
+        return dict_list(without_gil([] { return kiln::doctor(); }), [](nb::dict& d, const kiln::DoctorCheck& c) {
           d["what"] = c.what;
           d["status"] = c.status;
           d["detail"] = c.detail;
           d["advice"] = c.advice;
-          out.append(d);
-        }
-        return out;
+        });
       },
       "Toolkit, compilers, driver, GPUs and cache checks, with advice.");
 
