@@ -567,26 +567,19 @@ int main(int argc, char** argv) {
         few_sms.before = [] { kiln::set_num_sms(7); };
         few_sms.after = [] { kiln::set_num_sms(0); };
         cases.push_back(few_sms);
-        Case forced{1000, 576, 512};
-        forced.note = "overrides block_m=64 block_n=32 stages=3";
-        forced.before = [] { kiln::set_fp8_gemm_overrides({64, 32, 3, 0}); };
-        forced.after = [] { kiln::set_fp8_gemm_overrides({}); };
-        cases.push_back(forced);
-        Case forced_wide{200, 576, 512};
-        forced_wide.note = "overrides block_m=128 block_n=144";
-        forced_wide.before = [] { kiln::set_fp8_gemm_overrides({128, 144, 0, 0}); };
-        forced_wide.after = [] { kiln::set_fp8_gemm_overrides({}); };
-        cases.push_back(forced_wide);
-        Case forced_waves{300, 576, 512};
-        forced_waves.note = "overrides block_m=256 (two waves per math warpgroup)";
-        forced_waves.before = [] { kiln::set_fp8_gemm_overrides({256, 0, 0, 0}); };
-        forced_waves.after = [] { kiln::set_fp8_gemm_overrides({}); };
-        cases.push_back(forced_waves);
-        Case forced_pairs{300, 576, 512};
-        forced_pairs.note = "overrides block_m=256 block_n=64 cluster_n=2 (A multicast, 9 n blocks: odd)";
-        forced_pairs.before = [] { kiln::set_fp8_gemm_overrides({256, 64, 0, 0, 2}); };
-        forced_pairs.after = [] { kiln::set_fp8_gemm_overrides({}); };
-        cases.push_back(forced_pairs);
+        // A case run under kernel overrides, cleared again after it.
+        const auto forced = [](int64_t m, const char* note, kiln::Fp8GemmOverrides o) {
+          Case c{m, 576, 512};
+          c.note = note;
+          c.before = [o] { kiln::set_fp8_gemm_overrides(o); };
+          c.after = [] { kiln::set_fp8_gemm_overrides({}); };
+          return c;
+        };
+        cases.push_back(forced(1000, "overrides block_m=64 block_n=32 stages=3", {64, 32, 3, 0}));
+        cases.push_back(forced(200, "overrides block_m=128 block_n=144", {128, 144, 0, 0}));
+        cases.push_back(forced(300, "overrides block_m=256 (two waves per math warpgroup)", {256, 0, 0, 0}));
+        cases.push_back(forced(300, "overrides block_m=256 block_n=64 cluster_n=2 (A multicast, 9 n blocks: odd)",
+                               {256, 64, 0, 0, 2}));
       }
       run_group(cases, seed++, &timing);
       run_group({Case{37, 576, 720}, Case{1000, 576, 720}}, seed++, &timing);  // K tail: 720 = 5 x 128 + 80
