@@ -231,6 +231,19 @@ NB_MODULE(_native, m) {
       "x"_a.none(), "out"_a.none(), "out_scales"_a.none(), "stream"_a.none() = nb::none(),
       "Per-128x128-block FP8 cast into caller-provided outputs (see kiln.per_block_cast_to_fp8).");
   m.def(
+      "to_mn_major_scales",
+      [](nb::handle sf, nb::handle out, nb::handle stream) {
+        constexpr const char* function = "to_mn_major_scales";
+        KeepAlive keep;
+        const kiln::TensorView sv = to_view(sf, function, "sf", keep);
+        const kiln::TensorView ov = to_view(out, function, "out", keep);
+        const uintptr_t s = resolve_stream(stream, sf, sv, function);
+        nb::gil_scoped_release release;
+        kiln::to_mn_major_scales(sv, ov, reinterpret_cast<kiln::Stream>(s));
+      },
+      "sf"_a.none(), "out"_a.none(), "stream"_a.none() = nb::none(),
+      "Row-major float32 scales into caller-provided MN-major, TMA-aligned ones (see kiln.to_mn_major_scales).");
+  m.def(
       "fp8_gemm_nt",
       [](nb::handle a, nb::handle sfa, nb::handle b, nb::handle sfb, nb::handle d, nb::handle c, nb::handle stream,
          int recipe) {

@@ -35,6 +35,15 @@ int64_t per_token_scales_storage(int64_t m, int64_t k);  // floats needed behind
 void per_block_cast_to_fp8(const TensorView& x, const TensorView& out, const TensorView& out_scales,
                            Stream stream = nullptr);
 
+// Per-row scales from row-major to the MN-major, TMA-aligned layout the FP8 GEMM reads (DeepGEMM's
+// get_mn_major_tma_aligned_tensor, with the output passed in): for scales made elsewhere, e.g. DeepGEMM's own
+// per_token_cast_to_fp8, which returns them row-major. sf: float32 [mn, g] with rows dense (strides (s, 1),
+// s >= g), 4-byte aligned. out: float32 [mn, g] MN-major and TMA-aligned: strides (1, t) with t >= mn and t a
+// multiple of 4, 16-byte aligned, e.g. storage of per_token_scales_storage(mn, 128 * g) floats; it must not
+// overlap sf. Rows mn..t-1 of out (the TMA padding) are left as they are. One transposing kernel, one kernel
+// for every shape.
+void to_mn_major_scales(const TensorView& sf, const TensorView& out, Stream stream = nullptr);
+
 // ---- FP8 GEMM with DeepSeek-V3 fine-grained scaling (DeepGEMM's fp8_gemm_nt contract) -------------------------
 //
 //   D[m, n] (bfloat16) = (A * sfa) . (B * sfb)^T        summed in FP32, one 128-wide K block at a time
@@ -42,7 +51,7 @@ void per_block_cast_to_fp8(const TensorView& x, const TensorView& out, const Ten
 // a:   float8_e4m3 [m, k], K-major: strides (lda, 1) with lda >= k and lda a multiple of 16; 16-byte aligned.
 // sfa: float32 [m, ceil(k/128)], one scale per row per 128 K, MN-major and TMA-aligned: strides (1, s) with
 //      s >= m and s a multiple of 4 (get_tma_aligned_size(m, 4) is what per_token_cast_to_fp8 writes);
-//      16-byte aligned. Row-major scales are refused with an error that says how to convert them.
+//      16-byte aligned. Row-major scales are refused with an error naming to_mn_major_scales, which converts them.
 // b:   float8_e4m3 [n, k], K-major, as a (the weights; n a multiple of 8, k a multiple of 16).
 // sfb: float32 [ceil(n/128), ceil(k/128)], one scale per 128x128 block, row-major contiguous.
 // d:   bfloat16 [m, n], strides (ldd, 1) with ldd >= n and ldd a multiple of 8; 16-byte aligned.

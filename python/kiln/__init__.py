@@ -44,6 +44,7 @@ __all__ = [
     "per_token_cast_to_fp8",
     "per_block_cast_to_fp8",
     "get_mn_major_tma_aligned_tensor",
+    "to_mn_major_scales",
     "get_tma_aligned_size",
     "set_num_sms",
     "get_num_sms",
@@ -221,6 +222,21 @@ def get_mn_major_tma_aligned_tensor(sf: Any) -> Any:
     return _tensors.get_mn_major_tma_aligned_tensor(sf)
 
 
+def to_mn_major_scales(sf: Any, out: Any, *, stream: Any = None) -> None:
+    """Copy float32 scales ``sf`` ``[mn, g]`` with dense rows (row-major, any row stride) into ``out``
+    ``[mn, g]`` in the MN-major, TMA-aligned layout the FP8 GEMM reads: strides ``(1, t)`` with ``t >= mn``
+    and ``t`` a multiple of 4 (``get_tma_aligned_size(mn, 4)`` at least), 16-byte aligned, not overlapping
+    ``sf``. One transposing kernel on the GPU, nothing allocated; rows ``mn..t-1`` of ``out`` (the TMA padding)
+    are left as they are. For any tensor kind kiln accepts; with torch tensors,
+    ``get_mn_major_tma_aligned_tensor`` allocates the output for you.
+
+    Raises:
+        TypeError: a dtype other than float32, or a non-tensor. ValueError: shapes, strides, alignment,
+        device or overlap. RuntimeError: CUDA errors or a failed compile.
+    """
+    _native.to_mn_major_scales(sf, out, stream)
+
+
 # ---- FP8 GEMM ----------------------------------------------------------------------------------------------
 
 # DeepGEMM's recipes on sm_90 with float32 scales, as (1, gran_n, gran_k): A per 1x128 and B per 128x128 block
@@ -291,7 +307,8 @@ def fp8_gemm_nt(a: Sequence[Any], b: Sequence[Any], d: Any, c: Any = None, recip
     returns those) are accepted as torch CUDA tensors and converted on every call with
     ``get_mn_major_tma_aligned_tensor``: one allocation and one transposing copy of ``ceil(k/128) * align(m, 4)``
     floats (224 KB at m = 4096, k = 7168; a few microseconds). Convert them once yourself to avoid that cost.
-    Scales from other DLPack producers must already be MN-major (ValueError otherwise).
+    Scales from other DLPack producers must already be MN-major (ValueError otherwise;
+    ``to_mn_major_scales`` converts them into a tensor you provide).
 
     **Differences from DeepGEMM** (which selects the form by ``recipe`` and asserts on the rest): kiln selects
     it by ``d``'s dtype, so a float32 ``d`` needs no ``recipe`` (``(1, 1, 128)`` may still be given, and is

@@ -204,31 +204,6 @@ void copy_map(TmaDescriptor& dst, const CUtensorMap& src) { std::memcpy(&dst, &s
 
 std::string shape_text(std::initializer_list<int64_t> dims) { return format_dims(dims.begin(), static_cast<int>(dims.size())); }
 
-// Per-row scales (sfa; sfb in the weight-gradient form): float32 [mn, ceil(k/128)], MN-major and TMA-aligned.
-// `mn` is "m" or "n", as the message names the rows. Returns the column stride s (elements) to use.
-int64_t check_mn_major_scales(const Arg& arg, const TensorView& sf, int64_t rows, int64_t k_blocks, const char* mn) {
-  const int64_t aligned = get_tma_aligned_size(rows, 4);
-  if (rows == 0 || k_blocks == 0) return aligned;
-  if (rows > 1 && sf.strides[0] != 1) {
-    std::string given = "strides " + format_dims(sf.strides.data(), 2);
-    if (sf.strides[1] == 1) given += " (row-major)";
-    fail(ErrorKind::kValueError, arg, sf,
-         std::string("MN-major and TMA-aligned: strides (1, s) with s >= ") + mn + " and s a multiple of 4, e.g. " +
-             shape_text({1, aligned}) + " as per_token_cast_to_fp8 writes (or DeepGEMM's "
-             "get_mn_major_tma_aligned_tensor(" + arg.name + ") in Python); row-major scales would need a "
-             "transposing copy kiln does not make implicitly",
-         given);
-  }
-  if (k_blocks == 1) return std::max<int64_t>(aligned, 4);  // the column stride is never used
-  const int64_t s = sf.strides[1];
-  if (s < rows || s % 4 != 0)
-    fail(ErrorKind::kValueError, arg, sf,
-         std::string("MN-major and TMA-aligned: stride(1) >= ") + mn + " == " + std::to_string(rows) +
-             " and a multiple of 4 (16-byte TMA rows), e.g. " + std::to_string(aligned),
-         "stride(1) == " + std::to_string(s));
-  return s;
-}
-
 struct Checked {
   int64_t m, n, k, lda, ldb, ldd, sfa_stride;
   int64_t sfb_stride = 0;  // weight-gradient form: the column stride of B's per-row scales

@@ -28,10 +28,11 @@ namespace {
 
 constexpr const char* kPerTokenOp = "per_token_cast_to_fp8";
 constexpr const char* kPerBlockOp = "per_block_cast_to_fp8";
+constexpr const char* kMnMajorOp = "to_mn_major_scales";
 constexpr const char* kHeader = "kiln/kernels/quantize.cuh";
 
 // The first word of each table key: which op (each op has its own table, so this only keeps keys honest).
-enum : int64_t { kPerTokenKeyId = 1, kPerBlockKeyId = 2 };
+enum : int64_t { kPerTokenKeyId = 1, kPerBlockKeyId = 2, kMnMajorKeyId = 3 };
 
 // A loaded kernel with what its launches need, resolved once on the miss.
 struct CastKernel {
@@ -176,6 +177,25 @@ codegen::KernelSpec per_block_cast_spec(const TargetInfo& target) {
   return spec;
 }
 
+CastPlan mn_major_scales_plan(const TargetInfo& /*target*/) {
+  // 256 threads move a 32 x 32 tile (4 KB) per step; 8 CTAs per SM. The scales are small (224 KB at
+  // m = 4096, k = 7168): the launch dominates.
+  return CastPlan{256, 1, 8};
+}
+
+codegen::KernelSpec mn_major_scales_spec(const TargetInfo& target) {
+  const CastPlan plan = mn_major_scales_plan(target);
+  codegen::KernelSpec spec;
+  spec.op = kMnMajorOp;
+  spec.header = kHeader;
+  spec.kernel_template = "kiln::kernels::MnMajorScales";
+  spec.params_type = "kiln::MnMajorScalesParams";
+  spec.arg("threads", int64_t{plan.threads});
+  spec.block_threads = plan.threads;
+  spec.min_blocks_per_sm = plan.ctas_per_sm;
+  return spec;
+}
+
 namespace {
 
 // A parameter that takes one value (validate_problem has refused a range for it).
@@ -213,6 +233,24 @@ OpDescriptor per_block_cast_descriptor() {
     require_multiple_of_128(kPerBlockOp, "k", param(problem, "k"));
     std::vector<codegen::KernelSpec> specs;
     if (param_max(problem, "n") > 0) specs.push_back(per_block_cast_spec(target));
+    return specs;
+  };
+  return op;
+}
+
+OpDescriptor mn_major_scales_descriptor() {
+  OpDescriptor op;
+  op.name = kMnMajorOp;
+  op.summary = "fp32 scales [mn, g] row-major -> the MN-major, TMA-aligned layout the FP8 GEMM reads";
+  op.params = {{"mn", "rows of the scales (m or n), or a range lo..hi; 0 needs no kernel", true, true},
+               {"k", "the reduction the scales cover: g = ceil(k / 128) columns; k > 0", true}};
+  op.kernels = [](const Problem& problem, const TargetInfo& target) {
+    validate_problem(find_op(kMnMajorOp), problem);
+    if (param(problem, "k") <= 0)
+      throw Error(ErrorKind::kValueError,
+                  std::string(kMnMajorOp) + ": k must be positive, got " + std::to_string(param(problem, "k")));
+    std::vector<codegen::KernelSpec> specs;
+    if (param_max(problem, "mn") > 0) specs.push_back(mn_major_scales_spec(target));
     return specs;
   };
   return op;
@@ -288,6 +326,48 @@ void per_token_cast_to_fp8(const TensorView& x, const TensorView& out, const Ten
   const uint64_t per_cta = static_cast<uint64_t>(kernel.plan.threads) * static_cast<uint64_t>(kernel.plan.vecs_per_thread);
   const cuda::LaunchConfig config =
       ops::launch_config(ops::grid_size((vectors + per_cta - 1) / per_cta, kernel), kernel, stream);
+  kernel.kernel->launch(config, &params);
+}
+
+void to_mn_major_scales(const TensorView& sf, const TensorView& out, Stream stream) {
+  constexpr const char* fn = "to_mn_major_scales";
+  const Arg asf{fn, "sf"}, aout{fn, "out"};
+  ops::check_dtype(asf, sf, DType::kFloat32);
+  ops::check_dtype(aout, out, DType::kFloat32);
+  ops::check_on_cuda(asf, sf);
+  ops::check_same_device(aout, out, asf, sf);
+  ops::check_ndim(asf, sf, 2);
+  const int64_t rows = sf.shape[0], cols = sf.shape[1];
+  ops::check_shape(aout, out, {rows, cols}, "(the shape of sf)");
+  const int64_t in_stride = ops::check_rows_dense(asf, sf, 4);
+  const int64_t out_stride = ops::check_mn_major_scales(aout, out, rows, cols, "mn");
+  ops::check_pointer_aligned(asf, sf, 4);
+  ops::check_pointer_aligned(aout, out, 16);
+  if (rows == 0 || cols == 0) return;  // nothing to do: no compile, no launch
+  // A transpose cannot run in place: the bytes each spans must not meet.
+  const auto lo_sf = reinterpret_cast<uintptr_t>(sf.data), lo_out = reinterpret_cast<uintptr_t>(out.data);
+  const uintptr_t hi_sf = lo_sf + static_cast<uintptr_t>(((rows - 1) * in_stride + cols) * 4);
+  const uintptr_t hi_out = lo_out + static_cast<uintptr_t>(((cols - 1) * out_stride + rows) * 4);
+  if (lo_sf < hi_out && lo_out < hi_sf)
+    ops::fail(ErrorKind::kValueError, aout, out, "memory that does not overlap sf's (sf is " + sf.describe() + ")",
+              "a tensor overlapping sf");
+
+  // One kernel serves every shape: the key's shape word is 0.
+  static ops::CastKernels kernels;
+  const ops::CastKernel& kernel =
+      ops::cast_kernel(kernels, ops::kMnMajorKeyId, sf.device, 0, static_cast<CUstream>(stream),
+                       [](int64_t, const ops::TargetInfo& t) {
+                         return std::pair{ops::mn_major_scales_spec(t), ops::mn_major_scales_plan(t)};
+                       });
+  MnMajorScalesParams params;
+  params.in = static_cast<const float*>(sf.data);
+  params.out = static_cast<float*>(out.data);
+  params.rows = static_cast<u64>(rows);
+  params.cols = static_cast<u64>(cols);
+  params.in_stride = static_cast<u64>(in_stride);
+  params.out_stride = static_cast<u64>(out_stride);
+  const uint64_t tiles = static_cast<uint64_t>(ceil_div(rows, 32)) * static_cast<uint64_t>(ceil_div(cols, 32));
+  const cuda::LaunchConfig config = ops::launch_config(ops::grid_size(tiles, kernel), kernel, stream);
   kernel.kernel->launch(config, &params);
 }
 

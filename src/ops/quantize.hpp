@@ -27,8 +27,13 @@ codegen::KernelSpec per_token_cast_spec(int64_t k, const TargetInfo& target);
 CastPlan per_block_cast_plan(const TargetInfo& target);
 codegen::KernelSpec per_block_cast_spec(const TargetInfo& target);
 
+// to_mn_major_scales: one kernel for every shape.
+CastPlan mn_major_scales_plan(const TargetInfo& target);
+codegen::KernelSpec mn_major_scales_spec(const TargetInfo& target);
+
 // Registry entries.
 OpDescriptor per_token_cast_descriptor();
 OpDescriptor per_block_cast_descriptor();
+OpDescriptor mn_major_scales_descriptor();
 
 }  // namespace kiln::ops

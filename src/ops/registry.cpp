@@ -16,6 +16,7 @@ using DescriptorFactory = OpDescriptor (*)();
 constexpr DescriptorFactory kOps[] = {
     per_token_cast_descriptor,
     per_block_cast_descriptor,
+    mn_major_scales_descriptor,
     fp8_gemm_nt_descriptor,
 };
 

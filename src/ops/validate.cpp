@@ -1,8 +1,11 @@
 #include "ops/validate.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
+
+#include "kiln/ops.hpp"
 
 namespace kiln::ops {
 namespace {
@@ -116,6 +119,30 @@ void check_contiguous(const Arg& arg, const TensorView& t) {
     fail(ErrorKind::kValueError, arg, t, "contiguous (row-major strides " + format_dims(expected, t.ndim) + ")",
          "strides " + format_dims(t.strides.data(), t.ndim));
   }
+}
+
+int64_t check_mn_major_scales(const Arg& arg, const TensorView& sf, int64_t rows, int64_t cols, const char* mn) {
+  const int64_t aligned = get_tma_aligned_size(rows, 4);
+  if (rows == 0 || cols == 0) return aligned;
+  if (rows > 1 && sf.strides[0] != 1) {
+    std::string given = "strides " + format_dims(sf.strides.data(), 2);
+    if (sf.strides[1] == 1) given += " (row-major)";
+    const int64_t example[2] = {1, aligned};
+    fail(ErrorKind::kValueError, arg, sf,
+         std::string("MN-major and TMA-aligned: strides (1, s) with s >= ") + mn + " and s a multiple of 4, e.g. " +
+             format_dims(example, 2) + " as per_token_cast_to_fp8 writes; row-major scales need a transposing "
+             "copy first, which to_mn_major_scales makes (DeepGEMM's get_mn_major_tma_aligned_tensor(" + arg.name +
+             "))",
+         given);
+  }
+  if (cols == 1) return std::max<int64_t>(aligned, 4);  // the column stride is never used
+  const int64_t s = sf.strides[1];
+  if (s < rows || s % 4 != 0)
+    fail(ErrorKind::kValueError, arg, sf,
+         std::string("MN-major and TMA-aligned: stride(1) >= ") + mn + " == " + std::to_string(rows) +
+             " and a multiple of 4 (16-byte TMA rows), e.g. " + std::to_string(aligned),
+         "stride(1) == " + std::to_string(s));
+  return s;
 }
 
 void check_strides(const Arg& arg, const TensorView& t, std::initializer_list<int64_t> expected, const char* layout) {

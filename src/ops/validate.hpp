@@ -60,6 +60,13 @@ void check_contiguous(const Arg& arg, const TensorView& t);
 // kValueError showing both; `layout` names the layout in the message ("the MN-major, TMA-aligned layout").
 void check_strides(const Arg& arg, const TensorView& t, std::initializer_list<int64_t> expected, const char* layout);
 
+// Per-row scales as the FP8 kernels read them: float32 [rows, cols] (cols = ceil(k/128)), MN-major and
+// TMA-aligned, i.e. strides (1, s) with s >= rows and s a multiple of 4 (16-byte TMA rows). `mn` names the
+// rows in the message ("m" or "n"). Row-major scales get an error that names the conversion
+// (to_mn_major_scales). Returns the column stride s to use (get_tma_aligned_size(rows, 4) when it is never
+// used). kValueError otherwise.
+int64_t check_mn_major_scales(const Arg& arg, const TensorView& sf, int64_t rows, int64_t cols, const char* mn);
+
 // "(4096, 7168)": a shape or stride list as messages show it.
 std::string format_dims(const int64_t* dims, int count);
 

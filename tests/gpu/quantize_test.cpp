@@ -257,6 +257,48 @@ bool test_per_block(int64_t n, int64_t k, int64_t ld, const RunOptions& o, uint3
   return report(name, bad);
 }
 
+// ---- scales to the MN-major layout -------------------------------------------------------------------------
+
+// Random scales [rows, cols] with row stride in_stride, converted into out (column stride out_stride): every
+// element must arrive bit for bit, and the padding rows of out (rows..out_stride - 1) stay poisoned.
+bool test_mn_major(int64_t rows, int64_t cols, int64_t in_stride, int64_t out_stride, const RunOptions& o,
+                   uint32_t seed) {
+  std::snprintf(buf, sizeof(buf), "to_mn_major_scales [%lld, %lld] row_stride=%lld out_stride=%lld%s",
+                static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(in_stride),
+                static_cast<long long>(out_stride), o.label().c_str());
+  const std::string name = buf;
+  std::vector<uint32_t> host(static_cast<size_t>(std::max<int64_t>(rows, 1) * in_stride));
+  uint32_t state = seed * 2654435761u + 1;
+  for (auto& v : host) {
+    state = state * 1664525u + 1013904223u;
+    v = (state >> 9) | 0x3c000000u;  // positive, normal floats
+  }
+  DeviceBuffer in(host.size() * 4), out(static_cast<size_t>(cols * out_stride) * 4);
+  in.upload(host.data());
+  out.poison();
+  kiln::TensorView tin = kiln::TensorView::contiguous(in.data(), kiln::DType::kFloat32, {rows, cols});
+  tin.strides = {in_stride, 1};
+  kiln::TensorView tout = kiln::TensorView::contiguous(out.data(), kiln::DType::kFloat32, {rows, cols});
+  tout.strides = {1, out_stride};
+  apply(o);
+  kiln::to_mn_major_scales(tin, tout, o.stream);
+  synchronize(o);
+  std::vector<uint32_t> got(out.bytes / 4);
+  out.download(got.data());
+  Mismatches bad;
+  for (int64_t c = 0; c < cols; ++c)
+    for (int64_t r = 0; r < out_stride; ++r) {
+      const uint32_t have = got[static_cast<size_t>(c * out_stride + r)];
+      const uint32_t want = r < rows ? host[static_cast<size_t>(r * in_stride + c)] : 0xffffffffu;
+      if (have != want) {
+        std::snprintf(buf, sizeof(buf), "%s (%lld, %lld): got 0x%08x, want 0x%08x", r < rows ? "out" : "padding",
+                      static_cast<long long>(r), static_cast<long long>(c), have, want);
+        bad.add(buf);
+      }
+    }
+  return report(name, bad);
+}
+
 // The reference's own rounding, on values whose e4m3 encoding is known.
 bool test_reference() {
   struct Case {
@@ -303,6 +345,14 @@ int main(int argc, char** argv) {
     if (!small) check(test_per_block(4097, 7168, 7168, plain, seed++));
     check(test_per_block(250, 1024, 1024 + 8, plain, seed++));
 
+    // Scales to the MN-major layout: the GEMM's shapes, ragged edges of the 32 x 32 tiles, padded rows of
+    // sf and a column stride of out beyond the TMA alignment.
+    check(test_mn_major(4096, 56, 56, 4096, plain, seed++));
+    check(test_mn_major(37, 56, 60, 40, plain, seed++));
+    check(test_mn_major(1, 1, 1, 4, plain, seed++));
+    check(test_mn_major(33, 130, 130, 64, plain, seed++));
+    check(test_mn_major(1000, 12, 16, 1000, plain, seed++));
+
     // Launch variants: a created stream, PDL, and a grid of 3 SMs so every thread loops many times (and the
     // per-block kernel's double-buffered reduction is exercised).
     CUstream stream = nullptr;
@@ -317,6 +367,7 @@ int main(int argc, char** argv) {
       if (!small) check(test_per_token(4097, 7168, 7168, o, seed++));
       check(test_per_token(5, 512, 512, o, seed++));
       check(test_per_block(1000, 2048, 2048, o, seed++));
+      check(test_mn_major(4097, 56, 56, 4100, o, seed++));
     }
     kiln::set_pdl(false);
     kiln::set_num_sms(0);

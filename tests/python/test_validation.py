@@ -62,6 +62,23 @@ def test_get_mn_major_tma_aligned_tensor_needs_a_torch_tensor():
         kiln.get_mn_major_tma_aligned_tensor(np.zeros((4, 1), np.float32))
 
 
+def test_to_mn_major_scales_checks_every_argument_before_the_gpu():
+    sf = FakeDLPack((37, 56), "float32")
+    out = FakeDLPack((37, 56), "float32", strides=(1, 40), ptr=0x7F0010000000)
+    with pytest.raises(TypeError, match="to_mn_major_scales: sf must be float32, got bfloat16"):
+        kiln.to_mn_major_scales(FakeDLPack((37, 56), "bfloat16"), out)
+    with pytest.raises(ValueError, match=r"to_mn_major_scales: out must be of shape \(37, 56\)"):
+        kiln.to_mn_major_scales(sf, FakeDLPack((37, 55), "float32", strides=(1, 40), ptr=0x7F0010000000))
+    with pytest.raises(ValueError, match=r"out must be MN-major and TMA-aligned.*\(row-major\)"):
+        kiln.to_mn_major_scales(sf, FakeDLPack((37, 56), "float32", ptr=0x7F0010000000))
+    with pytest.raises(ValueError, match="out must be memory that does not overlap sf's"):
+        kiln.to_mn_major_scales(sf, FakeDLPack((37, 56), "float32", strides=(1, 40), ptr=0x7F0000000040))
+    with pytest.raises(ValueError, match="sf must be on a CUDA device"):
+        kiln.to_mn_major_scales(np.zeros((37, 56), np.float32), out)
+    # Nothing to convert: no GPU needed.
+    kiln.to_mn_major_scales(FakeDLPack((0, 56), "float32"), FakeDLPack((0, 56), "float32", strides=(1, 0)))
+
+
 # ---- Conversion of tensors -------------------------------------------------------------------------------
 
 def test_numpy_strides_come_through_in_elements():

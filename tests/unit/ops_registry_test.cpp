@@ -121,6 +121,22 @@ TEST(Registry, SpecsAreTheOnesTheLaunchPathBuilds) {
   EXPECT_EQ(codegen::render_source(per_block_cast_spec(h200)), codegen::render_source(per_block_cast_spec(h200)));
 }
 
+// The scales' layout conversion: one kernel for every shape, none for mn = 0; k must be positive.
+TEST(Registry, MnMajorScalesIsOneKernelForEveryShape) {
+  const TargetInfo h200{9, 0, 132, 232448};
+  auto a = kernels("to_mn_major_scales", {{"mn", 4096}, {"k", 7168}}, h200);
+  auto b = kernels("to_mn_major_scales", {{"mn", 7}, {"k", 128}}, h200);
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(a[0].kernel_name(), "kiln_to_mn_major_scales");
+  EXPECT_EQ(codegen::render_source(a[0]), codegen::render_source(b[0]));
+  EXPECT_EQ(codegen::render_source(a[0]), codegen::render_source(mn_major_scales_spec(h200)));
+  EXPECT_EQ(a[0].block_threads, mn_major_scales_plan(h200).threads);
+  EXPECT_TRUE(kernels("to_mn_major_scales", {{"mn", 0}, {"k", 7168}}).empty());
+  EXPECT_THAT(test::error_of([&] { kernels("to_mn_major_scales", {{"mn", 4}, {"k", 0}}); }, ErrorKind::kValueError),
+              ::testing::HasSubstr("to_mn_major_scales: k must be positive, got 0"));
+}
+
 // ---- golden sources -------------------------------------------------------------------------------------------
 
 TEST(Golden, PerTokenSource) {
@@ -129,6 +145,10 @@ TEST(Golden, PerTokenSource) {
 
 TEST(Golden, PerBlockSource) {
   test::expect_golden_text("ops_quantize_golden_per_block.cu", codegen::render_source(per_block_cast_spec({})));
+}
+
+TEST(Golden, MnMajorScalesSource) {
+  test::expect_golden_text("ops_quantize_golden_mn_major_scales.cu", codegen::render_source(mn_major_scales_spec({})));
 }
 
 // ---- real compiles --------------------------------------------------------------------------------------------
@@ -148,6 +168,8 @@ TEST_P(CastCompile, PerTokenKernelsForSeveralK) {
 }
 
 TEST_P(CastCompile, PerBlockKernel) { compile_and_check(per_block_cast_spec({})); }
+
+TEST_P(CastCompile, MnMajorScalesKernel) { compile_and_check(mn_major_scales_spec({})); }
 
 INSTANTIATE_TEST_SUITE_P(Backends, CastCompile, ::testing::Values(Backend::kNvcc, Backend::kNvrtc),
                          [](const auto& info) { return std::string(to_string(info.param)); });

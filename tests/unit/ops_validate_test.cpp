@@ -260,6 +260,81 @@ TEST(PerBlockValidation, EmptyProblemsAreNoOps) {
   EXPECT_NO_THROW(q.run());
 }
 
+// ---- to_mn_major_scales --------------------------------------------------------------------------------------
+
+// A valid conversion [mn, g]: row-major sf, MN-major TMA-aligned out.
+struct MnMajor {
+  int64_t mn, g;
+  TensorView sf, out;
+  MnMajor(int64_t mn_, int64_t g_) : mn(mn_), g(g_) {
+    sf = view(kX, DType::kFloat32, {mn, g});
+    out = view(kScales, DType::kFloat32, {mn, g});
+    out.strides = {1, get_tma_aligned_size(mn, 4)};
+  }
+  void run() const { to_mn_major_scales(sf, out); }
+};
+
+TEST(MnMajorScalesValidation, DtypesDevicesShapes) {
+  MnMajor p(37, 56);
+  p.sf.dtype = DType::kBFloat16;
+  EXPECT_THAT(error_of([&] { p.run(); }, ErrorKind::kTypeError),
+              HasSubstr("to_mn_major_scales: sf must be float32, got bfloat16"));
+  p = MnMajor(37, 56);
+  p.out.device = 1;
+  EXPECT_THAT(error_of([&] { p.run(); }, ErrorKind::kValueError), HasSubstr("to_mn_major_scales: out must be on the same device as sf (cuda:0), got cuda:1"));
+  p = MnMajor(37, 56);
+  p.out.shape = {37, 55};
+  EXPECT_THAT(error_of([&] { p.run(); }, ErrorKind::kValueError),
+              HasSubstr("to_mn_major_scales: out must be of shape (37, 56) (the shape of sf), got shape (37, 55)"));
+}
+
+TEST(MnMajorScalesValidation, Layouts) {
+  MnMajor p(37, 56);
+  p.sf.strides = {1, 40};  // sf already MN-major: its rows are not dense
+  EXPECT_THAT(error_of([&] { p.run(); }, ErrorKind::kValueError), HasSubstr("to_mn_major_scales: sf must be"));
+  p = MnMajor(37, 56);
+  p.out.strides = {56, 1};  // out row-major
+  EXPECT_THAT(error_of([&] { p.run(); }, ErrorKind::kValueError),
+              AllOf(HasSubstr("to_mn_major_scales: out must be MN-major and TMA-aligned"), HasSubstr("(row-major)")));
+  p = MnMajor(37, 56);
+  p.out.strides = {1, 38};  // not a multiple of 4
+  EXPECT_THAT(error_of([&] { p.run(); }, ErrorKind::kValueError),
+              HasSubstr("to_mn_major_scales: out must be MN-major and TMA-aligned: stride(1) >= mn == 37 and a "
+                        "multiple of 4"));
+  // Padded rows of sf and a wider column stride of out are accepted (the checks the function runs, called
+  // directly: a valid problem would go on to launch, which these fake pointers must never reach).
+  TensorView sf = view(kX, DType::kFloat32, {37, 56});
+  sf.strides = {60, 1};
+  EXPECT_EQ(ops::check_rows_dense(ops::Arg{"f", "sf"}, sf, 4), 60);
+  TensorView out = view(kScales, DType::kFloat32, {37, 56});
+  out.strides = {1, 64};
+  EXPECT_EQ(ops::check_mn_major_scales(ops::Arg{"f", "out"}, out, 37, 56, "mn"), 64);
+  out.strides = {1, 40};
+  EXPECT_EQ(ops::check_mn_major_scales(ops::Arg{"f", "out"}, out, 37, 56, "mn"), 40);
+}
+
+TEST(MnMajorScalesValidation, AlignmentAndOverlap) {
+  MnMajor p(37, 56);
+  p.out.data = fake(kScales + 4);
+  EXPECT_THAT(error_of([&] { p.run(); }, ErrorKind::kValueError),
+              HasSubstr("to_mn_major_scales: out must be 16-byte aligned"));
+  p = MnMajor(37, 56);
+  p.sf.data = fake(kX + 2);
+  EXPECT_THAT(error_of([&] { p.run(); }, ErrorKind::kValueError),
+              HasSubstr("to_mn_major_scales: sf must be 4-byte aligned"));
+  p = MnMajor(37, 56);
+  p.out.data = fake(kX + 64);  // inside sf's 37 x 56 floats
+  EXPECT_THAT(error_of([&] { p.run(); }, ErrorKind::kValueError),
+              HasSubstr("to_mn_major_scales: out must be memory that does not overlap sf's"));
+}
+
+TEST(MnMajorScalesValidation, EmptyProblemsAreNoOpsWithoutAGpu) {
+  MnMajor p(0, 56);
+  EXPECT_NO_THROW(p.run());
+  MnMajor q(37, 0);
+  EXPECT_NO_THROW(q.run());
+}
+
 // ---- the reusable checks ------------------------------------------------------------------------------------
 
 TEST(ValidateHelpers, RowsDenseIgnoresStridesThatAreNeverUsed) {

@@ -217,4 +217,37 @@ struct PerBlockCast {
   }
 };
 
+// to_mn_major_scales: a transpose through shared memory in 32 x 32 tiles (rows of 33 floats, so that
+// reading a tile's column touches 32 different banks), kThreads / 32 rows of threads, grid-stride over the
+// tiles. Reads are 128-byte runs of in's rows, writes 128-byte runs of out's columns. Out-of-range elements of
+// edge tiles are neither read nor written.
+template <int kThreads>
+struct MnMajorScales {
+  static_assert(kThreads % 32 == 0 && kThreads >= 32 && kThreads <= 1024, "whole warps");
+  static constexpr u32 kTile = 32;
+  static constexpr u32 kRowsPerPass = kThreads / 32;
+
+  static __device__ void run(const MnMajorScalesParams& p) {
+    __shared__ float tile[kTile][kTile + 1];
+    ptx::grid_dependency_wait();
+    ptx::launch_dependents();
+    const u32 lane = threadIdx.x % 32, row_in_pass = threadIdx.x / 32;
+    const u64 tile_cols = (p.cols + kTile - 1) / kTile;
+    const u64 tiles = (p.rows + kTile - 1) / kTile * tile_cols;
+    for (u64 t = blockIdx.x; t < tiles; t += gridDim.x) {
+      const u64 r0 = t / tile_cols * kTile, c0 = t % tile_cols * kTile;
+      for (u32 i = row_in_pass; i < kTile; i += kRowsPerPass) {
+        const u64 r = r0 + i, c = c0 + lane;
+        if (r < p.rows && c < p.cols) tile[i][lane] = p.in[r * p.in_stride + c];
+      }
+      __syncthreads();
+      for (u32 i = row_in_pass; i < kTile; i += kRowsPerPass) {
+        const u64 c = c0 + i, r = r0 + lane;
+        if (r < p.rows && c < p.cols) p.out[c * p.out_stride + r] = tile[lane][i];
+      }
+      __syncthreads();  // the tile is refilled for the next t
+    }
+  }
+};
+
 }  // namespace kiln::kernels

@@ -35,4 +35,16 @@ struct PerBlockCastParams {
   u64 x_row_stride;       // elements between rows of x; a multiple of 8
 };
 
+// to_mn_major_scales: in fp32 [rows, cols] row-major (row stride in_stride floats) -> out fp32 with element
+// (row, col) at out[col * out_stride + row] (MN-major; out_stride >= rows). Rows rows..out_stride - 1 of out
+// (the TMA padding) are not written.
+struct MnMajorScalesParams {
+  const float* in;   // 4-byte aligned
+  float* out;        // 16-byte aligned
+  u64 rows;
+  u64 cols;
+  u64 in_stride;     // floats between rows of in, >= cols
+  u64 out_stride;    // floats between columns of out, >= rows
+};
+
 }  // namespace kiln
