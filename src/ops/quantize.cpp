@@ -164,17 +164,27 @@ CastPlan per_block_cast_plan(const TargetInfo& /*target*/) {
   return CastPlan{256, 8, 4};
 }
 
-codegen::KernelSpec per_block_cast_spec(const TargetInfo& target) {
-  const CastPlan plan = per_block_cast_plan(target);
+namespace {
+
+// A kernel of quantize.cuh specialised on its thread count only: one kernel for every shape.
+codegen::KernelSpec shape_free_spec(const char* op, const char* kernel_template, const char* params_type,
+                                    const CastPlan& plan) {
   codegen::KernelSpec spec;
-  spec.op = kPerBlockOp;
+  spec.op = op;
   spec.header = kHeader;
-  spec.kernel_template = "kiln::kernels::PerBlockCast";
-  spec.params_type = "kiln::PerBlockCastParams";
+  spec.kernel_template = kernel_template;
+  spec.params_type = params_type;
   spec.arg("threads", int64_t{plan.threads});
   spec.block_threads = plan.threads;
   spec.min_blocks_per_sm = plan.ctas_per_sm;
   return spec;
+}
+
+}  // namespace
+
+codegen::KernelSpec per_block_cast_spec(const TargetInfo& target) {
+  return shape_free_spec(kPerBlockOp, "kiln::kernels::PerBlockCast", "kiln::PerBlockCastParams",
+                         per_block_cast_plan(target));
 }
 
 CastPlan mn_major_scales_plan(const TargetInfo& /*target*/) {
@@ -184,16 +194,8 @@ CastPlan mn_major_scales_plan(const TargetInfo& /*target*/) {
 }
 
 codegen::KernelSpec mn_major_scales_spec(const TargetInfo& target) {
-  const CastPlan plan = mn_major_scales_plan(target);
-  codegen::KernelSpec spec;
-  spec.op = kMnMajorOp;
-  spec.header = kHeader;
-  spec.kernel_template = "kiln::kernels::MnMajorScales";
-  spec.params_type = "kiln::MnMajorScalesParams";
-  spec.arg("threads", int64_t{plan.threads});
-  spec.block_threads = plan.threads;
-  spec.min_blocks_per_sm = plan.ctas_per_sm;
-  return spec;
+  return shape_free_spec(kMnMajorOp, "kiln::kernels::MnMajorScales", "kiln::MnMajorScalesParams",
+                         mn_major_scales_plan(target));
 }
 
 namespace {
