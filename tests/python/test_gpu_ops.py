@@ -200,6 +200,25 @@ def test_get_mn_major_tma_aligned_tensor():
         kiln.get_mn_major_tma_aligned_tensor(torch.zeros(4, device="cuda"))
 
 
+def test_to_mn_major_scales_into_a_callers_tensor():
+    # kiln's own transposing kernel (the C++ API's way to convert row-major scales): bit-exact, any row stride,
+    # and the padding rows between mn and the aligned stride are left as they were (poisoned here).
+    for mn, g, row_stride in [(5, 3, 3), (128, 56, 56), (1, 1, 1), (4097, 56, 64), (33, 130, 133)]:
+        base = torch.randn(mn, row_stride, device="cuda")
+        sf = base[:, :g]
+        a = kiln.get_tma_aligned_size(mn, 4)
+        storage = torch.full((g * a,), float("nan"), device="cuda")
+        out = storage.as_strided((mn, g), (1, a))
+        kiln.to_mn_major_scales(sf, out)
+        torch.cuda.synchronize()
+        assert torch.equal(out, sf), (mn, g, row_stride)
+        padding = storage.view(g, a)[:, mn:]
+        assert torch.isnan(padding).all(), (mn, g, row_stride)
+        assert torch.equal(out, kiln.get_mn_major_tma_aligned_tensor(sf))
+    with raises(ValueError, match="out"):
+        kiln.to_mn_major_scales(torch.randn(8, 4, device="cuda"), torch.empty(8, 4, device="cuda"))
+
+
 def test_num_sms_and_pdl_keep_results_exact():
     try:
         kiln.set_num_sms(2)
