@@ -51,6 +51,21 @@ __device__ __forceinline__ bool mbarrier_try_wait_parity(u64* bar, u32 parity) {
   return done != 0;
 }
 
+// mbarrier.test_wait.parity.shared::cta.b64: whether the phase with parity `parity` has completed, now, without
+// blocking (acquire semantics when true, like the wait below). Lets a consumer look at its next slot early and
+// do other work while the answer comes back, instead of waiting at the point of use.
+__device__ __forceinline__ bool mbarrier_test_wait_parity(u64* bar, u32 parity) {
+  u32 done;
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(mbarrier_addr(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
 // Spins on mbarrier.try_wait.parity until the phase with parity `parity` has completed (acquire semantics:
 // data the phase guarded, such as a TMA load, is visible afterwards).
 __device__ __forceinline__ void mbarrier_wait_parity(u64* bar, u32 parity) {
