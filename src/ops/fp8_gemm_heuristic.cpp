@@ -65,6 +65,14 @@ constexpr int64_t kDecodeM = 16;
 // are filled, and the M = 1 sweep of the short-box kernel (now in the unit tests) is picked right with the
 // same weight.
 constexpr double kZeroFillWeight = 5.0;
+// Split-K in CTA pairs, for the narrowest tile (64x32) only: worth it where the problem has few tiles, so a
+// tile's K chain, not the device's bandwidth, sets the time (little N at decode sizes: 576 and 2112 columns).
+// The per-K-block model above does not capture what halving the chain gains, so the split kernel is costed as
+// the same tile unsplit times a measured ratio: 0.89 when all pairs fit on the SMs at once (H200, 2026-11-29,
+// fp8_gemm_test: 64 x 2112 x 7168 13.5 -> 12.0 us, 128 x 576 x 7168 12.6 -> 11.1 us), 1.26 when they take two
+// rounds (128 x 2112 x 7168: 13.5 -> 17.0 us).
+constexpr double kSplitKOneWaveRatio = 0.89;
+constexpr double kSplitKTwoWaveRatio = 1.26;
 // M above kFp8GemmSampledMaxM takes the candidate cheapest on average over the intervals from this on.
 constexpr int64_t kTailFromM = 8192;
 
@@ -115,7 +123,6 @@ Fp8GemmConfig make_config(const Tile& t, const TargetInfo& target, const Fp8Gemm
 std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, const Fp8GemmOverrides& o, Fp8GemmForm form) {
   static constexpr std::array<Tile, 8> kTiles = {
       {{256, 128}, {128, 128}, {128, 64}, {128, 160}, {128, 192}, {64, 128}, {64, 64}, {64, 32}}};
-  static_assert(kTiles.size() <= kFp8GemmMaxKernels, "each (N, K) must need at most kFp8GemmMaxKernels kernels");
   // block_m = 256 alone: the 256-row tiles' narrower widths too.
   static constexpr std::array<Tile, 3> kWaveTiles = {{{256, 128}, {256, 112}, {256, 96}}};
   const bool accumulate = form == Fp8GemmForm::kAccumulate;
@@ -136,6 +143,17 @@ std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, const Fp8GemmOve
   for (const Tile& t : tiles) {
     const Fp8GemmConfig c = make_config(t, target, o, form);
     if (c.stages > 0) out.push_back(c);
+  }
+  // The 64x32 tile split in K by CTA pairs (the bf16 form, no multicast asked for: pairs go one way only),
+  // its stages re-counted for the layout's reduction buffer. Nine candidates then: fp8_gemm_plan drops to eight.
+  for (const Fp8GemmConfig& c : std::vector<Fp8GemmConfig>(out)) {
+    if (accumulate || c.block_m != 64 || c.block_n != 32 || c.cluster_m > 1 || c.cluster_n > 1) continue;
+    Fp8GemmConfig split = c;
+    split.split_k = 2;
+    const uint32_t smem = static_cast<uint32_t>(std::clamp<int64_t>(target.shared_memory_per_block, 0, INT32_MAX));
+    const int max_stages = static_cast<int>(kernels::fp8_gemm_max_stages(64, 32, split.tma_store, smem, false, 2));
+    split.stages = o.stages > 0 ? o.stages : max_stages;
+    if (split.stages > 0 && split.stages <= max_stages) out.push_back(split);
   }
   if (out.empty()) {
     const Tile& t = tiles.front();
@@ -230,6 +248,12 @@ uint32_t fp8_gemm_grid(const Fp8GemmConfig& c, int64_t m, int64_t n, int sm_coun
 }
 
 double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int64_t k, const Fp8GemmConfig& c) {
+  if (c.split_k > 1) {
+    Fp8GemmConfig whole = c;
+    whole.split_k = 1;
+    const bool one_wave = c.units(m, n) * c.cluster_size() <= target.sm_count;
+    return (one_wave ? kSplitKOneWaveRatio : kSplitKTwoWaveRatio) * fp8_gemm_estimate_us(target, m, n, k, whole);
+  }
   const double bm = c.block_m, bn = c.block_n;
   const int64_t k_blocks = cdiv(k, 128);
   const int multicast = c.cluster_m * c.cluster_n;
@@ -333,7 +357,22 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
         drop_mean = mean;
       }
     }
-    if (drop == nc) break;
+    if (drop == nc) {
+      if (remaining <= static_cast<size_t>(kFp8GemmMaxKernels)) break;
+      // More candidates than kernels allowed: drop the one whose loss is smallest regardless of the bounds.
+      double best_mean = 0;
+      for (size_t c = 0; c < nc; ++c) {
+        if (!kept[c]) continue;
+        kept[c] = false;
+        double sum = 0;
+        for (size_t i = 0; i < intervals; ++i) sum += rel[i * nc + pick(i)];
+        kept[c] = true;
+        if (drop == nc || sum < best_mean * (1.0 - 1e-9)) {
+          drop = c;
+          best_mean = sum;
+        }
+      }
+    }
     kept[drop] = false;
   }
 

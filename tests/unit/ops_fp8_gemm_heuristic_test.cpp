@@ -300,6 +300,48 @@ TEST(Fp8GemmLayout, BIsStreamedThroughL2OnlyForOneOrTwoMBlocks) {
   EXPECT_NE(ptx::kL2EvictFirst, ptx::kL2EvictNormal);
 }
 
+// Split-K (64x32 in CTA pairs) serves little N at decode sizes, where a tile's K chain sets the time, and only
+// while the pairs fit on the SMs at once; never the accumulating form, never with a multicast asked for, and
+// the plan still needs at most eight kernels with the ninth candidate.
+TEST(Fp8GemmHeuristic, SplitKServesLittleNAtDecodeSizes) {
+  const Fp8GemmPlan mla_kv = fp8_gemm_plan(kH200, 576, 7168);
+  expect_well_formed(mla_kv);
+  for (int64_t m : {1, 16, 64, 128, 192}) EXPECT_EQ(config_at(mla_kv, m).split_k, 2) << m;
+  for (int64_t m : {193, 448, 4096}) EXPECT_EQ(config_at(mla_kv, m).split_k, 1) << m;
+  const Fp8GemmConfig& split = config_at(mla_kv, 1);
+  EXPECT_EQ(split.block_m, 64);
+  EXPECT_EQ(split.block_n, 32);
+  EXPECT_EQ(split.cluster_size(), 2);
+  EXPECT_EQ(split.describe(), "64x32, 16 stages, 1 math warpgroup, TMA store, overlapped promotion, split-K x2");
+  EXPECT_LE(fp8_gemm_shared_bytes(split), static_cast<uint32_t>(kH200.shared_memory_per_block));
+
+  const Fp8GemmPlan mla_q = fp8_gemm_plan(kH200, 2112, 7168);
+  expect_well_formed(mla_q);
+  EXPECT_EQ(config_at(mla_q, 64).split_k, 2);
+  EXPECT_EQ(config_at(mla_q, 128).split_k, 1);  // 132 tiles of 64x32: pairs would take two rounds
+
+  // The measured ratios against the same tile unsplit: one round of pairs, and two.
+  Fp8GemmConfig whole = split;
+  whole.split_k = 1;
+  EXPECT_NEAR(fp8_gemm_estimate_us(kH200, 128, 576, 7168, split) / fp8_gemm_estimate_us(kH200, 128, 576, 7168, whole),
+              0.89, 1e-9);
+  EXPECT_NEAR(fp8_gemm_estimate_us(kH200, 128, 2112, 7168, split) /
+                  fp8_gemm_estimate_us(kH200, 128, 2112, 7168, whole),
+              1.26, 1e-9);
+
+  for (const auto& [n, k] : warmup_shapes()) {
+    const Fp8GemmPlan wide = fp8_gemm_plan(kH200, n, k);
+    if (n >= 4096)
+      for (const Fp8GemmConfig& c : wide.kernels) EXPECT_EQ(c.split_k, 1) << n << "x" << k;
+    for (const Fp8GemmConfig& c : fp8_gemm_plan(kH200, n, k, {}, Fp8GemmForm::kAccumulate).kernels)
+      EXPECT_EQ(c.split_k, 1) << n << "x" << k;
+    Fp8GemmOverrides pairs_share_b;
+    pairs_share_b.cluster_m = 2;
+    for (const Fp8GemmConfig& c : fp8_gemm_plan(kH200, n, k, pairs_share_b).kernels)
+      EXPECT_EQ(c.split_k, 1) << n << "x" << k;
+  }
+}
+
 // 256-row tiles serve large M (the sweep found them best at M = 4096 on four shapes), always as CTA pairs
 // sharing A, never for the accumulating form; block_m = 256 alone asks for the narrower 256-row tiles too.
 TEST(Fp8GemmHeuristic, TwoHundredFiftySixRowTilesServeLargeMInPairs) {
