@@ -6,8 +6,8 @@
 // How a choice is made (docs/FP8_GEMM.md, "Host side", has the numbers behind it):
 //   1. candidates: the tiles the H200 sweep found useful -- 256 x 128 (two math warpgroups of two waves,
 //      in CTA pairs sharing A), 128 x {128, 64, 160, 192} (two math warpgroups) and 64 x {128, 64, 32}
-//      (one) -- with the most pipeline stages that fit and the TMA-store epilogue; overrides narrow or
-//      replace them. Eight candidates: at most eight kernels per (N, K), whatever happens next;
+//      (one) -- with the most pipeline stages that fit and the TMA-store epilogue, and 64 x 32 split in K
+//      by CTA pairs (the bf16 form); overrides narrow or replace them;
 //   2. a cost model (fp8_gemm_estimate_us) calibrated on that sweep: per 128-wide K block a tile takes the
 //      longest of a latency floor, its WGMMA + promotion time and its share of per-SM load bandwidth; each
 //      tile adds an epilogue; the busiest CTA's tiles (wave quantisation), DRAM and L2 traffic bound it;
@@ -15,7 +15,8 @@
 //      constant -- and each interval takes its cheapest candidate;
 //   4. candidates are then dropped, the cheapest loss first, while the intervals' cost stays within 1 %
 //      of the best of all candidates on average and within 2 % at every interval; the intervals are
-//      re-assigned to the cheapest remaining one and equal neighbours joined into buckets. M above 16384
+//      re-assigned to the cheapest remaining one and equal neighbours joined into buckets; past the bounds,
+//      while more than kFp8GemmMaxKernels remain, the cheapest loss goes anyway. M above 16384
 //      takes the remaining candidate with the lowest mean cost over M = 8193..16384.
 // DG_PRINT_CONFIGS=1 makes the op print each kernel choice once, when it is first loaded.
 #pragma once
