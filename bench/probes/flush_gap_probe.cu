@@ -1,0 +1,161 @@
+// Probe (not part of the library): why the C++ harness times decode-sized GEMMs 1-1.5 us faster than the Python
+// benchmark. The harness flushes L2 with a synchronous cuMemsetD8 (the GPU then idles while the host records
+// the start event and launches), the benchmark with an asynchronous 1 GB write (the kernel starts right after
+// it). This streams a decode-sized weight (the stream kernel of exp/next's stream_probe.cu) after each of:
+// an asynchronous write flush; a write flush, a device synchronisation, then the launch; the same with the
+// host waiting 20 or 200 us first; a read flush; nothing. If an idle GPU cleans L2's dirty lines, the
+// synchronised flushes read like the read flush. Also prints how many 384-thread, 211 KB clusters of 2 and of
+// 4 CTAs can be resident at once (cudaOccupancyMaxActiveClusters): can a 2x2 cluster kernel use every SM?
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o flush_gap_probe bench/probes/flush_gap_probe.cu
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CHECK(x)                                                                             \
+  do {                                                                                       \
+    cudaError_t e_ = (x);                                                                    \
+    if (e_ != cudaSuccess) {                                                                 \
+      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);   \
+      std::exit(1);                                                                          \
+    }                                                                                        \
+  } while (0)
+
+constexpr int kWarps = 8, kPiece = 4096, kRing = 4;
+
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(
+                   static_cast<uint32_t>(__cvta_generic_to_shared(smem))),
+               "l"(gmem)
+               : "memory");
+}
+
+// Warp w of the grid takes pieces w, w + warps, ...; each piece is 4 KB: 8 copies of 16 bytes per lane.
+__global__ void __launch_bounds__(kWarps * 32) stream(const uint8_t* __restrict__ src, size_t pieces, uint32_t* sink) {
+  extern __shared__ __align__(16) uint8_t ring[];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  uint8_t* mine = ring + static_cast<size_t>(warp) * kRing * kPiece;
+  const size_t first = static_cast<size_t>(blockIdx.x) * kWarps + warp, stride = static_cast<size_t>(gridDim.x) * kWarps;
+  const auto issue = [&](size_t piece, int slot) {
+    if (piece < pieces) {
+#pragma unroll
+      for (int i = 0; i < kPiece / 512; ++i)
+        cp_async_16(mine + slot * kPiece + i * 512 + lane * 16, src + piece * kPiece + i * 512 + lane * 16);
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  };
+  for (int s = 0; s < kRing - 1; ++s) issue(first + s * stride, s);
+  uint32_t x = 0;
+  int slot = 0;
+  for (size_t p = first; p < pieces; p += stride) {
+    issue(p + (kRing - 1) * stride, (slot + kRing - 1) % kRing);
+    asm volatile("cp.async.wait_group %0;" ::"n"(kRing - 1) : "memory");
+#pragma unroll
+    for (int i = 0; i < kPiece / 512; ++i) {
+      const uint4 v = *reinterpret_cast<const uint4*>(mine + slot * kPiece + i * 512 + lane * 16);
+      x ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    slot = (slot + 1) % kRing;
+  }
+  if (x == 0x9e3779b9u) *sink = x;  // keeps the reads
+}
+
+__global__ void flush_write(uint4* p, size_t n16) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n16;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    p[i] = make_uint4(0, 0, 0, 0);
+}
+
+__global__ void flush_read(const uint4* p, size_t n16, uint32_t* sink) {
+  uint32_t x = 0;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n16;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const uint4 v = p[i];
+    x ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (x == 0x9e3779b9u) *sink = x;
+}
+
+
+__global__ void __launch_bounds__(384, 1) cluster_dummy(int* p) {
+  extern __shared__ int s[];
+  if (p) p[threadIdx.x] = s[threadIdx.x];
+}
+
+int main() {
+  int sms = 0;
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const size_t smem = static_cast<size_t>(kWarps) * kRing * kPiece;  // 128 KB: one CTA per SM
+  CHECK(cudaFuncSetAttribute(stream, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  const size_t flush_bytes = size_t{1} << 30;
+  uint4* flush;
+  uint32_t* sink;
+  CHECK(cudaMalloc(&flush, flush_bytes));
+  CHECK(cudaMalloc(&sink, 4));
+  CHECK(cudaMemset(flush, 1, flush_bytes));
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  const char* kinds[] = {"async write flush (Python bench)", "write flush, sync (harness)",
+                         "write flush, sync, 20 us idle", "write flush, sync, 200 us idle",
+                         "async read flush", "no flush"};
+  for (const size_t bytes : {size_t{4096} * 7168, size_t{2112} * 7168, size_t{7168} * 2048}) {
+    uint8_t* src;
+    CHECK(cudaMalloc(&src, bytes));
+    CHECK(cudaMemset(src, 0x5a, bytes));
+    const size_t pieces = bytes / kPiece;
+    for (int kind = 0; kind < 6; ++kind) {
+      std::vector<float> ms;
+      for (int i = 0; i < 23; ++i) {
+        if (kind <= 3) flush_write<<<sms * 8, 256>>>(flush, flush_bytes / 16);
+        if (kind == 4) flush_read<<<sms * 8, 256>>>(flush, flush_bytes / 16, sink);
+        if (kind >= 1 && kind <= 3) CHECK(cudaDeviceSynchronize());
+        if (kind == 2 || kind == 3) {
+          CHECK(cudaEventRecord(e0));
+          CHECK(cudaEventSynchronize(e0));
+          const auto t0 = std::chrono::steady_clock::now();
+          while (std::chrono::steady_clock::now() - t0 < std::chrono::microseconds(kind == 2 ? 20 : 200)) {
+          }
+        }
+        CHECK(cudaEventRecord(e0));
+        stream<<<sms, kWarps * 32, smem>>>(src, pieces, sink);
+        CHECK(cudaEventRecord(e1));
+        CHECK(cudaEventSynchronize(e1));
+        float t = 0;
+        CHECK(cudaEventElapsedTime(&t, e0, e1));
+        if (i >= 3) ms.push_back(t);
+      }
+      CHECK(cudaGetLastError());
+      std::sort(ms.begin(), ms.end());
+      const double us = ms[ms.size() / 2] * 1000.0;
+      std::printf("stream %6.1f MB after %-34s %7.1f us %7.0f GB/s\n", bytes / 1e6, kinds[kind], us,
+                  bytes / (us * 1e-6) / 1e9);
+    }
+    CHECK(cudaFree(src));
+  }
+  const int cluster_smem = 211 * 1024;
+  CHECK(cudaFuncSetAttribute(cluster_dummy, cudaFuncAttributeMaxDynamicSharedMemorySize, cluster_smem));
+  CHECK(cudaFuncSetAttribute(cluster_dummy, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  for (int size : {1, 2, 4}) {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(static_cast<unsigned>(size * 64), 1, 1);
+    config.blockDim = dim3(384, 1, 1);
+    config.dynamicSmemBytes = cluster_smem;
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = static_cast<unsigned>(size);
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    int clusters = 0;
+    CHECK(cudaOccupancyMaxActiveClusters(&clusters, cluster_dummy, &config));
+    std::printf("clusters of %d (384 threads, %d KB each): %d resident at once = %d of %d SMs\n", size,
+                cluster_smem / 1024, clusters, clusters * size, sms);
+  }
+  return 0;
+}
