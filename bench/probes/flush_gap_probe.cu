@@ -4,7 +4,8 @@
 // it). This streams a decode-sized weight (the stream kernel of exp/next's stream_probe.cu) after each of:
 // an asynchronous write flush; a write flush, a device synchronisation, then the launch; the same with the
 // host waiting 20 or 200 us first; a read flush; nothing. If an idle GPU cleans L2's dirty lines, the
-// synchronised flushes read like the read flush. Also prints how many 384-thread, 211 KB clusters of 2 and of
+// synchronised flushes read like the read flush. Last, the memset API the harness flushes with (synchronous,
+// and asynchronous): if it leaves the weight in L2, the harness times decode sizes warm. Also prints how many 384-thread, 211 KB clusters of 2 and of
 // 4 CTAs can be resident at once (cudaOccupancyMaxActiveClusters): can a 2x2 cluster kernel use every SM?
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o flush_gap_probe bench/probes/flush_gap_probe.cu
 #include <cuda_runtime.h>
@@ -102,18 +103,21 @@ int main() {
   CHECK(cudaEventCreate(&e1));
   const char* kinds[] = {"async write flush (Python bench)", "write flush, sync (harness)",
                          "write flush, sync, 20 us idle", "write flush, sync, 200 us idle",
-                         "async read flush", "no flush"};
+                         "async read flush", "no flush", "cudaMemset 512 MB, sync (harness API)",
+                         "cudaMemsetAsync 512 MB"};
   for (const size_t bytes : {size_t{4096} * 7168, size_t{2112} * 7168, size_t{7168} * 2048}) {
     uint8_t* src;
     CHECK(cudaMalloc(&src, bytes));
     CHECK(cudaMemset(src, 0x5a, bytes));
     const size_t pieces = bytes / kPiece;
-    for (int kind = 0; kind < 6; ++kind) {
+    for (int kind = 0; kind < 8; ++kind) {
       std::vector<float> ms;
       for (int i = 0; i < 23; ++i) {
         if (kind <= 3) flush_write<<<sms * 8, 256>>>(flush, flush_bytes / 16);
         if (kind == 4) flush_read<<<sms * 8, 256>>>(flush, flush_bytes / 16, sink);
-        if (kind >= 1 && kind <= 3) CHECK(cudaDeviceSynchronize());
+        if (kind == 6) CHECK(cudaMemset(flush, i, size_t{512} << 20));
+        if (kind == 7) CHECK(cudaMemsetAsync(flush, i, size_t{512} << 20));
+        if ((kind >= 1 && kind <= 3) || kind == 6) CHECK(cudaDeviceSynchronize());
         if (kind == 2 || kind == 3) {
           CHECK(cudaEventRecord(e0));
           CHECK(cudaEventSynchronize(e0));
