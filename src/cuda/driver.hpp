@@ -60,6 +60,7 @@ namespace kiln::cuda {
   X(cuMemcpyHtoD, 3020)                       \
   X(cuMemcpyDtoH, 3020)                       \
   X(cuMemsetD8, 3020)                         \
+  X(cuMemsetD8Async, 3020)                    \
   X(cuCtxSynchronize, 2000)                   \
   X(cuEventCreate, 2000)                      \
   X(cuEventRecord, 2000)                      \

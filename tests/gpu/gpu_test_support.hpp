@@ -40,35 +40,46 @@ struct DeviceBuffer {
   }
 };
 
-// CUDA-event timing of a call on the legacy stream, the way the peers file measured DeepGEMM: a 512 MB
-// memset before each call flushes the L2 (60 MB), three warm-ups, then the median of 20.
+// CUDA-event timing of a call on the legacy stream, the way the peers file measured DeepGEMM (and the Python
+// benchmark measures kiln): before each call an asynchronous 512 MB memset flushes the L2 (60 MB); all 23
+// (flush, call) pairs are queued back to back and read after one synchronisation; the first three are
+// warm-ups, the median of the other 20 is the time. Synchronising after each call instead lets the GPU idle
+// between iterations, and reads decode-sized calls 1-1.5 us faster than the benchmark does (bench/RESULTS.md,
+// sixth session).
 struct Timing {
-  CUevent start = nullptr, stop = nullptr;
+  static constexpr int kWarmups = 3, kTimed = 20;
+  std::vector<CUevent> start, stop;
   std::unique_ptr<DeviceBuffer> flush;
-  Timing() {
-    KILN_CU_CHECK(cuda::DriverApi::get().cuEventCreate(&start, CU_EVENT_DEFAULT));
-    KILN_CU_CHECK(cuda::DriverApi::get().cuEventCreate(&stop, CU_EVENT_DEFAULT));
+  Timing() : start(kWarmups + kTimed), stop(kWarmups + kTimed) {
+    for (int i = 0; i < kWarmups + kTimed; ++i) {
+      KILN_CU_CHECK(cuda::DriverApi::get().cuEventCreate(&start[i], CU_EVENT_DEFAULT));
+      KILN_CU_CHECK(cuda::DriverApi::get().cuEventCreate(&stop[i], CU_EVENT_DEFAULT));
+    }
     flush = std::make_unique<DeviceBuffer>(512ull << 20);
   }
   ~Timing() {
-    (void)cuda::DriverApi::get().cuEventDestroy(start);
-    (void)cuda::DriverApi::get().cuEventDestroy(stop);
+    for (int i = 0; i < kWarmups + kTimed; ++i) {
+      (void)cuda::DriverApi::get().cuEventDestroy(start[i]);
+      (void)cuda::DriverApi::get().cuEventDestroy(stop[i]);
+    }
   }
   Timing(const Timing&) = delete;
   Timing& operator=(const Timing&) = delete;
 
   double median_us(const std::function<void()>& call) {
     const cuda::DriverApi& api = cuda::DriverApi::get();
-    std::vector<float> ms;
-    for (int it = 0; it < 23; ++it) {
-      KILN_CU_CHECK(api.cuMemsetD8(flush->ptr, static_cast<unsigned char>(it), flush->bytes));
-      KILN_CU_CHECK(api.cuEventRecord(start, nullptr));
+    for (int it = 0; it < kWarmups + kTimed; ++it) {
+      KILN_CU_CHECK(api.cuMemsetD8Async(flush->ptr, static_cast<unsigned char>(it), flush->bytes, nullptr));
+      KILN_CU_CHECK(api.cuEventRecord(start[it], nullptr));
       call();
-      KILN_CU_CHECK(api.cuEventRecord(stop, nullptr));
-      KILN_CU_CHECK(api.cuEventSynchronize(stop));
+      KILN_CU_CHECK(api.cuEventRecord(stop[it], nullptr));
+    }
+    KILN_CU_CHECK(api.cuEventSynchronize(stop.back()));
+    std::vector<float> ms;
+    for (int it = kWarmups; it < kWarmups + kTimed; ++it) {
       float t = 0;
-      KILN_CU_CHECK(api.cuEventElapsedTime(&t, start, stop));
-      if (it >= 3) ms.push_back(t);
+      KILN_CU_CHECK(api.cuEventElapsedTime(&t, start[it], stop[it]));
+      ms.push_back(t);
     }
     std::sort(ms.begin(), ms.end());
     return ms[ms.size() / 2] * 1e3;
