@@ -36,24 +36,11 @@ __device__ __forceinline__ void mbarrier_expect_tx(u64* bar, u32 bytes) {
                : "memory");
 }
 
-// mbarrier.try_wait.parity.shared::cta.b64: true once the phase with parity `parity` has completed (a
-// fresh barrier is in phase 0, so waiting for parity 1 returns at once: the "previous phase" trick that lets
-// a producer pass its first round of empty-slot waits). May time out and return false; see the loop below.
-__device__ __forceinline__ bool mbarrier_try_wait_parity(u64* bar, u32 parity) {
-  u32 done;
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-      "selp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(mbarrier_addr(bar)), "r"(parity)
-      : "memory");
-  return done != 0;
-}
-
 // mbarrier.test_wait.parity.shared::cta.b64: whether the phase with parity `parity` has completed, now, without
-// blocking (acquire semantics when true, like the wait below). Lets a consumer look at its next slot early and
-// do other work while the answer comes back, instead of waiting at the point of use.
+// blocking (acquire semantics when true, like the wait below; a fresh barrier is in phase 0, so parity 1 reads
+// as completed at once: the "previous phase" trick that lets a producer pass its first round of empty-slot
+// waits). Lets a consumer look at its next slot early and do other work while the answer comes back, instead
+// of waiting at the point of use.
 __device__ __forceinline__ bool mbarrier_test_wait_parity(u64* bar, u32 parity) {
   u32 done;
   asm volatile(
