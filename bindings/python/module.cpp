@@ -299,6 +299,27 @@ NB_MODULE(_native, m) {
   m.def("get_num_sms", &kiln::get_num_sms, "The SM limit set with set_num_sms (0: none).");
   m.def("set_pdl", &kiln::set_pdl, "enabled"_a, "Programmatic dependent launch for kiln's kernels.");
   m.def("get_pdl", &kiln::get_pdl, "Whether programmatic dependent launch is on.");
+  m.def(
+      "set_fp8_gemm_overrides",
+      [](int block_m, int block_n, int stages, int cluster_m, int cluster_n, int split_k) {
+        kiln::set_fp8_gemm_overrides({block_m, block_n, stages, cluster_m, cluster_n, split_k});
+      },
+      "block_m"_a, "block_n"_a, "stages"_a, "cluster_m"_a, "cluster_n"_a, "split_k"_a,
+      "Process-wide overrides of the FP8 GEMM heuristic (0: the heuristic decides).");
+  m.def(
+      "get_fp8_gemm_overrides",
+      [] {
+        const kiln::Fp8GemmOverrides o = kiln::get_fp8_gemm_overrides();
+        nb::dict d;
+        d["block_m"] = o.block_m;
+        d["block_n"] = o.block_n;
+        d["stages"] = o.stages;
+        d["cluster_m"] = o.cluster_m;
+        d["cluster_n"] = o.cluster_n;
+        d["split_k"] = o.split_k;
+        return d;
+      },
+      "The FP8 GEMM heuristic's overrides, as a dict (0: the heuristic decides).");
 
   // ---- Ahead of time
   m.def(

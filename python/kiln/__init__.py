@@ -50,6 +50,8 @@ __all__ = [
     "get_num_sms",
     "set_pdl",
     "get_pdl",
+    "set_fp8_gemm_overrides",
+    "get_fp8_gemm_overrides",
     "ceil_div",
     "align",
     # kiln's own
@@ -377,6 +379,25 @@ def set_pdl(enabled: bool) -> None:
 def get_pdl() -> bool:
     """Whether programmatic dependent launch is on for kiln's kernels (DeepGEMM's ``get_pdl``)."""
     return _native.get_pdl()
+
+
+def set_fp8_gemm_overrides(*, block_m: int = 0, block_n: int = 0, stages: int = 0, cluster_m: int = 0,
+                           cluster_n: int = 0, split_k: int = 0) -> None:
+    """Override the FP8 GEMM heuristic for every later ``fp8_gemm_nt`` call (process-wide; 0 leaves a choice to
+    the heuristic, and calling with no arguments removes every override). ``block_m`` 64, 128 or 256 (256: the
+    bf16 form only, ``block_n`` at most 128); ``block_n`` a multiple of 16 in 16..192, not 176; ``stages`` 1..16
+    (as many as fit when 0; a count that does not fit is an error at the call); ``cluster_m`` 2: CTA pairs
+    multicasting B; ``cluster_n`` 2: CTA pairs multicasting A; ``split_k`` 2: CTA pairs splitting K in halves,
+    1: never split; at most one of the three at 2. The weight-gradient form ignores the last three. Raises
+    ValueError naming the field, before anything changes."""
+    _native.set_fp8_gemm_overrides(operator.index(block_m), operator.index(block_n), operator.index(stages),
+                                   operator.index(cluster_m), operator.index(cluster_n), operator.index(split_k))
+
+
+def get_fp8_gemm_overrides() -> dict:
+    """The FP8 GEMM heuristic's overrides as set with ``set_fp8_gemm_overrides``: a dict of block_m, block_n,
+    stages, cluster_m, cluster_n and split_k (0: the heuristic decides)."""
+    return _native.get_fp8_gemm_overrides()
 
 
 # ---- Ahead of time -----------------------------------------------------------------------------------------

@@ -60,7 +60,7 @@ std::atomic<uint64_t> g_overrides{0};
 uint64_t pack(const Fp8GemmOverrides& o) {
   return static_cast<uint64_t>(o.block_m) | static_cast<uint64_t>(o.block_n) << 16 |
          static_cast<uint64_t>(o.stages) << 32 | static_cast<uint64_t>(o.cluster_m) << 40 |
-         static_cast<uint64_t>(o.cluster_n) << 48;
+         static_cast<uint64_t>(o.cluster_n) << 48 | static_cast<uint64_t>(o.split_k) << 56;
 }
 
 Fp8GemmOverrides unpack(uint64_t w) {
@@ -70,6 +70,7 @@ Fp8GemmOverrides unpack(uint64_t w) {
   o.stages = static_cast<int>((w >> 32) & 0xff);
   o.cluster_m = static_cast<int>((w >> 40) & 0xff);
   o.cluster_n = static_cast<int>((w >> 48) & 0xff);
+  o.split_k = static_cast<int>((w >> 56) & 0xff);
   return o;
 }
 
@@ -158,9 +159,9 @@ const ShapeEntry* resolve_shape(const Table::Key& key, const TensorView& a, int6
   entry->device_name = info.name;
   const Fp8GemmForm form = key.words[0] == kGemmAccumulateKeyId ? Fp8GemmForm::kAccumulate : Fp8GemmForm::kInference;
   // The process-wide overrides serve both forms; the weight-gradient kernel has no cluster variant, so a
-  // cluster_m or cluster_n set for the bf16 form does not apply to it (a plan request asking for both is refused
-  // instead).
-  if (form == Fp8GemmForm::kAccumulate) overrides.cluster_m = overrides.cluster_n = 0;
+  // cluster_m, cluster_n or split_k set for the bf16 form does not apply to it (a plan request asking for both is
+  // refused instead).
+  if (form == Fp8GemmForm::kAccumulate) overrides.cluster_m = overrides.cluster_n = overrides.split_k = 0;
   entry->plan = fp8_gemm_plan(target_of(info, entry->sm_count), n, k, overrides, form);
   return table().insert(key, entry);
 }
@@ -346,6 +347,7 @@ std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target)
   overrides.stages = narrow(problem, "stages");
   overrides.cluster_m = narrow(problem, "cluster_m");
   overrides.cluster_n = narrow(problem, "cluster_n");
+  overrides.split_k = narrow(problem, "split_k");
   TargetInfo t = target;
   const int num_sms = narrow(problem, "num_sms");
   if (num_sms > 0) t.sm_count = std::min(num_sms, target.sm_count);
@@ -556,6 +558,7 @@ OpDescriptor fp8_gemm_nt_descriptor() {
       {"stages", "override: pipeline stages, 1..16 (0: as many as fit)", false},
       {"cluster_m", "override: 2 for CTA pairs multicasting B (0: heuristic, which uses 1)", false},
       {"cluster_n", "override: 2 for CTA pairs multicasting A (0: heuristic)", false},
+      {"split_k", "override: 2 for CTA pairs splitting K in halves, 1 never (0: heuristic; bf16 form)", false},
       {"num_sms", "SMs the kernel may use, as set_num_sms (0: all of the target's)", false},
       {"accumulate", "1: the weight-gradient form, D (fp32) += A . B^T with B's scales per row per 128 K "
                      "(fp8_gemm_nt_accumulate / fp8_gemm_nt_wgrad); 0 (default): the bf16 form", false},

@@ -107,10 +107,14 @@ Fp8GemmConfig make_config(const Tile& t, const TargetInfo& target, const Fp8Gemm
   // 256-row tiles run in CTA pairs sharing A unless overridden (or B multicast is asked for: pairs go one
   // way only).
   c.cluster_n = accumulate || c.cluster_m > 1 ? 1 : o.cluster_n > 0 ? o.cluster_n : bm == 256 ? 2 : 1;
+  // Split-K pairs only when asked for here (fp8_gemm_plan costs its own split candidate); they use the cluster
+  // pair, so never beside a multicast one (check_fp8_gemm_overrides and the candidates see to that).
+  c.split_k = !accumulate && o.split_k == 2 ? 2 : 1;
   c.overlap_promotion = bm <= 128 && kernels::fp8_gemm_can_overlap_promotion(static_cast<uint32_t>(bn));
   const uint32_t smem = static_cast<uint32_t>(std::clamp<int64_t>(target.shared_memory_per_block, 0, INT32_MAX));
   const int max_stages = static_cast<int>(kernels::fp8_gemm_max_stages(static_cast<uint32_t>(bm), static_cast<uint32_t>(bn),
-                                                                       c.tma_store, smem, accumulate));
+                                                                       c.tma_store, smem, accumulate,
+                                                                       static_cast<uint32_t>(c.split_k)));
   c.stages = o.stages > 0 ? o.stages : max_stages;
   if (c.stages > max_stages) c.stages = 0;  // does not fit: the caller reports or skips it
   return c;
@@ -132,9 +136,10 @@ std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, const Fp8GemmOve
   } else if (o.block_m == 256) {
     for (const Tile& t : kWaveTiles) tiles.push_back(t);
   } else {
+    // 256-row tiles have no split-K kernel (their two waves fill the registers).
     for (const Tile& t : kTiles)
       if ((o.block_m == 0 || t.block_m == o.block_m) && (o.block_n == 0 || t.block_n == o.block_n) &&
-          !(accumulate && t.block_m == 256))
+          !((accumulate || o.split_k == 2) && t.block_m == 256))
         tiles.push_back(t);
     if (tiles.empty())  // a block_n outside the measured set (block_m is free here): both row counts with it
       for (int bm : {128, 64}) tiles.push_back({bm, o.block_n});
@@ -147,7 +152,8 @@ std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, const Fp8GemmOve
   // The 64x32 tile split in K by CTA pairs (the bf16 form, no multicast asked for: pairs go one way only),
   // its stages re-counted for the layout's reduction buffer. Nine candidates then: fp8_gemm_plan drops to eight.
   for (const Fp8GemmConfig& c : std::vector<Fp8GemmConfig>(out)) {
-    if (accumulate || c.block_m != 64 || c.block_n != 32 || c.cluster_m > 1 || c.cluster_n > 1) continue;
+    if (accumulate || o.split_k != 0 || c.block_m != 64 || c.block_n != 32 || c.cluster_m > 1 || c.cluster_n > 1)
+      continue;
     Fp8GemmConfig split = c;
     split.split_k = 2;
     const uint32_t smem = static_cast<uint32_t>(std::clamp<int64_t>(target.shared_memory_per_block, 0, INT32_MAX));
@@ -227,6 +233,15 @@ void check_fp8_gemm_overrides(const Fp8GemmOverrides& o, const char* who) {
     invalid(who, "cluster_n must be 0 (heuristic), 1 or 2, got " + std::to_string(o.cluster_n));
   if (o.cluster_m == 2 && o.cluster_n == 2)
     invalid(who, "cluster_n must be 0 or 1 when cluster_m is 2 (CTAs multicast in pairs, along M or along N), got 2");
+  if (o.split_k != 0 && o.split_k != 1 && o.split_k != 2)
+    invalid(who, "split_k must be 0 (heuristic), 1 (never split) or 2 (CTA pairs split K in halves), got " +
+                     std::to_string(o.split_k));
+  if (o.split_k == 2 && (o.cluster_m == 2 || o.cluster_n == 2))
+    invalid(who, std::string("split_k must be 0 or 1 when ") + (o.cluster_m == 2 ? "cluster_m" : "cluster_n") +
+                     " is 2 (split-K and multicast both use the CTA pair), got 2");
+  if (o.split_k == 2 && o.block_m == 256)
+    invalid(who, "split_k must be 0 or 1 with block_m 256 (its two waves' accumulators fill the registers; no "
+                 "split-K kernel), got 2");
 }
 
 uint32_t fp8_gemm_threads(const Fp8GemmConfig& c) {
@@ -303,6 +318,9 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
   if (form == Fp8GemmForm::kAccumulate && overrides.cluster_m > 1)
     invalid("fp8_gemm_nt", "cluster_m must be 0 (heuristic) or 1 for the accumulating form (its kernel adds into fp32 D "
                            "without a cluster), got " + std::to_string(overrides.cluster_m));
+  if (form == Fp8GemmForm::kAccumulate && overrides.split_k > 1)
+    invalid("fp8_gemm_nt", "split_k must be 0 (heuristic) or 1 for the accumulating form (its kernel adds into fp32 D "
+                           "without a cluster), got " + std::to_string(overrides.split_k));
   if (form == Fp8GemmForm::kAccumulate && overrides.cluster_n > 1)
     invalid("fp8_gemm_nt",
             "cluster_n must be 0 (heuristic) or 1 for the accumulating form (its kernel adds into fp32 D without a "

@@ -115,3 +115,17 @@ def test_errors(kiln, tmp_path):
     assert_error(kiln.run("plan", "fp8_gemm_nt", "--shapes", wrong), "[n, k]", "[576]")
     assert_error(kiln.run("plan", "fp8_gemm_nt", "m=1", "--shapes", wrong), "m", status=2)
     assert_error(kiln.run("plan", "fp8_gemm_nt", "n=576", "k=512", "m=1", "block_n=176"), "block_n", "176")
+    assert_error(kiln.run("plan", "fp8_gemm_nt", "n=576", "k=512", "m=1", "split_k=3"), "split_k", "got 3")
+    assert_error(kiln.run("plan", "fp8_gemm_nt", "n=576", "k=512", "m=1", "split_k=2", "cluster_m=2"),
+                 "split_k must be 0 or 1 when cluster_m is 2")
+    assert_error(kiln.run("plan", "fp8_gemm_nt", "n=576", "k=512", "m=1", "split_k=2", "accumulate=1"),
+                 "split_k", "accumulating form")
+
+
+def test_split_k_override_forces_or_forbids_the_pairs(kiln):
+    always = kiln.json("plan", "fp8_gemm_nt", "n=2112", "k=7168", "m=1..16384", "split_k=2", "--arch", ARCH)["kernels"]
+    assert always and all("split_k=2" in k["spec"] and "block_m=256" not in k["spec"] for k in always)
+    never = kiln.json("plan", "fp8_gemm_nt", "n=576", "k=7168", "m=1..16384", "split_k=1", "--arch", ARCH)["kernels"]
+    assert never and all("split_k=1" in k["spec"] for k in never)
+    chosen = kiln.json("plan", "fp8_gemm_nt", "n=576", "k=7168", "m=1..64", "--arch", ARCH)["kernels"]
+    assert len(chosen) == 1 and "block_m=64 block_n=32" in chosen[0]["spec"] and "split_k=2" in chosen[0]["spec"]

@@ -580,6 +580,8 @@ int main(int argc, char** argv) {
         cases.push_back(forced(300, "overrides block_m=256 (two waves per math warpgroup)", {256, 0, 0, 0}));
         cases.push_back(forced(300, "overrides block_m=256 block_n=64 cluster_n=2 (A multicast, 9 n blocks: odd)",
                                {256, 64, 0, 0, 2}));
+        cases.push_back(forced(200, "overrides block_n=64 split_k=2 (split-K pairs on 128x64 and 64x64)",
+                               {0, 64, 0, 0, 0, 2}));
       }
       run_group(cases, seed++, &timing);
       run_group({Case{37, 576, 720}, Case{1000, 576, 720}}, seed++, &timing);  // K tail: 720 = 5 x 128 + 80

@@ -82,6 +82,42 @@ def test_num_sms_and_pdl_are_process_wide_settings():
         kiln.set_pdl(False)
 
 
+def test_fp8_gemm_overrides_round_trip_and_reset():
+    none = {"block_m": 0, "block_n": 0, "stages": 0, "cluster_m": 0, "cluster_n": 0, "split_k": 0}
+    assert kiln.get_fp8_gemm_overrides() == none
+    try:
+        kiln.set_fp8_gemm_overrides(block_m=64, block_n=32, split_k=2)
+        assert kiln.get_fp8_gemm_overrides() == dict(none, block_m=64, block_n=32, split_k=2)
+        kiln.set_fp8_gemm_overrides(block_m=256, cluster_n=2, stages=3)
+        assert kiln.get_fp8_gemm_overrides() == dict(none, block_m=256, cluster_n=2, stages=3)
+    finally:
+        kiln.set_fp8_gemm_overrides()
+    assert kiln.get_fp8_gemm_overrides() == none
+
+
+def test_bad_fp8_gemm_overrides_name_the_field_and_change_nothing():
+    try:
+        kiln.set_fp8_gemm_overrides(block_n=64)
+        for kwargs, message in [
+            ({"split_k": 3}, r"set_fp8_gemm_overrides: split_k must be 0 \(heuristic\), 1 \(never split\) or 2"),
+            ({"split_k": 2, "cluster_m": 2}, "split_k must be 0 or 1 when cluster_m is 2"),
+            ({"split_k": 2, "block_m": 256}, "split_k must be 0 or 1 with block_m 256"),
+            ({"block_m": 96}, "block_m must be 0 \\(heuristic\\), 64, 128 or 256, got 96"),
+            ({"block_n": 176}, "block_n must be 0 \\(heuristic\\) or a multiple of 16"),
+            ({"stages": 17}, "stages must be 0"),
+            ({"cluster_m": 2, "cluster_n": 2}, "cluster_n must be 0 or 1 when cluster_m is 2"),
+        ]:
+            with pytest.raises(ValueError, match=message):
+                kiln.set_fp8_gemm_overrides(**kwargs)
+            assert kiln.get_fp8_gemm_overrides()["block_n"] == 64, kwargs
+        with pytest.raises(TypeError):
+            kiln.set_fp8_gemm_overrides(block_m=64.0)
+        with pytest.raises(TypeError):
+            kiln.set_fp8_gemm_overrides(64)  # keywords only
+    finally:
+        kiln.set_fp8_gemm_overrides()
+
+
 def test_bad_settings_are_rejected():
     with pytest.raises(ValueError, match="num_sms must be >= 0"):
         kiln.set_num_sms(-1)

@@ -342,6 +342,49 @@ TEST(Fp8GemmHeuristic, SplitKServesLittleNAtDecodeSizes) {
   }
 }
 
+// split_k overrides the choice both ways: 2 splits every candidate (and leaves out the 256-row tiles, which have
+// no split kernel), 1 never splits; what it cannot go with is refused naming the field.
+TEST(Fp8GemmHeuristic, SplitKOverride) {
+  Fp8GemmOverrides always;
+  always.split_k = 2;
+  for (const auto& [n, k] : warmup_shapes()) {
+    const Fp8GemmPlan plan = fp8_gemm_plan(kH200, n, k, always);
+    expect_well_formed(plan);
+    for (const Fp8GemmConfig& c : plan.kernels) {
+      EXPECT_EQ(c.split_k, 2) << c.describe();
+      EXPECT_NE(c.block_m, 256) << c.describe();
+      EXPECT_EQ(c.cluster_size(), 2) << c.describe();
+      EXPECT_LE(fp8_gemm_shared_bytes(c), static_cast<uint32_t>(kH200.shared_memory_per_block)) << c.describe();
+    }
+  }
+  Fp8GemmOverrides never;
+  never.split_k = 1;
+  for (const Fp8GemmConfig& c : fp8_gemm_plan(kH200, 576, 7168, never).kernels) EXPECT_EQ(c.split_k, 1);
+
+  const auto with = [](auto set) {
+    Fp8GemmOverrides o;
+    set(o);
+    return o;
+  };
+  EXPECT_THAT(error_of([&] { check_fp8_gemm_overrides(with([](auto& o) { o.split_k = 3; }), "x"); }),
+              HasSubstr("x: split_k must be 0 (heuristic), 1 (never split) or 2 (CTA pairs split K in halves), got 3"));
+  EXPECT_THAT(error_of([&] {
+                check_fp8_gemm_overrides(with([](auto& o) { o.split_k = 2, o.cluster_m = 2; }), "x");
+              }),
+              HasSubstr("split_k must be 0 or 1 when cluster_m is 2"));
+  EXPECT_THAT(error_of([&] {
+                check_fp8_gemm_overrides(with([](auto& o) { o.split_k = 2, o.cluster_n = 2; }), "x");
+              }),
+              HasSubstr("split_k must be 0 or 1 when cluster_n is 2"));
+  EXPECT_THAT(error_of([&] {
+                check_fp8_gemm_overrides(with([](auto& o) { o.split_k = 2, o.block_m = 256; }), "x");
+              }),
+              HasSubstr("split_k must be 0 or 1 with block_m 256"));
+  EXPECT_THAT(error_of([&] { fp8_gemm_plan(kH200, 2112, 7168, always, Fp8GemmForm::kAccumulate); }),
+              HasSubstr("split_k must be 0 (heuristic) or 1 for the accumulating form"));
+  EXPECT_NO_THROW(fp8_gemm_plan(kH200, 2112, 7168, never, Fp8GemmForm::kAccumulate));
+}
+
 // 256-row tiles serve large M (the sweep found them best at M = 4096 on four shapes), always as CTA pairs
 // sharing A, never for the accumulating form; block_m = 256 alone asks for the narrower 256-row tiles too.
 TEST(Fp8GemmHeuristic, TwoHundredFiftySixRowTilesServeLargeMInPairs) {

@@ -38,7 +38,7 @@ TEST(Fp8GemmRegistry, IsRegisteredWithItsParameters) {
   std::vector<std::string> names;
   for (const auto& p : op.params) names.push_back(p.name);
   EXPECT_THAT(names, ::testing::ElementsAre("m", "n", "k", "block_m", "block_n", "stages", "cluster_m", "cluster_n",
-                                            "num_sms", "accumulate"));
+                                            "split_k", "num_sms", "accumulate"));
   EXPECT_TRUE(op.params[0].accepts_range);
   EXPECT_FALSE(op.params[1].accepts_range);
   EXPECT_FALSE(op.params[3].required);
@@ -181,6 +181,19 @@ TEST_P(Fp8GemmCompile, TwoWaveTiles) {
     o.cluster_n = cluster_n;
     for (const Fp8GemmConfig& c : fp8_gemm_plan(kH200, 2112, 720, o).kernels)
       if (c.block_n == 128 || cluster_m == 1) compile_and_check(fp8_gemm_spec(2112, 720, c));
+  }
+}
+
+// Split-K pairs forced on tiles other than the heuristic's 64x32 (one and two math warpgroups).
+TEST_P(Fp8GemmCompile, SplitKTiles) {
+  Fp8GemmOverrides o;
+  o.split_k = 2;
+  o.block_n = 64;
+  const Fp8GemmPlan plan = fp8_gemm_plan(kH200, 2112, 720, o);
+  ASSERT_EQ(plan.kernels.size(), 2u);
+  for (const Fp8GemmConfig& c : plan.kernels) {
+    EXPECT_EQ(c.split_k, 2);
+    compile_and_check(fp8_gemm_spec(2112, 720, c));
   }
 }
 

@@ -177,6 +177,12 @@ TEST(Fp8GemmValidate, OverridesAreCheckedWhenSet) {
   EXPECT_EQ(back.block_m, 256);
   EXPECT_EQ(back.cluster_m, 1);
   EXPECT_EQ(back.cluster_n, 2);
+  EXPECT_EQ(back.split_k, 0);
+  set_fp8_gemm_overrides({128, 64, 5, 1, 1, 2});
+  back = get_fp8_gemm_overrides();
+  EXPECT_EQ(back.block_n, 64);
+  EXPECT_EQ(back.cluster_n, 1);
+  EXPECT_EQ(back.split_k, 2);
   set_fp8_gemm_overrides({});
   EXPECT_EQ(get_fp8_gemm_overrides().block_m, 0);
 }
