@@ -151,15 +151,14 @@ std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, const Fp8GemmOve
   }
   // The 64x32 tile split in K by CTA pairs (the bf16 form, no multicast asked for: pairs go one way only),
   // its stages re-counted for the layout's reduction buffer. Nine candidates then: fp8_gemm_plan drops to eight.
-  for (const Fp8GemmConfig& c : std::vector<Fp8GemmConfig>(out)) {
-    if (accumulate || o.split_k != 0 || c.block_m != 64 || c.block_n != 32 || c.cluster_m > 1 || c.cluster_n > 1)
-      continue;
-    Fp8GemmConfig split = c;
-    split.split_k = 2;
-    const uint32_t smem = static_cast<uint32_t>(std::clamp<int64_t>(target.shared_memory_per_block, 0, INT32_MAX));
-    const int max_stages = static_cast<int>(kernels::fp8_gemm_max_stages(64, 32, split.tma_store, smem, false, 2));
-    split.stages = o.stages > 0 ? o.stages : max_stages;
-    if (split.stages > 0 && split.stages <= max_stages) out.push_back(split);
+  const bool has_narrowest = std::any_of(out.begin(), out.end(), [](const Fp8GemmConfig& c) {
+    return c.block_m == 64 && c.block_n == 32 && c.cluster_m == 1 && c.cluster_n == 1;
+  });
+  if (!accumulate && o.split_k == 0 && has_narrowest) {
+    Fp8GemmOverrides split_pairs = o;
+    split_pairs.split_k = 2;
+    const Fp8GemmConfig split = make_config({64, 32}, target, split_pairs, form);
+    if (split.stages > 0) out.push_back(split);
   }
   if (out.empty()) {
     const Tile& t = tiles.front();
@@ -355,10 +354,11 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
     return best;
   };
 
-  // Drop candidates, the one whose loss is smallest first, while the losses stay within bounds.
+  // Drop candidates, the one whose loss is smallest first, while the losses stay within bounds, and past them
+  // while more candidates remain than kernels are allowed.
   for (size_t remaining = nc; remaining > 1; --remaining) {
-    size_t drop = nc;
-    double drop_mean = 0;
+    size_t drop = nc, cheapest = nc;  // the cheapest loss within the bounds, and regardless of them
+    double drop_mean = 0, cheapest_mean = 0;
     for (size_t c = 0; c < nc; ++c) {
       if (!kept[c]) continue;
       kept[c] = false;
@@ -370,6 +370,10 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
       }
       kept[c] = true;
       const double mean = sum / static_cast<double>(intervals);
+      if (cheapest == nc || mean < cheapest_mean * (1.0 - 1e-9)) {
+        cheapest = c;
+        cheapest_mean = mean;
+      }
       if (mean <= kDropMeanLoss && worst <= kDropMaxLoss && (drop == nc || mean < drop_mean * (1.0 - 1e-9))) {
         drop = c;
         drop_mean = mean;
@@ -377,19 +381,7 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
     }
     if (drop == nc) {
       if (remaining <= static_cast<size_t>(kFp8GemmMaxKernels)) break;
-      // More candidates than kernels allowed: drop the one whose loss is smallest regardless of the bounds.
-      double best_mean = 0;
-      for (size_t c = 0; c < nc; ++c) {
-        if (!kept[c]) continue;
-        kept[c] = false;
-        double sum = 0;
-        for (size_t i = 0; i < intervals; ++i) sum += rel[i * nc + pick(i)];
-        kept[c] = true;
-        if (drop == nc || sum < best_mean * (1.0 - 1e-9)) {
-          drop = c;
-          best_mean = sum;
-        }
-      }
+      drop = cheapest;
     }
     kept[drop] = false;
   }
