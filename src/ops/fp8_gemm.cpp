@@ -303,11 +303,6 @@ CMode check_c_against_d(const char* function, const TensorView* c_tensor, const 
   if (c_tensor == nullptr) return CMode::kZero;
   if (c.m == 0 || c.n == 0) return CMode::kAccumulate;  // nothing is read or written
   const Arg ac{function, "c"};
-  // The bytes each spans: first element to one past the last.
-  const auto span = [&](const TensorView& t, int64_t ld) {
-    const uintptr_t lo = reinterpret_cast<uintptr_t>(t.data);
-    return std::pair<uintptr_t, uintptr_t>{lo, lo + static_cast<uintptr_t>(((c.m - 1) * ld + c.n) * 4)};
-  };
   if (c_tensor->data == d.data) {
     if (c.m > 1 && c.ldc != c.ldd)
       fail(ErrorKind::kValueError, ac, *c_tensor,
@@ -316,9 +311,7 @@ CMode check_c_against_d(const char* function, const TensorView* c_tensor, const 
            "stride(0) == " + std::to_string(c.ldc));
     return CMode::kAccumulate;
   }
-  const auto [c_lo, c_hi] = span(*c_tensor, c.ldc);
-  const auto [d_lo, d_hi] = span(d, c.ldd);
-  if (c_lo < d_hi && d_lo < c_hi)
+  if (spans_overlap(*c_tensor, d))
     fail(ErrorKind::kValueError, ac, *c_tensor,
          "d itself or memory that does not overlap d's (d is " + d.describe() + ")",
          "a tensor overlapping d");

@@ -347,10 +347,7 @@ void to_mn_major_scales(const TensorView& sf, const TensorView& out, Stream stre
   ops::check_pointer_aligned(aout, out, 16);
   if (rows == 0 || cols == 0) return;  // nothing to do: no compile, no launch
   // A transpose cannot run in place: the bytes each spans must not meet.
-  const auto lo_sf = reinterpret_cast<uintptr_t>(sf.data), lo_out = reinterpret_cast<uintptr_t>(out.data);
-  const uintptr_t hi_sf = lo_sf + static_cast<uintptr_t>(((rows - 1) * in_stride + cols) * 4);
-  const uintptr_t hi_out = lo_out + static_cast<uintptr_t>(((cols - 1) * out_stride + rows) * 4);
-  if (lo_sf < hi_out && lo_out < hi_sf)
+  if (ops::spans_overlap(sf, out))
     ops::fail(ErrorKind::kValueError, aout, out, "memory that does not overlap sf's (sf is " + sf.describe() + ")",
               "a tensor overlapping sf");
 

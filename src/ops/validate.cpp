@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "kiln/ops.hpp"
 
@@ -143,6 +144,18 @@ int64_t check_mn_major_scales(const Arg& arg, const TensorView& sf, int64_t rows
              " and a multiple of 4 (16-byte TMA rows), e.g. " + std::to_string(aligned),
          "stride(1) == " + std::to_string(s));
   return s;
+}
+
+bool spans_overlap(const TensorView& a, const TensorView& b) {
+  const auto span = [](const TensorView& t) {
+    int64_t last = 0;  // the offset of the last element, in elements
+    for (int d = 0; d < t.ndim; ++d) last += (t.shape[d] - 1) * t.strides[d];
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(t.data);
+    return std::pair<uintptr_t, uintptr_t>{lo, lo + static_cast<uintptr_t>((last + 1) * element_size(t.dtype))};
+  };
+  const auto [a_lo, a_hi] = span(a);
+  const auto [b_lo, b_hi] = span(b);
+  return a_lo < b_hi && b_lo < a_hi;
 }
 
 void check_strides(const Arg& arg, const TensorView& t, std::initializer_list<int64_t> expected, const char* layout) {

@@ -67,6 +67,10 @@ void check_strides(const Arg& arg, const TensorView& t, std::initializer_list<in
 // used). kValueError otherwise.
 int64_t check_mn_major_scales(const Arg& arg, const TensorView& sf, int64_t rows, int64_t cols, const char* mn);
 
+// Whether the bytes two non-empty tensors span (each from its first element to one past its last, by its shape
+// and non-negative strides) meet: where an op must not read what it writes.
+bool spans_overlap(const TensorView& a, const TensorView& b);
+
 // "(4096, 7168)": a shape or stride list as messages show it.
 std::string format_dims(const int64_t* dims, int count);
 

@@ -360,6 +360,22 @@ TEST(ValidateHelpers, StridesOfSizeOneDimensionsAreIgnored) {
   EXPECT_NO_THROW(ops::check_strides(a, c, {1, 4096}, "the layout"));
 }
 
+// Byte spans run from the first element to one past the last, by shape and strides of any layout: touching
+// spans do not overlap, a transposed view inside another's span does, size-one dimensions add nothing.
+TEST(ValidateHelpers, SpansOverlapByShapeAndStrides) {
+  const TensorView rows = view(kScales, DType::kFloat32, {4, 8});  // 32 floats: [kScales, kScales + 128)
+  EXPECT_FALSE(ops::spans_overlap(rows, view(kScales + 128, DType::kFloat32, {4, 8})));
+  EXPECT_TRUE(ops::spans_overlap(rows, view(kScales + 124, DType::kFloat32, {4, 8})));
+  TensorView mn_major = view(kScales - 128, DType::kFloat32, {4, 8});  // strides (1, 4): 32 floats again
+  mn_major.strides = {1, 4};
+  EXPECT_FALSE(ops::spans_overlap(rows, mn_major));
+  mn_major.strides = {1, 5};  // a padded column stride: 39 floats, 28 bytes into rows' span
+  EXPECT_TRUE(ops::spans_overlap(mn_major, rows));
+  TensorView one_row = view(kScales + 128, DType::kFloat32, {1, 8});
+  one_row.strides = {1 << 20, 1};  // stride(0) of a single row is never stepped along
+  EXPECT_FALSE(ops::spans_overlap(rows, one_row));
+}
+
 TEST(ValidateHelpers, MessagesNameFunctionArgumentExpectedAndGiven) {
   const ops::Arg a{"my_gemm", "b"};
   TensorView t = view(kX, DType::kFloat32, {2, 3});
