@@ -40,6 +40,12 @@ constexpr double kSmLoadBytesPerUs = 89.4e3;
 // profile of 128x128 at 4096 x 7168 x 16384 shows L2 at 85 % of its peak there).
 constexpr double kDramBytesPerUs = 3.6e6;
 constexpr double kL2BytesPerUs = 13.4e6;
+// Where DRAM bounds the call, the CTAs' own work does not hide entirely behind it: each CTA's pipeline fills
+// and drains, and its epilogues wait. This share of the busiest CTA's time adds to the DRAM time. Without it
+// every tile of a DRAM-bound decode call tied and the candidate order chose (the wide 128x192 at 24576 x 1536,
+// M = 1: 17.9 us, where 64x64 takes 16.6); fitted to the H200 decode sweep of 2026-11-30 (fp8_gemm_test,
+// back-to-back events), it ranks those tiles as measured (SplitKAndTheDramShareRankDecodeTiles).
+constexpr double kDramBoundCtaShare = 0.2;
 // Epilogue per tile (convert, stmatrix, TMA store): it overlaps the next tile's first WGMMAs now, but its
 // stores still compete with the loads.
 constexpr double kEpilogueFixedUs = 0.198;
@@ -65,7 +71,7 @@ constexpr int64_t kDecodeM = 16;
 // are filled, and the M = 1 sweep of the short-box kernel (now in the unit tests) is picked right with the
 // same weight.
 constexpr double kZeroFillWeight = 5.0;
-// Split-K in CTA pairs, for the narrowest tile (64x32) only: worth it where the problem has few tiles, so a
+// Split-K in CTA pairs, for the narrowest tiles (64x32, 64x16) only: worth it where the problem has few tiles, so a
 // tile's K chain, not the device's bandwidth, sets the time (little N at decode sizes: 576 and 2112 columns).
 // The per-K-block model above does not capture what halving the chain gains, so the split kernel is costed as
 // the same tile unsplit times a measured ratio: 0.89 when all pairs fit on the SMs at once (H200, 2026-11-29,
@@ -149,16 +155,21 @@ std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, const Fp8GemmOve
     const Fp8GemmConfig c = make_config(t, target, o, form);
     if (c.stages > 0) out.push_back(c);
   }
-  // The 64x32 tile split in K by CTA pairs (the bf16 form, no multicast asked for: pairs go one way only),
-  // its stages re-counted for the layout's reduction buffer. Nine candidates then: fp8_gemm_plan drops to eight.
+  // The narrow tiles split in K by CTA pairs (the bf16 form, no multicast asked for: pairs go one way only),
+  // their stages re-counted for the layout's reduction buffer: 64x32, and 64x16 unless block_n is fixed (at
+  // 576 columns its 36 tiles make 72 CTAs where 64x32 makes 36: 1 x 576 x 7168 10.6 against 11.9 us). Ten
+  // candidates then: fp8_gemm_plan drops to eight.
   const bool has_narrowest = std::any_of(out.begin(), out.end(), [](const Fp8GemmConfig& c) {
     return c.block_m == 64 && c.block_n == 32 && c.cluster_m == 1 && c.cluster_n == 1;
   });
   if (!accumulate && o.split_k == 0 && has_narrowest) {
     Fp8GemmOverrides split_pairs = o;
     split_pairs.split_k = 2;
-    const Fp8GemmConfig split = make_config({64, 32}, target, split_pairs, form);
-    if (split.stages > 0) out.push_back(split);
+    for (const Tile& t : {Tile{64, 32}, Tile{64, 16}}) {
+      if (o.block_n != 0 && o.block_n != t.block_n) continue;
+      const Fp8GemmConfig split = make_config(t, target, split_pairs, form);
+      if (split.stages > 0) out.push_back(split);
+    }
   }
   if (out.empty()) {
     const Tile& t = tiles.front();
@@ -301,7 +312,8 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   const double dram_bytes = md * kd + nd * kd + 2.0 * md * nd + 4.0 * static_cast<double>(k_blocks) * (md + nd / 128.0);
   const double zero_filled_bytes = (a_box_rows - a_rows) * 128.0;
   const double l2_bytes = tiles * static_cast<double>(k_blocks) * (l2_load_bytes + kZeroFillWeight * zero_filled_bytes);
-  return kFixedUs + std::max({busiest_cta, dram_bytes / kDramBytesPerUs, l2_bytes / kL2BytesPerUs});
+  return kFixedUs + std::max({busiest_cta, dram_bytes / kDramBytesPerUs + kDramBoundCtaShare * busiest_cta,
+                              l2_bytes / kL2BytesPerUs});
 }
 
 Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const Fp8GemmOverrides& overrides,

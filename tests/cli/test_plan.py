@@ -128,4 +128,4 @@ def test_split_k_override_forces_or_forbids_the_pairs(kiln):
     never = kiln.json("plan", "fp8_gemm_nt", "n=576", "k=7168", "m=1..16384", "split_k=1", "--arch", ARCH)["kernels"]
     assert never and all("split_k=1" in k["spec"] for k in never)
     chosen = kiln.json("plan", "fp8_gemm_nt", "n=576", "k=7168", "m=1..64", "--arch", ARCH)["kernels"]
-    assert len(chosen) == 1 and "block_m=64 block_n=32" in chosen[0]["spec"] and "split_k=2" in chosen[0]["spec"]
+    assert len(chosen) == 1 and "block_m=64 block_n=16" in chosen[0]["spec"] and "split_k=2" in chosen[0]["spec"]
