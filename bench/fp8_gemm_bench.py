@@ -13,8 +13,9 @@ A[M, K] . B[N, K]^T with A and B in e4m3:
   DeepGEMM        the events-timed microseconds of shared/bench/peers-h200.md (same machine type; not run here)
 
 Timing: the L2 (60 MB) is flushed before every call by writing a 1 GB buffer; CUDA events around each call; the
-median of --reps (>= 30) timings after at least --warmup calls (3, as the peers file measured) and at least --warmup-ms
-of them (200 ms: the clocks settle to the shape's own load, whatever ran before). TFLOPS = 2 M N K / t; GB/s counts
+median of --reps (>= 30) timings after --warmup calls, as the peers file measured, each measurement starting from a GPU
+left idle for --idle-ms (300 ms), so that none inherits the clocks of the shape before it (--warmup-ms 200 measures
+sustained load instead). TFLOPS = 2 M N K / t; GB/s counts
 A, B, their scales and D once. Ratios are speed-ups, > 1 when kiln is faster: cuBLAS bw / kiln and DeepGEMM / kiln
 (times). Every kiln result is verified before it is timed, with DeepGEMM's calc_diff (1 - 2 sum(xy) / sum(x^2 + y^2)):
 against a float64 reference from the dequantised inputs and against cuBLAS's block-wise result, both < 1e-5, so a fast
@@ -84,8 +85,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=30, help="timed calls per measurement (median; at least 30)")
     parser.add_argument("--warmup", type=int, default=3, help="warm-up calls per measurement, at least")
-    parser.add_argument("--warmup-ms", type=float, default=200.0,
-                        help="and at least this long (flush and call, as timed): the clocks settle to this shape's load")
+    parser.add_argument("--warmup-ms", type=float, default=0.0,
+                        help="and at least this long (flush and call, as timed): 200 measures sustained load")
+    parser.add_argument("--idle-ms", type=float, default=300.0,
+                        help="the GPU idles this long before each measurement, so none inherits the one before's heat")
     parser.add_argument("--out", default=os.environ.get("OUT"), help="where the JSON and the PNG go (default $OUT)")
     parser.add_argument("--shapes", type=Path, help="shapes.json to read dense_fp8 from (default: the built-in copy)")
     parser.add_argument("--peers", type=Path, help="peers-h200.md to read DeepGEMM's µs from (default: built-in copy)")
@@ -112,7 +115,7 @@ def main() -> int:
     props = torch.cuda.get_device_properties(device)
     print(f"fp8_gemm_bench: {props.name} ({props.multi_processor_count} SMs), torch {torch.__version__}, "
           f"kiln {kiln.__version__}; {len(shapes)} shapes, median of {args.reps} after {args.warmup} warm-ups "
-          f"and {args.warmup_ms:g} ms, "
+          f"and {args.warmup_ms:g} ms, each after {args.idle_ms:g} ms idle, "
           f"L2 flushed (1 GB write) before every call; DeepGEMM from "
           f"{args.peers or 'the built-in copy of shared/bench/peers-h200.md'}", flush=True)
 
@@ -145,10 +148,14 @@ def main() -> int:
         flush_buffer.zero_()  # 1 GB written: nothing of the inputs stays in the 60 MB L2
 
     def timed_us(fn) -> float:
-        # The H200's clocks follow its power draw with a lag: a decode shape timed right after the M = 4096 shapes
-        # ran 1-2 us slower than the same call in a fresh process (bench/probes/alloc_probe.py). Warming up for a
-        # fixed time, not a fixed count, measures every shape in the steady state of its own load, whatever ran
-        # before it. The host waits every few calls so that it does not queue seconds of work ahead of the GPU.
+        # The H200's clocks follow its power draw and temperature with a lag: a decode shape timed right after the
+        # M = 4096 shapes ran 1-2 us slower than in a fresh process (bench/RESULTS.md, seventh session), and 200 ms
+        # of warm-up at M = 4096 made those shapes 6 % slower for every library alike. So every measurement starts
+        # from the same idle GPU (--idle-ms), then warms up by count as the peers file did (--warmup), or for a
+        # fixed time (--warmup-ms) to measure sustained load. The host waits every few warm-up calls so that it
+        # never queues seconds of work ahead of the GPU.
+        torch.cuda.synchronize()
+        time.sleep(args.idle_ms / 1000.0)
         deadline = time.perf_counter() + args.warmup_ms / 1000.0
         calls = 0
         while calls < args.warmup or time.perf_counter() < deadline:
@@ -257,7 +264,7 @@ def main() -> int:
     if out_dir:
         out_dir.mkdir(parents=True, exist_ok=True)
         report = {"device": props.name, "sm_count": props.multi_processor_count, "torch": torch.__version__,
-                  "kiln": kiln.__version__, "reps": args.reps, "warmup": args.warmup, "warmup_ms": args.warmup_ms,
+                  "kiln": kiln.__version__, "reps": args.reps, "warmup": args.warmup, "warmup_ms": args.warmup_ms, "idle_ms": args.idle_ms,
                   "seconds": elapsed,
                   "l2_flush_bytes": 1 << 30, "max_calc_diff": MAX_DIFF, "blockwise_missing": blockwise_missing,
                   "summary": summary, "shapes": rows}
