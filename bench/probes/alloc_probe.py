@@ -6,9 +6,8 @@ thing changed at a time: fresh tensors per trial (B lands at different addresses
 the shapes before it run first (as in the bench), and the torch per-tensor GEMM of the same shape beside it.
     PYTHONPATH=<kiln package> python3 bench/probes/alloc_probe.py
 """
-import statistics
-
 import torch
+from flushed_timing import flushed_median_us
 
 import kiln
 
@@ -24,22 +23,8 @@ def make(m, n, k):
     return a_fp8, sfa, b_fp8, sfb, d
 
 
-def timed(call, flush_bytes=1 << 30, reps=30):
-    view = flush_buf[:flush_bytes]
-    for _ in range(3):
-        view.zero_()
-        call()
-    torch.cuda.synchronize()
-    pairs = []
-    for _ in range(reps):
-        view.zero_()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        call()
-        e.record()
-        pairs.append((s, e))
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) * 1000 for s, e in pairs)
+def timed(call, flush_bytes=1 << 30):
+    return flushed_median_us(call, flush_buf[:flush_bytes])
 
 
 def kiln_call(t):

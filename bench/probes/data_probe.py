@@ -5,10 +5,8 @@ benchmark (torch.randn, as DeepGEMM's tests and the peers file). Under the power
 toggling could set the clock. Same shapes, same timing as the benchmark, inputs drawn three ways.
     PYTHONPATH=<kiln package> python3 bench/probes/data_probe.py
 """
-import statistics
-import time
-
 import torch
+from flushed_timing import flushed_median_us
 
 import kiln
 
@@ -16,22 +14,8 @@ dev = torch.device("cuda")
 flush_buf = torch.empty(1 << 30, dtype=torch.uint8, device=dev)
 
 
-def timed(call, reps=30):
-    torch.cuda.synchronize()
-    time.sleep(0.3)
-    for _ in range(3):
-        flush_buf.zero_()
-        call()
-    pairs = []
-    for _ in range(reps):
-        flush_buf.zero_()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        call()
-        e.record()
-        pairs.append((s, e))
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) * 1000 for s, e in pairs)
+def timed(call):
+    return flushed_median_us(call, flush_buf, idle_s=0.3)
 
 
 draws = {
