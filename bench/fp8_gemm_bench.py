@@ -264,8 +264,8 @@ def main() -> int:
     if out_dir:
         out_dir.mkdir(parents=True, exist_ok=True)
         report = {"device": props.name, "sm_count": props.multi_processor_count, "torch": torch.__version__,
-                  "kiln": kiln.__version__, "reps": args.reps, "warmup": args.warmup, "warmup_ms": args.warmup_ms, "idle_ms": args.idle_ms,
-                  "seconds": elapsed,
+                  "kiln": kiln.__version__, "reps": args.reps, "warmup": args.warmup, "warmup_ms": args.warmup_ms,
+                  "idle_ms": args.idle_ms, "seconds": elapsed,
                   "l2_flush_bytes": 1 << 30, "max_calc_diff": MAX_DIFF, "blockwise_missing": blockwise_missing,
                   "summary": summary, "shapes": rows}
         (out_dir / "fp8_gemm_bench.json").write_text(json.dumps(report, indent=1) + "\n")
