@@ -228,15 +228,17 @@ KernelConfig default_config(uint32_t m) { return m <= 64 ? make_config(64, 128) 
 // With --sweep, the timed shapes also run these (each checked like the default) to see what the heuristic
 // should pick.
 std::vector<KernelConfig> sweep_configs(uint32_t m) {
+  // 64x112 makes 128 tiles of N = 7168 per 64 rows (64x128: 112); 64x16 pairs are the plan's at 576 columns.
   if (m <= 16)  // decode sizes: A's box is align(M, 8) rows, so the narrowest tiles are worth a look too
-    return {make_config(64, 64), make_config(64, 32), make_config(64, 16), make_config(128, 128), split_k(64, 128),
-            split_k(64, 64), split_k(64, 32)};
+    return {make_config(64, 64),  make_config(64, 32), make_config(64, 16), make_config(64, 112),
+            make_config(128, 128), split_k(64, 128),   split_k(64, 64),    split_k(64, 32),
+            split_k(64, 16)};
   if (m <= 64)
-    return {make_config(64, 64), make_config(64, 32), make_config(128, 128), split_k(64, 128), split_k(64, 64),
-            split_k(64, 32)};
+    return {make_config(64, 64), make_config(64, 32), make_config(64, 112), make_config(128, 128),
+            split_k(64, 128),    split_k(64, 64),     split_k(64, 32),      split_k(64, 16)};
   if (m <= 128)
-    return {make_config(64, 128), make_config(128, 64), make_config(64, 64), make_config(64, 32), split_k(64, 128),
-            split_k(64, 64), split_k(128, 128)};
+    return {make_config(64, 128), make_config(128, 64), make_config(64, 64),  make_config(64, 32),
+            make_config(64, 112), split_k(64, 128),    split_k(64, 64),      split_k(128, 128)};
   return {serial(128, 128),        make_config(128, 160), make_config(128, 192),   serial(128, 192),
           multicast(128, 128),     multicast(128, 192),   multicast_a(128, 128),   make_config(128, 64),
           make_config(256, 128),   multicast(256, 128),   multicast_a(256, 128),   make_config(256, 112),
