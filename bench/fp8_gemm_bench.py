@@ -34,7 +34,6 @@ import json
 import math
 import os
 import re
-import statistics
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -105,6 +104,7 @@ def main() -> int:
         print("SKIP fp8_gemm_bench: no CUDA GPU")
         return 77
     import kiln
+    from flushed_timing import flushed_median_us
     import torch.nn.functional as F
 
     t_start = time.perf_counter()
@@ -142,38 +142,11 @@ def main() -> int:
     print(f"precompile: {compiled} kernels compiled, the rest cached, in {time.perf_counter() - t0:.1f} s"
           + (f" ({failed_compiles} failed)" if failed_compiles else ""), flush=True)
 
-    flush_buffer = torch.empty(1 << 30, dtype=torch.uint8, device=device)
-
-    def flush():
-        flush_buffer.zero_()  # 1 GB written: nothing of the inputs stays in the 60 MB L2
+    flush_buffer = torch.empty(1 << 30, dtype=torch.uint8, device=device)  # 1 GB: nothing stays in the 60 MB L2
 
     def timed_us(fn) -> float:
-        # The H200's clocks follow its power draw and temperature with a lag: a decode shape timed right after the
-        # M = 4096 shapes ran 1-2 us slower than in a fresh process (bench/RESULTS.md, seventh session), and 200 ms
-        # of warm-up at M = 4096 made those shapes 6 % slower for every library alike. So every measurement starts
-        # from the same idle GPU (--idle-ms), then warms up by count as the peers file did (--warmup), or for a
-        # fixed time (--warmup-ms) to measure sustained load. The host waits every few warm-up calls so that it
-        # never queues seconds of work ahead of the GPU.
-        torch.cuda.synchronize()
-        time.sleep(args.idle_ms / 1000.0)
-        deadline = time.perf_counter() + args.warmup_ms / 1000.0
-        calls = 0
-        while calls < args.warmup or time.perf_counter() < deadline:
-            flush()
-            fn()
-            calls += 1
-            if calls % 8 == 0:
-                torch.cuda.synchronize()
-        torch.cuda.synchronize()
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                  for _ in range(args.reps)]
-        for start, end in events:
-            flush()
-            start.record()
-            fn()
-            end.record()
-        torch.cuda.synchronize()
-        return statistics.median(start.elapsed_time(end) * 1000.0 for start, end in events)
+        return flushed_median_us(fn, flush_buffer, reps=args.reps, warmup=args.warmup, idle_s=args.idle_ms / 1000.0,
+                                 warmup_s=args.warmup_ms / 1000.0)
 
     one = torch.ones((), device=device)
     rows, failures = [], []

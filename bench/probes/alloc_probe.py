@@ -6,8 +6,13 @@ thing changed at a time: fresh tensors per trial (B lands at different addresses
 the shapes before it run first (as in the bench), and the torch per-tensor GEMM of the same shape beside it.
     PYTHONPATH=<kiln package> python3 bench/probes/alloc_probe.py
 """
+import sys
+from pathlib import Path
+
 import torch
-from flushed_timing import flushed_median_us
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the benchmarks' timing
+from flushed_timing import flushed_median_us  # noqa: E402
 
 import kiln
 

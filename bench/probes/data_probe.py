@@ -5,8 +5,13 @@ benchmark (torch.randn, as DeepGEMM's tests and the peers file). Under the power
 toggling could set the clock. Same shapes, same timing as the benchmark, inputs drawn three ways.
     PYTHONPATH=<kiln package> python3 bench/probes/data_probe.py
 """
+import sys
+from pathlib import Path
+
 import torch
-from flushed_timing import flushed_median_us
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the benchmarks' timing
+from flushed_timing import flushed_median_us  # noqa: E402
 
 import kiln
 
