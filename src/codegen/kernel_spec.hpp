@@ -26,6 +26,9 @@ struct KernelSpec {
   std::vector<TemplateArg> args;
   int block_threads = 128;      // __launch_bounds__ maximum threads
   int min_blocks_per_sm = 1;    // __launch_bounds__ minimum blocks (1 lets setmaxnreg work)
+  // ptxas --register-usage-level (1..10) for this kernel, 0 for ptxas's default (5). A compile option, not
+  // source: it reaches the compiler through CompileOptions and the cache key through their key_text().
+  int register_usage_level = 0;
 
   KernelSpec& arg(std::string name, int64_t value);
   KernelSpec& arg(std::string name, bool value);

@@ -31,6 +31,7 @@ struct CompileOptions {
   Arch arch;
   int cpp_standard = 20;
   bool lineinfo = false;         // changes the binary: part of the key
+  int register_usage_level = 0;  // ptxas --register-usage-level 1..10, 0: ptxas's default; part of the key
   bool ptxas_verbose = false;    // print the ptxas report (never part of the key)
   bool print_command = false;    // print the command / NVRTC options (never part of the key)
   bool keep_ptx = false;         // also return the PTX (for DG_JIT_DUMP_PTX)

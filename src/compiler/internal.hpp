@@ -21,6 +21,10 @@ namespace kiln::compiler::detail {
 inline constexpr std::array<std::string_view, 2> kNvccFixedFlags = {"-O3", "--expt-relaxed-constexpr"};
 inline constexpr std::array<std::string_view, 1> kNvrtcFixedFlags = {"-default-device"};
 
+// The ptxas option CompileOptions::register_usage_level asks for ("--register-usage-level=10"), empty for ptxas's
+// default. Throws Error(kValueError) outside 0..10, before anything runs.
+std::string register_usage_level_option(const CompileOptions& options);
+
 // Config::cuda_home when set, else the toolkit kiln was built with (KILN_DEFAULT_CUDA_HOME), else
 // /usr/local/cuda when it exists, else the directory above an nvcc found on PATH. Empty when none is known.
 std::filesystem::path resolve_cuda_home(const Config& config);

@@ -102,6 +102,10 @@ class NvccCompiler final : public Compiler {
                                      "-std=c++" + std::to_string(options.cpp_standard)};
     for (auto flag : kNvccFixedFlags) argv.emplace_back(flag);
     if (options.lineinfo) argv.emplace_back("-lineinfo");
+    if (const std::string level = register_usage_level_option(options); !level.empty()) {
+      argv.emplace_back("-Xptxas");
+      argv.emplace_back(level);
+    }
     if (report) {
       argv.emplace_back("-Xptxas");
       argv.emplace_back("-v");

@@ -150,6 +150,8 @@ class NvrtcCompiler final : public Compiler {
                                      "-std=c++" + std::to_string(options.cpp_standard)};
     for (auto flag : kNvrtcFixedFlags) opts.emplace_back(flag);
     if (options.lineinfo) opts.emplace_back("-lineinfo");
+    if (const std::string level = register_usage_level_option(options); !level.empty())
+      opts.emplace_back("--ptxas-options=" + level);
     if (report) opts.emplace_back("--ptxas-options=-v");
     for (const auto& inc : include_options_) opts.push_back(inc);
     if (settings_.use_pch && api.supports_pch()) {

@@ -34,7 +34,17 @@ std::string CompileOptions::key_text() const {
   std::string text = "arch=" + arch.name() + ";std=c++" + std::to_string(cpp_standard) +
                      ";lineinfo=" + (lineinfo ? "1" : "0") + ";nvcc-flags=" + join_flags(detail::kNvccFixedFlags) +
                      ";nvrtc-flags=" + join_flags(detail::kNvrtcFixedFlags);
+  // Only when set, so that the keys of kernels without it stay what they were.
+  if (register_usage_level > 0) text += ";register-usage-level=" + std::to_string(register_usage_level);
   return text;
+}
+
+std::string detail::register_usage_level_option(const CompileOptions& options) {
+  const int level = options.register_usage_level;
+  if (level < 0 || level > 10)
+    throw Error(ErrorKind::kValueError, "CompileOptions::register_usage_level: expected 0 (ptxas's default) or "
+                                        "1..10, got " + std::to_string(level));
+  return level == 0 ? std::string() : "--register-usage-level=" + std::to_string(level);
 }
 
 std::string ResourceUsage::describe() const {

@@ -21,9 +21,11 @@ void debug_log(const Config& config, const std::string& message) {
   if (config.debug) std::fprintf(stderr, "[kiln] %s\n", message.c_str());
 }
 
-compiler::CompileOptions options_for(const Config& config, const Target& target) {
+// The compile options of `spec` for `target`: the settings' (DG_JIT_*) and the kernel's own.
+compiler::CompileOptions options_for(const Config& config, const Target& target, const codegen::KernelSpec& spec) {
   compiler::CompileOptions o;
   o.arch = target.arch;
+  o.register_usage_level = spec.register_usage_level;
   o.cpp_standard = config.cpp_standard;
   o.lineinfo = config.with_lineinfo;
   o.ptxas_verbose = config.ptxas_verbose;
@@ -68,10 +70,11 @@ compiler::Compiler& JitRuntime::compiler_for(Backend backend) {
 }
 
 std::string JitRuntime::key_of(const codegen::KernelSpec& spec, const Target& target) {
-  return key_of_source(codegen::render_source(spec), target);
+  return key_of_source(codegen::render_source(spec), spec, target);
 }
 
-std::string JitRuntime::key_of_source(const std::string& source, const Target& target) {
+std::string JitRuntime::key_of_source(const std::string& source, const codegen::KernelSpec& spec,
+                                      const Target& target) {
   // Everything that changes the binary, nothing that does not: no paths, no print/debug switches.
   util::Sha256 h;
   auto field = [&h](std::string_view text) {
@@ -83,7 +86,7 @@ std::string JitRuntime::key_of_source(const std::string& source, const Target& t
   field(source);
   field(codegen::included_headers_digest(source));
   field(compiler_for(target.backend).identity().text());
-  field(options_for(config_, target).key_text());
+  field(options_for(config_, target, spec).key_text());
   field(target.arch.name());
   return h.hex_digest().substr(0, 32);
 }
@@ -117,7 +120,7 @@ BuildResult JitRuntime::build_with_hook(const codegen::KernelSpec& spec, const T
                                         const std::function<void()>& before_compile, Purpose purpose) {
   const std::string source = codegen::render_source(spec);
   BuildResult result;
-  result.key = key_of_source(source, target);
+  result.key = key_of_source(source, spec, target);
   const std::string& key = result.key;
 
   // Memory tier, then a per-key in-process gate so threads of this process compile a key once.
@@ -195,7 +198,7 @@ std::shared_ptr<const Binary> JitRuntime::compile_and_publish(const codegen::Ker
   debug_log(config_, "compiling " + input.display_name + " with " + compiler.identity().text() + " (key " + key + ")");
 
   // A failed compile throws here: nothing is published, so a broken kernel can never poison the cache.
-  compiler::CompiledKernel compiled = compiler.compile(input, options_for(config_, target));
+  compiler::CompiledKernel compiled = compiler.compile(input, options_for(config_, target, spec));
   if (config_.ptxas_check) compiler::check_resources(compiled, input.display_name);
   *compile_ms = compiled.compile_ms;
   tiers_->count(cache::Counter::kCompiles);

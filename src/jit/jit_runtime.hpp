@@ -91,7 +91,8 @@ class JitRuntime {
 
  private:
   compiler::Compiler& compiler_for(Backend backend);
-  std::string key_of_source(const std::string& source, const Target& target);
+  // The key of `source`, rendered from `spec` (which also brings the kernel's own compile options).
+  std::string key_of_source(const std::string& source, const codegen::KernelSpec& spec, const Target& target);
   std::shared_ptr<const Binary> compile_and_publish(const codegen::KernelSpec& spec, const Target& target,
                                                     const std::string& source, const std::string& key,
                                                     double* compile_ms);

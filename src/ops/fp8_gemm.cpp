@@ -533,6 +533,12 @@ codegen::KernelSpec fp8_gemm_spec(int64_t n, int64_t k, const Fp8GemmConfig& c) 
       .arg("split_k", int64_t{c.split_k});
   spec.block_threads = static_cast<int>(fp8_gemm_threads(c));
   spec.min_blocks_per_sm = 1;
+  // The 256-row kernels (two waves, serial promotion) with ptxas's most register-hungry scheduling, as
+  // DeepGEMM compiles every kernel: on the H200 (fp8_gemm_test, 2026-11-30, A B A B) 4096 x 4096 x 7168 ran
+  // 182.7 -> 178.2 us and 4096 x 32768 x 512 129.5 -> 128.0, the other 256x128 shapes within 0.3 %. The
+  // overlapped-promotion kernels lost 1-2 % with it (128x192 at 4096 x 2112 x 7168, 128x160 at 4096 x 576 x
+  // 7168), and the decode tiles were level, so they keep the default.
+  if (c.block_m == 256) spec.register_usage_level = 10;
   return spec;
 }
 

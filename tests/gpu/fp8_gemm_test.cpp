@@ -36,6 +36,8 @@
 #include "kiln/error.hpp"
 #include "kiln/kernels/fp8_gemm_layout.h"
 #include "kiln/kernels/fp8_gemm_params.h"
+#include "ops/fp8_gemm.hpp"
+#include "ops/fp8_gemm_heuristic.hpp"
 #include "fp8_reference.hpp"
 #include "gpu_test_support.hpp"
 
@@ -245,27 +247,20 @@ std::vector<KernelConfig> sweep_configs(uint32_t m) {
           multicast_a(256, 112)};
 }
 
+// The op's own spec of this configuration (so the test compiles what the op would, compile options included).
 kiln::codegen::KernelSpec make_spec(uint32_t n, uint32_t k, const KernelConfig& c) {
-  kiln::codegen::KernelSpec spec;
-  spec.op = "fp8_gemm_nt";
-  spec.header = "kiln/kernels/fp8_gemm.cuh";
-  spec.kernel_template = "kiln::kernels::Fp8Gemm";
-  spec.params_type = "kiln::Fp8GemmParams";
-  spec.arg("n", static_cast<int64_t>(n))
-      .arg("k", static_cast<int64_t>(k))
-      .arg("block_m", static_cast<int64_t>(c.block_m))
-      .arg("block_n", static_cast<int64_t>(c.block_n))
-      .arg("stages", static_cast<int64_t>(c.stages))
-      .arg("math_warpgroups", static_cast<int64_t>(c.math_warpgroups))
-      .arg("tma_store", c.tma_store)
-      .arg("cluster_m", static_cast<int64_t>(c.cluster_m))
-      .arg("cluster_n", static_cast<int64_t>(c.cluster_n))
-      .arg("overlap_promotion", c.overlap)
-      .arg("accumulate", false)
-      .arg("split_k", static_cast<int64_t>(c.split_k));
-  spec.block_threads = static_cast<int>(fp8_gemm_num_threads(c.math_warpgroups));
-  spec.min_blocks_per_sm = 1;
-  return spec;
+  kiln::ops::Fp8GemmConfig config;
+  config.block_m = static_cast<int>(c.block_m);
+  config.block_n = static_cast<int>(c.block_n);
+  config.stages = static_cast<int>(c.stages);
+  config.math_warpgroups = static_cast<int>(c.math_warpgroups);
+  config.tma_store = c.tma_store;
+  config.cluster_m = static_cast<int>(c.cluster_m);
+  config.cluster_n = static_cast<int>(c.cluster_n);
+  config.overlap_promotion = c.overlap;
+  config.accumulate = false;
+  config.split_k = static_cast<int>(c.split_k);
+  return kiln::ops::fp8_gemm_spec(n, k, config);
 }
 
 struct KernelKey {
@@ -534,9 +529,12 @@ int main(int argc, char** argv) {
         for (size_t i; (i = next.fetch_add(1)) < work.size();) {
           const auto& [key, built] = work[i];
           const auto spec = make_spec(key->n, key->k, key->config);
+          kiln::compiler::CompileOptions kernel_options = options;  // with the kernel's own (as the runtime)
+          kernel_options.register_usage_level = spec.register_usage_level;
           try {
             built->compiled = compiler->compile(
-                {kiln::codegen::render_source(spec), spec.kernel_name(), spec.op + " " + spec.describe()}, options);
+                {kiln::codegen::render_source(spec), spec.kernel_name(), spec.op + " " + spec.describe()},
+                kernel_options);
           } catch (const std::exception& e) {
             built->error = e.what();
           }

@@ -157,6 +157,29 @@ TEST(KeyText, HasBinaryChangingOptionsOnly) {
   CompileOptions sm90 = base;
   sm90.arch = Arch::parse("sm_90");
   EXPECT_NE(sm90.key_text(), key);
+  CompileOptions register_hungry = base;
+  register_hungry.register_usage_level = 10;
+  EXPECT_NE(register_hungry.key_text(), key);
+  EXPECT_NE(register_hungry.key_text().find("register-usage-level=10"), std::string::npos);
+  // ptxas's default is not spelled out: the keys of kernels that never asked stay as they were.
+  EXPECT_EQ(key.find("register-usage-level"), std::string::npos);
+}
+
+TEST(RegisterUsageLevel, OptionOrRangeError) {
+  CompileOptions o;
+  EXPECT_EQ(detail::register_usage_level_option(o), "");
+  o.register_usage_level = 10;
+  EXPECT_EQ(detail::register_usage_level_option(o), "--register-usage-level=10");
+  for (int bad : {-1, 11}) {
+    o.register_usage_level = bad;
+    try {
+      detail::register_usage_level_option(o);
+      FAIL() << "register_usage_level " << bad << " must be refused";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kValueError);
+      EXPECT_NE(std::string(e.what()).find("1..10, got " + std::to_string(bad)), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Arch, ParsesAndNames) {

@@ -40,6 +40,10 @@ TEST(JitKeys, StableAndCoverWhatChangesTheBinary) {
   EXPECT_NE(key, rt.key_of(selftest_spec(1), Target{compiler::Arch::parse("sm_90"), Backend::kNvrtc}));
   EXPECT_NE(key, rt.key_of(selftest_spec(1), Target{compiler::Arch::parse("sm_90a"), Backend::kNvcc}));
 
+  codegen::KernelSpec register_hungry = selftest_spec(1);
+  register_hungry.register_usage_level = 10;  // same source, another ptxas option: another binary
+  EXPECT_NE(key, rt.key_of(register_hungry, kSm90a));
+
   Config lineinfo = test_config(dir.path() / "a");
   lineinfo.with_lineinfo = true;
   EXPECT_NE(key, JitRuntime(lineinfo).key_of(selftest_spec(1), kSm90a));

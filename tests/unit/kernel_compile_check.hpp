@@ -21,6 +21,7 @@ inline compiler::CompiledKernel compile_for_sm90a_and_check(Backend backend, con
   compiler::CompileOptions options;
   options.arch = compiler::Arch::parse("sm_90a");
   options.resource_report = true;
+  options.register_usage_level = spec.register_usage_level;  // the kernel's own options, as the runtime passes them
   compiler::CompileInput input{codegen::render_source(spec), spec.kernel_name(), spec.op + " " + spec.describe()};
   compiler::CompiledKernel k = compiler->compile(input, options);
   EXPECT_GT(k.cubin.size(), 1000u) << input.display_name;
@@ -31,6 +32,9 @@ inline compiler::CompiledKernel compile_for_sm90a_and_check(Backend backend, con
   // serialised because it could not follow the asynchronous pipeline (C7514).
   EXPECT_EQ(k.log.find("C7508"), std::string::npos) << input.display_name << ": setmaxnreg ignored\n" << k.log;
   EXPECT_EQ(k.log.find("C7514"), std::string::npos) << input.display_name << ": wgmma serialised\n" << k.log;
+  if (spec.register_usage_level > 0)
+    EXPECT_NE(k.command.find("--register-usage-level=" + std::to_string(spec.register_usage_level)), std::string::npos)
+        << input.display_name << ": " << k.command;
   return k;
 }
 

@@ -150,6 +150,21 @@ TEST(Fp8GemmGolden, SourceOfOneSpec) {
   test::expect_golden_text("ops_fp8_gemm_golden.cu", codegen::render_source(fp8_gemm_spec(7168, 2048, c)));
 }
 
+// The 256-row kernels ask ptxas for its most register-hungry scheduling (measured faster there); the others
+// keep ptxas's default (the overlapped-promotion kernels measured slower with it).
+TEST(Fp8GemmSpec, RegisterUsageLevelOnlyForTwoWaveTiles) {
+  Fp8GemmOverrides o;
+  o.block_m = 256;
+  const Fp8GemmPlan wide = fp8_gemm_plan(kH200, 7168, 16384, o);
+  ASSERT_FALSE(wide.kernels.empty());
+  for (const Fp8GemmConfig& c : wide.kernels) {
+    ASSERT_EQ(c.block_m, 256);
+    EXPECT_EQ(fp8_gemm_spec(7168, 16384, c).register_usage_level, 10) << c.describe();
+  }
+  for (const Fp8GemmConfig& c : fp8_gemm_plan(kH200, 2112, 7168).kernels)
+    if (c.block_m < 256) EXPECT_EQ(fp8_gemm_spec(2112, 7168, c).register_usage_level, 0) << c.describe();
+}
+
 // ---- real compiles -----------------------------------------------------------------------------------------------
 
 class Fp8GemmCompile : public ::testing::TestWithParam<Backend> {
