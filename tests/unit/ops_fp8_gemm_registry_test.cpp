@@ -199,6 +199,22 @@ TEST_P(Fp8GemmCompile, TwoWaveTiles) {
   }
 }
 
+// The kernel's register-usage level reaches ptxas through both compilers: the same source compiled at ptxas's
+// default gives another binary (a compiler that dropped the option would give the same one).
+TEST_P(Fp8GemmCompile, RegisterUsageLevelReachesPtxas) {
+  Fp8GemmOverrides o;
+  o.block_m = 256;
+  const Fp8GemmPlan plan = fp8_gemm_plan(kH200, 7168, 2048, o);
+  ASSERT_FALSE(plan.kernels.empty());
+  codegen::KernelSpec spec = fp8_gemm_spec(7168, 2048, plan.kernels[0]);
+  ASSERT_EQ(spec.register_usage_level, 10);
+  const compiler::CompiledKernel hungry = test::compile_for_sm90a_and_check(GetParam(), spec, home_.path(), state_.path());
+  spec.register_usage_level = 0;
+  const compiler::CompiledKernel plain = test::compile_for_sm90a_and_check(GetParam(), spec, home_.path(), state_.path());
+  EXPECT_EQ(plain.command.find("register-usage-level"), std::string::npos) << plain.command;
+  EXPECT_NE(hungry.cubin, plain.cubin);
+}
+
 // Split-K pairs forced on tiles other than the heuristic's 64x32 (one and two math warpgroups).
 TEST_P(Fp8GemmCompile, SplitKTiles) {
   Fp8GemmOverrides o;
