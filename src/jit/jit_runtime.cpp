@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <ctime>
 #include <functional>
+#include <utility>
 
 #include "codegen/embedded_headers.hpp"
 #include "cuda/driver.hpp"
@@ -25,7 +26,6 @@ void debug_log(const Config& config, const std::string& message) {
 compiler::CompileOptions options_for(const Config& config, const Target& target, const codegen::KernelSpec& spec) {
   compiler::CompileOptions o;
   o.arch = target.arch;
-  o.register_usage_level = spec.register_usage_level;
   o.cpp_standard = config.cpp_standard;
   o.lineinfo = config.with_lineinfo;
   o.ptxas_verbose = config.ptxas_verbose;
@@ -33,7 +33,7 @@ compiler::CompileOptions options_for(const Config& config, const Target& target,
   o.print_command = config.print_compiler_command || config.debug;
   o.keep_ptx = config.wants_ptx();
   o.timeout_s = config.compile_timeout_s;
-  return o;
+  return with_kernel_options(std::move(o), spec);
 }
 
 std::shared_ptr<const Binary> to_binary(cache::Entry&& entry) {
@@ -56,6 +56,11 @@ cache::TieredCacheOptions tier_options(const Config& config) {
 }
 
 }  // namespace
+
+compiler::CompileOptions with_kernel_options(compiler::CompileOptions options, const codegen::KernelSpec& spec) {
+  options.register_usage_level = spec.register_usage_level;
+  return options;
+}
 
 JitRuntime::JitRuntime(Config config)
     : config_(std::move(config)), tiers_(std::make_unique<cache::TieredCache>(tier_options(config_))) {}

@@ -37,6 +37,10 @@ struct Binary {
   std::vector<uint8_t> cubin;
 };
 
+// `options` with the compile options a kernel spec carries itself (KernelSpec::register_usage_level): what the
+// runtime compiles `spec` with, so that a tool compiling specs directly builds the very same binary.
+compiler::CompileOptions with_kernel_options(compiler::CompileOptions options, const codegen::KernelSpec& spec);
+
 // Why a kernel is built: ahead of time (`kiln compile`, precompile) always compiles a missing kernel; the
 // serving path (an op about to launch) refuses to in strict mode (DG_JIT_MODE=strict).
 enum class Purpose { kAheadOfTime, kServing };

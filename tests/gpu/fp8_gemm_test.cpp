@@ -32,6 +32,7 @@
 #include "compiler/compiler.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/kernel.hpp"
+#include "jit/jit_runtime.hpp"
 #include "kiln/config.hpp"
 #include "kiln/error.hpp"
 #include "kiln/kernels/fp8_gemm_layout.h"
@@ -529,12 +530,10 @@ int main(int argc, char** argv) {
         for (size_t i; (i = next.fetch_add(1)) < work.size();) {
           const auto& [key, built] = work[i];
           const auto spec = make_spec(key->n, key->k, key->config);
-          kiln::compiler::CompileOptions kernel_options = options;  // with the kernel's own (as the runtime)
-          kernel_options.register_usage_level = spec.register_usage_level;
           try {
             built->compiled = compiler->compile(
                 {kiln::codegen::render_source(spec), spec.kernel_name(), spec.op + " " + spec.describe()},
-                kernel_options);
+                kiln::jit::with_kernel_options(options, spec));
           } catch (const std::exception& e) {
             built->error = e.what();
           }

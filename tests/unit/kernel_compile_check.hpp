@@ -8,6 +8,7 @@
 
 #include "codegen/kernel_spec.hpp"
 #include "compiler/compiler.hpp"
+#include "jit/jit_runtime.hpp"
 #include "kiln/config.hpp"
 
 namespace kiln::test {
@@ -21,7 +22,7 @@ inline compiler::CompiledKernel compile_for_sm90a_and_check(Backend backend, con
   compiler::CompileOptions options;
   options.arch = compiler::Arch::parse("sm_90a");
   options.resource_report = true;
-  options.register_usage_level = spec.register_usage_level;  // the kernel's own options, as the runtime passes them
+  options = jit::with_kernel_options(options, spec);  // the kernel's own options, as the runtime passes them
   compiler::CompileInput input{codegen::render_source(spec), spec.kernel_name(), spec.op + " " + spec.describe()};
   compiler::CompiledKernel k = compiler->compile(input, options);
   EXPECT_GT(k.cubin.size(), 1000u) << input.display_name;
