@@ -22,6 +22,10 @@ std::string KernelSpec::describe() const {
     if (!out.empty()) out += ' ';
     out += a.name + '=' + a.value;
   }
+  // A compile option changes the binary as an argument does: two cache entries of one kernel with and without
+  // it must not read the same in `kiln cache ls`.
+  if (register_usage_level > 0) out += (out.empty() ? "" : " ") + std::string("register_usage_level=") +
+                                       std::to_string(register_usage_level);
   return out;
 }
 

@@ -35,7 +35,8 @@ struct KernelSpec {
 
   // The extern "C" symbol: "kiln_" + op.
   std::string kernel_name() const;
-  // "k=7168 threads=256": for metadata, `kiln cache ls` and logs. Stable order (the order of args).
+  // "k=7168 threads=256": for metadata, `kiln cache ls` and logs. Stable order (the order of args), then the
+  // compile options that are set ("register_usage_level=10").
   std::string describe() const;
 };
 

@@ -159,10 +159,17 @@ TEST(Fp8GemmSpec, RegisterUsageLevelOnlyForTwoWaveTiles) {
   ASSERT_FALSE(wide.kernels.empty());
   for (const Fp8GemmConfig& c : wide.kernels) {
     ASSERT_EQ(c.block_m, 256);
-    EXPECT_EQ(fp8_gemm_spec(7168, 16384, c).register_usage_level, 10) << c.describe();
+    const codegen::KernelSpec spec = fp8_gemm_spec(7168, 16384, c);
+    EXPECT_EQ(spec.register_usage_level, 10) << c.describe();
+    // Told apart from a default-compiled entry of the same kernel in `kiln cache ls` and the logs.
+    EXPECT_TRUE(spec.describe().ends_with(" split_k=1 register_usage_level=10")) << spec.describe();
   }
   for (const Fp8GemmConfig& c : fp8_gemm_plan(kH200, 2112, 7168).kernels)
-    if (c.block_m < 256) EXPECT_EQ(fp8_gemm_spec(2112, 7168, c).register_usage_level, 0) << c.describe();
+    if (c.block_m < 256) {
+      const codegen::KernelSpec spec = fp8_gemm_spec(2112, 7168, c);
+      EXPECT_EQ(spec.register_usage_level, 0) << c.describe();
+      EXPECT_EQ(spec.describe().find("register_usage_level"), std::string::npos) << spec.describe();
+    }
 }
 
 // ---- real compiles -----------------------------------------------------------------------------------------------
