@@ -575,6 +575,7 @@ struct Fp8Gemm {
     // does not.
     template <bool kIssueNext, u32 kSlice>
     __device__ __forceinline__ void step(float (&current)[kPartialPerThread], float (&next)[kPartialPerThread]) {
+      static_assert(kWaves == 1, "two-wave tiles walk their K blocks in walk_two_wave_tiles()");
       constexpr bool kLastSlice = kSlice + 1 == kSlices;
       u32 next_unit = unit, next_kb = kb;
       bool tile_ends = false;
@@ -596,7 +597,6 @@ struct Fp8Gemm {
           issue_slice<kSlice + 1>(current_stage, next);
         ptx::wgmma_wait_group<1>();  // `current`'s group is complete; `next`'s runs on
       } else {
-        if constexpr (kWaves > 1) walk_waves(current);
         ptx::wgmma_wait_group<0>();
       }
       ptx::fence_operands(current);
@@ -646,6 +646,68 @@ struct Fp8Gemm {
         scales = next_scales;
       }
     }
+
+    // One-wave tiles: every (tile, K block) of this CTA, in order, as one flattened walk of step()s.
+    __device__ __forceinline__ void walk_blocks(float (&partial0)[kPartialPerThread]) {
+      const u32 num_tiles = (schedule.num_units - schedule.first + schedule.stride - 1) / schedule.stride;
+      const u32 num_blocks = num_tiles * schedule.kb_count;
+      scales = issue(issue_slot, partial0);
+      current_stage = issue_slot.stage;
+      issue_slot.advance();
+      if constexpr (kOverlapPromotion) {
+        // The steps alternate between two named partials, two per iteration, so every register index is
+        // compile-time: whole K blocks up to BLOCK_N = 128 (both steps slice 0), a block's two halves for wider
+        // tiles (slices 0 and 1; their count is even, so the odd branch of the tail is never taken there). The
+        // tail keeps this shape for both: ptxas follows the WGMMA pipeline through it, and serialises every
+        // wgmma (C7514) for a loop followed by a plain last step.
+        constexpr u32 kSecond = kSlices - 1;  // the slice of each iteration's second step
+        float partial1[kPartialPerThread];
+        const u32 num_steps = kSlices * num_blocks;
+        u32 i = 0;
+        for (; i + 2 < num_steps; i += 2) {
+          step<true, 0>(partial0, partial1);
+          step<true, kSecond>(partial1, partial0);
+        }
+        if (i + 1 < num_steps) {
+          step<true, 0>(partial0, partial1);
+          step<false, kSecond>(partial1, partial0);
+        } else {
+          step<false, 0>(partial0, partial1);
+        }
+      } else {
+        for (u32 b = 0; b + 1 < num_blocks; ++b) step<true, 0>(partial0, partial0);
+        step<false, 0>(partial0, partial0);
+      }
+    }
+
+    // Two-wave tiles (256 rows: serial promotion, TMA stores, no split-K): a loop over this CTA's tiles around
+    // a counted loop over each tile's K blocks. The flattened walk of step() decides at every block whether a
+    // tile ends (and, if so, where the next one is); here that bookkeeping and the epilogue sit outside the K
+    // loop, whose body is only the block's waves. Measured on the H200 against the flattened walk in one call:
+    // 2.0-2.2 % faster on every 256x128 shape tried (4096 x 7168 x 16384: 668.4 -> 653.4 µs).
+    __device__ __forceinline__ void walk_two_wave_tiles(float (&partial)[kPartialPerThread]) {
+      const u32 warp_in_group = (threadIdx.x / 32) % 4;
+      for (u32 u = schedule.first; u < schedule.num_units; u += schedule.stride) {
+        tile = Tile(schedule, u);
+        for (u32 i = 0; i < schedule.kb_count; ++i) {
+          scales = issue(issue_slot, partial);
+          current_stage = issue_slot.stage;
+          issue_slot.advance();
+          walk_waves(partial);
+          ptx::wgmma_wait_group<0>();
+          ptx::fence_operands(partial);
+          release(current_stage);
+          // Look at the next block's full barrier now, without blocking, as step() does: the check's latency
+          // passes under the promotion's FMAs. (After the last block of the last tile it looks at a slot that
+          // is never filled again; the answer is unused.)
+          next_block_landed = ptx::mbarrier_test_wait_parity(&full[issue_slot.stage], issue_slot.phase);
+          promote<0>(partial);
+        }
+        store_tile_tma(p, smem, accum, warpgroup, warp_in_group, lane, tile.m_block, tile.n0);
+#pragma unroll
+        for (u32 i = 0; i < kAccumPerThread; ++i) accum[i] = 0.0f;
+      }
+    }
   };
 
   static __device__ __forceinline__ void consume(const Fp8GemmParams& p, u8* smem, u64* full, u64* empty,
@@ -658,37 +720,11 @@ struct Fp8Gemm {
                    schedule.first, 0, Tile(schedule, schedule.first), Slot{}, 0, BlockScales{}, 0, {}};
 #pragma unroll
       for (u32 i = 0; i < kAccumPerThread; ++i) st.accum[i] = 0.0f;
-      // Every (tile, K block) of this CTA, in order.
-      const u32 num_tiles = (schedule.num_units - schedule.first + schedule.stride - 1) / schedule.stride;
-      const u32 num_blocks = num_tiles * schedule.kb_count;
       float partial0[kPartialPerThread];
-      st.scales = st.issue(st.issue_slot, partial0);
-      st.current_stage = st.issue_slot.stage;
-      st.issue_slot.advance();
-      if constexpr (kOverlapPromotion) {
-        // The steps alternate between two named partials, two per iteration, so every register index is
-        // compile-time: whole K blocks up to BLOCK_N = 128 (both steps slice 0), a block's two halves for wider
-        // tiles (slices 0 and 1; their count is even, so the odd branch of the tail is never taken there). The
-        // tail keeps this shape for both: ptxas follows the WGMMA pipeline through it, and serialises every
-        // wgmma (C7514) for a loop followed by a plain last step.
-        constexpr u32 kSecond = kSlices - 1;  // the slice of each iteration's second step
-        float partial1[kPartialPerThread];
-        const u32 num_steps = kSlices * num_blocks;
-        u32 i = 0;
-        for (; i + 2 < num_steps; i += 2) {
-          st.template step<true, 0>(partial0, partial1);
-          st.template step<true, kSecond>(partial1, partial0);
-        }
-        if (i + 1 < num_steps) {
-          st.template step<true, 0>(partial0, partial1);
-          st.template step<false, kSecond>(partial1, partial0);
-        } else {
-          st.template step<false, 0>(partial0, partial1);
-        }
-      } else {
-        for (u32 b = 0; b + 1 < num_blocks; ++b) st.template step<true, 0>(partial0, partial0);
-        st.template step<false, 0>(partial0, partial0);
-      }
+      if constexpr (kWaves > 1)
+        st.walk_two_wave_tiles(partial0);
+      else
+        st.walk_blocks(partial0);
     }
     // The staging tile must stay valid until the last stores have read it. Only that: the writes themselves
     // complete with the grid, and waiting for them here would add their latency to every call's tail.
