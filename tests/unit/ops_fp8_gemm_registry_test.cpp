@@ -206,6 +206,19 @@ TEST_P(Fp8GemmCompile, TwoWaveTiles) {
   }
 }
 
+// The two-wave K loop's unroll at one, two and three K blocks: an unroll that ptxas carries out wholly (two
+// blocks unrolled twice) serialised the kernel's wgmmas and spilled (C7512).
+TEST_P(Fp8GemmCompile, TwoWaveTilesAtShortK) {
+  Fp8GemmOverrides o;
+  o.block_m = 256;
+  for (const int k : {128, 256, 384}) {
+    const Fp8GemmPlan plan = fp8_gemm_plan(kH200, 7168, k, o);
+    ASSERT_FALSE(plan.kernels.empty());
+    for (const Fp8GemmConfig& c : plan.kernels)
+      if (c.block_n == 128) compile_and_check(fp8_gemm_spec(7168, k, c));
+  }
+}
+
 // The kernel's register-usage level reaches ptxas through both compilers: the same source compiled at ptxas's
 // default gives another binary (a compiler that dropped the option would give the same one).
 TEST_P(Fp8GemmCompile, RegisterUsageLevelReachesPtxas) {

@@ -106,6 +106,8 @@ struct Fp8Gemm {
   // and never stored, so the column masks must not be compiled out for it.
   static constexpr bool kNTail = kN % kBlockN != 0 || kNumNUnits * kClusterN != kNumNBlocks;
   static constexpr u32 kKBlocksPerSplit = (kNumKBlocks + kSplitK - 1) / kSplitK;
+  // The two-wave K loop's unroll (walk_two_wave_tiles): 2, or 1 where that would unroll the loop away.
+  static constexpr int kTwoWaveUnroll = kNumKBlocks > 2 ? 2 : 1;
   // TMA-store epilogue geometry: column groups of kStoreCols, staging rows of kStoreCols * 2 bytes swizzled
   // in 16-byte units (kUnitsPerRow per row).
   static constexpr u32 kStoreCols = fp8_gemm_store_cols(kBlockN);
@@ -690,8 +692,10 @@ struct Fp8Gemm {
       const u32 warp_in_group = (threadIdx.x / 32) % 4;
       for (u32 u = schedule.first; u < schedule.num_units; u += schedule.stride) {
         tile = Tile(schedule, u);
-        // Unrolled twice (with the release above, 0.3-1.1 % faster; four times was not measured better).
-#pragma unroll 2
+        // Unrolled twice (with the release above, 0.3-1.1 % faster). Never wholly: a loop that ptxas unrolls
+        // away (two blocks here; four with an unroll of 4, which measured 0.3-0.7 % faster at long K) had its
+        // wgmmas serialised and spilled (C7512).
+#pragma unroll kTwoWaveUnroll
         for (u32 i = 0; i < schedule.kb_count; ++i) {
           scales = issue(issue_slot, partial);
           current_stage = issue_slot.stage;
