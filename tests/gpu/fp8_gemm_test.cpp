@@ -333,10 +333,11 @@ std::vector<Case> make_cases(bool sweep, const std::vector<uint32_t>& sweep_ms) 
       // tail, a padded D, B multicast with an odd number of m blocks, straddling B scale blocks (112, 96).
       {300, 2112, 720, 2120, {make_config(256, 128), multicast(256, 128), make_config(256, 112)}, false, 0},
       {600, 576, 2048, 576, {make_config(256, 96), multicast(256, 128)}, false, 0},
-      // One, two and three K blocks (the two-wave K loop is unrolled only from three on), several tiles per CTA.
+      // One, two and three K blocks (the two-wave K loop is unrolled only from three on), several tiles per CTA
+      // (K must stay a multiple of 16: TMA strides are 16-byte units).
       {4100, 2112, 128, 2112, {multicast_a(256, 128)}, false, 0},
       {4100, 2112, 256, 2112, {multicast_a(256, 128), make_config(256, 128)}, false, 0},
-      {600, 576, 300, 576, {multicast_a(256, 128)}, false, 0},
+      {600, 576, 304, 576, {multicast_a(256, 128)}, false, 0},  // three K blocks, the last 48 wide
       // M below BLOCK_M: A's box is align(M, 8) rows; with 128-row tiles the second math warpgroup computes
       // only stale rows, and with multicast the second CTA of the pair works wholly beyond M.
       {9, 2112, 7168, 2112, {make_config(128, 128), multicast(128, 128), make_config(64, 16), split_k(64, 32)}, false, 0},
