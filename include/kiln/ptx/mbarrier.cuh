@@ -65,6 +65,21 @@ __device__ __forceinline__ void mbarrier_wait_parity(u64* bar, u32 parity) {
       : "memory");
 }
 
+// The same wait with a suspend-time hint (the 10 ms CUTLASS uses): ptxas then emits TRYWAIT, NANOSLEEP.SYNCS and a
+// re-check, so a thread whose phase has not completed sleeps until the barrier's unit wakes it instead of
+// re-issuing try_wait in a loop. For waits that usually last long (a producer waiting for a slot to be
+// released): measured 0.2-0.8 % faster on the 256x128 kernels than the plain loop above. The math warps keep
+// the plain loop: their waits are short when they happen at all, and there the hint measured level to slower.
+__device__ __forceinline__ void mbarrier_wait_parity_sleep(u64* bar, u32 parity) {
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "KILN_MBAR_SLEEP_WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1, %2;\n"
+      "@!p bra KILN_MBAR_SLEEP_WAIT_%=;\n}\n" ::"r"(mbarrier_addr(bar)),
+      "r"(parity), "r"(10000000u)
+      : "memory");
+}
+
 // mbarrier.arrive.shared::cluster.b64 on the barrier at the same offset in CTA `cta_rank` of the cluster
 // (address mapped with mapa): how a consumer frees a slot that a multicast TMA fills in every CTA of the
 // cluster. Default (CTA-scope release) semantics on purpose: `.release.cluster` makes ptxas put a
