@@ -13,15 +13,18 @@
 
 namespace kiln::test {
 
-// Returns the compiled kernel so the caller can add its own checks (register budget, setmaxnreg).
+// Returns the compiled kernel so the caller can add its own checks (register budget, setmaxnreg; with
+// `keep_ptx`, the PTX too).
 inline compiler::CompiledKernel compile_for_sm90a_and_check(Backend backend, const codegen::KernelSpec& spec,
                                                            const std::filesystem::path& home,
-                                                           const std::filesystem::path& state) {
+                                                           const std::filesystem::path& state,
+                                                           bool keep_ptx = false) {
   Config config = Config::from_variables({{"HOME", home.string()}});
   auto compiler = compiler::make_compiler(backend, config, state);
   compiler::CompileOptions options;
   options.arch = compiler::Arch::parse("sm_90a");
   options.resource_report = true;
+  options.keep_ptx = keep_ptx;
   options = jit::with_kernel_options(options, spec);  // the kernel's own options, as the runtime passes them
   compiler::CompileInput input{codegen::render_source(spec), spec.kernel_name(), spec.op + " " + spec.describe()};
   compiler::CompiledKernel k = compiler->compile(input, options);

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -246,6 +247,34 @@ TEST_P(Fp8GemmCompile, SplitKTiles) {
     EXPECT_EQ(c.split_k, 2);
     compile_and_check(fp8_gemm_spec(2112, 720, c));
   }
+}
+
+// What the kernel's PTX must keep, measured on the H200 (tenth session): the waits that last most of a block (the
+// producer's and the B-scale loader's, for a free slot) carry a suspend-time hint, so the thread sleeps
+// (NANOSLEEP.SYNCS) instead of re-issuing try_wait; the math warps' wait for a landed block has none. And a pair
+// sharing A loads A's scales once, multicast like its halves of A: two multicast loads per stage, not one.
+TEST_P(Fp8GemmCompile, ProducersSleepAndPairsShareAScales) {
+  Fp8GemmOverrides o;
+  o.block_m = 256;
+  const Fp8GemmPlan plan = fp8_gemm_plan(kH200, 7168, 16384, o);
+  ASSERT_FALSE(plan.kernels.empty());
+  const Fp8GemmConfig& pairs = plan.kernels[0];
+  ASSERT_EQ(pairs.cluster_n, 2) << pairs.describe();
+  const compiler::CompiledKernel k =
+      test::compile_for_sm90a_and_check(GetParam(), fp8_gemm_spec(7168, 16384, pairs), home_.path(), state_.path(),
+                                        /*keep_ptx=*/true);
+  ASSERT_FALSE(k.ptx.empty());
+  size_t sleeping = 0, spinning = 0, multicasts = 0;
+  std::istringstream lines(k.ptx);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("mbarrier.try_wait.parity") != std::string::npos)
+      ++(std::count(line.begin(), line.end(), ',') == 3 ? sleeping : spinning);  // p, [bar], parity(, hint)
+    if (line.find("cp.async.bulk.tensor.2d") != std::string::npos && line.find(".multicast::cluster") != std::string::npos)
+      ++multicasts;
+  }
+  EXPECT_GE(sleeping, 2u) << "the producer's and the scale loader's slot waits";
+  EXPECT_GE(spinning, 1u) << "the math warps' wait for a landed block";
+  EXPECT_EQ(multicasts, 2u) << "this CTA's half of A and, from the first CTA, A's scales";
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Fp8GemmCompile, ::testing::Values(Backend::kNvcc, Backend::kNvrtc),
