@@ -269,8 +269,8 @@ TEST_P(Fp8GemmCompile, ProducersSleepAndPairsShareAScales) {
   for (std::string line; std::getline(lines, line);) {
     if (line.find("mbarrier.try_wait.parity") != std::string::npos)
       ++(std::count(line.begin(), line.end(), ',') == 3 ? sleeping : spinning);  // p, [bar], parity(, hint)
-    if (line.find("cp.async.bulk.tensor.2d") != std::string::npos && line.find(".multicast::cluster") != std::string::npos)
-      ++multicasts;
+    const bool tensor_load = line.find("cp.async.bulk.tensor.2d") != std::string::npos;
+    if (tensor_load && line.find(".multicast::cluster") != std::string::npos) ++multicasts;
   }
   EXPECT_GE(sleeping, 2u) << "the producer's and the scale loader's slot waits";
   EXPECT_GE(spinning, 1u) << "the math warps' wait for a landed block";
