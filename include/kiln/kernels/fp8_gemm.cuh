@@ -252,6 +252,12 @@ struct Fp8Gemm {
       if (warp == kProducerWarp && ptx::elect_one_sync()) produce(p, smem, full, empty, schedule);
       if constexpr (!kAccumulate)
         if (warp == kScaleLoaderWarp) load_b_scales(p, smem, full, empty, schedule);
+      // The producer warpgroup's threads exit as soon as their part is issued (its idle warps at once), as
+      // DeepGEMM's do: 0.4-0.9 % faster at M = 4096 than keeping them for the final cluster barrier, which waits
+      // only for threads that have not exited. Nothing is lost by leaving: the loads they issued complete on
+      // the full barriers the math warps wait for, and the math warps keep the CTA (and its shared memory)
+      // alive until the peer is done with it.
+      return;
     } else {
       ptx::setmaxnreg_inc<kMathRegisters>();
       const Schedule schedule(p.m);
@@ -259,7 +265,8 @@ struct Fp8Gemm {
       // descriptors built from it then stay in uniform registers, off the WGMMA issue path.
       consume(p, smem, full, empty, schedule, __shfl_sync(0xffffffffu, warpgroup, 0));
     }
-    // No CTA may exit while its peer can still write to its shared memory or arrive on its barriers.
+    // No CTA may exit while its peer can still write to its shared memory or arrive on its barriers: the math
+    // warps hold it here until the peer's math warps are done.
     if constexpr (kClusterSize > 1) ptx::cluster_sync();
   }
 
