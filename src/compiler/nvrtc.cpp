@@ -39,6 +39,8 @@ struct NvrtcApi {
   decltype(&::nvrtcGetPCHCreateStatus) get_pch_create_status = nullptr;
 
   bool supports_pch() const { return get_pch_create_status != nullptr && (major > 12 || (major == 12 && minor >= 8)); }
+  // NVRTC 12.9 added its own cache of PTX and CUBINs (beside the driver's, under ~/.nv) and --no-cache.
+  bool has_own_cache() const { return major > 12 || (major == 12 && minor >= 9); }
   const char* error_name(nvrtcResult r) const { return get_error_string ? get_error_string(r) : "unknown NVRTC error"; }
 };
 
@@ -153,6 +155,12 @@ class NvrtcCompiler final : public Compiler {
     if (const std::string level = register_usage_level_option(options); !level.empty())
       opts.emplace_back("--ptxas-options=" + level);
     if (report) opts.emplace_back("--ptxas-options=-v");
+    // NVRTC's own cache stays off. On a hit there (seen on the H200: a second process compiling the same source,
+    // NVRTC 13.0 with a driver) ptxas does not run, so the log carries no resource report and DG_JIT_PTXAS_CHECK,
+    // DG_JIT_PTXAS_VERBOSE and the compile time would all be wrong; and kiln's content-addressed cache already
+    // stores every CUBIN once, in the directory the user chose. The CUBIN is the same either way, so the flag
+    // is not part of the key.
+    if (api.has_own_cache()) opts.emplace_back("--no-cache");
     for (const auto& inc : include_options_) opts.push_back(inc);
     if (settings_.use_pch && api.supports_pch()) {
       // Automatic PCH: NVRTC keeps the parsed header prefix in a per-process directory it removes at exit,

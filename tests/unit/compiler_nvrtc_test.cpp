@@ -108,6 +108,21 @@ TEST(Nvrtc, ConcurrentCompilesOnOneCompiler) {
   EXPECT_EQ(ok.load(), 4);
 }
 
+// NVRTC 12.9+ keeps a cache of its own (under ~/.nv, where a driver is installed): on a hit there ptxas does not
+// run and the log has no resource report, which broke DG_JIT_PTXAS_CHECK on the H200 for a second process
+// compiling the same source. Kiln's cache is the one cache, so NVRTC's stays off; and every repeated compile with
+// a report asked for carries the report.
+TEST(Nvrtc, OwnCacheOffSoEveryCompileReportsItsResources) {
+  auto compiler = make_compiler(Backend::kNvrtc, test_config(), {});
+  CompileOptions o = sm90a_options();
+  o.resource_report = true;
+  for (int i = 0; i < 2; ++i) {
+    CompiledKernel k = compiler->compile(add_input(), o);
+    EXPECT_TRUE(has(k.command, " --no-cache")) << "NVRTC 13 has its own cache: " << k.command;
+    EXPECT_TRUE(k.resources.known()) << "compile " << i << ": " << k.log;
+  }
+}
+
 TEST(Nvrtc, PrecompiledHeadersDoNotChangeTheBinary) {
   auto with_pch = detail::make_nvrtc_compiler(test_config(), {}, {.use_pch = true});
   auto without = detail::make_nvrtc_compiler(test_config(), {}, {.use_pch = false});
