@@ -49,6 +49,10 @@ if [[ $what == tests || $what == all ]]; then
   DG_JIT_USE_NVRTC=1 run_step quantize_test_nvrtc 120 $build/tests/quantize_test
   # The FP8 GEMM built by NVRTC: checked the same way, and timed beside the NVCC run of fp8_gemm_op_test.
   DG_JIT_USE_NVRTC=1 run_step fp8_gemm_op_test_nvrtc 180 $build/tests/fp8_gemm_op_test --quick
+  # The same NVRTC compile in two processes: both must carry ptxas's resource report (fp8_gemm_test's compile
+  # check). With NVRTC's own cache on, the second was a hit there, with no report (kiln passes --no-cache).
+  [[ -x $build/tests/fp8_gemm_test ]] && DG_JIT_USE_NVRTC=1 run_step fp8_gemm_test_nvrtc_twice 120 bash -c \
+    "$build/tests/fp8_gemm_test --shape 128 2112 7168 64x32 && $build/tests/fp8_gemm_test --shape 128 2112 7168 64x32"
   run_step demo 120 $build/kiln_demo
 fi
 if [[ $what == bench || $what == all ]]; then
