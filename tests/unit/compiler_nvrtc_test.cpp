@@ -109,9 +109,9 @@ TEST(Nvrtc, ConcurrentCompilesOnOneCompiler) {
 }
 
 // NVRTC 12.9+ keeps a cache of its own (under ~/.nv, where a driver is installed): on a hit there ptxas does not
-// run and the log has no resource report, which broke DG_JIT_PTXAS_CHECK on the H200 for a second process
-// compiling the same source. Kiln's cache is the one cache, so NVRTC's stays off; and every repeated compile with
-// a report asked for carries the report.
+// run and the log has no resource report: on the H200 a second process compiling the same source failed
+// fp8_gemm_test's compile check that way (DG_JIT_PTXAS_CHECK would refuse the kernel too). Kiln's cache is the one
+// cache, so NVRTC's stays off, and every repeated compile that asks for a report gets one.
 TEST(Nvrtc, OwnCacheOffSoEveryCompileReportsItsResources) {
   auto compiler = make_compiler(Backend::kNvrtc, test_config(), {});
   CompileOptions o = sm90a_options();
