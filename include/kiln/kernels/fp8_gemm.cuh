@@ -429,7 +429,8 @@ struct Fp8Gemm {
 #pragma unroll
       for (u32 k = 0; k < kBlockK / kWgmmaK; ++k) {
         // k * 32 bytes along the 128-byte swizzled row: +2 in the descriptor's 16-byte address units.
-        ptx::WgmmaE4M3<kSliceN>::mma(desc_a + 2 * k, desc_b + 2 * k, partial, k == 0 ? 0u : 1u);
+        ptx::WgmmaE4M3<kSliceN>::mma(ptx::smem_desc_advance(desc_a, 2 * k), ptx::smem_desc_advance(desc_b, 2 * k), partial,
+                                      k == 0 ? 0u : 1u);
       }
       ptx::wgmma_commit_group();
     }

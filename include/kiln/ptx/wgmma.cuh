@@ -30,6 +30,16 @@ __device__ __forceinline__ u64 make_smem_desc(const void* smem_ptr, SmemSwizzle 
   return desc;
 }
 
+// `desc` moved `units` 16-byte units along K, as one 64-bit add. Written as PTX so that the front end cannot
+// turn it into a 32-bit OR on the low word (it knows the tile is 1024-byte aligned): that form makes ptxas
+// rebuild each descriptor pair in the same uniform registers, with the constant high word re-materialised,
+// between WGMMAs that could otherwise issue back to back.
+__device__ __forceinline__ u64 smem_desc_advance(u64 desc, u32 units) {
+  u64 out;
+  asm("add.s64 %0, %1, %2;" : "=l"(out) : "l"(desc), "l"(static_cast<u64>(units)));
+  return out;
+}
+
 // wgmma.fence.sync.aligned: orders this warpgroup's earlier register accesses to the accumulators (and
 // shared-memory writes to the operands) before the next wgmma.mma_async. Needed before the first WGMMA of a
 // batch whenever the accumulator registers were touched by ordinary instructions.
