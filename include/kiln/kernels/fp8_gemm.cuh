@@ -413,19 +413,42 @@ struct Fp8Gemm {
     // the current block's promotion, see step()), so that issue() need not wait on it again.
     bool next_block_landed = false;
 
+    // The math loop's shared-memory addresses. NVRTC's front end does pointer arithmetic on shared memory in 64
+    // bits (NVCC's PTX holds shared addresses in 32-bit registers), which left 64-bit shifts and carries in
+    // NVRTC's operand descriptors, scale reads and barrier addresses every block. Under NVRTC they are formed
+    // from one 32-bit shared-window base (the descriptors alone: 0.3-2 % faster on the H200); NVCC keeps the
+    // pointer forms, whose code this leaves unchanged (with the converted base ptxas scheduled its 256x128
+    // kernel 1 % slower).
+#if defined(__CUDACC_RTC__)
+    static constexpr bool kShared32 = true;
+#else
+    static constexpr bool kShared32 = false;
+#endif
+    // The base: a shared-window address (NVRTC) or the generic pointer (NVCC); `base + offset` either way.
+    __device__ __forceinline__ auto shared_base() const {
+      if constexpr (kShared32)
+        return static_cast<u32>(__cvta_generic_to_shared(smem));
+      else
+        return static_cast<const u8*>(smem);
+    }
+    __device__ __forceinline__ void wait_full(u32 stage, u32 phase) const {
+      if constexpr (kShared32)
+        ptx::mbarrier_wait_parity(shared_base() + kLayout.full_barrier_offset + stage * 8, phase);
+      else
+        ptx::mbarrier_wait_parity(&full[stage], phase);
+    }
+    __device__ __forceinline__ bool test_full(u32 stage, u32 phase) const {
+      if constexpr (kShared32)
+        return ptx::mbarrier_test_wait_parity(shared_base() + kLayout.full_barrier_offset + stage * 8, phase);
+      else
+        return ptx::mbarrier_test_wait_parity(&full[stage], phase);
+    }
+
     // Issues slice `kSlice` of the block in `stage` (four WGMMAs over its kSliceN columns of B) into `partial`
     // (scale-d 0 on the first: no zeroing) as one committed group.
     template <u32 kSlice, u32 kWave = 0>
     __device__ __forceinline__ void issue_slice(u32 stage, float (&partial)[kPartialPerThread]) {
-      // NVRTC's front end does shared-memory pointer arithmetic in 64 bits (NVCC's in 32: its PTX holds shared
-      // addresses in 32-bit registers), which left 64-bit shifts and carries in NVRTC's descriptors every block;
-      // converting the base first gives NVRTC NVCC's form (0.3-2 % faster on the H200). NVCC keeps the pointer
-      // form: with the converted base ptxas scheduled its 256x128 kernel 1 % slower.
-#if defined(__CUDACC_RTC__)
-      const u32 base = static_cast<u32>(__cvta_generic_to_shared(smem));
-#else
-      const u8* const base = smem;
-#endif
+      const auto base = shared_base();
       const u64 desc_a = ptx::make_smem_desc(base + kLayout.a_offset + stage * kLayout.a_stage_bytes +
                                                  (kWave * kWaveRows + warpgroup * 64) * kBlockK,
                                              ptx::SmemSwizzle::k128B, 0, 1024);
@@ -446,19 +469,33 @@ struct Fp8Gemm {
 
     // Waits for the block in slot `slot`, reads its scales, and issues its first slice into `partial`.
     __device__ __forceinline__ BlockScales issue(Slot slot, float (&partial)[kPartialPerThread]) {
-      if (!next_block_landed) ptx::mbarrier_wait_parity(&full[slot.stage], slot.phase);
+      if (!next_block_landed) wait_full(slot.stage, slot.phase);
       next_block_landed = false;
       BlockScales sc;
-      const float* sfa = reinterpret_cast<const float*>(smem + kLayout.sfa_offset + slot.stage * kLayout.sfa_stage_bytes);
+      if constexpr (kShared32) {
+        const u32 sfa = shared_base() + kLayout.sfa_offset + slot.stage * kLayout.sfa_stage_bytes;
 #pragma unroll
-      for (u32 v = 0; v < kWaves; ++v) {
-        sc.a0[v] = sfa[v * kWaveRows + row_in_tile];
-        sc.a1[v] = sfa[v * kWaveRows + row_in_tile + 8];
-      }
-      if constexpr (!kAccumulate) {
-        const float* sfb = reinterpret_cast<const float*>(smem + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes);
-        sc.b0 = sfb[0];
-        sc.b1 = sfb[1];
+        for (u32 v = 0; v < kWaves; ++v) {
+          sc.a0[v] = ptx::ld_shared_f32(sfa + (v * kWaveRows + row_in_tile) * 4);
+          sc.a1[v] = ptx::ld_shared_f32(sfa + (v * kWaveRows + row_in_tile + 8) * 4);
+        }
+        if constexpr (!kAccumulate) {
+          const u32 sfb = shared_base() + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes;
+          sc.b0 = ptx::ld_shared_f32(sfb);
+          sc.b1 = ptx::ld_shared_f32(sfb + 4);
+        }
+      } else {
+        const float* sfa = reinterpret_cast<const float*>(smem + kLayout.sfa_offset + slot.stage * kLayout.sfa_stage_bytes);
+#pragma unroll
+        for (u32 v = 0; v < kWaves; ++v) {
+          sc.a0[v] = sfa[v * kWaveRows + row_in_tile];
+          sc.a1[v] = sfa[v * kWaveRows + row_in_tile + 8];
+        }
+        if constexpr (!kAccumulate) {
+          const float* sfb = reinterpret_cast<const float*>(smem + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes);
+          sc.b0 = sfb[0];
+          sc.b1 = sfb[1];
+        }
       }
       issue_slice<0>(slot.stage, partial);
       return sc;
@@ -475,7 +512,12 @@ struct Fp8Gemm {
     // multicasts into this slot too, so it is released there as well.
     __device__ __forceinline__ void release(u32 stage) {
       if constexpr (kMulticast == 1) {
-        if (lane == 0) ptx::mbarrier_arrive(&empty[stage]);
+        if (lane == 0) {
+          if constexpr (kShared32)
+            ptx::mbarrier_arrive(shared_base() + kLayout.empty_barrier_offset + stage * 8);
+          else
+            ptx::mbarrier_arrive(&empty[stage]);
+        }
       } else {
         // Lane r arrives on CTA r's barrier: one instruction for the pair, where one lane arriving on each CTA
         // in turn took two (and their address arithmetic). Measured with the two-wave loop's unroll: together
@@ -644,7 +686,7 @@ struct Fp8Gemm {
       // (1-3.6 % of the 256x128 kernel's time at M = 4096, measured on the H200 against DeepGEMM's
       // loop, whose unrolling gives its compiler the same order).
       if constexpr (!kOverlapPromotion && kIssueNext && kLastSlice)
-        next_block_landed = ptx::mbarrier_test_wait_parity(&full[issue_slot.stage], issue_slot.phase);
+        next_block_landed = test_full(issue_slot.stage, issue_slot.phase);
       promote<kSlice>(current);
       if constexpr (kLastSlice && kAccumulate) release(current_stage);
 
@@ -737,7 +779,7 @@ struct Fp8Gemm {
           // Look at the next block's full barrier now, without blocking, as step() does: the check's latency
           // passes under the promotion's FMAs. (After the last block of the last tile it looks at a slot that
           // is never filled again; the answer is unused.)
-          next_block_landed = ptx::mbarrier_test_wait_parity(&full[issue_slot.stage], issue_slot.phase);
+          next_block_landed = test_full(issue_slot.stage, issue_slot.phase);
           promote<0>(partial);
         }
         store_tile_tma(p, smem, accum, warpgroup, warp_in_group, lane, tile.m_block, tile.n0);

@@ -17,10 +17,12 @@ __device__ __forceinline__ void mbarrier_init(u64* bar, u32 count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(mbarrier_addr(bar)), "r"(count) : "memory");
 }
 
-// mbarrier.arrive.shared::cta.b64: one arrival (release semantics at CTA scope).
-__device__ __forceinline__ void mbarrier_arrive(u64* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(mbarrier_addr(bar)) : "memory");
+// mbarrier.arrive.shared::cta.b64: one arrival (release semantics at CTA scope). By pointer, or by the
+// barrier's shared-window address.
+__device__ __forceinline__ void mbarrier_arrive(u32 bar_addr) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar_addr) : "memory");
 }
+__device__ __forceinline__ void mbarrier_arrive(u64* bar) { mbarrier_arrive(mbarrier_addr(bar)); }
 
 // mbarrier.arrive.expect_tx.shared::cta.b64: one arrival, and `bytes` more transaction bytes expected in
 // this phase (the bytes the TMA loads issued next will deliver with complete_tx).
@@ -41,28 +43,34 @@ __device__ __forceinline__ void mbarrier_expect_tx(u64* bar, u32 bytes) {
 // as completed at once: the "previous phase" trick that lets a producer pass its first round of empty-slot
 // waits). Lets a consumer look at its next slot early and do other work while the answer comes back, instead
 // of waiting at the point of use.
-__device__ __forceinline__ bool mbarrier_test_wait_parity(u64* bar, u32 parity) {
+__device__ __forceinline__ bool mbarrier_test_wait_parity(u32 bar_addr, u32 parity) {
   u32 done;
   asm volatile(
       "{\n.reg .pred p;\n"
       "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
       "selp.u32 %0, 1, 0, p;\n}\n"
       : "=r"(done)
-      : "r"(mbarrier_addr(bar)), "r"(parity)
+      : "r"(bar_addr), "r"(parity)
       : "memory");
   return done != 0;
+}
+__device__ __forceinline__ bool mbarrier_test_wait_parity(u64* bar, u32 parity) {
+  return mbarrier_test_wait_parity(mbarrier_addr(bar), parity);
 }
 
 // Spins on mbarrier.try_wait.parity until the phase with parity `parity` has completed (acquire semantics:
 // data the phase guarded, such as a TMA load, is visible afterwards).
-__device__ __forceinline__ void mbarrier_wait_parity(u64* bar, u32 parity) {
+__device__ __forceinline__ void mbarrier_wait_parity(u32 bar_addr, u32 parity) {
   asm volatile(
       "{\n.reg .pred p;\n"
       "KILN_MBAR_WAIT_%=:\n"
       "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-      "@!p bra KILN_MBAR_WAIT_%=;\n}\n" ::"r"(mbarrier_addr(bar)),
+      "@!p bra KILN_MBAR_WAIT_%=;\n}\n" ::"r"(bar_addr),
       "r"(parity)
       : "memory");
+}
+__device__ __forceinline__ void mbarrier_wait_parity(u64* bar, u32 parity) {
+  mbarrier_wait_parity(mbarrier_addr(bar), parity);
 }
 
 // The same wait with a suspend-time hint (the 10 ms CUTLASS uses): ptxas then emits TRYWAIT, NANOSLEEP.SYNCS and a
