@@ -416,9 +416,9 @@ struct Fp8Gemm {
     // The math loop's shared-memory addresses. NVRTC's front end does pointer arithmetic on shared memory in 64
     // bits (NVCC's PTX holds shared addresses in 32-bit registers), which left 64-bit shifts and carries in
     // NVRTC's operand descriptors, scale reads and barrier addresses every block. Under NVRTC they are formed
-    // from one 32-bit shared-window base (the descriptors alone: 0.3-2 % faster on the H200); NVCC keeps the
-    // pointer forms, whose code this leaves unchanged (with the converted base ptxas scheduled its 256x128
-    // kernel 1 % slower).
+    // from one 32-bit shared-window base: 1-3 % faster on the H200, level with NVCC's build. NVCC keeps the
+    // pointer forms, whose code this leaves byte-identical (with the converted base ptxas scheduled its 256x128
+    // kernel 0.5-1 % slower).
 #if defined(__CUDACC_RTC__)
     static constexpr bool kShared32 = true;
 #else
@@ -431,15 +431,19 @@ struct Fp8Gemm {
       else
         return static_cast<const u8*>(smem);
     }
+    // A pipeline barrier's shared-window address (NVRTC's form above).
+    __device__ __forceinline__ u32 barrier_addr(u32 barriers_offset, u32 stage) const {
+      return static_cast<u32>(__cvta_generic_to_shared(smem)) + barriers_offset + stage * static_cast<u32>(sizeof(u64));
+    }
     __device__ __forceinline__ void wait_full(u32 stage, u32 phase) const {
       if constexpr (kShared32)
-        ptx::mbarrier_wait_parity(shared_base() + kLayout.full_barrier_offset + stage * 8, phase);
+        ptx::mbarrier_wait_parity(barrier_addr(kLayout.full_barrier_offset, stage), phase);
       else
         ptx::mbarrier_wait_parity(&full[stage], phase);
     }
     __device__ __forceinline__ bool test_full(u32 stage, u32 phase) const {
       if constexpr (kShared32)
-        return ptx::mbarrier_test_wait_parity(shared_base() + kLayout.full_barrier_offset + stage * 8, phase);
+        return ptx::mbarrier_test_wait_parity(barrier_addr(kLayout.full_barrier_offset, stage), phase);
       else
         return ptx::mbarrier_test_wait_parity(&full[stage], phase);
     }
@@ -461,8 +465,8 @@ struct Fp8Gemm {
 #pragma unroll
       for (u32 k = 0; k < kBlockK / kWgmmaK; ++k) {
         // k * 32 bytes along the 128-byte swizzled row: +2 in the descriptor's 16-byte address units.
-        ptx::WgmmaE4M3<kSliceN>::mma(ptx::smem_desc_advance(desc_a, 2 * k), ptx::smem_desc_advance(desc_b, 2 * k), partial,
-                                      k == 0 ? 0u : 1u);
+        ptx::WgmmaE4M3<kSliceN>::mma(ptx::smem_desc_advance(desc_a, 2 * k), ptx::smem_desc_advance(desc_b, 2 * k),
+                                      partial, k == 0 ? 0u : 1u);
       }
       ptx::wgmma_commit_group();
     }
@@ -485,14 +489,16 @@ struct Fp8Gemm {
           sc.b1 = ptx::ld_shared_f32(sfb + 4);
         }
       } else {
-        const float* sfa = reinterpret_cast<const float*>(smem + kLayout.sfa_offset + slot.stage * kLayout.sfa_stage_bytes);
+        const float* sfa =
+            reinterpret_cast<const float*>(smem + kLayout.sfa_offset + slot.stage * kLayout.sfa_stage_bytes);
 #pragma unroll
         for (u32 v = 0; v < kWaves; ++v) {
           sc.a0[v] = sfa[v * kWaveRows + row_in_tile];
           sc.a1[v] = sfa[v * kWaveRows + row_in_tile + 8];
         }
         if constexpr (!kAccumulate) {
-          const float* sfb = reinterpret_cast<const float*>(smem + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes);
+          const float* sfb =
+              reinterpret_cast<const float*>(smem + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes);
           sc.b0 = sfb[0];
           sc.b1 = sfb[1];
         }
@@ -514,7 +520,7 @@ struct Fp8Gemm {
       if constexpr (kMulticast == 1) {
         if (lane == 0) {
           if constexpr (kShared32)
-            ptx::mbarrier_arrive(shared_base() + kLayout.empty_barrier_offset + stage * 8);
+            ptx::mbarrier_arrive(barrier_addr(kLayout.empty_barrier_offset, stage));
           else
             ptx::mbarrier_arrive(&empty[stage]);
         }
