@@ -424,16 +424,19 @@ struct Fp8Gemm {
 #else
     static constexpr bool kShared32 = false;
 #endif
+    __device__ __forceinline__ u32 shared_window_base() const {
+      return static_cast<u32>(__cvta_generic_to_shared(smem));
+    }
     // The base: a shared-window address (NVRTC) or the generic pointer (NVCC); `base + offset` either way.
     __device__ __forceinline__ auto shared_base() const {
       if constexpr (kShared32)
-        return static_cast<u32>(__cvta_generic_to_shared(smem));
+        return shared_window_base();
       else
         return static_cast<const u8*>(smem);
     }
     // A pipeline barrier's shared-window address (NVRTC's form above).
     __device__ __forceinline__ u32 barrier_addr(u32 barriers_offset, u32 stage) const {
-      return static_cast<u32>(__cvta_generic_to_shared(smem)) + barriers_offset + stage * static_cast<u32>(sizeof(u64));
+      return shared_window_base() + barriers_offset + stage * static_cast<u32>(sizeof(u64));
     }
     __device__ __forceinline__ void wait_full(u32 stage, u32 phase) const {
       if constexpr (kShared32)
@@ -477,14 +480,14 @@ struct Fp8Gemm {
       next_block_landed = false;
       BlockScales sc;
       if constexpr (kShared32) {
-        const u32 sfa = shared_base() + kLayout.sfa_offset + slot.stage * kLayout.sfa_stage_bytes;
+        const u32 sfa = shared_window_base() + kLayout.sfa_offset + slot.stage * kLayout.sfa_stage_bytes;
 #pragma unroll
         for (u32 v = 0; v < kWaves; ++v) {
           sc.a0[v] = ptx::ld_shared_f32(sfa + (v * kWaveRows + row_in_tile) * 4);
           sc.a1[v] = ptx::ld_shared_f32(sfa + (v * kWaveRows + row_in_tile + 8) * 4);
         }
         if constexpr (!kAccumulate) {
-          const u32 sfb = shared_base() + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes;
+          const u32 sfb = shared_window_base() + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes;
           sc.b0 = ptx::ld_shared_f32(sfb);
           sc.b1 = ptx::ld_shared_f32(sfb + 4);
         }

@@ -54,9 +54,6 @@ __device__ __forceinline__ float shfl_idx(float v, u32 src_lane) {
   return r;
 }
 
-// PDL: wait until the preceding grid in the stream has completed and its writes are visible
-// (griddepcontrol.wait). A no-op when the kernel was launched without programmatic stream serialization,
-// so kernels call it unconditionally before reading anything a previous kernel may write.
 // One fp32 from shared memory by its shared-window address (ld.shared.f32).
 __device__ __forceinline__ float ld_shared_f32(u32 addr) {
   float v;
@@ -64,6 +61,9 @@ __device__ __forceinline__ float ld_shared_f32(u32 addr) {
   return v;
 }
 
+// PDL: wait until the preceding grid in the stream has completed and its writes are visible
+// (griddepcontrol.wait). A no-op when the kernel was launched without programmatic stream serialization,
+// so kernels call it unconditionally before reading anything a previous kernel may write.
 __device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
 // PDL: allow the next grid in the stream to start launching (griddepcontrol.launch_dependents). Safe at any
