@@ -49,6 +49,9 @@ if [[ $what == tests || $what == all ]]; then
   DG_JIT_USE_NVRTC=1 run_step quantize_test_nvrtc 120 $build/tests/quantize_test
   # The FP8 GEMM built by NVRTC: checked the same way, and timed beside the NVCC run of fp8_gemm_op_test.
   DG_JIT_USE_NVRTC=1 run_step fp8_gemm_op_test_nvrtc 180 $build/tests/fp8_gemm_op_test --quick
+  # The kernel harness built by NVRTC: every shape and configuration of fp8_gemm_test. Since 98e73f5 NVRTC's
+  # build of the math loop differs from NVCC's in source (32-bit shared addresses, MathState::kShared32).
+  [[ -x $build/tests/fp8_gemm_test ]] && DG_JIT_USE_NVRTC=1 run_step fp8_gemm_test_nvrtc 180 $build/tests/fp8_gemm_test
   # The same NVRTC compile in two processes: both must carry ptxas's resource report (fp8_gemm_test's compile
   # check). With NVRTC's own cache on, the second was a hit there, with no report (kiln passes --no-cache).
   [[ -x $build/tests/fp8_gemm_test ]] && DG_JIT_USE_NVRTC=1 run_step fp8_gemm_test_nvrtc_twice 120 bash -c \
