@@ -553,7 +553,7 @@ OpDescriptor fp8_gemm_nt_descriptor() {
       {"n", "rows of B, columns of D: a positive multiple of 8 (the kernel is specialised on it)", true},
       {"k", "the reduction: a positive multiple of 16 (the kernel is specialised on it)", true},
       {"block_m", "override: 64, 128 or 256 rows per tile (0: heuristic; 256 only on request, bf16 form)", false},
-      {"block_n", "override: columns per tile, a multiple of 16 in 16..192, not 176 (0: heuristic)", false},
+      {"block_n", "override: columns per tile, a multiple of 16 in 16..192 (0: heuristic)", false},
       {"stages", "override: pipeline stages, 1..16 (0: as many as fit)", false},
       {"cluster_m", "override: 2 for CTA pairs multicasting B (0: heuristic, which uses 1)", false},
       {"cluster_n", "override: 2 for CTA pairs multicasting A (0: heuristic)", false},

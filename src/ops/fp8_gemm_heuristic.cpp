@@ -86,11 +86,7 @@ int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 void invalid(const char* who, const std::string& what) { throw Error(ErrorKind::kValueError, std::string(who) + ": " + what); }
 
-bool block_n_supported(int bn) {
-  if (bn < 16 || bn > 192 || bn % 16 != 0) return false;
-  const int gcd = std::min(bn & -bn, 128);
-  return 128 % bn == 0 || bn <= 128 + gcd;
-}
+bool block_n_supported(int bn) { return bn >= 16 && bn <= 192 && bn % 16 == 0; }
 
 // A candidate tile: rows and columns.
 struct Tile {
@@ -232,8 +228,7 @@ void check_fp8_gemm_overrides(const Fp8GemmOverrides& o, const char* who) {
     invalid(who, "block_n must be 0 (heuristic) or at most 128 with block_m 256 (its two waves' accumulators and a "
                  "partial fill the registers), got " + std::to_string(o.block_n));
   if (o.block_n != 0 && !block_n_supported(o.block_n))
-    invalid(who, "block_n must be 0 (heuristic) or a multiple of 16 in 16..192 whose tiles straddle at most two of B's "
-                 "128-column scale blocks (so not 176), got " + std::to_string(o.block_n));
+    invalid(who, "block_n must be 0 (heuristic) or a multiple of 16 in 16..192, got " + std::to_string(o.block_n));
   if (o.stages < 0 || o.stages > static_cast<int>(kernels::kFp8GemmMaxStages))
     invalid(who, "stages must be 0 (heuristic: as many as fit) or 1.." + std::to_string(kernels::kFp8GemmMaxStages) +
                      ", got " + std::to_string(o.stages));

@@ -577,6 +577,19 @@ int main(int argc, char** argv) {
         };
         cases.push_back(forced(1000, "overrides block_m=64 block_n=32 stages=3", {64, 32, 3, 0}));
         cases.push_back(forced(200, "overrides block_m=128 block_n=144", {128, 144, 0, 0}));
+        // 176-column tiles span three of B's scale blocks in places; with fewer clusters than column classes
+        // (set_num_sms(3) against 4 classes with tiles at N = 576) each CTA walks several classes in turn.
+        cases.push_back(forced(1000, "overrides block_m=128 block_n=176", {128, 176, 0, 0}));
+        Case few_sms_classes = forced(1000, "overrides block_m=128 block_n=176, set_num_sms(3)", {128, 176, 0, 0});
+        few_sms_classes.before = [] {
+          kiln::set_num_sms(3);
+          kiln::set_fp8_gemm_overrides({128, 176, 0, 0});
+        };
+        few_sms_classes.after = [] {
+          kiln::set_num_sms(0);
+          kiln::set_fp8_gemm_overrides({});
+        };
+        cases.push_back(few_sms_classes);
         cases.push_back(forced(300, "overrides block_m=256 (two waves per math warpgroup)", {256, 0, 0, 0}));
         cases.push_back(forced(300, "overrides block_m=256 block_n=64 cluster_n=2 (A multicast, 9 n blocks: odd)",
                                {256, 64, 0, 0, 2}));

@@ -354,6 +354,13 @@ std::vector<Case> make_cases(bool sweep, const std::vector<uint32_t>& sweep_ms) 
       {1, 2112, 7168, 2120, {split_k(64, 128)}, false, 0},
       {37, 576, 720, 576, {split_k(64, 32)}, false, 0},
       {1000, 2112, 2048, 2112, {split_k(64, 128), split_k(128, 128)}, false, 0},
+      // Column classes (tiles straddling B's scale blocks, each CTA walking one class): 176 columns span three
+      // blocks in places (ragged M and N, B multicast, split-K), 160 with A multicast (classes of pairs), and
+      // 192 with a partial last n block.
+      {1000, 2112, 7168, 2112, {make_config(128, 176), multicast(128, 176), make_config(64, 176)}, false, 0},
+      {129, 576, 720, 584, {make_config(128, 176), split_k(64, 176), make_config(128, 160)}, false, 0},
+      {300, 2112, 720, 2112, {multicast_a(128, 160), multicast_a(128, 192), make_config(128, 144)}, false, 0},
+      {1000, 7168, 512, 7168, {make_config(128, 192), make_config(128, 176), make_config(128, 160)}, false, 0},
   };
   cases.insert(cases.end(), ragged.begin(), ragged.end());
   return cases;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -309,6 +310,32 @@ TEST_P(Fp8GemmCompile, DescriptorsAdvanceBy64BitAddsAndSharedAddressesAre32Bit) 
     EXPECT_EQ(wide_start_fields, 0u) << c.describe() << ": a descriptor's address field computed in 64 bits";
     EXPECT_EQ(wide_shared_loads, 0u) << c.describe() << ": a shared-memory load through a 64-bit address";
   }
+}
+
+// Tiles that straddle B's scale blocks at more than two columns (160: four, 176: eight, some of its tiles
+// spanning three blocks) are walked one column class per CTA, with the class's switch column compiled in: one
+// copy of the math walk per class (a per-block choice between promotion copies cost 3-8 % on the H200,
+// thirteenth session). 192 (two columns) keeps one walk. Each walk issues the same WGMMAs, so the PTX holds
+// 4 and 8 times 192's; all compile without spills.
+TEST_P(Fp8GemmCompile, StraddlingTilesWalkOneColumnClassPerCta) {
+  std::map<int, size_t> wgmmas;
+  for (const int block_n : {192, 160, 176}) {
+    Fp8GemmOverrides o;
+    o.block_m = 128;
+    o.block_n = block_n;
+    const Fp8GemmPlan plan = fp8_gemm_plan(kH200, 2112, 7168, o);
+    ASSERT_EQ(plan.kernels.size(), 1u);
+    const Fp8GemmConfig& c = plan.kernels[0];
+    ASSERT_TRUE(c.overlap_promotion) << c.describe();
+    const compiler::CompiledKernel k = test::compile_for_sm90a_and_check(
+        GetParam(), fp8_gemm_spec(2112, 7168, c), home_.path(), state_.path(), /*keep_ptx=*/true);
+    std::istringstream lines(k.ptx);
+    for (std::string line; std::getline(lines, line);)
+      if (line.find("wgmma.mma_async") != std::string::npos) ++wgmmas[block_n];
+  }
+  ASSERT_GT(wgmmas[192], 0u);
+  EXPECT_EQ(wgmmas[160], 4 * wgmmas[192]);
+  EXPECT_EQ(wgmmas[176], 8 * wgmmas[192]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Fp8GemmCompile, ::testing::Values(Backend::kNvcc, Backend::kNvrtc),

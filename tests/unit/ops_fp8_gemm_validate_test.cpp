@@ -157,7 +157,7 @@ TEST(Fp8GemmValidate, AValidCallWithoutADriverFailsCleanly) {
 
 TEST(Fp8GemmValidate, OverridesAreCheckedWhenSet) {
   Fp8GemmOverrides o;
-  o.block_n = 176;
+  o.block_n = 200;
   EXPECT_THAT(error_of([&] { set_fp8_gemm_overrides(o); }), HasSubstr("set_fp8_gemm_overrides: block_n must be"));
   o = {};
   o.block_m = 64;

@@ -6,7 +6,8 @@
 //
 // Structure (persistent, warp-specialised):
 //   * one CTA per SM walks output tiles tile = blockIdx.x, blockIdx.x + gridDim.x, ...; tiles are ordered in
-//     groups of kGroupM m-blocks (m fastest inside a group) so a wave of CTAs shares A and B panels in L2;
+//     groups of kGroupM m-blocks (m fastest inside a group) so a wave of CTAs shares A and B panels in L2
+//     (tiles that straddle B's scale blocks at more than two columns: per column class, see Schedule);
 //   * warpgroup kNumMathWarpgroups is the producer: one elected thread issues, per 128-wide K block, the TMA
 //     loads of the A tile, the B tile and A's scales into a kStages-deep ring of shared-memory slots, each
 //     guarded by a "full" mbarrier (transaction bytes) and an "empty" mbarrier (one arrival per math warp);
@@ -60,9 +61,9 @@ namespace kiln::kernels {
 // kOverlapPromotion: two partial accumulators, so that the WGMMAs of the next K block (of this tile or of
 // the next tile) run on the tensor cores while the CUDA cores promote the current one and, at a tile's
 // end, while the epilogue stores it. Up to kBlockN = 128 each partial holds a whole tile's K block; wider
-// tiles (160, 192) issue each K block in two column halves that alternate between the partials, so the
-// registers still hold them next to the FP32 accumulator. Without it, each K block's promotion waits for
-// its WGMMAs and the next block's WGMMAs wait for it.
+// tiles (160, 176, 192) issue each K block in two column slices (96 + 80 for 176) that alternate between the
+// partials, so the registers still hold them next to the FP32 accumulator. Without it, each K block's
+// promotion waits for its WGMMAs and the next block's WGMMAs wait for it.
 //
 // kAccumulate: the weight-gradient form. B is scaled per row per 128 K (TMA-loaded per stage, like A's
 // scales) and D is fp32, read, added to and written back (no TMA store, no cluster).
@@ -85,11 +86,17 @@ struct Fp8Gemm {
   static constexpr u32 kWaveRows = 64 * kNumMathWarpgroups;
   static constexpr u32 kWaves = kBlockM / kWaveRows;
   static constexpr u32 kAccumPerThread = kWaves * kBlockN / 2;  // kWaves 64 x kBlockN fp32 tiles over 128 threads
-  // Column slices a K block is issued in (1, or 2 halves for wide overlapped tiles); a partial accumulator
-  // holds one slice.
+  // Column slices a K block is issued in (1, or 2 for wide overlapped tiles); a partial accumulator holds one
+  // slice.
   static constexpr u32 kSlices = kOverlapPromotion ? fp8_gemm_promotion_slices(kBlockN) : 1;
-  static constexpr u32 kSliceN = kBlockN / kSlices;
-  static constexpr u32 kPartialPerThread = kSliceN / 2;
+  // Slice s's columns of the tile: [kSliceFirstCol<s>, + kSliceCols<s>), whole-width WGMMAs of a multiple of 16
+  // (176 -> 96 + 80). The partials are sized for the first, the wider.
+  static constexpr u32 kFirstSliceCols = kSlices == 1 ? kBlockN : fp8_gemm_first_slice_cols(kBlockN);
+  template <u32 kSlice>
+  static constexpr u32 kSliceCols = kSlice == 0 ? kFirstSliceCols : kBlockN - kFirstSliceCols;
+  template <u32 kSlice>
+  static constexpr u32 kSliceFirstCol = kSlice == 0 ? 0 : kFirstSliceCols;
+  static constexpr u32 kPartialPerThread = kFirstSliceCols / 2;
   static constexpr u32 kGroupM = 8;
   // The producer warpgroup runs the TMA producer and the scale loader. With two math warpgroups the entry
   // cap is 168 and (168 - 40) * 128 registers freed here are exactly what raising 256 threads to 232 takes;
@@ -135,8 +142,22 @@ struct Fp8Gemm {
   // A tile starts at a multiple of kBlockN, so n0 % 128 <= 128 - gcd(kBlockN, 128): it spans at most two
   // 128-column blocks when kBlockN <= 128 + gcd(kBlockN, 128) (e.g. 112, 144, 160, 192; not 176).
   static constexpr u32 kGcdBlockN128 = (kBlockN & (0u - kBlockN)) < 128u ? (kBlockN & (0u - kBlockN)) : 128u;
-  static_assert(kAccumulate || kUniformSfb || kBlockN <= 128 + kGcdBlockN128,
-                "a BLOCK_N tile must straddle at most two 128-column scale blocks of B");
+  // Wider tiles than 128 + gcd span three blocks in places (176: tiles starting 96 or 112 columns into one).
+  // No width up to 256 spans four.
+  static constexpr bool kThreeSfb = !kAccumulate && !kUniformSfb && kBlockN > 128 + kGcdBlockN128;
+  // Column classes (one-wave tiles of the inference form that straddle B's blocks at more than two columns):
+  // where a tile's B scale switches depends on its first column modulo 128, one of 128 / gcd(BLOCK_N, 128)
+  // columns (4 for 160, 8 for 176). The promotion has that column compiled in, and a per-block choice between the copies cost
+  // 3-8 % at 128x160 on the H200 (merged by the front end into register moves per column chunk, or kept apart
+  // as branches) and more at 176. So the units are split into classes of equal column modulo 128 (n units
+  // k, k + C, ...), the CTAs into shares of them in proportion to their units, and each CTA's math warps run
+  // the walk compiled for its class: no per-block choice at all.
+  // Not for 192 (two columns, 64 and 128): its two copies stay apart (not merged), and the classes measured
+  // 2-4 % slower there (4096 x 2112 x 7168: 100.0 against 96.3 us), where 160 gained 2-4 %.
+  static constexpr bool kSwitchedWalk = !kAccumulate && !kUniformSfb && kWaves == 1 && 128 / kGcdBlockN128 > 2;
+  // With pairs along N (kClusterN = 2) a unit's two tiles differ by one n block: classes of units, C / 2 of
+  // them, each CTA's column then fixed by its rank too.
+  static constexpr u32 kColumnClasses = kSwitchedWalk ? 128 / kGcdBlockN128 / kClusterN : 1;
   static_assert(kStages >= 1 && kStages <= kFp8GemmMaxStages, "stages: 1..16");
   static_assert(kLayout.total_bytes <= kHopperSmemPerBlock, "the stages do not fit in shared memory");
   static_assert(kN % 8 == 0 && kN > 0, "N must be a positive multiple of 8");
@@ -153,14 +174,17 @@ struct Fp8Gemm {
   static_assert(kSplitK == 1 || kSplitK == 2, "split-K in halves or not at all");
   static_assert(kSplitK == 1 || kMulticast == 1, "split-K and multicast both use the cluster");
   static_assert((kSplitK - 1) * kKBlocksPerSplit < kNumKBlocks, "every split of K needs K blocks");
+  static_assert(kColumnClasses <= 8, "at most 8 column classes");
+  static_assert(!kThreeSfb || kSwitchedWalk, "tiles spanning three scale blocks are promoted per column class");
 
   // Unit index -> (m unit, n unit) on the grid of num_m_units x kNumNUnits. Groups of kGroupM m units; inside
   // a group m varies fastest, so consecutive CTAs share B panels and a wave touches about kGroupM A panels.
-  static __device__ __forceinline__ void unit_coords(u32 unit, u32 num_m_units, u32& m_unit, u32& n_unit) {
-    const u32 group = unit / (kGroupM * kNumNUnits);
+  static __device__ __forceinline__ void unit_coords(u32 unit, u32 num_m_units, u32 num_n_units, u32& m_unit,
+                                                     u32& n_unit) {
+    const u32 group = unit / (kGroupM * num_n_units);
     const u32 first_m = group * kGroupM;
     const u32 group_m = num_m_units - first_m < kGroupM ? num_m_units - first_m : kGroupM;
-    const u32 in_group = unit - group * (kGroupM * kNumNUnits);
+    const u32 in_group = unit - group * (kGroupM * num_n_units);
     m_unit = first_m + in_group % group_m;
     n_unit = in_group / group_m;
   }
@@ -173,23 +197,94 @@ struct Fp8Gemm {
   // computed on TMA's zero fill and never stored.
   // With split-K, both CTAs of a cluster walk the same tiles, CTA `rank` over K blocks [kb_begin, kb_begin +
   // kb_count).
+  //
+  // With column classes (kColumnClasses > 1) the walk covers one class at a time: class k holds the n units
+  // k, k + C, ... (C = kColumnClasses), and its units are numbered like the whole grid's, over its own n units.
+  // Each cluster gets one class: every class one cluster, the rest in proportion to the class's n units (all
+  // classes have the same m units), the remainder one each to the first classes, which have the most. With
+  // fewer clusters than classes (set_num_sms) cluster c takes classes c, c + clusters, ... one after the other
+  // (next_segment()).
   struct Schedule {
-    u32 num_m_units, num_units, first, stride, rank, kb_begin, kb_count;
+    u32 num_m_units, num_n_units, num_units, first, stride, rank, kb_begin, kb_count;
+    u32 cls;           // the column class walked now (0 without classes)
+    u32 segment_step;  // fewer clusters than classes: the step to this cluster's next class; 0 otherwise
+    static constexpr u32 kClassesWithUnits = kColumnClasses < kNumNUnits ? kColumnClasses : kNumNUnits;
     __device__ __forceinline__ explicit Schedule(u32 m) {
       const u32 num_m_blocks = (m + kBlockM - 1) / kBlockM;
       num_m_units = (num_m_blocks + kClusterM - 1) / kClusterM;
-      num_units = num_m_units * kNumNUnits;
-      first = blockIdx.x / kClusterSize;
-      stride = gridDim.x / kClusterSize;
+      const u32 cluster = blockIdx.x / kClusterSize, clusters = gridDim.x / kClusterSize;
       rank = kClusterSize == 1 ? 0 : ptx::cluster_cta_rank();  // cluster (kClusterSize, 1, 1): consecutive blocks
       kb_begin = kSplitK == 1 ? 0 : rank * kKBlocksPerSplit;
       kb_count = kSplitK == 1 ? kNumKBlocks : (kNumKBlocks - kb_begin < kKBlocksPerSplit ? kNumKBlocks - kb_begin : kKBlocksPerSplit);
+      if constexpr (kColumnClasses == 1) {
+        cls = 0;
+        segment_step = 0;
+        num_n_units = kNumNUnits;
+        num_units = num_m_units * kNumNUnits;
+        first = cluster;
+        stride = clusters;
+      } else if (clusters >= kClassesWithUnits) {
+        const u32 spare = clusters - kClassesWithUnits;
+        u32 shares[kClassesWithUnits], given = 0;
+#pragma unroll
+        for (u32 k = 0; k < kClassesWithUnits; ++k) {
+          shares[k] = 1 + spare * class_n_units(k) / kNumNUnits;
+          given += shares[k];
+        }
+        cls = 0;
+        first = cluster;
+        stride = shares[0];
+        u32 offset = 0;
+#pragma unroll
+        for (u32 k = 0; k < kClassesWithUnits; ++k) {
+          const u32 share = shares[k] + (k < clusters - given ? 1 : 0);
+          if (cluster >= offset && cluster < offset + share) {
+            cls = k;
+            first = cluster - offset;
+            stride = share;
+          }
+          offset += share;
+        }
+        segment_step = 0;
+        set_class(cls);
+      } else {
+        first = 0;
+        stride = 1;
+        segment_step = clusters;
+        set_class(cluster);
+      }
+    }
+    // N units in class k (k < kNumNUnits).
+    static __device__ __forceinline__ u32 class_n_units(u32 k) {
+      return (kNumNUnits - k + kColumnClasses - 1) / kColumnClasses;
+    }
+    __device__ __forceinline__ void set_class(u32 k) {
+      cls = k;
+      num_n_units = k < kNumNUnits ? class_n_units(k) : 0;
+      num_units = num_m_units * num_n_units;
+    }
+    // Moves on to this cluster's next class, if it has one (only with fewer clusters than classes).
+    __device__ __forceinline__ bool next_segment() {
+      if constexpr (kColumnClasses == 1) {
+        return false;
+      } else {
+        if (segment_step == 0 || cls + segment_step >= kClassesWithUnits) return false;
+        set_class(cls + segment_step);
+        return true;
+      }
     }
     __device__ __forceinline__ void coords(u32 unit, u32& m_block, u32& n_block) const {
       u32 m_unit, n_unit;
-      unit_coords(unit, num_m_units, m_unit, n_unit);
+      unit_coords(unit, num_m_units, num_n_units, m_unit, n_unit);
+      n_unit = cls + n_unit * kColumnClasses;
       m_block = kClusterM == 1 ? m_unit : m_unit * kClusterM + rank;
       n_block = kClusterN == 1 ? n_unit : n_unit * kClusterN + rank;
+    }
+    // Column classes: the tile-local column where B's second scale block starts in every tile of this class
+    // (and, for this CTA of an N pair, its rank).
+    __device__ __forceinline__ u32 switch_column() const {
+      const u32 n_block = kClusterN == 1 ? cls : cls * kClusterN + rank;
+      return 128 - n_block * kBlockN % 128;
     }
   };
 
@@ -276,39 +371,42 @@ struct Fp8Gemm {
     const u32 stage_tx_bytes = kLayout.stage_tx_bytes - (kBlockM - p.a_box_rows) * (kBlockK + 4);
     const u64 b_policy = p.b_cache_policy;
     Slot slot;
-    for (u32 unit = schedule.first; unit < schedule.num_units; unit += schedule.stride) {
-      u32 m_block, n_block;
-      schedule.coords(unit, m_block, n_block);
-      const i32 m0 = static_cast<i32>(m_block * kBlockM);
-      const i32 n0 = static_cast<i32>(n_block * kBlockN);
-      // Not unrolled: one thread issues, and an unrolled copy per K block overflows the 40 registers.
+    Schedule segment = schedule;
+    do {
+      for (u32 unit = segment.first; unit < segment.num_units; unit += segment.stride) {
+        u32 m_block, n_block;
+        segment.coords(unit, m_block, n_block);
+        const i32 m0 = static_cast<i32>(m_block * kBlockM);
+        const i32 n0 = static_cast<i32>(n_block * kBlockN);
+        // Not unrolled: one thread issues, and an unrolled copy per K block overflows the 40 registers.
 #pragma unroll 1
-      for (u32 i = 0; i < schedule.kb_count; ++i, slot.advance()) {
-        const u32 kb = schedule.kb_begin + i;
-        const u32 stage = slot.stage;
-        // Wait until every math warp has released this slot (passes at once on the first round), asleep: the
-        // producer runs ahead and waits most of a block for each slot.
-        ptx::mbarrier_wait_parity_sleep(&empty[stage], slot.phase ^ 1);
-        ptx::mbarrier_arrive_expect_tx(&full[stage], stage_tx_bytes);
-        const i32 k0 = static_cast<i32>(kb * kBlockK);
-        load_operand<kBlockM, kClusterN>(smem + kLayout.a_offset + stage * kLayout.a_stage_bytes, &p.tma_a,
-                                         &full[stage], k0, m0, schedule.rank, ptx::kL2EvictNormal);
-        load_operand<kBlockN, kClusterM>(smem + kLayout.b_offset + stage * kLayout.b_stage_bytes, &p.tma_b,
-                                         &full[stage], k0, n0, schedule.rank, b_policy);
-        u8* const sfa_slot = smem + kLayout.sfa_offset + stage * kLayout.sfa_stage_bytes;
-        if constexpr (kClusterN == 2) {
-          // The pair shares the m block, so its A scales too: one load, multicast (0.1-0.4 % faster at M = 4096
-          // than each CTA loading them, with less L2 traffic). Both full barriers count the bytes either way.
-          if (schedule.rank == 0)
-            ptx::tma_load_2d_multicast(sfa_slot, &p.tma_sfa, &full[stage], m0, static_cast<i32>(kb), u16{0b11});
-        } else {
-          ptx::tma_load_2d(sfa_slot, &p.tma_sfa, &full[stage], m0, static_cast<i32>(kb));
+        for (u32 i = 0; i < segment.kb_count; ++i, slot.advance()) {
+          const u32 kb = segment.kb_begin + i;
+          const u32 stage = slot.stage;
+          // Wait until every math warp has released this slot (passes at once on the first round), asleep: the
+          // producer runs ahead and waits most of a block for each slot.
+          ptx::mbarrier_wait_parity_sleep(&empty[stage], slot.phase ^ 1);
+          ptx::mbarrier_arrive_expect_tx(&full[stage], stage_tx_bytes);
+          const i32 k0 = static_cast<i32>(kb * kBlockK);
+          load_operand<kBlockM, kClusterN>(smem + kLayout.a_offset + stage * kLayout.a_stage_bytes, &p.tma_a,
+                                           &full[stage], k0, m0, segment.rank, ptx::kL2EvictNormal);
+          load_operand<kBlockN, kClusterM>(smem + kLayout.b_offset + stage * kLayout.b_stage_bytes, &p.tma_b,
+                                           &full[stage], k0, n0, segment.rank, b_policy);
+          u8* const sfa_slot = smem + kLayout.sfa_offset + stage * kLayout.sfa_stage_bytes;
+          if constexpr (kClusterN == 2) {
+            // The pair shares the m block, so its A scales too: one load, multicast (0.1-0.4 % faster at M = 4096
+            // than each CTA loading them, with less L2 traffic). Both full barriers count the bytes either way.
+            if (segment.rank == 0)
+              ptx::tma_load_2d_multicast(sfa_slot, &p.tma_sfa, &full[stage], m0, static_cast<i32>(kb), u16{0b11});
+          } else {
+            ptx::tma_load_2d(sfa_slot, &p.tma_sfa, &full[stage], m0, static_cast<i32>(kb));
+          }
+          if constexpr (kAccumulate)
+            ptx::tma_load_2d(smem + kLayout.sfb_offset + stage * kLayout.sfb_stage_bytes, &p.tma_sfb, &full[stage], n0,
+                             static_cast<i32>(kb));
         }
-        if constexpr (kAccumulate)
-          ptx::tma_load_2d(smem + kLayout.sfb_offset + stage * kLayout.sfb_stage_bytes, &p.tma_sfb, &full[stage], n0,
-                           static_cast<i32>(kb));
       }
-    }
+    } while (segment.next_segment());
   }
 
   // One operand's tile of kRows K-major rows from row0: loaded whole, with L2 policy `policy`, or, shared by
@@ -336,8 +434,8 @@ struct Fp8Gemm {
   };
 
   // The scale loader (inference form): one warp of the producer warpgroup writes, into each slot, B's scale
-  // for the slot's K block and the tile's first 128-column block and, when the tile straddles two, the
-  // second's; then it arrives on the slot's full barrier. This keeps global loads out of the math
+  // for the slot's K block and the tile's first 128-column block and, when the tile straddles more, the
+  // second's and third's; then it arrives on the slot's full barrier. This keeps global loads out of the math
   // warpgroups' loop, where their latency (L2, under the TMA traffic) would stall the promotion. The lanes
   // read 32 K blocks' scales at a time; the warp runs ahead of the math warpgroups by up to the pipeline's
   // depth, which hides those loads' latency.
@@ -345,34 +443,41 @@ struct Fp8Gemm {
                                                        const Schedule& schedule) {
     const u32 lane = threadIdx.x % 32;
     Slot slot;
-    for (u32 unit = schedule.first; unit < schedule.num_units; unit += schedule.stride) {
-      u32 m_block, n_block;
-      schedule.coords(unit, m_block, n_block);
-      // A tile beyond N (the second of a pair's last unit) reads the last row: it is never stored.
-      const u32 sfb_row = n_block * kBlockN / 128 < kNumSfbRows ? n_block * kBlockN / 128 : kNumSfbRows - 1;
-      const float* sfb0 = p.sfb + sfb_row * kNumKBlocks;
-      // The second block's row; past the last row only for columns beyond N, which are never stored.
-      const float* sfb1 = (sfb_row + 1 < kNumSfbRows) ? sfb0 + kNumKBlocks : sfb0;
-      for (u32 kb0 = 0; kb0 < schedule.kb_count; kb0 += 32) {
-        const u32 kb = schedule.kb_begin + (kb0 + lane < schedule.kb_count ? kb0 + lane : schedule.kb_count - 1);
-        const float v0 = sfb0[kb];
-        const float v1 = kUniformSfb ? v0 : sfb1[kb];
-        const u32 count = schedule.kb_count - kb0 < 32 ? schedule.kb_count - kb0 : 32;
+    Schedule segment = schedule;
+    do {
+      for (u32 unit = segment.first; unit < segment.num_units; unit += segment.stride) {
+        u32 m_block, n_block;
+        segment.coords(unit, m_block, n_block);
+        // A tile beyond N (the second of a pair's last unit) reads the last row: it is never stored.
+        const u32 sfb_row = n_block * kBlockN / 128 < kNumSfbRows ? n_block * kBlockN / 128 : kNumSfbRows - 1;
+        const float* sfb0 = p.sfb + sfb_row * kNumKBlocks;
+        // The second and third blocks' rows; past the last row only for columns beyond N, which are never stored.
+        const float* sfb1 = (sfb_row + 1 < kNumSfbRows) ? sfb0 + kNumKBlocks : sfb0;
+        const float* sfb2 = (sfb_row + 2 < kNumSfbRows) ? sfb1 + kNumKBlocks : sfb1;
+        for (u32 kb0 = 0; kb0 < segment.kb_count; kb0 += 32) {
+          const u32 kb = segment.kb_begin + (kb0 + lane < segment.kb_count ? kb0 + lane : segment.kb_count - 1);
+          const float v0 = sfb0[kb];
+          const float v1 = kUniformSfb ? v0 : sfb1[kb];
+          const float v2 = kThreeSfb ? sfb2[kb] : v1;
+          const u32 count = segment.kb_count - kb0 < 32 ? segment.kb_count - kb0 : 32;
 #pragma unroll 1
-        for (u32 i = 0; i < count; ++i, slot.advance()) {
-          const float s0 = ptx::shfl_idx(v0, i);
-          const float s1 = ptx::shfl_idx(v1, i);
-          if (lane == 0) {
-            ptx::mbarrier_wait_parity_sleep(&empty[slot.stage], slot.phase ^ 1);
-            float* sfb = reinterpret_cast<float*>(smem + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes);
-            sfb[0] = s0;
-            sfb[1] = s1;
-            ptx::mbarrier_arrive(&full[slot.stage]);  // release: the math warps' acquiring wait sees the stores
+          for (u32 i = 0; i < count; ++i, slot.advance()) {
+            const float s0 = ptx::shfl_idx(v0, i);
+            const float s1 = ptx::shfl_idx(v1, i);
+            const float s2 = kThreeSfb ? ptx::shfl_idx(v2, i) : s1;
+            if (lane == 0) {
+              ptx::mbarrier_wait_parity_sleep(&empty[slot.stage], slot.phase ^ 1);
+              float* sfb = reinterpret_cast<float*>(smem + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes);
+              sfb[0] = s0;
+              sfb[1] = s1;
+              if constexpr (kThreeSfb) sfb[2] = s2;
+              ptx::mbarrier_arrive(&full[slot.stage]);  // release: the math warps' acquiring wait sees the stores
+            }
+            __syncwarp();
           }
-          __syncwarp();
         }
       }
-    }
+    } while (segment.next_segment());
   }
 
   // What the math warpgroups need to know about the tile they are on.
@@ -387,10 +492,10 @@ struct Fp8Gemm {
     }
   };
 
-  // The scales of one K block for this thread's two rows (and, in the inference form, the tile's one or
-  // two B scales), read while the block's slot is held.
+  // The scales of one K block for this thread's two rows (and, in the inference form, the tile's one to
+  // three B scales), read while the block's slot is held.
   struct BlockScales {
-    float a0[kWaves], a1[kWaves], b0, b1;
+    float a0[kWaves], a1[kWaves], b0, b1, b2;
   };
 
   // The math warpgroups' walk: every (tile, K block, slice) of this CTA in order, one partial accumulator per
@@ -451,27 +556,34 @@ struct Fp8Gemm {
         return ptx::mbarrier_test_wait_parity(&full[stage], phase);
     }
 
-    // Issues slice `kSlice` of the block in `stage` (four WGMMAs over its kSliceN columns of B) into `partial`
-    // (scale-d 0 on the first: no zeroing) as one committed group.
+    // Issues slice `kSlice` of the block in `stage` (four WGMMAs over its columns of B) into `partial` (its
+    // first kSliceCols / 2 floats; scale-d 0 on the first WGMMA: no zeroing) as one committed group.
     template <u32 kSlice, u32 kWave = 0>
     __device__ __forceinline__ void issue_slice(u32 stage, float (&partial)[kPartialPerThread]) {
       const auto base = shared_base();
       const u64 desc_a = ptx::make_smem_desc(base + kLayout.a_offset + stage * kLayout.a_stage_bytes +
                                                  (kWave * kWaveRows + warpgroup * 64) * kBlockK,
                                              ptx::SmemSwizzle::k128B, 0, 1024);
-      // A slice starts kSlice * kSliceN rows into the B tile: whole 8-row (1024-byte) swizzle atoms.
+      // A slice starts kSliceFirstCol rows into the B tile: whole 8-row (1024-byte) swizzle atoms.
       const u64 desc_b = ptx::make_smem_desc(base + kLayout.b_offset + stage * kLayout.b_stage_bytes +
-                                                 kSlice * kSliceN * kBlockK,
+                                                 kSliceFirstCol<kSlice> * kBlockK,
                                              ptx::SmemSwizzle::k128B, 0, 1024);
       ptx::fence_operands(partial);
       ptx::wgmma_fence();
 #pragma unroll
       for (u32 k = 0; k < kBlockK / kWgmmaK; ++k) {
         // k * 32 bytes along the 128-byte swizzled row: +2 in the descriptor's 16-byte address units.
-        ptx::WgmmaE4M3<kSliceN>::mma(ptx::smem_desc_advance(desc_a, 2 * k), ptx::smem_desc_advance(desc_b, 2 * k),
-                                      partial, k == 0 ? 0u : 1u);
+        ptx::WgmmaE4M3<kSliceCols<kSlice>>::mma(ptx::smem_desc_advance(desc_a, 2 * k),
+                                                 ptx::smem_desc_advance(desc_b, 2 * k), slice_view<kSlice>(partial),
+                                                 k == 0 ? 0u : 1u);
       }
       ptx::wgmma_commit_group();
+    }
+
+    // The first kSliceCols<kSlice> / 2 floats of a partial: the fragment of that slice's WGMMAs.
+    template <u32 kSlice>
+    static __device__ __forceinline__ float (&slice_view(float (&partial)[kPartialPerThread]))[kSliceCols<kSlice> / 2] {
+      return reinterpret_cast<float(&)[kSliceCols<kSlice> / 2]>(partial);
     }
 
     // Waits for the block in slot `slot`, reads its scales, and issues its first slice into `partial`.
@@ -490,6 +602,7 @@ struct Fp8Gemm {
           const u32 sfb = shared_window_base() + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes;
           sc.b0 = ptx::ld_shared_f32(sfb);
           sc.b1 = ptx::ld_shared_f32(sfb + 4);
+          if constexpr (kThreeSfb) sc.b2 = ptx::ld_shared_f32(sfb + 8);
         }
       } else {
         const float* sfa =
@@ -504,6 +617,7 @@ struct Fp8Gemm {
               reinterpret_cast<const float*>(smem + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes);
           sc.b0 = sfb[0];
           sc.b1 = sfb[1];
+          if constexpr (kThreeSfb) sc.b2 = sfb[2];
         }
       }
       issue_slice<0>(slot.stage, partial);
@@ -536,18 +650,20 @@ struct Fp8Gemm {
     }
 
     // accum += partial * sfa[row] * sfb over slice kSlice's columns of wave kWave, on the CUDA cores (two-level
-    // accumulation). Fragment chunk j of the slice (8 columns) is column chunk c = kSlice * kSliceN / 8 + j of
+    // accumulation). Fragment chunk j of the slice (8 columns) is column chunk c = kSliceFirstCol / 8 + j of
     // the tile, and accumulator chunk kWave * kBlockN / 8 + c.
-    template <u32 kSlice, u32 kWave = kWaves - 1>
+    // kSwitch: the tile's switch column when the walk is compiled for one column class (kSwitchedWalk); 0: the
+    // tile's own, chosen at run time (the two-wave tiles).
+    template <u32 kSlice, u32 kWave = kWaves - 1, u32 kSwitch = 0>
     __device__ __forceinline__ void promote(const float (&partial)[kPartialPerThread]) {
       const float a0 = scales.a0[kWave], a1 = scales.a1[kWave];
       if constexpr (kAccumulate) {
-        constexpr u32 kFirstColumnChunk = kSlice * kSliceN / 8;
+        constexpr u32 kFirstColumnChunk = kSliceFirstCol<kSlice> / 8;
         constexpr u32 kWaveChunk = kWave * kBlockN / 8;
         // B scaled per row: each of this thread's columns (8c + 2 (lane % 4) + {0, 1}) has its own scale.
         const float* sfb = reinterpret_cast<const float*>(smem + kLayout.sfb_offset + current_stage * kLayout.sfb_stage_bytes);
 #pragma unroll
-        for (u32 j = 0; j < kSliceN / 8; ++j) {
+        for (u32 j = 0; j < kSliceCols<kSlice> / 8; ++j) {
           const u32 c = kFirstColumnChunk + j, t = kWaveChunk + c;
           const F32x2 sb = *reinterpret_cast<const F32x2*>(sfb + c * 8 + (lane % 4) * 2);
           accum[4 * t + 0] += partial[4 * j + 0] * sb.x * a0;
@@ -560,7 +676,12 @@ struct Fp8Gemm {
       } else {
         const float s00 = a0 * scales.b0, s10 = a1 * scales.b0;
         const float s01 = a0 * scales.b1, s11 = a1 * scales.b1;
-        dispatch_split<kSlice, kWave, 128>(partial, s00, s10, s01, s11);
+        if constexpr (kSwitch != 0) {
+          const float s02 = kThreeSfb ? a0 * scales.b2 : 0.0f, s12 = kThreeSfb ? a1 * scales.b2 : 0.0f;
+          promote_split<kSlice, kWave, kSwitch>(partial, s00, s10, s01, s11, s02, s12);
+        } else {
+          dispatch_split<kSlice, kWave, 128>(partial, s00, s10, s01, s11);
+        }
       }
     }
 
@@ -581,18 +702,20 @@ struct Fp8Gemm {
     }
 
     // accum += partial * s over the slice's columns: (s00, s10) for rows r and r + 8 before tile column
-    // kSwitch, (s01, s11) from it on.
+    // kSwitch, (s01, s11) from it on, and (s02, s12) from kSwitch + 128 on (only tiles wider than 128 + gcd
+    // reach that far).
     template <u32 kSlice, u32 kWave, u32 kSwitch>
     __device__ __forceinline__ void promote_split(const float (&partial)[kPartialPerThread], float s00, float s10,
-                                                  float s01, float s11) {
-      constexpr u32 kFirstColumnChunk = kSlice * kSliceN / 8;
+                                                  float s01, float s11, float s02 = 0.0f, float s12 = 0.0f) {
+      constexpr u32 kFirstColumnChunk = kSliceFirstCol<kSlice> / 8;
       constexpr u32 kWaveChunk = kWave * kBlockN / 8;
 #pragma unroll
-      for (u32 j = 0; j < kSliceN / 8; ++j) {
+      for (u32 j = 0; j < kSliceCols<kSlice> / 8; ++j) {
         const u32 c = kFirstColumnChunk + j, t = kWaveChunk + c;
         const bool first = c * 8 < kSwitch;
-        const float s0 = first ? s00 : s01;
-        const float s1 = first ? s10 : s11;
+        const bool third = c * 8 >= kSwitch + 128;
+        const float s0 = first ? s00 : third ? s02 : s01;
+        const float s1 = first ? s10 : third ? s12 : s11;
         accum[4 * t + 0] += s0 * partial[4 * j + 0];
         accum[4 * t + 1] += s0 * partial[4 * j + 1];
         accum[4 * t + 2] += s1 * partial[4 * j + 2];
@@ -659,7 +782,7 @@ struct Fp8Gemm {
     // must not sit under a runtime condition: ptxas then cannot follow the pipeline and serialises every
     // wgmma (C7514), so the caller unrolls the walk into steps that always issue and one final step that
     // does not.
-    template <bool kIssueNext, u32 kSlice>
+    template <bool kIssueNext, u32 kSlice, u32 kSwitch = 0>
     __device__ __forceinline__ void step(float (&current)[kPartialPerThread], float (&next)[kPartialPerThread]) {
       static_assert(kWaves == 1, "two-wave tiles walk their K blocks in walk_two_wave_tiles()");
       constexpr bool kLastSlice = kSlice + 1 == kSlices;
@@ -696,7 +819,7 @@ struct Fp8Gemm {
       // loop, whose unrolling gives its compiler the same order).
       if constexpr (!kOverlapPromotion && kIssueNext && kLastSlice)
         next_block_landed = test_full(issue_slot.stage, issue_slot.phase);
-      promote<kSlice>(current);
+      promote<kSlice, kWaves - 1, kSwitch>(current);
       if constexpr (kLastSlice && kAccumulate) release(current_stage);
 
       if constexpr (kLastSlice) {
@@ -724,8 +847,12 @@ struct Fp8Gemm {
           for (u32 i = 0; i < kAccumPerThread; ++i) accum[i] = 0.0f;
         }
         if constexpr (!kOverlapPromotion && kIssueNext) next_scales = issue(issue_slot, next);
-        current_stage = issue_slot.stage;
-        issue_slot.advance();
+        // The walk's last step issues nothing and keeps the slot: a next segment (Schedule::next_segment) must
+        // start where the producer's walk does.
+        if constexpr (kIssueNext) {
+          current_stage = issue_slot.stage;
+          issue_slot.advance();
+        }
         unit = next_unit;
         kb = next_kb;
         tile = next_tile;
@@ -733,7 +860,9 @@ struct Fp8Gemm {
       }
     }
 
-    // One-wave tiles: every (tile, K block) of this CTA, in order, as one flattened walk of step()s.
+    // One-wave tiles: every (tile, K block) of this CTA's segment (see Schedule), in order, as one flattened
+    // walk of step()s; kSwitch: the segment's switch column compiled in (kSwitchedWalk), or 0.
+    template <u32 kSwitch = 0>
     __device__ __forceinline__ void walk_blocks(float (&partial0)[kPartialPerThread]) {
       const u32 num_tiles = (schedule.num_units - schedule.first + schedule.stride - 1) / schedule.stride;
       const u32 num_blocks = num_tiles * schedule.kb_count;
@@ -749,18 +878,32 @@ struct Fp8Gemm {
         const u32 num_steps = kSlices * num_blocks;
         u32 i = 0;
         for (; i + 2 < num_steps; i += 2) {
-          step<true, 0>(partial0, partial1);
-          step<true, kSecond>(partial1, partial0);
+          step<true, 0, kSwitch>(partial0, partial1);
+          step<true, kSecond, kSwitch>(partial1, partial0);
         }
         if (i + 1 < num_steps) {
-          step<true, 0>(partial0, partial1);
-          step<false, kSecond>(partial1, partial0);
+          step<true, 0, kSwitch>(partial0, partial1);
+          step<false, kSecond, kSwitch>(partial1, partial0);
         } else {
-          step<false, 0>(partial0, partial1);
+          step<false, 0, kSwitch>(partial0, partial1);
         }
       } else {
-        for (u32 b = 0; b + 1 < num_blocks; ++b) step<true, 0>(partial0, partial0);
-        step<false, 0>(partial0, partial0);
+        for (u32 b = 0; b + 1 < num_blocks; ++b) step<true, 0, kSwitch>(partial0, partial0);
+        step<false, 0, kSwitch>(partial0, partial0);
+      }
+    }
+
+    // kSwitchedWalk: the walk compiled for the segment's switch column (a multiple of gcd(BLOCK_N, 128)), chosen
+    // once here.
+    template <u32 kSwitch = 128>
+    __device__ __forceinline__ void walk_class(float (&partial0)[kPartialPerThread], u32 switch_column) {
+      if constexpr (kSwitch <= kGcdBlockN128) {
+        walk_blocks<kSwitch>(partial0);
+      } else {
+        if (switch_column == kSwitch)
+          walk_blocks<kSwitch>(partial0);
+        else
+          walk_class<kSwitch - kGcdBlockN128>(partial0, switch_column);
       }
     }
 
@@ -802,17 +945,27 @@ struct Fp8Gemm {
                                                  const Schedule& schedule, u32 warpgroup) {
     const u32 lane = threadIdx.x % 32;
     const u32 warp_in_group = (threadIdx.x / 32) % 4;
-    if (schedule.first < schedule.num_units) {
+    Schedule segment = schedule;
+    if (segment.first < segment.num_units) {
       // This thread's two rows of the tile (the WGMMA accumulator fragment: rows r and r + 8).
-      MathState st{p, smem, full, empty, schedule, warpgroup, lane, warpgroup * 64 + warp_in_group * 16 + lane / 4,
-                   schedule.first, 0, Tile(schedule, schedule.first), Slot{}, 0, BlockScales{}, 0, {}};
+      MathState st{p, smem, full, empty, segment, warpgroup, lane, warpgroup * 64 + warp_in_group * 16 + lane / 4,
+                   segment.first, 0, Tile(segment, segment.first), Slot{}, 0, BlockScales{}, 0, {}};
 #pragma unroll
       for (u32 i = 0; i < kAccumPerThread; ++i) st.accum[i] = 0.0f;
       float partial0[kPartialPerThread];
-      if constexpr (kWaves > 1)
-        st.walk_two_wave_tiles(partial0);
-      else
-        st.walk_blocks(partial0);
+      do {
+        if constexpr (kWaves > 1) {
+          st.walk_two_wave_tiles(partial0);
+        } else {
+          st.unit = segment.first;
+          st.kb = 0;
+          st.tile = Tile(segment, segment.first);
+          if constexpr (kSwitchedWalk)
+            st.walk_class(partial0, segment.switch_column());
+          else
+            st.walk_blocks(partial0);
+        }
+      } while (segment.next_segment());
     }
     // The staging tile must stay valid until the last stores have read it. Only that: the writes themselves
     // complete with the grid, and waiting for them here would add their latency to every call's tail.

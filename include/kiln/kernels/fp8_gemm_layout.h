@@ -5,7 +5,7 @@
 // [BLOCK_M][store_cols] bf16 with a store_cols * 2-byte swizzle (the TMA store's box is {store_cols, 64}).
 // Per pipeline stage: an A tile [BLOCK_M][128] e4m3, a B tile [BLOCK_N][128] e4m3 (both written by TMA with
 // 128-byte swizzle, so each starts 1024-byte aligned), A's scales for the tile [BLOCK_M] fp32 and B's
-// scales: the tile's one or two 128x128-block scales (inference form), or [BLOCK_N] fp32 (weight-gradient
+// scales: the tile's one to three 128x128-block scales (inference form), or [BLOCK_N] fp32 (weight-gradient
 // form, B scaled per row). Then a "full" and an "empty" mbarrier per stage.
 //
 // With split-K (the CTAs of a cluster each take a share of K of the same tile), the cluster's leader also
@@ -62,8 +62,8 @@ constexpr Fp8GemmLayout fp8_gemm_layout(u32 block_m, u32 block_n, u32 stages, bo
   l.a_offset = l.reduce_offset + l.reduce_bytes;
   l.b_offset = fp8_gemm_align_up(l.a_offset + stages * l.a_stage_bytes, 1024);
   l.sfa_offset = fp8_gemm_align_up(l.b_offset + stages * l.b_stage_bytes, 128);
-  // Inference form: the tile's one or two 128x128-block scales of B for this K block (two fp32, written by
-  // the scale-loader warp); weight-gradient form: BLOCK_N per-row scales, loaded by TMA.
+  // Inference form: the tile's one to three 128x128-block scales of B for this K block (written by the
+  // scale-loader warp); weight-gradient form: BLOCK_N per-row scales, loaded by TMA.
   l.sfb_stage_bytes = sfb_per_row ? fp8_gemm_align_up(block_n * 4, 128) : 16;
   l.sfb_offset = l.sfa_offset + stages * l.sfa_stage_bytes;
   l.full_barrier_offset = fp8_gemm_align_up(l.sfb_offset + stages * l.sfb_stage_bytes, 8);
@@ -107,15 +107,20 @@ constexpr u64 fp8_gemm_b_cache_policy(u32 block_m, u32 m) {
 
 // How many column slices a tile's K block is issued in when the promotion overlaps the WGMMAs: up to
 // BLOCK_N = 128 the partial accumulators cover whole tiles (K blocks alternate between two of them); wider
-// tiles are issued in two halves (the halves alternate), so two partial accumulators of BLOCK_N / 4 floats
-// plus the FP32 one still fit the math warpgroups' 232-240 registers.
+// tiles are issued in two slices of about half the columns (fp8_gemm_first_slice_cols; the slices alternate),
+// so two partial accumulators of about BLOCK_N / 4 floats plus the FP32 one still fit the math warpgroups'
+// 232-240 registers.
 constexpr u32 fp8_gemm_promotion_slices(u32 block_n) { return block_n <= 128 ? 1 : 2; }
 
+// Columns of a two-slice tile's first slice: half the tile, rounded up to a multiple of 16 (176 -> 96 + 80).
+// WGMMAs of a width that is an odd multiple of 8 ran slowly on the H200: 128x176 in halves of 88 took 129 us
+// at 4096 x 2112 x 7168 against 124.6 in slices of 96 + 80 (same kernel otherwise), and 128x144 in halves of
+// 72 was slower than its serial twin.
+constexpr u32 fp8_gemm_first_slice_cols(u32 block_n) { return (block_n / 2 + 15) / 16 * 16; }
+
 // Whether the kernel can overlap the promotion with the WGMMAs for this tile width: whole tiles up to 128
-// columns, halves (a WGMMA width that is a multiple of 16) up to 192.
-constexpr bool fp8_gemm_can_overlap_promotion(u32 block_n) {
-  return block_n <= 128 || (block_n <= 192 && (block_n / 2) % 16 == 0);
-}
+// columns, two slices (fp8_gemm_first_slice_cols) up to 192.
+constexpr bool fp8_gemm_can_overlap_promotion(u32 block_n) { return block_n <= 192 && block_n % 16 == 0; }
 
 // Threads per CTA: one producer warpgroup plus the math warpgroups (one per 64 rows of BLOCK_M).
 constexpr u32 fp8_gemm_num_threads(u32 num_math_warpgroups) {
