@@ -140,18 +140,17 @@ struct Fp8Gemm {
   static_assert(kNumMathWarpgroups == 1 || kNumMathWarpgroups == 2, "one or two math warpgroups");
   static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "BLOCK_N: a multiple of 16 in 16..256");
   // A tile starts at a multiple of kBlockN, so n0 % 128 <= 128 - gcd(kBlockN, 128): it spans at most two
-  // 128-column blocks when kBlockN <= 128 + gcd(kBlockN, 128) (e.g. 112, 144, 160, 192; not 176).
+  // 128-column blocks when kBlockN <= 128 + gcd(kBlockN, 128) (112, 144, 160, 192), and three in places
+  // beyond (176: tiles starting 96 or 112 columns into a block). No width up to 256 spans four.
   static constexpr u32 kGcdBlockN128 = (kBlockN & (0u - kBlockN)) < 128u ? (kBlockN & (0u - kBlockN)) : 128u;
-  // Wider tiles than 128 + gcd span three blocks in places (176: tiles starting 96 or 112 columns into one).
-  // No width up to 256 spans four.
   static constexpr bool kThreeSfb = !kAccumulate && !kUniformSfb && kBlockN > 128 + kGcdBlockN128;
   // Column classes (one-wave tiles of the inference form that straddle B's blocks at more than two columns):
   // where a tile's B scale switches depends on its first column modulo 128, one of 128 / gcd(BLOCK_N, 128)
-  // columns (4 for 160, 8 for 176). The promotion has that column compiled in, and a per-block choice between the copies cost
-  // 3-8 % at 128x160 on the H200 (merged by the front end into register moves per column chunk, or kept apart
-  // as branches) and more at 176. So the units are split into classes of equal column modulo 128 (n units
-  // k, k + C, ...), the CTAs into shares of them in proportion to their units, and each CTA's math warps run
-  // the walk compiled for its class: no per-block choice at all.
+  // columns (4 for 160, 8 for 176). The promotion has that column compiled in, and a per-block choice between
+  // the copies cost 3-8 % at 128x160 on the H200 (merged by the front end into register moves per column
+  // chunk, or kept apart as branches) and more at 176. So the units are split into classes of equal column
+  // modulo 128 (n units k, k + C, ...), the CTAs into shares of them in proportion to their units, and each
+  // CTA's math warps run the walk compiled for its class: no per-block choice at all.
   // Not for 192 (two columns, 64 and 128): its two copies stay apart (not merged), and the classes measured
   // 2-4 % slower there (4096 x 2112 x 7168: 100.0 against 96.3 us), where 160 gained 2-4 %.
   static constexpr bool kSwitchedWalk = !kAccumulate && !kUniformSfb && kWaves == 1 && 128 / kGcdBlockN128 > 2;
@@ -231,6 +230,8 @@ struct Fp8Gemm {
           shares[k] = 1 + spare * class_n_units(k) / kNumNUnits;
           given += shares[k];
         }
+        // The shares add up to `clusters`, so exactly one holds this cluster (the first values only keep the
+        // compiler from seeing them unset).
         cls = 0;
         first = cluster;
         stride = shares[0];
@@ -254,13 +255,13 @@ struct Fp8Gemm {
         set_class(cluster);
       }
     }
-    // N units in class k (k < kNumNUnits).
+    // N units in class k (k < kClassesWithUnits <= kNumNUnits: at least one).
     static __device__ __forceinline__ u32 class_n_units(u32 k) {
       return (kNumNUnits - k + kColumnClasses - 1) / kColumnClasses;
     }
-    __device__ __forceinline__ void set_class(u32 k) {
+    __device__ __forceinline__ void set_class(u32 k) {  // k < kClassesWithUnits
       cls = k;
-      num_n_units = k < kNumNUnits ? class_n_units(k) : 0;
+      num_n_units = class_n_units(k);
       num_units = num_m_units * num_n_units;
     }
     // Moves on to this cluster's next class, if it has one (only with fewer clusters than classes).
