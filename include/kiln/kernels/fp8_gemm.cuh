@@ -583,8 +583,10 @@ struct Fp8Gemm {
 
     // The first kSliceCols<kSlice> / 2 floats of a partial: the fragment of that slice's WGMMAs.
     template <u32 kSlice>
-    static __device__ __forceinline__ float (&slice_view(float (&partial)[kPartialPerThread]))[kSliceCols<kSlice> / 2] {
-      return reinterpret_cast<float(&)[kSliceCols<kSlice> / 2]>(partial);
+    using SliceFragment = float[kSliceCols<kSlice> / 2];
+    template <u32 kSlice>
+    static __device__ __forceinline__ SliceFragment<kSlice>& slice_view(float (&partial)[kPartialPerThread]) {
+      return reinterpret_cast<SliceFragment<kSlice>&>(partial);
     }
 
     // Waits for the block in slot `slot`, reads its scales, and issues its first slice into `partial`.
@@ -654,7 +656,7 @@ struct Fp8Gemm {
     // accumulation). Fragment chunk j of the slice (8 columns) is column chunk c = kSliceFirstCol / 8 + j of
     // the tile, and accumulator chunk kWave * kBlockN / 8 + c.
     // kSwitch: the tile's switch column when the walk is compiled for one column class (kSwitchedWalk); 0: the
-    // tile's own, chosen at run time (the two-wave tiles).
+    // tile's own, chosen at run time (192 and the two-wave tiles).
     template <u32 kSlice, u32 kWave = kWaves - 1, u32 kSwitch = 0>
     __device__ __forceinline__ void promote(const float (&partial)[kPartialPerThread]) {
       const float a0 = scales.a0[kWave], a1 = scales.a1[kWave];
