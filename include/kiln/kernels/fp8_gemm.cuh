@@ -683,24 +683,30 @@ struct Fp8Gemm {
           const float s02 = kThreeSfb ? a0 * scales.b2 : 0.0f, s12 = kThreeSfb ? a1 * scales.b2 : 0.0f;
           promote_split<kSlice, kWave, kSwitch>(partial, s00, s10, s01, s11, s02, s12);
         } else {
-          dispatch_split<kSlice, kWave, 128>(partial, s00, s10, s01, s11);
+          with_switch_column(tile.sfb_switch, [&](auto column) {
+            promote_split<kSlice, kWave, decltype(column)::value>(partial, s00, s10, s01, s11);
+          });
         }
       }
     }
 
-    // The tile's switch to B's second scale block as a compile-time column: one branch per promotion
-    // instead of a select and two multiplies per 8 columns. It lies at 128 - n0 % 128, a multiple of
-    // gcd(BLOCK_N, 128), so there are 128 / gcd of them (2 for 192, 4 for 160, 8 for 112).
-    template <u32 kSlice, u32 kWave, u32 kSwitch>
-    __device__ __forceinline__ void dispatch_split(const float (&partial)[kPartialPerThread], float s00, float s10,
-                                                   float s01, float s11) {
+    // A switch column as a compile-time value: code with it compiled in (the promotion, or a column class's
+    // whole walk) instead of a select and two multiplies per 8 columns. It lies at 128 - n0 % 128, a multiple
+    // of gcd(BLOCK_N, 128), so there are 128 / gcd of them (2 for 192, 4 for 160, 8 for 112 and 176);
+    // with_switch_column(column, f) calls f(SwitchColumn<column>{}), one branch per candidate.
+    template <u32 kColumn>
+    struct SwitchColumn {
+      static constexpr u32 value = kColumn;
+    };
+    template <u32 kSwitch = 128, typename F>
+    static __device__ __forceinline__ void with_switch_column(u32 column, F&& f) {
       if constexpr (kSwitch <= kGcdBlockN128) {
-        promote_split<kSlice, kWave, kSwitch>(partial, s00, s10, s01, s11);
+        f(SwitchColumn<kSwitch>{});
       } else {
-        if (tile.sfb_switch == kSwitch)
-          promote_split<kSlice, kWave, kSwitch>(partial, s00, s10, s01, s11);
+        if (column == kSwitch)
+          f(SwitchColumn<kSwitch>{});
         else
-          dispatch_split<kSlice, kWave, kSwitch - kGcdBlockN128>(partial, s00, s10, s01, s11);
+          with_switch_column<kSwitch - kGcdBlockN128>(column, f);
       }
     }
 
@@ -896,19 +902,6 @@ struct Fp8Gemm {
       }
     }
 
-    // kSwitchedWalk: the walk compiled for the segment's switch column (a multiple of gcd(BLOCK_N, 128)), chosen
-    // once here.
-    template <u32 kSwitch = 128>
-    __device__ __forceinline__ void walk_class(float (&partial0)[kPartialPerThread], u32 switch_column) {
-      if constexpr (kSwitch <= kGcdBlockN128) {
-        walk_blocks<kSwitch>(partial0);
-      } else {
-        if (switch_column == kSwitch)
-          walk_blocks<kSwitch>(partial0);
-        else
-          walk_class<kSwitch - kGcdBlockN128>(partial0, switch_column);
-      }
-    }
 
     // Two-wave tiles (256 rows: serial promotion, TMA stores, no split-K): a loop over this CTA's tiles around
     // a counted loop over each tile's K blocks. The flattened walk of step() decides at every block whether a
@@ -963,10 +956,14 @@ struct Fp8Gemm {
           st.unit = segment.first;
           st.kb = 0;
           st.tile = Tile(segment, segment.first);
-          if constexpr (kSwitchedWalk)
-            st.walk_class(partial0, segment.switch_column());
-          else
+          // kSwitchedWalk: the walk compiled for the segment's switch column, chosen once here.
+          if constexpr (kSwitchedWalk) {
+            MathState::with_switch_column(segment.switch_column(), [&](auto column) {
+              st.template walk_blocks<decltype(column)::value>(partial0);
+            });
+          } else {
             st.walk_blocks(partial0);
+          }
         }
       } while (segment.next_segment());
     }
