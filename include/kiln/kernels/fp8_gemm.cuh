@@ -176,6 +176,10 @@ struct Fp8Gemm {
   static_assert(kColumnClasses <= 8, "at most 8 column classes");
   static_assert(!kThreeSfb || kSwitchedWalk, "tiles spanning three scale blocks are promoted per column class");
 
+  // The tile-local column where B's second 128-column scale block starts in the tile of n block `n_block` (a
+  // multiple of gcd(BLOCK_N, 128); >= kBlockN: never).
+  static __device__ __forceinline__ u32 switch_column_of(u32 n_block) { return 128 - n_block * kBlockN % 128; }
+
   // Unit index -> (m unit, n unit) on the grid of num_m_units x kNumNUnits. Groups of kGroupM m units; inside
   // a group m varies fastest, so consecutive CTAs share B panels and a wave touches about kGroupM A panels.
   static __device__ __forceinline__ void unit_coords(u32 unit, u32 num_m_units, u32 num_n_units, u32& m_unit,
@@ -277,16 +281,15 @@ struct Fp8Gemm {
     __device__ __forceinline__ void coords(u32 unit, u32& m_block, u32& n_block) const {
       u32 m_unit, n_unit;
       unit_coords(unit, num_m_units, num_n_units, m_unit, n_unit);
-      n_unit = cls + n_unit * kColumnClasses;
       m_block = kClusterM == 1 ? m_unit : m_unit * kClusterM + rank;
-      n_block = kClusterN == 1 ? n_unit : n_unit * kClusterN + rank;
+      n_block = n_block_of(cls + n_unit * kColumnClasses);
     }
-    // Column classes: the tile-local column where B's second scale block starts in every tile of this class
-    // (and, for this CTA of an N pair, its rank).
-    __device__ __forceinline__ u32 switch_column() const {
-      const u32 n_block = kClusterN == 1 ? cls : cls * kClusterN + rank;
-      return 128 - n_block * kBlockN % 128;
+    // This CTA's n block in n unit `n_unit`.
+    __device__ __forceinline__ u32 n_block_of(u32 n_unit) const {
+      return kClusterN == 1 ? n_unit : n_unit * kClusterN + rank;
     }
+    // Column classes: the switch column of every tile of this class (its first n unit is `cls`).
+    __device__ __forceinline__ u32 switch_column() const { return switch_column_of(n_block_of(cls)); }
   };
 
   // A position in the ring of pipeline slots; the parity flips each time the ring wraps.
@@ -484,12 +487,12 @@ struct Fp8Gemm {
   // What the math warpgroups need to know about the tile they are on.
   struct Tile {
     u32 m_block, n0;
-    u32 sfb_switch;  // tile-local column where B's second scale block starts (a multiple of 16; >= kBlockN: never)
+    u32 sfb_switch;  // switch_column_of the tile
     __device__ __forceinline__ Tile(const Schedule& schedule, u32 unit) {
       u32 n_block;
       schedule.coords(unit, m_block, n_block);
       n0 = n_block * kBlockN;
-      sfb_switch = 128 - n0 % 128;
+      sfb_switch = switch_column_of(n_block);
     }
   };
 
