@@ -567,12 +567,18 @@ int main(int argc, char** argv) {
         few_sms.before = [] { kiln::set_num_sms(7); };
         few_sms.after = [] { kiln::set_num_sms(0); };
         cases.push_back(few_sms);
-        // A case run under kernel overrides, cleared again after it.
-        const auto forced = [](int64_t m, const char* note, kiln::Fp8GemmOverrides o) {
+        // A case run under kernel overrides (and, with num_sms > 0, set_num_sms), cleared again after it.
+        const auto forced = [](int64_t m, const char* note, kiln::Fp8GemmOverrides o, int num_sms = 0) {
           Case c{m, 576, 512};
           c.note = note;
-          c.before = [o] { kiln::set_fp8_gemm_overrides(o); };
-          c.after = [] { kiln::set_fp8_gemm_overrides({}); };
+          c.before = [o, num_sms] {
+            if (num_sms > 0) kiln::set_num_sms(num_sms);
+            kiln::set_fp8_gemm_overrides(o);
+          };
+          c.after = [num_sms] {
+            if (num_sms > 0) kiln::set_num_sms(0);
+            kiln::set_fp8_gemm_overrides({});
+          };
           return c;
         };
         cases.push_back(forced(1000, "overrides block_m=64 block_n=32 stages=3", {64, 32, 3, 0}));
@@ -580,16 +586,7 @@ int main(int argc, char** argv) {
         // 176-column tiles span three of B's scale blocks in places; with fewer clusters than column classes
         // (set_num_sms(3) against 4 classes with tiles at N = 576) each CTA walks several classes in turn.
         cases.push_back(forced(1000, "overrides block_m=128 block_n=176", {128, 176, 0, 0}));
-        Case few_sms_classes = forced(1000, "overrides block_m=128 block_n=176, set_num_sms(3)", {128, 176, 0, 0});
-        few_sms_classes.before = [] {
-          kiln::set_num_sms(3);
-          kiln::set_fp8_gemm_overrides({128, 176, 0, 0});
-        };
-        few_sms_classes.after = [] {
-          kiln::set_num_sms(0);
-          kiln::set_fp8_gemm_overrides({});
-        };
-        cases.push_back(few_sms_classes);
+        cases.push_back(forced(1000, "overrides block_m=128 block_n=176, set_num_sms(3)", {128, 176, 0, 0}, 3));
         cases.push_back(forced(300, "overrides block_m=256 (two waves per math warpgroup)", {256, 0, 0, 0}));
         cases.push_back(forced(300, "overrides block_m=256 block_n=64 cluster_n=2 (A multicast, 9 n blocks: odd)",
                                {256, 64, 0, 0, 2}));
