@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "kiln/error.hpp"
@@ -122,11 +123,21 @@ Fp8GemmConfig make_config(const Tile& t, const TargetInfo& target, const Fp8Gemm
   return c;
 }
 
+// The clusters a configuration's grid needs at N columns: one per column class with tiles (the kernel walks
+// one class per cluster), else one.
+int needed_clusters(const Fp8GemmConfig& c, int64_t n) {
+  return static_cast<int>(kernels::fp8_gemm_min_clusters(
+      static_cast<uint32_t>(c.block_m), static_cast<uint32_t>(c.block_n), static_cast<uint32_t>(c.math_warpgroups),
+      static_cast<uint32_t>(c.cluster_n), c.accumulate, static_cast<uint32_t>(n)));
+}
+
 // The candidates, best-first for ties (bigger tiles first: fewer tiles, fewer epilogues). 256x128 is
 // DeepGEMM's large-M tile and ours since the sweep of 2026-11-29 (3-7 % faster than 128x128 at M = 4096 on four
 // of the seven dense shapes); its CTA pairs share A, two thirds of each stage (the bf16 form only: the
-// accumulating form has no 256-row kernel).
-std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, const Fp8GemmOverrides& o, Fp8GemmForm form) {
+// accumulating form has no 256-row kernel). A tile with more column classes than the target has clusters
+// (set_num_sms) is left out; when it was the one asked for, the error says so.
+std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, int64_t n, const Fp8GemmOverrides& o,
+                                      Fp8GemmForm form) {
   static constexpr std::array<Tile, 8> kTiles = {
       {{256, 128}, {128, 128}, {128, 64}, {128, 160}, {128, 192}, {64, 128}, {64, 64}, {64, 32}}};
   // block_m = 256 alone: the 256-row tiles' narrower widths too.
@@ -147,9 +158,14 @@ std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, const Fp8GemmOve
       for (int bm : {128, 64}) tiles.push_back({bm, o.block_n});
   }
   std::vector<Fp8GemmConfig> out;
+  std::optional<Fp8GemmConfig> short_of_clusters;  // the first tile that fits but lacks clusters (for the error)
   for (const Tile& t : tiles) {
     const Fp8GemmConfig c = make_config(t, target, o, form);
-    if (c.stages > 0) out.push_back(c);
+    if (c.stages == 0) continue;
+    if (target.sm_count / c.cluster_size() >= needed_clusters(c, n))
+      out.push_back(c);
+    else if (!short_of_clusters)
+      short_of_clusters = c;
   }
   // The narrow tiles split in K by CTA pairs (the bf16 form, no multicast asked for: pairs go one way only),
   // their stages re-counted for the layout's reduction buffer: 64x32, and 64x16 unless block_n is fixed (at
@@ -166,6 +182,16 @@ std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, const Fp8GemmOve
       const Fp8GemmConfig split = make_config(t, target, split_pairs, form);
       if (split.stages > 0) out.push_back(split);
     }
+  }
+  if (out.empty() && short_of_clusters) {
+    const Fp8GemmConfig& c = *short_of_clusters;
+    const int classes = needed_clusters(c, n);
+    invalid("fp8_gemm_nt", "tile " + std::to_string(c.block_m) + "x" + std::to_string(c.block_n) + " at n=" +
+                               std::to_string(n) + " walks " + std::to_string(classes) +
+                               " column classes, one per cluster of " + std::to_string(c.cluster_size()) +
+                               " CTA(s), so it needs at least " + std::to_string(classes * c.cluster_size()) +
+                               " SMs; " + std::to_string(target.sm_count) +
+                               " are usable (set_num_sms or the target's SM count)");
   }
   if (out.empty()) {
     const Tile& t = tiles.front();
@@ -331,7 +357,7 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
     invalid("fp8_gemm_nt",
             "cluster_n must be 0 (heuristic) or 1 for the accumulating form (its kernel adds into fp32 D without a "
             "cluster), got " + std::to_string(overrides.cluster_n));
-  const std::vector<Fp8GemmConfig> cands = candidates(target, overrides, form);
+  const std::vector<Fp8GemmConfig> cands = candidates(target, n, overrides, form);
   const size_t nc = cands.size();
 
   // The intervals: [1, kDecodeM] costed at M = 1, (kDecodeM, 64] at 64, then (64 i, 64 (i + 1)] each at its

@@ -583,10 +583,12 @@ int main(int argc, char** argv) {
         };
         cases.push_back(forced(1000, "overrides block_m=64 block_n=32 stages=3", {64, 32, 3, 0}));
         cases.push_back(forced(200, "overrides block_m=128 block_n=144", {128, 144, 0, 0}));
-        // 176-column tiles span three of B's scale blocks in places; with fewer clusters than column classes
-        // (set_num_sms(3) against 4 classes with tiles at N = 576) each CTA walks several classes in turn.
+        // 176-column tiles span three of B's scale blocks in places; with as few SMs as column classes with
+        // tiles (set_num_sms(4) against 4 classes at N = 576) each CTA walks one class whole. (3 is an error:
+        // the unit test ColumnClassTilesNeedAClusterPerClass.)
         cases.push_back(forced(1000, "overrides block_m=128 block_n=176", {128, 176, 0, 0}));
-        cases.push_back(forced(1000, "overrides block_m=128 block_n=176, set_num_sms(3)", {128, 176, 0, 0}, 3));
+        cases.push_back(forced(1000, "overrides block_m=128 block_n=176, set_num_sms(4)", {128, 176, 0, 0}, 4));
+        cases.push_back(forced(1000, "overrides block_m=128 block_n=160, set_num_sms(5)", {128, 160, 0, 0}, 5));
         cases.push_back(forced(300, "overrides block_m=256 (two waves per math warpgroup)", {256, 0, 0, 0}));
         cases.push_back(forced(300, "overrides block_m=256 block_n=64 cluster_n=2 (A multicast, 9 n blocks: odd)",
                                {256, 64, 0, 0, 2}));

@@ -21,6 +21,7 @@
 namespace kiln::ops {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 const TargetInfo kH200{9, 0, 132, 232448};
@@ -553,6 +554,58 @@ TEST(Fp8GemmHeuristic, OverridesNarrowTheChoice) {
   EXPECT_EQ(pairs_on_a.kernels[0].units(128, 7168), 28);  // 56 n blocks in pairs
   EXPECT_EQ(pairs_on_a.kernels[0].units(129, 2112), 2 * 9);  // 17 n blocks: the last pair's second tile is past N
   EXPECT_EQ(plan.kernels[0].units(129, 2112), 17);
+}
+
+// Tiles that straddle B's scale blocks at more than two columns (160, 176, ...) are walked one column class
+// per cluster, so their grid needs a cluster per class that has tiles: with fewer usable SMs (set_num_sms) the
+// heuristic leaves them out, and forcing one is an error that says why, before any compile or launch.
+TEST(Fp8GemmHeuristic, ColumnClassTilesNeedAClusterPerClass) {
+  using kernels::fp8_gemm_column_classes;
+  using kernels::fp8_gemm_min_clusters;
+  EXPECT_EQ(fp8_gemm_column_classes(128, 160, 2, 1, false), 4u);
+  EXPECT_EQ(fp8_gemm_column_classes(128, 176, 2, 1, false), 8u);
+  EXPECT_EQ(fp8_gemm_column_classes(128, 160, 2, 2, false), 2u);  // pairs along N: classes of units
+  EXPECT_EQ(fp8_gemm_column_classes(64, 112, 1, 1, false), 8u);
+  EXPECT_EQ(fp8_gemm_column_classes(128, 192, 2, 1, false), 1u);  // two columns: no classes
+  EXPECT_EQ(fp8_gemm_column_classes(128, 128, 2, 1, false), 1u);  // uniform
+  EXPECT_EQ(fp8_gemm_column_classes(256, 96, 2, 2, false), 1u);   // two waves
+  EXPECT_EQ(fp8_gemm_column_classes(128, 160, 2, 1, true), 1u);   // the accumulating form
+  EXPECT_EQ(fp8_gemm_min_clusters(128, 176, 2, 1, false, 576), 4u);  // 4 n blocks: 4 classes with tiles
+  EXPECT_EQ(fp8_gemm_min_clusters(128, 176, 2, 1, false, 2112), 8u);
+  EXPECT_EQ(fp8_gemm_min_clusters(128, 192, 2, 1, false, 2112), 1u);
+
+  Fp8GemmOverrides forced;
+  forced.block_m = 128;
+  forced.block_n = 176;
+  TargetInfo few = kH200;
+  few.sm_count = 4;  // exactly one CTA per class at N = 576
+  const Fp8GemmPlan plan = fp8_gemm_plan(few, 576, 7168, forced);
+  ASSERT_EQ(plan.kernels.size(), 1u);
+  EXPECT_EQ(plan.kernels[0].block_n, 176);
+  few.sm_count = 3;
+  EXPECT_THAT(error_of([&] { fp8_gemm_plan(few, 576, 7168, forced); }),
+              AllOf(HasSubstr("tile 128x176 at n=576 walks 4 column classes"), HasSubstr("at least 4 SMs; 3 are usable"),
+                    HasSubstr("set_num_sms")));
+  forced.cluster_n = 2;  // pairs: two classes of units, a cluster of two CTAs each
+  few.sm_count = 3;
+  EXPECT_THAT(error_of([&] { fp8_gemm_plan(few, 2112, 7168, forced); }),
+              HasSubstr("walks 4 column classes, one per cluster of 2 CTA(s), so it needs at least 8 SMs"));
+
+  // The heuristic itself never picks a tile whose classes outnumber the clusters.
+  for (const int sms : {1, 2, 3, 5, 7, 132})
+    for (const auto& [n, k] : warmup_shapes()) {
+      TargetInfo t = kH200;
+      t.sm_count = sms;
+      const Fp8GemmPlan p = fp8_gemm_plan(t, n, k);
+      expect_well_formed(p);
+      for (const Fp8GemmConfig& c : p.kernels)
+        EXPECT_GE(sms / c.cluster_size(),
+                  static_cast<int>(fp8_gemm_min_clusters(static_cast<uint32_t>(c.block_m), static_cast<uint32_t>(c.block_n),
+                                                         static_cast<uint32_t>(c.math_warpgroups),
+                                                         static_cast<uint32_t>(c.cluster_n), c.accumulate,
+                                                         static_cast<uint32_t>(n))))
+            << c.describe() << " at n=" << n << " with " << sms << " SMs";
+    }
 }
 
 TEST(Fp8GemmHeuristic, BadOverridesAndProblemsNameTheField) {

@@ -153,10 +153,11 @@ struct Fp8Gemm {
   // CTA's math warps run the walk compiled for its class: no per-block choice at all.
   // Not for 192 (two columns, 64 and 128): its two copies stay apart (not merged), and the classes measured
   // 2-4 % slower there (4096 x 2112 x 7168: 100.0 against 96.3 us), where 160 gained 2-4 %.
-  static constexpr bool kSwitchedWalk = !kAccumulate && !kUniformSfb && kWaves == 1 && 128 / kGcdBlockN128 > 2;
   // With pairs along N (kClusterN = 2) a unit's two tiles differ by one n block: classes of units, C / 2 of
-  // them, each CTA's column then fixed by its rank too.
-  static constexpr u32 kColumnClasses = kSwitchedWalk ? 128 / kGcdBlockN128 / kClusterN : 1;
+  // them, each CTA's column then fixed by its rank too. One formula for the host and the kernel.
+  static constexpr u32 kColumnClasses =
+      fp8_gemm_column_classes(kBlockM, kBlockN, kNumMathWarpgroups, kClusterN, kAccumulate);
+  static constexpr bool kSwitchedWalk = kColumnClasses > 1;
   static_assert(kStages >= 1 && kStages <= kFp8GemmMaxStages, "stages: 1..16");
   static_assert(kLayout.total_bytes <= kHopperSmemPerBlock, "the stages do not fit in shared memory");
   static_assert(kN % 8 == 0 && kN > 0, "N must be a positive multiple of 8");
@@ -204,14 +205,16 @@ struct Fp8Gemm {
   // With column classes (kColumnClasses > 1) the walk covers one class at a time: class k holds the n units
   // k, k + C, ... (C = kColumnClasses), and its units are numbered like the whole grid's, over its own n units.
   // Each cluster gets one class: every class one cluster, the rest in proportion to the class's n units (all
-  // classes have the same m units), the remainder one each to the first classes, which have the most. With
-  // fewer clusters than classes (set_num_sms) cluster c takes classes c, c + clusters, ... one after the other
-  // (next_segment()).
+  // classes have the same m units), the remainder one each to the first classes, which have the most. So the
+  // grid needs a cluster per class (fp8_gemm_min_clusters; the host picks no such tile for fewer SMs). A
+  // cluster that walked several classes in turn would need a loop around the math walk, and that loop alone
+  // cost the walk 18 instructions per K block at 128x160 (ptxas split six of its twelve 64-bit descriptor
+  // adds), 2-4 % of its time on the H200.
   struct Schedule {
     u32 num_m_units, num_n_units, num_units, first, stride, rank, kb_begin, kb_count;
-    u32 cls;           // the column class walked now (0 without classes)
-    u32 segment_step;  // fewer clusters than classes: the step to this cluster's next class; 0 otherwise
-    static constexpr u32 kClassesWithUnits = kColumnClasses < kNumNUnits ? kColumnClasses : kNumNUnits;
+    u32 cls;  // the column class walked (0 without classes)
+    static constexpr u32 kClassesWithUnits = fp8_gemm_min_clusters(kBlockM, kBlockN, kNumMathWarpgroups, kClusterN,
+                                                                   kAccumulate, kN);
     __device__ __forceinline__ explicit Schedule(u32 m) {
       const u32 num_m_blocks = (m + kBlockM - 1) / kBlockM;
       num_m_units = (num_m_blocks + kClusterM - 1) / kClusterM;
@@ -221,12 +224,13 @@ struct Fp8Gemm {
       kb_count = kSplitK == 1 ? kNumKBlocks : (kNumKBlocks - kb_begin < kKBlocksPerSplit ? kNumKBlocks - kb_begin : kKBlocksPerSplit);
       if constexpr (kColumnClasses == 1) {
         cls = 0;
-        segment_step = 0;
         num_n_units = kNumNUnits;
         num_units = num_m_units * kNumNUnits;
         first = cluster;
         stride = clusters;
-      } else if (clusters >= kClassesWithUnits) {
+      } else {
+        // A grid without a cluster per class would leave classes unwalked: fail loudly, never silently.
+        if (clusters < kClassesWithUnits) __trap();
         const u32 spare = clusters - kClassesWithUnits;
         u32 shares[kClassesWithUnits], given = 0;
 #pragma unroll
@@ -250,33 +254,13 @@ struct Fp8Gemm {
           }
           offset += share;
         }
-        segment_step = 0;
-        set_class(cls);
-      } else {
-        first = 0;
-        stride = 1;
-        segment_step = clusters;
-        set_class(cluster);
+        num_n_units = class_n_units(cls);
+        num_units = num_m_units * num_n_units;
       }
     }
     // N units in class k (k < kClassesWithUnits <= kNumNUnits: at least one).
     static __device__ __forceinline__ u32 class_n_units(u32 k) {
       return (kNumNUnits - k + kColumnClasses - 1) / kColumnClasses;
-    }
-    __device__ __forceinline__ void set_class(u32 k) {  // k < kClassesWithUnits
-      cls = k;
-      num_n_units = class_n_units(k);
-      num_units = num_m_units * num_n_units;
-    }
-    // Moves on to this cluster's next class, if it has one (only with fewer clusters than classes).
-    __device__ __forceinline__ bool next_segment() {
-      if constexpr (kColumnClasses == 1) {
-        return false;
-      } else {
-        if (segment_step == 0 || cls + segment_step >= kClassesWithUnits) return false;
-        set_class(cls + segment_step);
-        return true;
-      }
     }
     __device__ __forceinline__ void coords(u32 unit, u32& m_block, u32& n_block) const {
       u32 m_unit, n_unit;
@@ -375,42 +359,39 @@ struct Fp8Gemm {
     const u32 stage_tx_bytes = kLayout.stage_tx_bytes - (kBlockM - p.a_box_rows) * (kBlockK + 4);
     const u64 b_policy = p.b_cache_policy;
     Slot slot;
-    Schedule segment = schedule;
-    do {
-      for (u32 unit = segment.first; unit < segment.num_units; unit += segment.stride) {
-        u32 m_block, n_block;
-        segment.coords(unit, m_block, n_block);
-        const i32 m0 = static_cast<i32>(m_block * kBlockM);
-        const i32 n0 = static_cast<i32>(n_block * kBlockN);
-        // Not unrolled: one thread issues, and an unrolled copy per K block overflows the 40 registers.
+    for (u32 unit = schedule.first; unit < schedule.num_units; unit += schedule.stride) {
+      u32 m_block, n_block;
+      schedule.coords(unit, m_block, n_block);
+      const i32 m0 = static_cast<i32>(m_block * kBlockM);
+      const i32 n0 = static_cast<i32>(n_block * kBlockN);
+      // Not unrolled: one thread issues, and an unrolled copy per K block overflows the 40 registers.
 #pragma unroll 1
-        for (u32 i = 0; i < segment.kb_count; ++i, slot.advance()) {
-          const u32 kb = segment.kb_begin + i;
-          const u32 stage = slot.stage;
-          // Wait until every math warp has released this slot (passes at once on the first round), asleep: the
-          // producer runs ahead and waits most of a block for each slot.
-          ptx::mbarrier_wait_parity_sleep(&empty[stage], slot.phase ^ 1);
-          ptx::mbarrier_arrive_expect_tx(&full[stage], stage_tx_bytes);
-          const i32 k0 = static_cast<i32>(kb * kBlockK);
-          load_operand<kBlockM, kClusterN>(smem + kLayout.a_offset + stage * kLayout.a_stage_bytes, &p.tma_a,
-                                           &full[stage], k0, m0, segment.rank, ptx::kL2EvictNormal);
-          load_operand<kBlockN, kClusterM>(smem + kLayout.b_offset + stage * kLayout.b_stage_bytes, &p.tma_b,
-                                           &full[stage], k0, n0, segment.rank, b_policy);
-          u8* const sfa_slot = smem + kLayout.sfa_offset + stage * kLayout.sfa_stage_bytes;
-          if constexpr (kClusterN == 2) {
-            // The pair shares the m block, so its A scales too: one load, multicast (0.1-0.4 % faster at M = 4096
-            // than each CTA loading them, with less L2 traffic). Both full barriers count the bytes either way.
-            if (segment.rank == 0)
-              ptx::tma_load_2d_multicast(sfa_slot, &p.tma_sfa, &full[stage], m0, static_cast<i32>(kb), u16{0b11});
-          } else {
-            ptx::tma_load_2d(sfa_slot, &p.tma_sfa, &full[stage], m0, static_cast<i32>(kb));
-          }
-          if constexpr (kAccumulate)
-            ptx::tma_load_2d(smem + kLayout.sfb_offset + stage * kLayout.sfb_stage_bytes, &p.tma_sfb, &full[stage], n0,
-                             static_cast<i32>(kb));
+      for (u32 i = 0; i < schedule.kb_count; ++i, slot.advance()) {
+        const u32 kb = schedule.kb_begin + i;
+        const u32 stage = slot.stage;
+        // Wait until every math warp has released this slot (passes at once on the first round), asleep: the
+        // producer runs ahead and waits most of a block for each slot.
+        ptx::mbarrier_wait_parity_sleep(&empty[stage], slot.phase ^ 1);
+        ptx::mbarrier_arrive_expect_tx(&full[stage], stage_tx_bytes);
+        const i32 k0 = static_cast<i32>(kb * kBlockK);
+        load_operand<kBlockM, kClusterN>(smem + kLayout.a_offset + stage * kLayout.a_stage_bytes, &p.tma_a,
+                                         &full[stage], k0, m0, schedule.rank, ptx::kL2EvictNormal);
+        load_operand<kBlockN, kClusterM>(smem + kLayout.b_offset + stage * kLayout.b_stage_bytes, &p.tma_b,
+                                         &full[stage], k0, n0, schedule.rank, b_policy);
+        u8* const sfa_slot = smem + kLayout.sfa_offset + stage * kLayout.sfa_stage_bytes;
+        if constexpr (kClusterN == 2) {
+          // The pair shares the m block, so its A scales too: one load, multicast (0.1-0.4 % faster at M = 4096
+          // than each CTA loading them, with less L2 traffic). Both full barriers count the bytes either way.
+          if (schedule.rank == 0)
+            ptx::tma_load_2d_multicast(sfa_slot, &p.tma_sfa, &full[stage], m0, static_cast<i32>(kb), u16{0b11});
+        } else {
+          ptx::tma_load_2d(sfa_slot, &p.tma_sfa, &full[stage], m0, static_cast<i32>(kb));
         }
+        if constexpr (kAccumulate)
+          ptx::tma_load_2d(smem + kLayout.sfb_offset + stage * kLayout.sfb_stage_bytes, &p.tma_sfb, &full[stage], n0,
+                           static_cast<i32>(kb));
       }
-    } while (segment.next_segment());
+    }
   }
 
   // One operand's tile of kRows K-major rows from row0: loaded whole, with L2 policy `policy`, or, shared by
@@ -447,41 +428,38 @@ struct Fp8Gemm {
                                                        const Schedule& schedule) {
     const u32 lane = threadIdx.x % 32;
     Slot slot;
-    Schedule segment = schedule;
-    do {
-      for (u32 unit = segment.first; unit < segment.num_units; unit += segment.stride) {
-        u32 m_block, n_block;
-        segment.coords(unit, m_block, n_block);
-        // A tile beyond N (the second of a pair's last unit) reads the last row: it is never stored.
-        const u32 sfb_row = n_block * kBlockN / 128 < kNumSfbRows ? n_block * kBlockN / 128 : kNumSfbRows - 1;
-        const float* sfb0 = p.sfb + sfb_row * kNumKBlocks;
-        // The second and third blocks' rows; past the last row only for columns beyond N, which are never stored.
-        const float* sfb1 = (sfb_row + 1 < kNumSfbRows) ? sfb0 + kNumKBlocks : sfb0;
-        const float* sfb2 = (sfb_row + 2 < kNumSfbRows) ? sfb1 + kNumKBlocks : sfb1;
-        for (u32 kb0 = 0; kb0 < segment.kb_count; kb0 += 32) {
-          const u32 kb = segment.kb_begin + (kb0 + lane < segment.kb_count ? kb0 + lane : segment.kb_count - 1);
-          const float v0 = sfb0[kb];
-          const float v1 = kUniformSfb ? v0 : sfb1[kb];
-          const float v2 = kThreeSfb ? sfb2[kb] : v1;
-          const u32 count = segment.kb_count - kb0 < 32 ? segment.kb_count - kb0 : 32;
+    for (u32 unit = schedule.first; unit < schedule.num_units; unit += schedule.stride) {
+      u32 m_block, n_block;
+      schedule.coords(unit, m_block, n_block);
+      // A tile beyond N (the second of a pair's last unit) reads the last row: it is never stored.
+      const u32 sfb_row = n_block * kBlockN / 128 < kNumSfbRows ? n_block * kBlockN / 128 : kNumSfbRows - 1;
+      const float* sfb0 = p.sfb + sfb_row * kNumKBlocks;
+      // The second and third blocks' rows; past the last row only for columns beyond N, which are never stored.
+      const float* sfb1 = (sfb_row + 1 < kNumSfbRows) ? sfb0 + kNumKBlocks : sfb0;
+      const float* sfb2 = (sfb_row + 2 < kNumSfbRows) ? sfb1 + kNumKBlocks : sfb1;
+      for (u32 kb0 = 0; kb0 < schedule.kb_count; kb0 += 32) {
+        const u32 kb = schedule.kb_begin + (kb0 + lane < schedule.kb_count ? kb0 + lane : schedule.kb_count - 1);
+        const float v0 = sfb0[kb];
+        const float v1 = kUniformSfb ? v0 : sfb1[kb];
+        const float v2 = kThreeSfb ? sfb2[kb] : v1;
+        const u32 count = schedule.kb_count - kb0 < 32 ? schedule.kb_count - kb0 : 32;
 #pragma unroll 1
-          for (u32 i = 0; i < count; ++i, slot.advance()) {
-            const float s0 = ptx::shfl_idx(v0, i);
-            const float s1 = ptx::shfl_idx(v1, i);
-            const float s2 = kThreeSfb ? ptx::shfl_idx(v2, i) : s1;
-            if (lane == 0) {
-              ptx::mbarrier_wait_parity_sleep(&empty[slot.stage], slot.phase ^ 1);
-              float* sfb = reinterpret_cast<float*>(smem + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes);
-              sfb[0] = s0;
-              sfb[1] = s1;
-              if constexpr (kThreeSfb) sfb[2] = s2;
-              ptx::mbarrier_arrive(&full[slot.stage]);  // release: the math warps' acquiring wait sees the stores
-            }
-            __syncwarp();
+        for (u32 i = 0; i < count; ++i, slot.advance()) {
+          const float s0 = ptx::shfl_idx(v0, i);
+          const float s1 = ptx::shfl_idx(v1, i);
+          const float s2 = kThreeSfb ? ptx::shfl_idx(v2, i) : s1;
+          if (lane == 0) {
+            ptx::mbarrier_wait_parity_sleep(&empty[slot.stage], slot.phase ^ 1);
+            float* sfb = reinterpret_cast<float*>(smem + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes);
+            sfb[0] = s0;
+            sfb[1] = s1;
+            if constexpr (kThreeSfb) sfb[2] = s2;
+            ptx::mbarrier_arrive(&full[slot.stage]);  // release: the math warps' acquiring wait sees the stores
           }
+          __syncwarp();
         }
       }
-    } while (segment.next_segment());
+    }
   }
 
   // What the math warpgroups need to know about the tile they are on.
@@ -859,12 +837,8 @@ struct Fp8Gemm {
           for (u32 i = 0; i < kAccumPerThread; ++i) accum[i] = 0.0f;
         }
         if constexpr (!kOverlapPromotion && kIssueNext) next_scales = issue(issue_slot, next);
-        // The walk's last step issues nothing and keeps the slot: a next segment (Schedule::next_segment) must
-        // start where the producer's walk does.
-        if constexpr (kIssueNext) {
-          current_stage = issue_slot.stage;
-          issue_slot.advance();
-        }
+        current_stage = issue_slot.stage;
+        issue_slot.advance();
         unit = next_unit;
         kb = next_kb;
         tile = next_tile;
@@ -872,8 +846,8 @@ struct Fp8Gemm {
       }
     }
 
-    // One-wave tiles: every (tile, K block) of this CTA's segment (see Schedule), in order, as one flattened
-    // walk of step()s; kSwitch: the segment's switch column compiled in (kSwitchedWalk), or 0.
+    // One-wave tiles: every (tile, K block) of this CTA (see Schedule), in order, as one flattened walk of
+    // step()s; kSwitch: the switch column of the CTA's column class compiled in (kSwitchedWalk), or 0.
     template <u32 kSwitch = 0>
     __device__ __forceinline__ void walk_blocks(float (&partial0)[kPartialPerThread]) {
       const u32 num_tiles = (schedule.num_units - schedule.first + schedule.stride - 1) / schedule.stride;
@@ -944,31 +918,23 @@ struct Fp8Gemm {
                                                  const Schedule& schedule, u32 warpgroup) {
     const u32 lane = threadIdx.x % 32;
     const u32 warp_in_group = (threadIdx.x / 32) % 4;
-    Schedule segment = schedule;
-    if (segment.first < segment.num_units) {
+    if (schedule.first < schedule.num_units) {
       // This thread's two rows of the tile (the WGMMA accumulator fragment: rows r and r + 8).
-      MathState st{p, smem, full, empty, segment, warpgroup, lane, warpgroup * 64 + warp_in_group * 16 + lane / 4,
-                   segment.first, 0, Tile(segment, segment.first), Slot{}, 0, BlockScales{}, 0, {}};
+      MathState st{p, smem, full, empty, schedule, warpgroup, lane, warpgroup * 64 + warp_in_group * 16 + lane / 4,
+                   schedule.first, 0, Tile(schedule, schedule.first), Slot{}, 0, BlockScales{}, 0, {}};
 #pragma unroll
       for (u32 i = 0; i < kAccumPerThread; ++i) st.accum[i] = 0.0f;
       float partial0[kPartialPerThread];
-      do {
-        if constexpr (kWaves > 1) {
-          st.walk_two_wave_tiles(partial0);
-        } else {
-          st.unit = segment.first;
-          st.kb = 0;
-          st.tile = Tile(segment, segment.first);
-          // kSwitchedWalk: the walk compiled for the segment's switch column, chosen once here.
-          if constexpr (kSwitchedWalk) {
-            MathState::with_switch_column(segment.switch_column(), [&](auto column) {
-              st.template walk_blocks<decltype(column)::value>(partial0);
-            });
-          } else {
-            st.walk_blocks(partial0);
-          }
-        }
-      } while (segment.next_segment());
+      if constexpr (kWaves > 1) {
+        st.walk_two_wave_tiles(partial0);
+      } else if constexpr (kSwitchedWalk) {
+        // The walk compiled for this CTA's column class, chosen once here.
+        MathState::with_switch_column(schedule.switch_column(), [&](auto column) {
+          st.template walk_blocks<decltype(column)::value>(partial0);
+        });
+      } else {
+        st.walk_blocks(partial0);
+      }
     }
     // The staging tile must stay valid until the last stores have read it. Only that: the writes themselves
     // complete with the grid, and waiting for them here would add their latency to every call's tail.

@@ -122,6 +122,28 @@ constexpr u32 fp8_gemm_first_slice_cols(u32 block_n) { return (block_n / 2 + 15)
 // columns, two slices (fp8_gemm_first_slice_cols) up to 192.
 constexpr bool fp8_gemm_can_overlap_promotion(u32 block_n) { return block_n <= 192 && block_n % 16 == 0; }
 
+// Column classes (the kernel's Schedule): the one-wave tiles of the inference form whose B scale switches at
+// more than two possible columns (a tile starts at a multiple of gcd(BLOCK_N, 128) into a 128-column block:
+// 4 columns for 160, 8 for 112 and 176) are walked per class of equal column modulo 128, one class per
+// cluster, with that column compiled into the math walk. 1: no classes. With pairs along N each unit holds
+// two tiles one n block apart: half as many classes of units.
+constexpr u32 fp8_gemm_column_classes(u32 block_m, u32 block_n, u32 num_math_warpgroups, u32 cluster_n,
+                                      bool accumulate) {
+  const u32 low_bit = block_n & (0u - block_n);
+  const u32 columns = 128 / (low_bit < 128 ? low_bit : 128);
+  const bool one_wave = block_m == 64 * num_math_warpgroups;
+  return !accumulate && 128 % block_n != 0 && one_wave && columns > 2 ? columns / cluster_n : 1;
+}
+
+// The clusters a grid needs for N columns: one per column class that has tiles (fewer than the classes when
+// N has fewer n units than there are classes), else one.
+constexpr u32 fp8_gemm_min_clusters(u32 block_m, u32 block_n, u32 num_math_warpgroups, u32 cluster_n, bool accumulate,
+                                    u32 n) {
+  const u32 classes = fp8_gemm_column_classes(block_m, block_n, num_math_warpgroups, cluster_n, accumulate);
+  const u32 n_units = ((n + block_n - 1) / block_n + cluster_n - 1) / cluster_n;
+  return classes < n_units ? classes : n_units;
+}
+
 // Threads per CTA: one producer warpgroup plus the math warpgroups (one per 64 rows of BLOCK_M).
 constexpr u32 fp8_gemm_num_threads(u32 num_math_warpgroups) {
   return kFp8GemmProducerThreads + 128 * num_math_warpgroups;
