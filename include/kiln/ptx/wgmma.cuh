@@ -29,6 +29,17 @@ __device__ __forceinline__ u64 make_smem_desc(u32 addr, SmemSwizzle swizzle, u32
   return desc;
 }
 
+// The same from a start address already in 16-byte units. No mask: a shared-window address is below 256 KB
+// (228 KB of shared memory per SM), so its units fit the field's 14 bits.
+__device__ __forceinline__ u64 make_smem_desc_units(u32 start_units, SmemSwizzle swizzle, u32 leading_bytes,
+                                                    u32 stride_bytes) {
+  u64 desc = static_cast<u64>(start_units);
+  desc |= static_cast<u64>((leading_bytes >> 4) & 0x3FFFu) << 16;
+  desc |= static_cast<u64>((stride_bytes >> 4) & 0x3FFFu) << 32;
+  desc |= static_cast<u64>(static_cast<u32>(swizzle)) << 62;
+  return desc;
+}
+
 __device__ __forceinline__ u64 make_smem_desc(const void* smem_ptr, SmemSwizzle swizzle, u32 leading_bytes,
                                               u32 stride_bytes) {
   return make_smem_desc(static_cast<u32>(__cvta_generic_to_shared(smem_ptr)), swizzle, leading_bytes, stride_bytes);
