@@ -151,8 +151,8 @@ struct Fp8Gemm {
   // chunk, or kept apart as branches) and more at 176. So the units are split into classes of equal column
   // modulo 128 (n units k, k + C, ...), the CTAs into shares of them in proportion to their units, and each
   // CTA's math warps run the walk compiled for its class: no per-block choice at all.
-  // Not for 192 (two columns, 64 and 128): its two copies stay apart (not merged), and the classes measured
-  // 2-4 % slower there (4096 x 2112 x 7168: 100.0 against 96.3 us), where 160 gained 2-4 %.
+  // Not for 192 (two columns, 64 and 128): its two copies stay apart (not merged), and with classes it measured
+  // within 1-2 % of its per-slice choice, either way, on four shapes (fourteenth session).
   // With pairs along N (kClusterN = 2) a unit's two tiles differ by one n block: classes of units, C / 2 of
   // them, each CTA's column then fixed by its rank too. One formula for the host and the kernel.
   static constexpr u32 kColumnClasses =

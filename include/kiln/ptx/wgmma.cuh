@@ -21,16 +21,8 @@ enum class SmemSwizzle : u32 { kNone = 0, k128B = 1, k64B = 2, k32B = 3 };
 // `bytes` (< 128) inside the atom is `desc + (bytes >> 4)`: the hardware applies the XOR swizzle to the
 // final address, so the same advance works for every row. `addr` is the tile's shared-window address (as
 // __cvta_generic_to_shared gives it); the overload below takes a generic pointer.
-__device__ __forceinline__ u64 make_smem_desc(u32 addr, SmemSwizzle swizzle, u32 leading_bytes, u32 stride_bytes) {
-  u64 desc = static_cast<u64>((addr >> 4) & 0x3FFFu);
-  desc |= static_cast<u64>((leading_bytes >> 4) & 0x3FFFu) << 16;
-  desc |= static_cast<u64>((stride_bytes >> 4) & 0x3FFFu) << 32;
-  desc |= static_cast<u64>(static_cast<u32>(swizzle)) << 62;
-  return desc;
-}
-
-// The same from a start address already in 16-byte units. No mask: a shared-window address is below 256 KB
-// (228 KB of shared memory per SM), so its units fit the field's 14 bits.
+// make_smem_desc_units takes the start address already in 16-byte units, unmasked: a shared-window address is
+// below 256 KB (228 KB of shared memory per SM), so its units fit the field's 14 bits.
 __device__ __forceinline__ u64 make_smem_desc_units(u32 start_units, SmemSwizzle swizzle, u32 leading_bytes,
                                                     u32 stride_bytes) {
   u64 desc = static_cast<u64>(start_units);
@@ -38,6 +30,10 @@ __device__ __forceinline__ u64 make_smem_desc_units(u32 start_units, SmemSwizzle
   desc |= static_cast<u64>((stride_bytes >> 4) & 0x3FFFu) << 32;
   desc |= static_cast<u64>(static_cast<u32>(swizzle)) << 62;
   return desc;
+}
+
+__device__ __forceinline__ u64 make_smem_desc(u32 addr, SmemSwizzle swizzle, u32 leading_bytes, u32 stride_bytes) {
+  return make_smem_desc_units((addr >> 4) & 0x3FFFu, swizzle, leading_bytes, stride_bytes);
 }
 
 __device__ __forceinline__ u64 make_smem_desc(const void* smem_ptr, SmemSwizzle swizzle, u32 leading_bytes,
