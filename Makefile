@@ -25,7 +25,7 @@ unit-tests: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 900
 
 cli-tests: build
-	KILN_BUILD_DIR=$(abspath $(BUILD_DIR)) python3 -m pytest -q tests/cli
+	KILN_BUILD_DIR=$(abspath $(BUILD_DIR)) python3 -m pytest -q tests/cli tests/scripts
 
 # The Python package as a user gets it: a fresh virtual environment, `pip install .` (scikit-build-core builds
 # the module, libkiln and the command), then pytest against the installed package. No GPU or PyTorch needed.
