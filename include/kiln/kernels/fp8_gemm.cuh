@@ -142,7 +142,7 @@ struct Fp8Gemm {
   // A tile starts at a multiple of kBlockN, so n0 % 128 <= 128 - gcd(kBlockN, 128): it spans at most two
   // 128-column blocks when kBlockN <= 128 + gcd(kBlockN, 128) (112, 144, 160, 192), and three in places
   // beyond (176: tiles starting 96 or 112 columns into a block). No width up to 256 spans four.
-  static constexpr u32 kGcdBlockN128 = (kBlockN & (0u - kBlockN)) < 128u ? (kBlockN & (0u - kBlockN)) : 128u;
+  static constexpr u32 kGcdBlockN128 = fp8_gemm_gcd_128(kBlockN);
   static constexpr bool kThreeSfb = !kAccumulate && !kUniformSfb && kBlockN > 128 + kGcdBlockN128;
   // Column classes (one-wave tiles of the inference form that straddle B's blocks at more than two columns):
   // where a tile's B scale switches depends on its first column modulo 128, one of 128 / gcd(BLOCK_N, 128)

@@ -122,6 +122,13 @@ constexpr u32 fp8_gemm_first_slice_cols(u32 block_n) { return (block_n / 2 + 15)
 // columns, two slices (fp8_gemm_first_slice_cols) up to 192.
 constexpr bool fp8_gemm_can_overlap_promotion(u32 block_n) { return block_n <= 192 && block_n % 16 == 0; }
 
+// gcd(BLOCK_N, 128): tiles start at multiples of it into B's 128-column scale blocks (BLOCK_N's lowest set bit,
+// at most 128).
+constexpr u32 fp8_gemm_gcd_128(u32 block_n) {
+  const u32 low_bit = block_n & (0u - block_n);
+  return low_bit < 128 ? low_bit : 128;
+}
+
 // Column classes (the kernel's Schedule): the one-wave tiles of the inference form whose B scale switches at
 // more than two possible columns (a tile starts at a multiple of gcd(BLOCK_N, 128) into a 128-column block:
 // 4 columns for 160, 8 for 112 and 176) are walked per class of equal column modulo 128, one class per
@@ -129,8 +136,7 @@ constexpr bool fp8_gemm_can_overlap_promotion(u32 block_n) { return block_n <= 1
 // two tiles one n block apart: half as many classes of units.
 constexpr u32 fp8_gemm_column_classes(u32 block_m, u32 block_n, u32 num_math_warpgroups, u32 cluster_n,
                                       bool accumulate) {
-  const u32 low_bit = block_n & (0u - block_n);
-  const u32 columns = 128 / (low_bit < 128 ? low_bit : 128);
+  const u32 columns = 128 / fp8_gemm_gcd_128(block_n);
   const bool one_wave = block_m == 64 * num_math_warpgroups;
   return !accumulate && 128 % block_n != 0 && one_wave && columns > 2 ? columns / cluster_n : 1;
 }
