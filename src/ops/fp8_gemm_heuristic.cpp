@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -58,7 +59,11 @@ constexpr double kEpilogueBytesPerUs = 26.8e3;
 constexpr double kStraddlePenalty = 1.05;
 
 // Candidates are dropped while the remaining ones keep the mean relative cost over the M intervals within
-// this of the best of all candidates, and every single interval within kDropMaxLoss.
+// this of the best of all candidates, and every single interval within kDropMaxLoss. The mean weighs each
+// interval by the logarithm of its M range (ln((hi + 1) / lo)), so that every doubling of M counts alike: a
+// serving workload spreads over orders of magnitude of M, and uniform weights let the 64-wide intervals of
+// large M outvote the decode kernels (with 128x176 offered at 2112 x 7168 they dropped 64x32, 3.7 % slower at
+// M = 65..128, to keep a 256x128 kernel whose ranges 128x128, 128x160 and 128x176 serve within 2 %).
 constexpr double kDropMeanLoss = 1.01;
 constexpr double kDropMaxLoss = 1.02;
 // Width of the M intervals the choice is made on: tile counts of 64- and 128-row tiles change only at
@@ -131,6 +136,12 @@ int needed_clusters(const Fp8GemmConfig& c, int64_t n) {
       static_cast<uint32_t>(c.cluster_n), c.accumulate, static_cast<uint32_t>(n)));
 }
 
+// 128x176 is offered only where it divides N: there it wastes no column of a ragged last tile, and the H200
+// sweeps of 2026-11-30 found it 3-17 % faster than the plan's earlier choice at 12 of 23 M from 1280 to 15488
+// at N = 2112 (= 12 x 176), two to three rounds of tiles. Where N is not a multiple, the model ranked it close
+// to 128x192 but the sweep found it up to 20 % slower at K = 512 (32768 x 512), a cost the model lacks.
+bool only_where_it_divides_n(const Tile& t) { return t.block_n == 176; }
+
 // The candidates, best-first for ties (bigger tiles first: fewer tiles, fewer epilogues). 256x128 is
 // DeepGEMM's large-M tile and ours since the sweep of 2026-11-29 (3-7 % faster than 128x128 at M = 4096 on four
 // of the seven dense shapes); its CTA pairs share A, two thirds of each stage (the bf16 form only: the
@@ -138,8 +149,8 @@ int needed_clusters(const Fp8GemmConfig& c, int64_t n) {
 // (set_num_sms) is left out; when it was the one asked for, the error says so.
 std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, int64_t n, const Fp8GemmOverrides& o,
                                       Fp8GemmForm form) {
-  static constexpr std::array<Tile, 8> kTiles = {
-      {{256, 128}, {128, 128}, {128, 64}, {128, 160}, {128, 192}, {64, 128}, {64, 64}, {64, 32}}};
+  static constexpr std::array<Tile, 9> kTiles = {
+      {{256, 128}, {128, 128}, {128, 64}, {128, 160}, {128, 176}, {128, 192}, {64, 128}, {64, 64}, {64, 32}}};
   // block_m = 256 alone: the 256-row tiles' narrower widths too.
   static constexpr std::array<Tile, 3> kWaveTiles = {{{256, 128}, {256, 112}, {256, 96}}};
   const bool accumulate = form == Fp8GemmForm::kAccumulate;
@@ -152,7 +163,7 @@ std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, int64_t n, const
     // 256-row tiles have no split-K kernel (their two waves fill the registers).
     for (const Tile& t : kTiles)
       if ((o.block_m == 0 || t.block_m == o.block_m) && (o.block_n == 0 || t.block_n == o.block_n) &&
-          !((accumulate || o.split_k == 2) && t.block_m == 256))
+          !((accumulate || o.split_k == 2) && t.block_m == 256) && (!only_where_it_divides_n(t) || n % t.block_n == 0))
         tiles.push_back(t);
     if (tiles.empty())  // a block_n outside the measured set (block_m is free here): both row counts with it
       for (int bm : {128, 64}) tiles.push_back({bm, o.block_n});
@@ -364,10 +375,16 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
   // upper end (its largest M).
   struct Interval {
     int64_t lo, hi, costed_at;
+    double weight = 0;  // in the pruning's mean
   };
   std::vector<Interval> iv = {{1, kDecodeM, 1}, {kDecodeM + 1, kIntervalM, kIntervalM}};
   for (int64_t hi = 2 * kIntervalM; hi <= kFp8GemmSampledMaxM; hi += kIntervalM) iv.push_back({hi - kIntervalM + 1, hi, hi});
   const size_t intervals = iv.size();
+  double total_weight = 0;  // the pruning's weights (kDropMeanLoss): ln of each interval's M range
+  for (Interval& v : iv) {
+    v.weight = std::log(static_cast<double>(v.hi + 1) / static_cast<double>(v.lo));
+    total_weight += v.weight;
+  }
   std::vector<double> rel(intervals * nc);  // cost relative to the interval's best candidate
   for (size_t i = 0; i < intervals; ++i) {
     const int64_t m = iv[i].costed_at;
@@ -398,11 +415,11 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
       double sum = 0, worst = 0;
       for (size_t i = 0; i < intervals; ++i) {
         const double v = rel[i * nc + pick(i)];
-        sum += v;
+        sum += v * iv[i].weight;
         worst = std::max(worst, v);
       }
       kept[c] = true;
-      const double mean = sum / static_cast<double>(intervals);
+      const double mean = sum / total_weight;
       if (cheapest == nc || mean < cheapest_mean * (1.0 - 1e-9)) {
         cheapest = c;
         cheapest_mean = mean;

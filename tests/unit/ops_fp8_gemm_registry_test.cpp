@@ -81,7 +81,7 @@ TEST(Fp8GemmRegistry, OneMIsOneKernelAndZeroIsNone) {
   ASSERT_EQ(one.size(), 1u);
   EXPECT_EQ(one[0].ranges, (std::vector<std::pair<int64_t, int64_t>>{{4096, 4096}}));
   EXPECT_EQ(one[0].spec.describe(),
-            "n=2112 k=7168 block_m=128 block_n=192 stages=4 math_warpgroups=2 tma_store=true cluster_m=1 cluster_n=1 overlap_promotion=true accumulate=false split_k=1");
+            "n=2112 k=7168 block_m=128 block_n=176 stages=4 math_warpgroups=2 tma_store=true cluster_m=1 cluster_n=1 overlap_promotion=true accumulate=false split_k=1");
   EXPECT_EQ(one[0].spec.kernel_name(), "kiln_fp8_gemm_nt");
   EXPECT_EQ(one[0].spec.block_threads, 384);
   EXPECT_TRUE(uses({{"m", 0}, {"n", 2112}, {"k", 7168}}).empty());
