@@ -57,6 +57,12 @@ constexpr double kEpilogueBytesPerUs = 26.8e3;
 // scale per 8 columns; with the switch column compiled in, the fourth session's M = 4096 sweep fits 1.05
 // (128x192 is then as fast per column as 128x128, 128x160 about 9 % slower).
 constexpr double kStraddlePenalty = 1.05;
+// The one-wave tiles wider than 160 columns (176, 192: four stages where 128 and 160 have five) take this much
+// longer per tile when a tile has at most kShortKBlocks K blocks: the fifteenth session's sweep (H200,
+// 2026-11-30, kWideSweep in the unit tests) measured them 16-26 % above the model relative to 128x128 at
+// 32768 x 512 at every M from 768 to 12288, and within about 5 % of it at K = 1536, 2048, 7168 and 16384.
+constexpr double kShortKWidePenalty = 1.2;
+constexpr int64_t kShortKBlocks = 4;
 
 // Candidates are dropped while the remaining ones keep the mean relative cost over the M intervals within
 // this of the best of all candidates, and every single interval within kDropMaxLoss. The mean weighs each
@@ -338,7 +344,9 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   const double l2_load_bytes = (a_rows / c.cluster_n + bn / c.cluster_m) * 128.0 + bm * 4.0;
   const double per_k_block = std::max({kFloorUsPerKBlock, cycles / kCyclesPerUs, load_bytes / kSmLoadBytesPerUs});
   const double epilogue = kEpilogueFixedUs + bm * bn * 2.0 / kEpilogueBytesPerUs;
-  const double busiest_cta = tiles_per_cta * (static_cast<double>(k_blocks) * per_k_block + epilogue);
+  const bool short_k_wide = !two_waves && c.block_n > 160 && k_blocks <= kShortKBlocks;
+  const double busiest_cta = tiles_per_cta * (static_cast<double>(k_blocks) * per_k_block + epilogue) *
+                             (short_k_wide ? kShortKWidePenalty : 1.0);
 
   const double md = static_cast<double>(m), nd = static_cast<double>(n), kd = static_cast<double>(k);
   const double dram_bytes = md * kd + nd * kd + 2.0 * md * nd + 4.0 * static_cast<double>(k_blocks) * (md + nd / 128.0);
