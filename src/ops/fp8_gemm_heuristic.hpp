@@ -5,9 +5,9 @@
 //
 // How a choice is made (docs/FP8_GEMM.md, "Host side", has the numbers behind it):
 //   1. candidates: the tiles the H200 sweep found useful -- 256 x 128 (two math warpgroups of two waves,
-//      in CTA pairs sharing A), 128 x {128, 64, 160, 192} (two math warpgroups) and 64 x {128, 64, 32}
-//      (one) -- with the most pipeline stages that fit and the TMA-store epilogue, and 64 x 32 and 64 x 16
-//      split in K by CTA pairs (the bf16 form); overrides narrow or replace them;
+//      in CTA pairs sharing A), 128 x {128, 64, 160, 192} (two math warpgroups), 128 x 176 where it divides
+//      N, and 64 x {128, 64, 32} (one) -- with the most pipeline stages that fit and the TMA-store epilogue,
+//      and 64 x 32 and 64 x 16 split in K by CTA pairs (the bf16 form); overrides narrow or replace them;
 //   2. a cost model (fp8_gemm_estimate_us) calibrated on that sweep: per 128-wide K block a tile takes the
 //      longest of a latency floor, its WGMMA + promotion time and its share of per-SM load bandwidth; each
 //      tile adds an epilogue; the busiest CTA's tiles (wave quantisation), DRAM and L2 traffic bound it,
@@ -15,7 +15,8 @@
 //   3. M is cut into intervals (64(i-1), 64i] up to 16384 -- inside one, every candidate's tile count is
 //      constant -- and each interval takes its cheapest candidate;
 //   4. candidates are then dropped, the cheapest loss first, while the intervals' cost stays within 1 %
-//      of the best of all candidates on average and within 2 % at every interval; the intervals are
+//      of the best of all candidates on average (each interval weighed by ln of its M range, so that every
+//      doubling of M counts alike) and within 2 % at every interval; the intervals are
 //      re-assigned to the cheapest remaining one and equal neighbours joined into buckets; past the bounds,
 //      while more than kFp8GemmMaxKernels remain, the cheapest loss goes anyway. M above 16384
 //      takes the remaining candidate with the lowest mean cost over M = 8193..16384.
@@ -99,7 +100,7 @@ void check_fp8_gemm_overrides(const Fp8GemmOverrides& overrides, const char* who
 Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const Fp8GemmOverrides& overrides = {},
                           Fp8GemmForm form = Fp8GemmForm::kInference);
 
-// The cost model behind the choice: estimated kernel time in microseconds (including a fixed 10 us that
+// The cost model behind the choice: estimated kernel time in microseconds (including the fixed time that
 // CUDA-event timings of the sweep contained) of `config` for an m x n x k problem on `target`. Fitted to the
 // inference form only; the accumulating form reuses it as is (its per-K-block work is the same WGMMAs plus a
 // per-column scale read from shared memory, its epilogue moves 8 fp32 bytes per element instead of 2 bf16
