@@ -18,10 +18,11 @@ namespace {
 // against the plan itself: a coordinate descent over the constants below, scoring the tile fp8_gemm_plan picks
 // (pruning included) against the best measured one at each of ~340 measured shapes (every table in
 // ops_fp8_gemm_heuristic_test.cpp), holding every choice at M <= 128 as it was (the decode sweep's). That fit
-// moved 69 M ranges of the warm-up shapes; each was timed on the H200 at its top M (kRefitCheck in the unit
-// test): 45 faster by over 1 % (up to 22 %), 15 level, 9 slower (at most 7.7 %), 3.2 % faster on geometric
-// average. The figures are a fit, not measurements of the parts they name: read them as weights that rank the
-// tiles as the device does. No benchmark shape's tile moved.
+// moved 69 M ranges of the warm-up shapes; each was timed on the H200 against the previous tile at its top M
+// (kRefitCheck in the unit test: 45 faster by over 1 %, up to 22 %, 15 level, 9 slower, at most 7.7 %) and at
+// the bottom M of each changed run (kRefitCheckLow, 81 shapes: 52 faster, up to 39 %, 18 level, 11 slower, at
+// most 8.2 %), 3-4 % faster on geometric average. The figures are a fit, not measurements of the parts they
+// name: read them as weights that rank the tiles as the device does. No benchmark shape's tile moved.
 // Fixed time of one call as the sweep's CUDA-event timings saw it (launch, prologue, pipeline fill, drain).
 constexpr double kFixedUs = 3.737;
 // A 128-wide K block never takes less than this per tile: the chain full-barrier wait -> WGMMA ->
