@@ -904,21 +904,27 @@ TEST(Fp8GemmHeuristic, OverridesNarrowTheChoice) {
 }
 
 // Tiles that straddle B's scale blocks at more than two columns (160, 176, ...) are walked one column class
-// per cluster, so their grid needs a cluster per class that has tiles: with fewer usable SMs (set_num_sms) the
-// heuristic leaves them out, and forcing one is an error that says why, before any compile or launch.
+// per cluster (the tiles of a class have one switch column, or with eight columns, 176, one pair 64 apart), so
+// their grid needs a cluster per class that has tiles: with fewer usable SMs (set_num_sms) the heuristic leaves them out, and forcing one
+// is an error that says why, before any compile or launch.
 TEST(Fp8GemmHeuristic, ColumnClassTilesNeedAClusterPerClass) {
   using kernels::fp8_gemm_column_classes;
   using kernels::fp8_gemm_min_clusters;
-  EXPECT_EQ(fp8_gemm_column_classes(128, 160, 2, 1, false), 4u);
-  EXPECT_EQ(fp8_gemm_column_classes(128, 176, 2, 1, false), 8u);
+  using kernels::fp8_gemm_column_pairs;
+  EXPECT_EQ(fp8_gemm_column_classes(128, 160, 2, 1, false), 4u);  // 4 switch columns, one each
+  EXPECT_EQ(fp8_gemm_column_classes(128, 176, 2, 1, false), 4u);  // 8 switch columns, 4 pairs
   EXPECT_EQ(fp8_gemm_column_classes(128, 160, 2, 2, false), 2u);  // pairs along N: classes of units
-  EXPECT_EQ(fp8_gemm_column_classes(64, 112, 1, 1, false), 8u);
+  EXPECT_EQ(fp8_gemm_column_classes(128, 176, 2, 2, false), 2u);
+  EXPECT_FALSE(fp8_gemm_column_pairs(128, 160, 2, false));
+  EXPECT_TRUE(fp8_gemm_column_pairs(128, 176, 2, false));
+  EXPECT_EQ(fp8_gemm_column_classes(64, 112, 1, 1, false), 4u);
+  EXPECT_FALSE(fp8_gemm_column_pairs(128, 192, 2, false));
   EXPECT_EQ(fp8_gemm_column_classes(128, 192, 2, 1, false), 1u);  // two columns: no classes
   EXPECT_EQ(fp8_gemm_column_classes(128, 128, 2, 1, false), 1u);  // uniform
   EXPECT_EQ(fp8_gemm_column_classes(256, 96, 2, 2, false), 1u);   // two waves
   EXPECT_EQ(fp8_gemm_column_classes(128, 160, 2, 1, true), 1u);   // the accumulating form
   EXPECT_EQ(fp8_gemm_min_clusters(128, 176, 2, 1, false, 576), 4u);  // 4 n blocks: 4 classes with tiles
-  EXPECT_EQ(fp8_gemm_min_clusters(128, 176, 2, 1, false, 2112), 8u);
+  EXPECT_EQ(fp8_gemm_min_clusters(128, 176, 2, 1, false, 2112), 4u);
   EXPECT_EQ(fp8_gemm_min_clusters(128, 192, 2, 1, false, 2112), 1u);
 
   Fp8GemmOverrides forced;
@@ -936,7 +942,7 @@ TEST(Fp8GemmHeuristic, ColumnClassTilesNeedAClusterPerClass) {
   forced.cluster_n = 2;  // pairs: two classes of units, a cluster of two CTAs each
   few.sm_count = 3;
   EXPECT_THAT(error_of([&] { fp8_gemm_plan(few, 2112, 7168, forced); }),
-              HasSubstr("walks 4 column classes, one per cluster of 2 CTA(s), so it needs at least 8 SMs"));
+              HasSubstr("walks 2 column classes, one per cluster of 2 CTA(s), so it needs at least 4 SMs"));
 
   // The heuristic itself never picks a tile whose classes outnumber the clusters.
   for (const int sms : {1, 2, 3, 5, 7, 132})

@@ -323,10 +323,11 @@ TEST_P(Fp8GemmCompile, DescriptorsAdvanceBy64BitAddsAndSharedAddressesAre32Bit) 
 }
 
 // Tiles that straddle B's scale blocks at more than two columns (160: four, 176: eight, some of its tiles
-// spanning three blocks) are walked one column class per CTA, with the class's switch column compiled in: one
+// spanning three blocks) are walked one column class per CTA with the class's switch column compiled in: one
 // copy of the math walk per class (a per-block choice between promotion copies cost 3-8 % on the H200,
-// thirteenth session). 192 (two columns) keeps one walk. Each walk issues the same WGMMAs, so the PTX holds
-// 4 and 8 times 192's; all compile without spills.
+// thirteenth session). 176's classes hold two columns each, 64 apart (a copy per column made its compile
+// 1.9 s with NVRTC). 192 (two columns) keeps one walk. Each walk issues the same WGMMAs, so the PTX holds 4
+// times 192's for both; all compile without spills.
 TEST_P(Fp8GemmCompile, StraddlingTilesWalkOneColumnClassPerCta) {
   std::map<int, size_t> wgmmas;
   for (const int block_n : {192, 160, 176}) {
@@ -345,7 +346,7 @@ TEST_P(Fp8GemmCompile, StraddlingTilesWalkOneColumnClassPerCta) {
   }
   ASSERT_GT(wgmmas[192], 0u);
   EXPECT_EQ(wgmmas[160], 4 * wgmmas[192]);
-  EXPECT_EQ(wgmmas[176], 8 * wgmmas[192]);
+  EXPECT_EQ(wgmmas[176], 4 * wgmmas[192]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Fp8GemmCompile, ::testing::Values(Backend::kNvcc, Backend::kNvrtc),

@@ -146,18 +146,25 @@ struct Fp8Gemm {
   static constexpr bool kThreeSfb = !kAccumulate && !kUniformSfb && kBlockN > 128 + kGcdBlockN128;
   // Column classes (one-wave tiles of the inference form that straddle B's blocks at more than two columns):
   // where a tile's B scale switches depends on its first column modulo 128, one of 128 / gcd(BLOCK_N, 128)
-  // columns (4 for 160, 8 for 176). The promotion has that column compiled in, and a per-block choice between
-  // the copies cost 3-8 % at 128x160 on the H200 (merged by the front end into register moves per column
-  // chunk, or kept apart as branches) and more at 176. So the units are split into classes of equal column
-  // modulo 128 (n units k, k + C, ...), the CTAs into shares of them in proportion to their units, and each
-  // CTA's math warps run the walk compiled for its class: no per-block choice at all.
+  // columns (4 for 160, 8 for 176). The promotion has it compiled in: a per-block choice between copies cost
+  // 3-8 % at 128x160 on the H200 (merged by the front end into register moves per column chunk, or kept apart
+  // as branches) and more at 176. So the units are split into classes (n units k, k + C, ...;
+  // fp8_gemm_column_classes), the CTAs into shares of them in proportion to their units, and each CTA's math
+  // warps run the walk compiled for its class: no per-block choice at all.
+  // A class holds one column, or, where that would make eight copies of the walk (176: 1.9 s of NVRTC compile),
+  // a pair {c, c + 64} (kPairedWalk). The tile's member of the pair only changes which of B's scales applies in
+  // the 64 columns between the two switches (and 128 further on); the scale loader, which knows the tile,
+  // writes the scales in that order (load_b_scales), so the walk reads four scales per block and chooses
+  // nothing. Four copies: 0.9 s of compile, and 2 % slower on the H200 than eight (two more scale products and
+  // ptxas's schedule around them), so 160's four columns keep a copy each.
   // Not for 192 (two columns, 64 and 128): its two copies stay apart (not merged), and with classes it measured
   // within 1-2 % of its per-slice choice, either way, on four shapes (fourteenth session).
-  // With pairs along N (kClusterN = 2) a unit's two tiles differ by one n block: classes of units, C / 2 of
-  // them, each CTA's column then fixed by its rank too. One formula for the host and the kernel.
+  // With pairs along N (kClusterN = 2) a unit's two tiles differ by one n block: classes of units, half as
+  // many, each CTA's column then fixed by its rank too. One formula for the host and the kernel.
+  static constexpr bool kSwitchedWalk = fp8_gemm_column_walk(kBlockM, kBlockN, kNumMathWarpgroups, kAccumulate);
+  static constexpr bool kPairedWalk = fp8_gemm_column_pairs(kBlockM, kBlockN, kNumMathWarpgroups, kAccumulate);
   static constexpr u32 kColumnClasses =
       fp8_gemm_column_classes(kBlockM, kBlockN, kNumMathWarpgroups, kClusterN, kAccumulate);
-  static constexpr bool kSwitchedWalk = kColumnClasses > 1;
   static_assert(kStages >= 1 && kStages <= kFp8GemmMaxStages, "stages: 1..16");
   static_assert(kLayout.total_bytes <= kHopperSmemPerBlock, "the stages do not fit in shared memory");
   static_assert(kN % 8 == 0 && kN > 0, "N must be a positive multiple of 8");
@@ -174,12 +181,14 @@ struct Fp8Gemm {
   static_assert(kSplitK == 1 || kSplitK == 2, "split-K in halves or not at all");
   static_assert(kSplitK == 1 || kMulticast == 1, "split-K and multicast both use the cluster");
   static_assert((kSplitK - 1) * kKBlocksPerSplit < kNumKBlocks, "every split of K needs K blocks");
-  static_assert(kColumnClasses <= 8, "at most 8 column classes");
-  static_assert(!kThreeSfb || kSwitchedWalk, "tiles spanning three scale blocks are promoted per column class");
+  static_assert(kColumnClasses <= 4, "at most 4 column classes");
+  static_assert(!kThreeSfb || kPairedWalk, "tiles spanning three scale blocks are promoted per column pair");
 
   // The tile-local column where B's second 128-column scale block starts in the tile of n block `n_block` (a
   // multiple of gcd(BLOCK_N, 128); >= kBlockN: never).
   static __device__ __forceinline__ u32 switch_column_of(u32 n_block) { return 128 - n_block * kBlockN % 128; }
+  // Column pairs: the pair {c, c + 64} a switch column belongs to, by its c (in 1..64).
+  static __device__ __forceinline__ u32 low_column_of_pair(u32 column) { return (column - 1) % 64 + 1; }
 
   // Unit index -> (m unit, n unit) on the grid of num_m_units x kNumNUnits. Groups of kGroupM m units; inside
   // a group m varies fastest, so consecutive CTAs share B panels and a wave touches about kGroupM A panels.
@@ -203,7 +212,8 @@ struct Fp8Gemm {
   // kb_count).
   //
   // With column classes (kColumnClasses > 1) the walk covers one class at a time: class k holds the n units
-  // k, k + C, ... (C = kColumnClasses), and its units are numbered like the whole grid's, over its own n units.
+  // k, k + C, ... (C = kColumnClasses; their tiles have one switch column, or one pair), and its units are
+  // numbered like the whole grid's, over its own n units.
   // Each cluster gets one class: every class one cluster, the rest in proportion to the class's n units (all
   // classes have the same m units), the remainder one each to the first classes, which have the most. So the
   // grid needs a cluster per class (fp8_gemm_min_clusters; the host picks no such tile for fewer SMs). A
@@ -272,8 +282,12 @@ struct Fp8Gemm {
     __device__ __forceinline__ u32 n_block_of(u32 n_unit) const {
       return kClusterN == 1 ? n_unit : n_unit * kClusterN + rank;
     }
-    // Column classes: the switch column of every tile of this class (its first n unit is `cls`).
-    __device__ __forceinline__ u32 switch_column() const { return switch_column_of(n_block_of(cls)); }
+    // Column classes: the switch column of every tile of this class (its first n unit is `cls`), or with column
+    // pairs the low column of the pair (the class's tiles are then 64 columns apart modulo 128, in turn).
+    __device__ __forceinline__ u32 class_column() const {
+      const u32 column = switch_column_of(n_block_of(cls));
+      return kPairedWalk ? low_column_of_pair(column) : column;
+    }
   };
 
   // A position in the ring of pipeline slots; the parity flips each time the ring wraps.
@@ -437,6 +451,8 @@ struct Fp8Gemm {
       // The second and third blocks' rows; past the last row only for columns beyond N, which are never stored.
       const float* sfb1 = (sfb_row + 1 < kNumSfbRows) ? sfb0 + kNumKBlocks : sfb0;
       const float* sfb2 = (sfb_row + 2 < kNumSfbRows) ? sfb1 + kNumKBlocks : sfb1;
+      // Column pairs: whether this tile's switch column is its pair's upper one.
+      const bool upper = kPairedWalk && switch_column_of(n_block) > 64;
       for (u32 kb0 = 0; kb0 < schedule.kb_count; kb0 += 32) {
         const u32 kb = schedule.kb_begin + (kb0 + lane < schedule.kb_count ? kb0 + lane : schedule.kb_count - 1);
         const float v0 = sfb0[kb];
@@ -451,9 +467,18 @@ struct Fp8Gemm {
           if (lane == 0) {
             ptx::mbarrier_wait_parity_sleep(&empty[slot.stage], slot.phase ^ 1);
             float* sfb = reinterpret_cast<float*>(smem + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes);
-            sfb[0] = s0;
-            sfb[1] = s1;
-            if constexpr (kThreeSfb) sfb[2] = s2;
+            if constexpr (kPairedWalk) {
+              // The scales of the four column regions of a tile whose switch column is c or c + 64 (see
+              // BlockScales): the tile's second block starts at c + 64 when `upper`, else at c.
+              sfb[0] = s0;
+              sfb[1] = upper ? s0 : s1;
+              sfb[2] = s1;
+              sfb[3] = upper ? s1 : s2;
+            } else {
+              sfb[0] = s0;
+              sfb[1] = s1;
+              if constexpr (kThreeSfb) sfb[2] = s2;
+            }
             ptx::mbarrier_arrive(&full[slot.stage]);  // release: the math warps' acquiring wait sees the stores
           }
           __syncwarp();
@@ -476,8 +501,12 @@ struct Fp8Gemm {
 
   // The scales of one K block for this thread's two rows (and, in the inference form, the tile's one to
   // three B scales), read while the block's slot is held.
+  // With column pairs (kPairedWalk) b0..b3 are B's scales of the tile's four column regions [0, c),
+  // [c, c + 64), [c + 64, c + 128), [c + 128, BLOCK_N), c the low column of the pair: b0 of the first block,
+  // b1 the first's or the second's (the tile's switch column is c + 64 or c), b2 the second's, b3 the
+  // second's or the third's.
   struct BlockScales {
-    float a0[kWaves], a1[kWaves], b0, b1, b2;
+    float a0[kWaves], a1[kWaves], b0, b1, b2, b3;
   };
 
   // The math warpgroups' walk: every (tile, K block, slice) of this CTA in order, one partial accumulator per
@@ -603,7 +632,10 @@ struct Fp8Gemm {
           const u32 sfb = shared_window_base() + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes;
           sc.b0 = ptx::ld_shared_f32(sfb);
           sc.b1 = ptx::ld_shared_f32(sfb + 4);
-          if constexpr (kThreeSfb) sc.b2 = ptx::ld_shared_f32(sfb + 8);
+          if constexpr (kPairedWalk) {
+            sc.b2 = ptx::ld_shared_f32(sfb + 8);
+            sc.b3 = ptx::ld_shared_f32(sfb + 12);
+          }
         }
       } else {
         const float* sfa =
@@ -618,7 +650,10 @@ struct Fp8Gemm {
               reinterpret_cast<const float*>(smem + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes);
           sc.b0 = sfb[0];
           sc.b1 = sfb[1];
-          if constexpr (kThreeSfb) sc.b2 = sfb[2];
+          if constexpr (kPairedWalk) {
+            sc.b2 = sfb[2];
+            sc.b3 = sfb[3];
+          }
         }
       }
       issue_slice<0>(slot.stage, partial);
@@ -653,8 +688,8 @@ struct Fp8Gemm {
     // accum += partial * sfa[row] * sfb over slice kSlice's columns of wave kWave, on the CUDA cores (two-level
     // accumulation). Fragment chunk j of the slice (8 columns) is column chunk c = kSliceFirstCol / 8 + j of
     // the tile, and accumulator chunk kWave * kBlockN / 8 + c.
-    // kSwitch: the tile's switch column when the walk is compiled for one column class (kSwitchedWalk); 0: the
-    // tile's own, chosen at run time (192 and the two-wave tiles).
+    // kSwitch: the switch column of the CTA's column class (or the low column of its pair) when the walk is
+    // compiled for it (kSwitchedWalk); 0: the tile's own, chosen at run time (192 and the two-wave tiles).
     template <u32 kSlice, u32 kWave = kWaves - 1, u32 kSwitch = 0>
     __device__ __forceinline__ void promote(const float (&partial)[kPartialPerThread]) {
       const float a0 = scales.a0[kWave], a1 = scales.a1[kWave];
@@ -674,12 +709,13 @@ struct Fp8Gemm {
         }
       } else if constexpr (kUniformSfb) {
         promote_split<kSlice, kWave, kBlockN>(partial, a0 * scales.b0, a1 * scales.b0, 0.0f, 0.0f);
+      } else if constexpr (kPairedWalk) {
+        promote_regions<kSlice, kWave, kSwitch>(partial, a0, a1);
       } else {
         const float s00 = a0 * scales.b0, s10 = a1 * scales.b0;
         const float s01 = a0 * scales.b1, s11 = a1 * scales.b1;
         if constexpr (kSwitch != 0) {
-          const float s02 = kThreeSfb ? a0 * scales.b2 : 0.0f, s12 = kThreeSfb ? a1 * scales.b2 : 0.0f;
-          promote_split<kSlice, kWave, kSwitch>(partial, s00, s10, s01, s11, s02, s12);
+          promote_split<kSlice, kWave, kSwitch>(partial, s00, s10, s01, s11);
         } else {
           with_switch_column(tile.sfb_switch, [&](auto column) {
             promote_split<kSlice, kWave, decltype(column)::value>(partial, s00, s10, s01, s11);
@@ -688,10 +724,11 @@ struct Fp8Gemm {
       }
     }
 
-    // A switch column as a compile-time value: code with it compiled in (the promotion, or a column class's
+    // A switch column as a compile-time value: code with it compiled in (the promotion, or a column pair's
     // whole walk) instead of a select and two multiplies per 8 columns. It lies at 128 - n0 % 128, a multiple
-    // of gcd(BLOCK_N, 128), so there are 128 / gcd of them (2 for 192, 4 for 160, 8 for 112 and 176);
-    // with_switch_column(column, f) calls f(SwitchColumn<column>{}), one branch per candidate.
+    // of gcd(BLOCK_N, 128), so there are 128 / gcd of them (2 for 192, 4 for 160, 8 for 112 and 176), and
+    // half as many pairs (their low columns, at most 64); with_switch_column<kFirst>(column, f) calls
+    // f(SwitchColumn<column>{}), one branch per candidate from kFirst down.
     template <u32 kColumn>
     struct SwitchColumn {
       static constexpr u32 value = kColumn;
@@ -708,21 +745,39 @@ struct Fp8Gemm {
       }
     }
 
+    // Column pairs (kPairedWalk): accum += partial * a * b over the slice's columns, b the scale of the
+    // column's region (BlockScales) for a pair whose low column is kPair.
+    template <u32 kSlice, u32 kWave, u32 kPair>
+    __device__ __forceinline__ void promote_regions(const float (&partial)[kPartialPerThread], float a0, float a1) {
+      static_assert(kBlockN <= kPair + 192, "a tile reaches past the pair's fourth region");
+      constexpr u32 kFirstColumnChunk = kSliceFirstCol<kSlice> / 8;
+      constexpr u32 kWaveChunk = kWave * kBlockN / 8;
+      const float b[4] = {scales.b0, scales.b1, scales.b2, scales.b3};
+#pragma unroll
+      for (u32 j = 0; j < kSliceCols<kSlice> / 8; ++j) {
+        const u32 c = kFirstColumnChunk + j, t = kWaveChunk + c;
+        const u32 region = c * 8 < kPair ? 0 : c * 8 < kPair + 64 ? 1 : c * 8 < kPair + 128 ? 2 : 3;
+        const float s0 = a0 * b[region], s1 = a1 * b[region];
+        accum[4 * t + 0] += s0 * partial[4 * j + 0];
+        accum[4 * t + 1] += s0 * partial[4 * j + 1];
+        accum[4 * t + 2] += s1 * partial[4 * j + 2];
+        accum[4 * t + 3] += s1 * partial[4 * j + 3];
+      }
+    }
+
     // accum += partial * s over the slice's columns: (s00, s10) for rows r and r + 8 before tile column
-    // kSwitch, (s01, s11) from it on, and (s02, s12) from kSwitch + 128 on (only tiles wider than 128 + gcd
-    // reach that far).
+    // kSwitch, (s01, s11) from it on (tiles that reach a third block walk in column pairs).
     template <u32 kSlice, u32 kWave, u32 kSwitch>
     __device__ __forceinline__ void promote_split(const float (&partial)[kPartialPerThread], float s00, float s10,
-                                                  float s01, float s11, float s02 = 0.0f, float s12 = 0.0f) {
+                                                  float s01, float s11) {
       constexpr u32 kFirstColumnChunk = kSliceFirstCol<kSlice> / 8;
       constexpr u32 kWaveChunk = kWave * kBlockN / 8;
 #pragma unroll
       for (u32 j = 0; j < kSliceCols<kSlice> / 8; ++j) {
         const u32 c = kFirstColumnChunk + j, t = kWaveChunk + c;
         const bool first = c * 8 < kSwitch;
-        const bool third = c * 8 >= kSwitch + 128;
-        const float s0 = first ? s00 : third ? s02 : s01;
-        const float s1 = first ? s10 : third ? s12 : s11;
+        const float s0 = first ? s00 : s01;
+        const float s1 = first ? s10 : s11;
         accum[4 * t + 0] += s0 * partial[4 * j + 0];
         accum[4 * t + 1] += s0 * partial[4 * j + 1];
         accum[4 * t + 2] += s1 * partial[4 * j + 2];
@@ -864,7 +919,8 @@ struct Fp8Gemm {
     }
 
     // One-wave tiles: every (tile, K block) of this CTA (see Schedule), in order, as one flattened walk of
-    // step()s; kSwitch: the switch column of the CTA's column class compiled in (kSwitchedWalk), or 0.
+    // step()s; kSwitch: the column of the CTA's column class (or its pair's low column) compiled in
+    // (kSwitchedWalk), or 0.
     template <u32 kSwitch = 0>
     __device__ __forceinline__ void walk_blocks(float (&partial0)[kPartialPerThread]) {
       const u32 num_tiles = (schedule.num_units - schedule.first + schedule.stride - 1) / schedule.stride;
@@ -946,7 +1002,7 @@ struct Fp8Gemm {
         st.walk_two_wave_tiles(partial0);
       } else if constexpr (kSwitchedWalk) {
         // The walk compiled for this CTA's column class, chosen once here.
-        MathState::with_switch_column(schedule.switch_column(), [&](auto column) {
+        MathState::template with_switch_column<kPairedWalk ? 64 : 128>(schedule.class_column(), [&](auto column) {
           st.template walk_blocks<decltype(column)::value>(partial0);
         });
       } else {

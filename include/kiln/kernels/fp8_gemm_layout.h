@@ -129,16 +129,34 @@ constexpr u32 fp8_gemm_gcd_128(u32 block_n) {
   return low_bit < 128 ? low_bit : 128;
 }
 
-// Column classes (the kernel's Schedule): the one-wave tiles of the inference form whose B scale switches at
-// more than two possible columns (a tile starts at a multiple of gcd(BLOCK_N, 128) into a 128-column block:
-// 4 columns for 160, 8 for 112 and 176) are walked per class of equal column modulo 128, one class per
-// cluster, with that column compiled into the math walk. 1: no classes. With pairs along N each unit holds
-// two tiles one n block apart: half as many classes of units.
+// Column classes (the kernel's Schedule and promotion): the one-wave tiles of the inference form whose B scale
+// switches at more than two possible columns (a tile starts at a multiple of gcd(BLOCK_N, 128) into a
+// 128-column block: 4 columns for 160, 8 for 112, 144 and 176) are walked per class, one class per cluster,
+// with the class's switch column compiled into the math walk: a copy of the walk per class.
+constexpr bool fp8_gemm_column_walk(u32 block_m, u32 block_n, u32 num_math_warpgroups, bool accumulate) {
+  const bool one_wave = block_m == 64 * num_math_warpgroups;
+  return !accumulate && 128 % block_n != 0 && one_wave && 128 / fp8_gemm_gcd_128(block_n) > 2;
+}
+
+// Column pairs: where a copy per column would make eight copies (128x176 then compiled in 1.9 s with NVRTC),
+// a class holds the tiles of two columns {c, c + 64} and its walk has c compiled in, the tile's member of the
+// pair choosing B's scale in the 64 columns between them (and 128 further on). That costs two scale products
+// per K block (128x176 2 % slower on the H200, sixteenth session), so four columns (160) keep a copy each.
+constexpr bool fp8_gemm_column_pairs(u32 block_m, u32 block_n, u32 num_math_warpgroups, bool accumulate) {
+  return fp8_gemm_column_walk(block_m, block_n, num_math_warpgroups, accumulate) && 128 / fp8_gemm_gcd_128(block_n) > 4;
+}
+
+// The classes: class k holds the n units k, k + C, ... Tiles C * cluster_n n blocks apart start
+// (C * cluster_n * BLOCK_N) % 128 columns apart: with C = columns / cluster_n that is 0 (one column per
+// class), with C = columns / 2 / cluster_n it is 64 (BLOCK_N / gcd being odd): a pair per class. With pairs
+// along N (cluster_n = 2) a unit's two tiles differ by one n block: classes of units, half as many, each CTA's
+// column then fixed by its rank too. 1: no classes.
 constexpr u32 fp8_gemm_column_classes(u32 block_m, u32 block_n, u32 num_math_warpgroups, u32 cluster_n,
                                       bool accumulate) {
+  if (!fp8_gemm_column_walk(block_m, block_n, num_math_warpgroups, accumulate)) return 1;
   const u32 columns = 128 / fp8_gemm_gcd_128(block_n);
-  const bool one_wave = block_m == 64 * num_math_warpgroups;
-  return !accumulate && 128 % block_n != 0 && one_wave && columns > 2 ? columns / cluster_n : 1;
+  const u32 classes = (fp8_gemm_column_pairs(block_m, block_n, num_math_warpgroups, accumulate) ? columns / 2 : columns) / cluster_n;
+  return classes > 1 ? classes : 1;
 }
 
 // The clusters a grid needs for N columns: one per column class that has tiles (fewer than the classes when
