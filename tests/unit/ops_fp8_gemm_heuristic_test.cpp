@@ -905,8 +905,8 @@ TEST(Fp8GemmHeuristic, OverridesNarrowTheChoice) {
 
 // Tiles that straddle B's scale blocks at more than two columns (160, 176, ...) are walked one column class
 // per cluster (the tiles of a class have one switch column, or with eight columns, 176, one pair 64 apart), so
-// their grid needs a cluster per class that has tiles: with fewer usable SMs (set_num_sms) the heuristic leaves them out, and forcing one
-// is an error that says why, before any compile or launch.
+// their grid needs a cluster per class that has tiles: with fewer usable SMs (set_num_sms) the heuristic
+// leaves them out, and forcing one is an error that says why, before any compile or launch.
 TEST(Fp8GemmHeuristic, ColumnClassTilesNeedAClusterPerClass) {
   using kernels::fp8_gemm_column_classes;
   using kernels::fp8_gemm_min_clusters;

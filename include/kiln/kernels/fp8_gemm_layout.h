@@ -143,7 +143,8 @@ constexpr bool fp8_gemm_column_walk(u32 block_m, u32 block_n, u32 num_math_warpg
 // pair choosing B's scale in the 64 columns between them (and 128 further on). That costs two scale products
 // per K block (128x176 2 % slower on the H200, sixteenth session), so four columns (160) keep a copy each.
 constexpr bool fp8_gemm_column_pairs(u32 block_m, u32 block_n, u32 num_math_warpgroups, bool accumulate) {
-  return fp8_gemm_column_walk(block_m, block_n, num_math_warpgroups, accumulate) && 128 / fp8_gemm_gcd_128(block_n) > 4;
+  return fp8_gemm_column_walk(block_m, block_n, num_math_warpgroups, accumulate) &&
+         128 / fp8_gemm_gcd_128(block_n) > 4;
 }
 
 // The classes: class k holds the n units k, k + C, ... Tiles C * cluster_n n blocks apart start
@@ -155,7 +156,8 @@ constexpr u32 fp8_gemm_column_classes(u32 block_m, u32 block_n, u32 num_math_war
                                       bool accumulate) {
   if (!fp8_gemm_column_walk(block_m, block_n, num_math_warpgroups, accumulate)) return 1;
   const u32 columns = 128 / fp8_gemm_gcd_128(block_n);
-  const u32 classes = (fp8_gemm_column_pairs(block_m, block_n, num_math_warpgroups, accumulate) ? columns / 2 : columns) / cluster_n;
+  const bool pairs = fp8_gemm_column_pairs(block_m, block_n, num_math_warpgroups, accumulate);
+  const u32 classes = (pairs ? columns / 2 : columns) / cluster_n;
   return classes > 1 ? classes : 1;
 }
 
