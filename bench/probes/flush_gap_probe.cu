@@ -17,14 +17,7 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(x)                                                                             \
-  do {                                                                                       \
-    cudaError_t e_ = (x);                                                                    \
-    if (e_ != cudaSuccess) {                                                                 \
-      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);   \
-      std::exit(1);                                                                          \
-    }                                                                                        \
-  } while (0)
+#include "probe_check.h"
 
 constexpr int kWarps = 8, kPiece = 4096, kRing = 4;
 
@@ -80,7 +73,6 @@ __global__ void flush_read(const uint4* p, size_t n16, uint32_t* sink) {
   }
   if (x == 0x9e3779b9u) *sink = x;
 }
-
 
 __global__ void __launch_bounds__(384, 1) cluster_dummy(int* p) {
   extern __shared__ int s[];

@@ -12,14 +12,7 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(x)                                                                           \
-  do {                                                                                     \
-    cudaError_t e_ = (x);                                                                  \
-    if (e_ != cudaSuccess) {                                                               \
-      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
+#include "probe_check.h"
 
 __global__ void __launch_bounds__(384, 1) empty_kernel(int* never) {
   extern __shared__ int smem[];
