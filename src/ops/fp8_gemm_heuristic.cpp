@@ -43,8 +43,8 @@ constexpr double kTwoWaveCycleFactor = 1.87;
 constexpr double kCyclesPerUs = 1600.0;
 // What one SM's producer streams into shared memory at most.
 constexpr double kSmLoadBytesPerUs = 89.4e3;
-// Whole-device bounds: DRAM (84 % of the 4.27 TB/s device copy) and L2 -> SM fills (a fitted figure: the
-// profile of 128x128 at 4096 x 7168 x 16384 shows L2 at 85 % of its peak there).
+// Whole-device bounds: DRAM (77 % of the 4.27 TB/s device copy, as fitted: the benchmark's flush leaves L2's
+// lines dirty, and their write-back shares DRAM with the loads) and L2 -> SM fills (a fitted figure).
 constexpr double kDramBytesPerUs = 3.308e6;
 constexpr double kL2BytesPerUs = 10.31e6;
 // Where DRAM bounds the call, the CTAs' own work does not hide entirely behind it: each CTA's pipeline fills
