@@ -499,14 +499,17 @@ struct Fp8Gemm {
     }
   };
 
-  // The scales of one K block for this thread's two rows (and, in the inference form, the tile's one to
-  // three B scales), read while the block's slot is held.
-  // With column pairs (kPairedWalk) b0..b3 are B's scales of the tile's four column regions [0, c),
-  // [c, c + 64), [c + 64, c + 128), [c + 128, BLOCK_N), c the low column of the pair: b0 of the first block,
-  // b1 the first's or the second's (the tile's switch column is c + 64 or c), b2 the second's, b3 the
-  // second's or the third's.
+  // The scales of one K block for this thread's two rows (and, in the inference form, the tile's one or two
+  // B scales), read while the block's slot is held.
+  // With column pairs (kPairedWalk) `region` holds a * b instead, for this thread's two rows and the tile's
+  // four column regions [0, c), [c, c + 64), [c + 64, c + 128), [c + 128, BLOCK_N), c the low column of the
+  // pair, b being B's scale there: the first block's, the first's or the second's (the tile's switch column
+  // is c + 64 or c), the second's, the second's or the third's. Formed when the block is issued, the products
+  // take fewer registers across the block's two slices than the four scales did (ptxas moved those into
+  // uniform registers, three more instructions per block).
   struct BlockScales {
-    float a0[kWaves], a1[kWaves], b0, b1, b2, b3;
+    float a0[kWaves], a1[kWaves], b0, b1;
+    float region[4][2];
   };
 
   // The math warpgroups' walk: every (tile, K block, slice) of this CTA in order, one partial accumulator per
@@ -630,11 +633,13 @@ struct Fp8Gemm {
         }
         if constexpr (!kAccumulate) {
           const u32 sfb = shared_window_base() + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes;
-          sc.b0 = ptx::ld_shared_f32(sfb);
-          sc.b1 = ptx::ld_shared_f32(sfb + 4);
           if constexpr (kPairedWalk) {
-            sc.b2 = ptx::ld_shared_f32(sfb + 8);
-            sc.b3 = ptx::ld_shared_f32(sfb + 12);
+            const float b[4] = {ptx::ld_shared_f32(sfb), ptx::ld_shared_f32(sfb + 4), ptx::ld_shared_f32(sfb + 8),
+                                ptx::ld_shared_f32(sfb + 12)};
+            set_region_scales(sc, b);
+          } else {
+            sc.b0 = ptx::ld_shared_f32(sfb);
+            sc.b1 = ptx::ld_shared_f32(sfb + 4);
           }
         }
       } else {
@@ -648,16 +653,26 @@ struct Fp8Gemm {
         if constexpr (!kAccumulate) {
           const float* sfb =
               reinterpret_cast<const float*>(smem + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes);
-          sc.b0 = sfb[0];
-          sc.b1 = sfb[1];
           if constexpr (kPairedWalk) {
-            sc.b2 = sfb[2];
-            sc.b3 = sfb[3];
+            const float b[4] = {sfb[0], sfb[1], sfb[2], sfb[3]};
+            set_region_scales(sc, b);
+          } else {
+            sc.b0 = sfb[0];
+            sc.b1 = sfb[1];
           }
         }
       }
       issue_slice<0>(slot.stage, partial);
       return sc;
+    }
+
+    // Column pairs: the four regions' a * b for this thread's two rows (one wave: kPairedWalk tiles have one).
+    static __device__ __forceinline__ void set_region_scales(BlockScales& sc, const float (&b)[4]) {
+#pragma unroll
+      for (u32 r = 0; r < 4; ++r) {
+        sc.region[r][0] = sc.a0[0] * b[r];
+        sc.region[r][1] = sc.a1[0] * b[r];
+      }
     }
 
     // Issues the block in the next slot (issue()) and makes it the block being promoted.
@@ -710,7 +725,7 @@ struct Fp8Gemm {
       } else if constexpr (kUniformSfb) {
         promote_split<kSlice, kWave, kBlockN>(partial, a0 * scales.b0, a1 * scales.b0, 0.0f, 0.0f);
       } else if constexpr (kPairedWalk) {
-        promote_regions<kSlice, kWave, kSwitch>(partial, a0, a1);
+        promote_regions<kSlice, kWave, kSwitch>(partial);
       } else {
         const float s00 = a0 * scales.b0, s10 = a1 * scales.b0;
         const float s01 = a0 * scales.b1, s11 = a1 * scales.b1;
@@ -745,19 +760,18 @@ struct Fp8Gemm {
       }
     }
 
-    // Column pairs (kPairedWalk): accum += partial * a * b over the slice's columns, b the scale of the
-    // column's region (BlockScales) for a pair whose low column is kPair.
+    // Column pairs (kPairedWalk): accum += partial * a * b over the slice's columns, a * b formed per column
+    // region (BlockScales) for a pair whose low column is kPair.
     template <u32 kSlice, u32 kWave, u32 kPair>
-    __device__ __forceinline__ void promote_regions(const float (&partial)[kPartialPerThread], float a0, float a1) {
+    __device__ __forceinline__ void promote_regions(const float (&partial)[kPartialPerThread]) {
       static_assert(kBlockN <= kPair + 192, "a tile reaches past the pair's fourth region");
       constexpr u32 kFirstColumnChunk = kSliceFirstCol<kSlice> / 8;
       constexpr u32 kWaveChunk = kWave * kBlockN / 8;
-      const float b[4] = {scales.b0, scales.b1, scales.b2, scales.b3};
 #pragma unroll
       for (u32 j = 0; j < kSliceCols<kSlice> / 8; ++j) {
         const u32 c = kFirstColumnChunk + j, t = kWaveChunk + c;
         const u32 region = c * 8 < kPair ? 0 : c * 8 < kPair + 64 ? 1 : c * 8 < kPair + 128 ? 2 : 3;
-        const float s0 = a0 * b[region], s1 = a1 * b[region];
+        const float s0 = scales.region[region][0], s1 = scales.region[region][1];
         accum[4 * t + 0] += s0 * partial[4 * j + 0];
         accum[4 * t + 1] += s0 * partial[4 * j + 1];
         accum[4 * t + 2] += s1 * partial[4 * j + 2];
