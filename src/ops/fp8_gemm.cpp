@@ -464,20 +464,34 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   const auto w64 = [](int64_t v) { return static_cast<uint64_t>(v); };
   const auto w32 = [](int64_t v) { return static_cast<uint32_t>(v); };
   const uint64_t k_blocks = w64(cdiv(c.k, kScaleBlock));
-  // A multicast pairs load the whole tile, each CTA half of its rows (fp8_gemm.cuh).
-  const uint32_t a_box_rows = kernels::fp8_gemm_a_box_rows(w32(cfg.block_m), w32(c.m), w32(cfg.cluster_n));
-  copy_map(params.tma_a, tensor_map_2d({reinterpret_cast<uint64_t>(a.data), w64(c.k), w64(c.m), w64(c.lda), 128,
-                                        a_box_rows / w32(cfg.cluster_n), CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                                        CU_TENSOR_MAP_SWIZZLE_128B},
-                                       "a"));
-  params.b_cache_policy = kernels::fp8_gemm_b_cache_policy(w32(cfg.block_m), w32(c.m));
+  // A and its scales, boxed whole (pairs sharing A: each CTA half of the tile's rows) and, for a last m block
+  // with fewer rows, boxed to them (fp8_gemm_last_box_rows): only the maps the kernel reads are encoded.
+  const uint32_t block_m = w32(cfg.block_m);
+  const uint32_t last_box_rows = kernels::fp8_gemm_last_box_rows(block_m, w32(c.m), w32(cfg.cluster_n));
+  const auto a_map = [&](uint32_t rows) {
+    return tensor_map_2d({reinterpret_cast<uint64_t>(a.data), w64(c.k), w64(c.m), w64(c.lda), 128, rows / w32(cfg.cluster_n),
+                          CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_SWIZZLE_128B},
+                         "a");
+  };
+  const auto sfa_map = [&](uint32_t rows) {
+    return tensor_map_2d({reinterpret_cast<uint64_t>(sfa.data), w64(c.m), k_blocks, w64(c.sfa_stride * 4), rows, 1,
+                          CU_TENSOR_MAP_DATA_TYPE_FLOAT32, CU_TENSOR_MAP_SWIZZLE_NONE},
+                         "sfa");
+  };
+  const bool short_last = last_box_rows != block_m;
+  if (!short_last || c.m > cfg.block_m) {
+    copy_map(params.tma_a, a_map(block_m));
+    copy_map(params.tma_sfa, sfa_map(block_m));
+  }
+  if (short_last) {
+    copy_map(params.tma_a_last, a_map(last_box_rows));
+    copy_map(params.tma_sfa_last, sfa_map(last_box_rows));
+  }
+  params.b_cache_policy = kernels::fp8_gemm_b_cache_policy(block_m, w32(c.m));
   copy_map(params.tma_b, tensor_map_2d({reinterpret_cast<uint64_t>(b.data), w64(c.k), w64(c.n), w64(c.ldb), 128,
                                         w32(cfg.block_n / cfg.cluster_m), CU_TENSOR_MAP_DATA_TYPE_UINT8,
                                         CU_TENSOR_MAP_SWIZZLE_128B},
                                        "b"));
-  copy_map(params.tma_sfa, tensor_map_2d({reinterpret_cast<uint64_t>(sfa.data), w64(c.m), k_blocks, w64(c.sfa_stride * 4),
-                                          a_box_rows, 1, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, CU_TENSOR_MAP_SWIZZLE_NONE},
-                                         "sfa"));
   if (accumulate) {
     // B's per-row scales, loaded per stage exactly like A's, with n in place of m.
     copy_map(params.tma_sfb, tensor_map_2d({reinterpret_cast<uint64_t>(sfb.data), w64(c.n), k_blocks, w64(c.sfb_stride * 4),
@@ -495,7 +509,7 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   params.d = d.data;
   params.ldd = w64(c.ldd);
   params.m = w32(c.m);
-  params.a_box_rows = a_box_rows;
+  params.last_box_rows = last_box_rows;
 
   cuda::LaunchConfig config;
   config.grid[0] = fp8_gemm_grid(cfg, c.m, c.n, entry->sm_count);

@@ -83,7 +83,7 @@ constexpr double kDropMaxLoss = 1.02;
 constexpr int64_t kIntervalM = 64;
 constexpr int64_t kDecodeM = 16;
 // Rows of A's box beyond M are zero-filled by TMA. Before A's box was cut to align(M, 8) rows for M < BLOCK_M
-// (fp8_gemm_a_box_rows), the sweep measured that fill weighing on the device like loaded bytes about five
+// (fp8_gemm_last_box_rows), the sweep measured that fill weighing on the device like loaded bytes about five
 // times over (64x32 at M = 1: 24.0 against 16.4 us at M = 64, 4096 x 7168); with the short box at most 7 rows
 // are filled, and the M = 1 sweep of the short-box kernel (now in the unit tests) is picked right with the
 // same weight.
@@ -339,11 +339,12 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   double cycles = (two_waves ? kTwoWaveCycleFactor : 1.0) * c.math_warpgroups * per_wg;
   if (128 % c.block_n != 0) cycles *= kStraddlePenalty;
   const double a_rows = std::min<double>(bm, static_cast<double>(m));  // rows of A read from memory
-  // The box: BLOCK_M rows, or align(M, 8) for a single partial m block (whole tiles for pairs sharing A); TMA
-  // zero-fills its rows beyond M.
-  const double a_box_rows = kernels::fp8_gemm_a_box_rows(static_cast<uint32_t>(c.block_m),
-                                                         static_cast<uint32_t>(std::min<int64_t>(m, c.block_m)),
-                                                         static_cast<uint32_t>(c.cluster_n));
+  // The box of a tile's A: BLOCK_M rows, or align(M, 8) for a single partial m block (whole tiles for pairs
+  // sharing A); TMA zero-fills its rows beyond M. (A last partial m block among several is boxed to its rows
+  // as well; the model costs every tile as a whole one.)
+  const double a_box_rows = kernels::fp8_gemm_last_box_rows(static_cast<uint32_t>(c.block_m),
+                                                            static_cast<uint32_t>(std::min<int64_t>(m, c.block_m)),
+                                                            static_cast<uint32_t>(c.cluster_n));
   const double load_bytes = (a_rows + bn) * 128.0 + bm * 4.0;
   // What a CTA reads from L2 per K block: a multicast pair reads the shared operand once between them.
   const double l2_load_bytes = (a_rows / c.cluster_n + bn / c.cluster_m) * 128.0 + bm * 4.0;

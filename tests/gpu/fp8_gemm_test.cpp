@@ -395,16 +395,22 @@ struct DeviceProblem {
 
 Launch prepare(const Case& c, const KernelConfig& k, const HostProblem& p, const DeviceProblem& dev, int sm_count) {
   Launch l{};
-  // A multicast pairs load the whole A tile, each CTA block_m / 2 of its rows.
-  const uint32_t a_box_rows = kiln::kernels::fp8_gemm_a_box_rows(k.block_m, c.m, k.cluster_n);
-  const auto tma_a = encode_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, dev.a, c.k, c.m, c.k, 128, a_box_rows / k.cluster_n,
-                               CU_TENSOR_MAP_SWIZZLE_128B, "A");
+  // A and its scales boxed whole (A multicast pairs: each CTA block_m / 2 of the tile's rows) and, for the
+  // last m block, to its rows (fp8_gemm_last_box_rows; the same box where it is whole).
+  const uint32_t last_box_rows = kiln::kernels::fp8_gemm_last_box_rows(k.block_m, c.m, k.cluster_n);
+  const auto a_map = [&](uint32_t rows) {
+    return encode_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, dev.a, c.k, c.m, c.k, 128, rows / k.cluster_n,
+                     CU_TENSOR_MAP_SWIZZLE_128B, "A");
+  };
+  const auto sfa_map = [&](uint32_t rows) {
+    return encode_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, dev.sfa, p.m_aligned, p.kb_count,
+                     static_cast<uint64_t>(p.m_aligned) * 4, rows, 1, CU_TENSOR_MAP_SWIZZLE_NONE, "A's scales");
+  };
+  const auto tma_a = a_map(k.block_m), tma_a_last = a_map(last_box_rows);
+  const auto tma_sfa = sfa_map(k.block_m), tma_sfa_last = sfa_map(last_box_rows);
   // With a cluster each CTA loads (and multicasts) block_n / cluster_m rows of the B tile.
   const auto tma_b = encode_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, dev.b, c.k, c.n, c.k, 128, k.block_n / k.cluster_m,
                                CU_TENSOR_MAP_SWIZZLE_128B, "B");
-  const auto tma_sfa = encode_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, dev.sfa, p.m_aligned, p.kb_count,
-                                 static_cast<uint64_t>(p.m_aligned) * 4, a_box_rows, 1, CU_TENSOR_MAP_SWIZZLE_NONE,
-                                 "A's scales");
   const uint32_t store_cols = kiln::kernels::fp8_gemm_store_cols(k.block_n);
   const CUtensorMapSwizzle store_swizzle = store_cols == 64   ? CU_TENSOR_MAP_SWIZZLE_128B
                                            : store_cols == 32 ? CU_TENSOR_MAP_SWIZZLE_64B
@@ -414,12 +420,14 @@ Launch prepare(const Case& c, const KernelConfig& k, const HostProblem& p, const
   std::memcpy(&l.params.tma_a, &tma_a, sizeof(tma_a));
   std::memcpy(&l.params.tma_b, &tma_b, sizeof(tma_b));
   std::memcpy(&l.params.tma_sfa, &tma_sfa, sizeof(tma_sfa));
+  std::memcpy(&l.params.tma_a_last, &tma_a_last, sizeof(tma_a_last));
+  std::memcpy(&l.params.tma_sfa_last, &tma_sfa_last, sizeof(tma_sfa_last));
   std::memcpy(&l.params.tma_d, &tma_d, sizeof(tma_d));
   l.params.sfb = reinterpret_cast<const float*>(dev.sfb);
   l.params.d = reinterpret_cast<void*>(dev.d);
   l.params.ldd = c.ldd;
   l.params.m = c.m;
-  l.params.a_box_rows = a_box_rows;
+  l.params.last_box_rows = last_box_rows;
   l.params.b_cache_policy = kiln::kernels::fp8_gemm_b_cache_policy(k.block_m, c.m);
   // Work units of cluster_m vertically or cluster_n horizontally adjacent tiles; the grid is a whole number of
   // clusters.

@@ -292,25 +292,31 @@ TEST(Fp8GemmHeuristic, PicksWhatTheSweepFoundBest) {
   EXPECT_GE(judged.size() * 10, shapes * 7) << judged.size() << " of " << shapes << " shapes could be judged";
 }
 
-// A's TMA box: whole tiles of rows, except for a problem of one partial m block, whose box stops at the next
-// whole swizzle atom (8 rows) past M, so that decode sizes do not pay TMA's zero fill of the rest.
-TEST(Fp8GemmLayout, ABoxIsShortOnlyForOnePartialMBlock) {
-  using kernels::fp8_gemm_a_box_rows;
-  EXPECT_EQ(fp8_gemm_a_box_rows(64, 1), 8u);
-  EXPECT_EQ(fp8_gemm_a_box_rows(64, 8), 8u);
-  EXPECT_EQ(fp8_gemm_a_box_rows(64, 9), 16u);
-  EXPECT_EQ(fp8_gemm_a_box_rows(64, 63), 64u);
-  EXPECT_EQ(fp8_gemm_a_box_rows(64, 64), 64u);
-  EXPECT_EQ(fp8_gemm_a_box_rows(64, 65), 64u);  // two m blocks: the last one's fill is TMA's
-  EXPECT_EQ(fp8_gemm_a_box_rows(128, 37), 40u);
-  EXPECT_EQ(fp8_gemm_a_box_rows(128, 100), 104u);
-  EXPECT_EQ(fp8_gemm_a_box_rows(128, 4096), 128u);
-  EXPECT_EQ(fp8_gemm_a_box_rows(256, 9, 2), 256u);  // pairs sharing A load whole tiles, half each
-  EXPECT_EQ(fp8_gemm_a_box_rows(128, 300, 2), 128u);
-  for (uint32_t m = 1; m < 128; ++m) {
-    const uint32_t rows = fp8_gemm_a_box_rows(128, m);
-    EXPECT_TRUE(rows >= m && rows % 8 == 0 && rows - m < 8) << m;
-    // The kernel's transaction count for the stage: the full layout's, less the rows (and their scales) not loaded.
+// A's TMA box for the last m block: its rows rounded up to the next whole swizzle atom (8 rows), so that
+// neither decode sizes nor a ragged last block pay TMA's zero fill of the rest; pairs sharing A load whole tiles.
+TEST(Fp8GemmLayout, LastMBlocksBoxStopsAtTheNextSwizzleAtomPastM) {
+  using kernels::fp8_gemm_last_box_rows;
+  EXPECT_EQ(fp8_gemm_last_box_rows(64, 1), 8u);
+  EXPECT_EQ(fp8_gemm_last_box_rows(64, 8), 8u);
+  EXPECT_EQ(fp8_gemm_last_box_rows(64, 9), 16u);
+  EXPECT_EQ(fp8_gemm_last_box_rows(64, 63), 64u);
+  EXPECT_EQ(fp8_gemm_last_box_rows(64, 64), 64u);
+  EXPECT_EQ(fp8_gemm_last_box_rows(64, 65), 8u);  // two m blocks, the second of one row
+  EXPECT_EQ(fp8_gemm_last_box_rows(64, 100), 40u);
+  EXPECT_EQ(fp8_gemm_last_box_rows(128, 37), 40u);
+  EXPECT_EQ(fp8_gemm_last_box_rows(128, 100), 104u);
+  EXPECT_EQ(fp8_gemm_last_box_rows(128, 160), 32u);
+  EXPECT_EQ(fp8_gemm_last_box_rows(128, 4095), 128u);
+  EXPECT_EQ(fp8_gemm_last_box_rows(128, 4096), 128u);
+  EXPECT_EQ(fp8_gemm_last_box_rows(128, 4097), 8u);
+  EXPECT_EQ(fp8_gemm_last_box_rows(256, 9, 2), 256u);  // pairs sharing A load whole tiles, half each
+  EXPECT_EQ(fp8_gemm_last_box_rows(128, 300, 2), 128u);
+  for (uint32_t m = 1; m < 1024; ++m) {
+    const uint32_t rows = fp8_gemm_last_box_rows(128, m);
+    const uint32_t last_rows = m - (m - 1) / 128 * 128;  // rows of M in the last m block
+    EXPECT_TRUE(rows >= last_rows && rows % 8 == 0 && rows - last_rows < 8 && rows <= 128) << m;
+    // The kernel's transaction count for a stage of the last m block: the full layout's, less the rows (and
+    // their scales) not loaded.
     const auto layout = kernels::fp8_gemm_layout(128, 128, 5, true);
     EXPECT_EQ(layout.stage_tx_bytes - (128 - rows) * (128 + 4), rows * 128 + 128 * 128 + rows * 4) << m;
   }

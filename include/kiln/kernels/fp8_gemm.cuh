@@ -56,7 +56,7 @@ namespace kiln::kernels {
 // fp8_gemm_num_threads(kNumMathWarpgroups) threads, fp8_gemm_layout(...).total_bytes of dynamic shared
 // memory and at most one CTA per SM; with kClusterM = 2, clusters of (2, 1, 1), an even grid, and B's
 // tensor map boxed {128, kBlockN / 2}; with kClusterN = 2 the same with A's map boxed {128, kBlockM / 2} and
-// Fp8GemmParams::a_box_rows = kBlockM (A's box is not cut for small M there).
+// Fp8GemmParams::last_box_rows = kBlockM (A's box is not cut for the last m block there).
 //
 // kOverlapPromotion: two partial accumulators, so that the WGMMAs of the next K block (of this tile or of
 // the next tile) run on the tensor cores while the CUDA cores promote the current one and, at a tile's
@@ -308,9 +308,17 @@ struct Fp8Gemm {
     const u32 warpgroup = threadIdx.x / 128;
 
     if (threadIdx.x == kNumMathWarpgroups * 128) {
-      ptx::tma_prefetch_descriptor(&p.tma_a);
+      // A's whole-box maps serve every m block but a last one with a short box (fp8_gemm_last_box_rows).
+      const bool short_last = p.last_box_rows != kBlockM;
+      if (!short_last || p.m > kBlockM) {
+        ptx::tma_prefetch_descriptor(&p.tma_a);
+        ptx::tma_prefetch_descriptor(&p.tma_sfa);
+      }
+      if (short_last) {
+        ptx::tma_prefetch_descriptor(&p.tma_a_last);
+        ptx::tma_prefetch_descriptor(&p.tma_sfa_last);
+      }
       ptx::tma_prefetch_descriptor(&p.tma_b);
-      ptx::tma_prefetch_descriptor(&p.tma_sfa);
       if constexpr (kAccumulate) ptx::tma_prefetch_descriptor(&p.tma_sfb);
       if constexpr (kTmaStore) ptx::tma_prefetch_descriptor(&p.tma_d);
 #pragma unroll
@@ -369,13 +377,19 @@ struct Fp8Gemm {
 
   static __device__ __forceinline__ void produce(const Fp8GemmParams& p, u8* smem, u64* full, u64* empty,
                                                  const Schedule& schedule) {
-    // A's boxes may be shorter than BLOCK_M (fp8_gemm_a_box_rows): fewer bytes of A and of its scales.
-    const u32 stage_tx_bytes = kLayout.stage_tx_bytes - (kBlockM - p.a_box_rows) * (kBlockK + 4);
+    // The last m block's boxes of A and its scales may be shorter than BLOCK_M (fp8_gemm_last_box_rows):
+    // fewer bytes per stage, through their own maps (none when the box is whole).
+    const u32 last_m_block = p.last_box_rows != kBlockM ? (p.m - 1) / kBlockM : ~0u;
+    const u32 last_stage_tx_bytes = kLayout.stage_tx_bytes - (kBlockM - p.last_box_rows) * (kBlockK + 4);
     const u64 b_policy = p.b_cache_policy;
     Slot slot;
     for (u32 unit = schedule.first; unit < schedule.num_units; unit += schedule.stride) {
       u32 m_block, n_block;
       schedule.coords(unit, m_block, n_block);
+      const bool last = m_block == last_m_block;
+      const u32 stage_tx_bytes = last ? last_stage_tx_bytes : kLayout.stage_tx_bytes;
+      const void* const tma_a = last ? &p.tma_a_last : &p.tma_a;
+      const void* const tma_sfa = last ? &p.tma_sfa_last : &p.tma_sfa;
       const i32 m0 = static_cast<i32>(m_block * kBlockM);
       const i32 n0 = static_cast<i32>(n_block * kBlockN);
       // Not unrolled: one thread issues, and an unrolled copy per K block overflows the 40 registers.
@@ -388,7 +402,7 @@ struct Fp8Gemm {
         ptx::mbarrier_wait_parity_sleep(&empty[stage], slot.phase ^ 1);
         ptx::mbarrier_arrive_expect_tx(&full[stage], stage_tx_bytes);
         const i32 k0 = static_cast<i32>(kb * kBlockK);
-        load_operand<kBlockM, kClusterN>(smem + kLayout.a_offset + stage * kLayout.a_stage_bytes, &p.tma_a,
+        load_operand<kBlockM, kClusterN>(smem + kLayout.a_offset + stage * kLayout.a_stage_bytes, tma_a,
                                          &full[stage], k0, m0, schedule.rank, ptx::kL2EvictNormal);
         load_operand<kBlockN, kClusterM>(smem + kLayout.b_offset + stage * kLayout.b_stage_bytes, &p.tma_b,
                                          &full[stage], k0, n0, schedule.rank, b_policy);
@@ -397,9 +411,9 @@ struct Fp8Gemm {
           // The pair shares the m block, so its A scales too: one load, multicast (0.1-0.4 % faster at M = 4096
           // than each CTA loading them, with less L2 traffic). Both full barriers count the bytes either way.
           if (schedule.rank == 0)
-            ptx::tma_load_2d_multicast(sfa_slot, &p.tma_sfa, &full[stage], m0, static_cast<i32>(kb), u16{0b11});
+            ptx::tma_load_2d_multicast(sfa_slot, tma_sfa, &full[stage], m0, static_cast<i32>(kb), u16{0b11});
         } else {
-          ptx::tma_load_2d(sfa_slot, &p.tma_sfa, &full[stage], m0, static_cast<i32>(kb));
+          ptx::tma_load_2d(sfa_slot, tma_sfa, &full[stage], m0, static_cast<i32>(kb));
         }
         if constexpr (kAccumulate)
           ptx::tma_load_2d(smem + kLayout.sfb_offset + stage * kLayout.sfb_stage_bytes, &p.tma_sfb, &full[stage], n0,

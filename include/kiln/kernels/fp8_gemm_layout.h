@@ -83,16 +83,20 @@ constexpr u32 fp8_gemm_max_stages(u32 block_m, u32 block_n, bool tma_store, u32 
   return best;
 }
 
-// Rows of A's TMA box (and of A's scales' box) per load: BLOCK_M, except when the whole problem is one
-// partial m block (M < BLOCK_M), then only align(M, 8). TMA zero-fills a box's rows beyond M, and the H200
-// measured that fill as costly as loading real data or more (64x32 at M = 1: 24.0 us against 16.4 us at
-// M = 64, 4096 x 7168): decode sizes paid for 63 zero rows per K block. With the short box the rows after it
-// keep stale shared memory; the WGMMAs compute garbage for them, row by row, and those rows are never
-// stored. 8 rows are one 128-byte swizzle atom, so the rows that are loaded land exactly where a full box
-// would put them; 8 floats keep the scales' box 16-byte granular. CTA pairs sharing A (cluster_n = 2) always
-// load whole tiles (each CTA half of the rows; A's own map is boxed a_box_rows / 2).
-constexpr u32 fp8_gemm_a_box_rows(u32 block_m, u32 m, u32 cluster_n = 1) {
-  return m >= block_m || cluster_n > 1 ? block_m : fp8_gemm_align_up(m, 8);
+// Rows of A's TMA box (and of A's scales' box) for the problem's last m block: its rows rounded up to a
+// whole swizzle atom (8 rows); every other m block loads BLOCK_M rows. TMA zero-fills a box's rows beyond M,
+// and the H200 measured that fill as costly as loading real data or more: with whole boxes 64x32 at M = 1
+// took 24.0 us against 16.4 at M = 64 (4096 x 7168), and 160 x 7168 x 16384 (a last block of 32 rows) took
+// longer than 256 x 7168 x 16384. Cutting the last box (seventeenth session, same binary): 160 x 7168 x 16384
+// 128x128 72.8 -> 51.4 us, 128x64 117 -> 62; 400 x 2112 x 7168 128x64 27.5 -> 18.5; 100 x 2112 x 7168 64x32
+// 15.2 -> 13.5; level where the last block is nearly whole. With the short box the rows after it keep stale
+// shared memory; the WGMMAs compute garbage for them, row by row, and those rows are never stored. 8 rows
+// are one 128-byte swizzle atom, so the rows that are loaded land exactly where a full box would put them; 8
+// floats keep the scales' box 16-byte granular. CTA pairs sharing A (cluster_n = 2) always load whole tiles
+// (each CTA half of the rows).
+constexpr u32 fp8_gemm_last_box_rows(u32 block_m, u32 m, u32 cluster_n = 1) {
+  if (cluster_n > 1 || m == 0) return block_m;
+  return fp8_gemm_align_up(m - (m - 1) / block_m * block_m, 8);
 }
 
 // The L2 policy for B's loads. With one or two m blocks (decode sizes) each B tile is read by at most two

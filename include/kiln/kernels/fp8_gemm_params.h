@@ -21,12 +21,17 @@ struct alignas(64) TmaDescriptor {
 };
 
 struct alignas(64) Fp8GemmParams {
-  // A: e4m3 [M, K], dims {K, M}, box {128, a_box_rows}, 128-byte swizzle, out-of-bounds zero fill.
+  // A: e4m3 [M, K], dims {K, M}, box {128, BLOCK_M} (BLOCK_M / 2 for pairs sharing A), 128-byte swizzle,
+  // out-of-bounds zero fill.
   TmaDescriptor tma_a;
   // B: e4m3 [N, K], dims {K, N}, box {128, BLOCK_N}, 128-byte swizzle, out-of-bounds zero fill.
   TmaDescriptor tma_b;
-  // A's scales: fp32, dims {align(M, 4), ceil(K / 128)}, box {a_box_rows, 1}, no swizzle.
+  // A's scales: fp32, dims {align(M, 4), ceil(K / 128)}, box {BLOCK_M, 1}, no swizzle.
   TmaDescriptor tma_sfa;
+  // The same two maps boxed {128, last_box_rows} and {last_box_rows, 1}, for the last m block (the same maps
+  // as above where last_box_rows = BLOCK_M).
+  TmaDescriptor tma_a_last;
+  TmaDescriptor tma_sfa_last;
   // D: bf16 [M, N] with row stride ldd, dims {N, M}, box {fp8_gemm_store_cols(BLOCK_N), 64}, swizzle of
   // store_cols * 2 bytes; used by the TMA-store epilogue only (needs ldd * 2 and the base 16-byte aligned).
   TmaDescriptor tma_d;
@@ -43,9 +48,9 @@ struct alignas(64) Fp8GemmParams {
   u64 ldd;
   // Rows of A and D; > 0 (the host does not launch for M = 0).
   u32 m;
-  // Rows of A's and A scales' TMA boxes: fp8_gemm_a_box_rows(BLOCK_M, m, cluster_n) (fp8_gemm_layout.h); the kernel
-  // derives each stage's transaction bytes from it.
-  u32 a_box_rows;
+  // Rows of A's and A scales' TMA boxes for the last m block: fp8_gemm_last_box_rows(BLOCK_M, m, cluster_n)
+  // (fp8_gemm_layout.h); the kernel derives that block's transaction bytes per stage from it.
+  u32 last_box_rows;
   // The L2 policy of B's loads (a value from kiln/ptx/cache_policy.cuh): fp8_gemm_b_cache_policy(BLOCK_M, m).
   u64 b_cache_policy;
 };
