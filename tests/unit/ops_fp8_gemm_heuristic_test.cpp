@@ -816,10 +816,10 @@ const Measured kRaggedM[] = {
 };
 
 // The model never charged a partial last m block for TMA's zero fill; with the box cut the device no longer
-// pays it either, and the plan's tile is within 3 % of the best measured at 18 of these 21 shapes (the
-// sixteenth session's worst miss, 448 x 2112 x 7168 at 15 %, is gone: 128x64 18.7 us, 64x128 18.8). The misses
-// left: 256x128 pairs at M = 448 for K = 512 and 2048 (pairs still load whole tiles, so their last block still
-// pays the fill) and 64x128 against 128x64 at 160 x 4096 x 7168.
+// pays it either, and the plan's tile is within 3 % of the best measured at 17 of the 20 shapes it can be
+// judged at (the sixteenth session's worst miss, 448 x 2112 x 7168 at 15 %, is gone: 128x64 18.7 us, 64x128
+// 18.8). The misses left: 256x128 pairs at M = 448 for K = 512 and 2048 (pairs still load whole tiles, so
+// their last block still pays the fill) and 64x128 against 128x64 at 160 x 4096 x 7168.
 TEST(Fp8GemmHeuristic, RaggedMAfterTheLastBoxCut) {
   struct Miss {
     int64_t m, n, k;
