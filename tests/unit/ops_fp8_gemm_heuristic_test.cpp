@@ -193,6 +193,23 @@ void expect_within(const Judged& j, double allowed) {
                                               << ": the plan chose " << j.chosen << " (" << j.chosen_us
                                               << " us), the best took " << j.best_us;
 }
+// A measured shape where the plan's tile may take more than 3 % over the best one: a known miss of the model.
+struct Miss {
+  int64_t m, n, k;
+  double allowed;
+};
+// Every judged shape within 3 % of its best, or within its miss's allowance; returns the summed log loss.
+double expect_within_misses(const std::vector<Judged>& judged, const std::vector<Miss>& misses) {
+  double log_loss = 0;
+  for (const Judged& j : judged) {
+    double allowed = 1.03;
+    for (const Miss& x : misses)
+      if (x.m == j.shape->m && x.n == j.shape->n && x.k == j.shape->k) allowed = x.allowed;
+    expect_within(j, allowed);
+    log_loss += std::log(j.chosen_us / j.best_us);
+  }
+  return log_loss;
+}
 const Measured kSweep[] = {
     {1, 576, 7168, 64, 32, 13.3}, {1, 576, 7168, 64, 64, 14.3}, {1, 576, 7168, 64, 128, 17.1},
     {1, 576, 7168, 128, 128, 25.7}, {1, 2112, 7168, 64, 32, 13.4}, {1, 2112, 7168, 64, 64, 15.1},
@@ -743,31 +760,16 @@ const Measured kRefitCheckLow[] = {
 // 7168). Ten misses are the fit's own (within 9 %); at 448 x 2112 x 7168 it keeps the previous constants'
 // 128x64, 15 % behind 64x128 (the other fit took 64x128 there but moved decode choices the wrong way).
 TEST(Fp8GemmHeuristic, RefitPicksWhatItsChecksFoundBest) {
-  struct Miss {
-    int64_t m, n, k;
-    double allowed;
-  };
-  const Miss misses[] = {{448, 2112, 7168, 1.16},  {448, 7168, 2048, 1.08},   {1856, 576, 7168, 1.04},
-                         {2560, 7168, 2048, 1.04}, {4480, 7168, 16384, 1.05}, {5632, 7168, 16384, 1.04},
-                         {385, 7168, 2048, 1.09},  {1793, 576, 7168, 1.04},   {2305, 7168, 2048, 1.04},
-                         {2432, 7168, 2048, 1.04}, {4353, 7168, 16384, 1.04}};
-  const auto judge = [&](const std::vector<Judged>& judged) {
-    double log_loss = 0;
-    for (const Judged& j : judged) {
-      double allowed = 1.03;
-      for (const Miss& x : misses)
-        if (x.m == j.shape->m && x.n == j.shape->n && x.k == j.shape->k) allowed = x.allowed;
-      expect_within(j, allowed);
-      log_loss += std::log(j.chosen_us / j.best_us);
-    }
-    return log_loss;
-  };
+  const std::vector<Miss> misses = {{448, 2112, 7168, 1.16},  {448, 7168, 2048, 1.08},   {1856, 576, 7168, 1.04},
+                                    {2560, 7168, 2048, 1.04}, {4480, 7168, 16384, 1.05}, {5632, 7168, 16384, 1.04},
+                                    {385, 7168, 2048, 1.09},  {1793, 576, 7168, 1.04},   {2305, 7168, 2048, 1.04},
+                                    {2432, 7168, 2048, 1.04}, {4353, 7168, 16384, 1.04}};
   const std::vector<Judged> top = judge_plan(kRefitCheck, false, nullptr, offered_at);
   const std::vector<Judged> low = judge_plan(kRefitCheckLow, false, nullptr, offered_at);
   EXPECT_EQ(top.size(), 80u);
   EXPECT_EQ(low.size(), 81u);
-  EXPECT_LT(judge(top), 0.5);
-  EXPECT_LT(judge(low), 0.4);
+  EXPECT_LT(expect_within_misses(top, misses), 0.5);
+  EXPECT_LT(expect_within_misses(low, misses), 0.4);
 }
 
 // The seventeenth session's re-measurement (H200, 2026-11-30, at d2c295d) of the mid-M sweep at the M where the
@@ -821,24 +823,12 @@ const Measured kRaggedM[] = {
 // 18.8). The misses left: 256x128 pairs at M = 448 for K = 512 and 2048 (pairs still load whole tiles, so
 // their last block still pays the fill) and 64x128 against 128x64 at 160 x 4096 x 7168.
 TEST(Fp8GemmHeuristic, RaggedMAfterTheLastBoxCut) {
-  struct Miss {
-    int64_t m, n, k;
-    double allowed;
-  };
-  const Miss misses[] = {{448, 32768, 512, 1.12}, {448, 7168, 2048, 1.06}, {160, 4096, 7168, 1.09}};
   size_t shapes = 0;
   const std::vector<Judged> judged = judge_plan(kRaggedM, false, &shapes);
   EXPECT_EQ(shapes, 21u);
   EXPECT_EQ(judged.size(), 20u);  // 448 x 576 x 7168's 64x32 was not measured there
-  double log_loss = 0;
-  for (const Judged& j : judged) {
-    double allowed = 1.03;
-    for (const Miss& x : misses)
-      if (x.m == j.shape->m && x.n == j.shape->n && x.k == j.shape->k) allowed = x.allowed;
-    expect_within(j, allowed);
-    log_loss += std::log(j.chosen_us / j.best_us);
-  }
-  EXPECT_LT(log_loss, 0.3);
+  EXPECT_LT(expect_within_misses(judged, {{448, 32768, 512, 1.12}, {448, 7168, 2048, 1.06}, {160, 4096, 7168, 1.09}}),
+            0.3);
 }
 
 // split_k overrides the choice both ways: 2 splits every candidate (and leaves out the 256-row tiles, which have
