@@ -17,8 +17,10 @@ std::string disassemble_sass(const std::vector<uint8_t>& cubin, const Config& co
   if (cubin.empty()) throw Error(ErrorKind::kValueError, "disassemble_sass: the cubin is empty");
 
   // nvdisasm first: it is the disassembler (cuobjdump -sass only runs nvdisasm, and fails when it cannot find
-  // it beside itself or on PATH), and `nvdisasm -c` prints just the code sections. Each tool is looked for
-  // in the toolkit's bin directory, then on PATH.
+  // it beside itself or on PATH), and `nvdisasm -c` prints just the code sections; `-hex` adds each
+  // instruction's encoding, as cuobjdump prints it, whose control bits (stall cycles, yield, barriers) the
+  // instruction text leaves out (scripts/sass_loop_path.py sums the stalls). Each tool is looked for in the
+  // toolkit's bin directory, then on PATH.
   const fs::path cuda_home = detail::resolve_cuda_home(config);
   fs::path tool;
   std::string tool_name;
@@ -46,7 +48,7 @@ std::string disassemble_sass(const std::vector<uint8_t>& cubin, const Config& co
   detail::write_whole_file(file, std::string_view(reinterpret_cast<const char*>(cubin.data()), cubin.size()));
 
   util::SubprocessOptions run;
-  run.argv = tool_name == "nvdisasm" ? std::vector<std::string>{tool.string(), "-c", file.string()}
+  run.argv = tool_name == "nvdisasm" ? std::vector<std::string>{tool.string(), "-c", "-hex", file.string()}
                                      : std::vector<std::string>{tool.string(), "-sass", file.string()};
   run.timeout_ms = kDisassembleTimeoutMs;
   util::SubprocessResult r = util::run_subprocess(run);

@@ -55,12 +55,12 @@ TEST(Sass, PrefersNvdisasmFromTheToolkitOnACopyOfTheCubin) {
   test::TempDir dir;
   fs::create_directories(dir.path() / "bin");
   // Stand-ins that show how they were called and what they were given.
-  write_script(dir.path() / "bin" / "nvdisasm", "echo \"nvdisasm args: $1\"; wc -c < \"$2\"\n");
+  write_script(dir.path() / "bin" / "nvdisasm", "echo \"nvdisasm args: $1 $2\"; wc -c < \"$3\"\n");
   write_script(dir.path() / "bin" / "cuobjdump", "echo cuobjdump\n");
   Config config;
   config.cuda_home = dir.path();  // preferred over anything on PATH
   const std::string sass = disassemble_sass(std::vector<uint8_t>(1234, 7), config);
-  EXPECT_TRUE(has(sass, "nvdisasm args: -c")) << sass;
+  EXPECT_TRUE(has(sass, "nvdisasm args: -c -hex")) << sass;  // the code sections, with the encodings
   EXPECT_TRUE(has(sass, "1234")) << sass;
 }
 
