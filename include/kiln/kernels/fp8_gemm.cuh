@@ -114,8 +114,6 @@ struct Fp8Gemm {
   // and never stored, so the column masks must not be compiled out for it.
   static constexpr bool kNTail = kN % kBlockN != 0 || kNumNUnits * kClusterN != kNumNBlocks;
   static constexpr u32 kKBlocksPerSplit = (kNumKBlocks + kSplitK - 1) / kSplitK;
-  // The two-wave K loop's unroll (walk_two_wave_tiles): 2, or 1 where that would unroll the loop away.
-  static constexpr int kTwoWaveUnroll = kNumKBlocks > 2 ? 2 : 1;
   // TMA-store epilogue geometry: column groups of kStoreCols, staging rows of kStoreCols * 2 bytes swizzled
   // in 16-byte units (kUnitsPerRow per row).
   static constexpr u32 kStoreCols = fp8_gemm_store_cols(kBlockN);
@@ -560,13 +558,6 @@ struct Fp8Gemm {
     __device__ __forceinline__ u32 shared_window_base() const {
       return static_cast<u32>(__cvta_generic_to_shared(smem));
     }
-    // The base: a shared-window address (NVRTC) or the generic pointer (NVCC); `base + offset` either way.
-    __device__ __forceinline__ auto shared_base() const {
-      if constexpr (kShared32)
-        return shared_window_base();
-      else
-        return static_cast<const u8*>(smem);
-    }
     // A pipeline barrier's shared-window address (NVRTC's form above).
     __device__ __forceinline__ u32 barrier_addr(u32 barriers_offset, u32 stage) const {
       return shared_window_base() + barriers_offset + stage * static_cast<u32>(sizeof(u64));
@@ -592,27 +583,17 @@ struct Fp8Gemm {
       // (1024-byte) swizzle atoms.
       constexpr u32 kAFirstByte = kLayout.a_offset + kWave * kWaveRows * kBlockK;
       constexpr u32 kBFirstByte = kLayout.b_offset + kSliceFirstCol<kSlice> * kBlockK;
-      u64 desc_a, desc_b;
-      if constexpr (kWaves == 1) {
-        // One-wave tiles: the start addresses in 16-byte units, the stage's offset added to a base the compiler
-        // hoists out of the walk (one multiply-add per operand, where the address form took four: 10-11 fewer
-        // instructions per K block, 0.6-1.3 % faster at 128x160 and 128x192 on the H200 with either compiler).
-        static_assert(kLayout.a_stage_bytes % 16 == 0 && kLayout.b_stage_bytes % 16 == 0, "16-byte stage strides");
-        const u32 window = shared_window_base();
-        desc_a = ptx::make_smem_desc_units(((window + kAFirstByte + warpgroup * 64 * kBlockK) >> 4) +
-                                               stage * (kLayout.a_stage_bytes >> 4),
-                                           ptx::SmemSwizzle::k128B, 0, 1024);
-        desc_b = ptx::make_smem_desc_units(((window + kBFirstByte) >> 4) + stage * (kLayout.b_stage_bytes >> 4),
-                                           ptx::SmemSwizzle::k128B, 0, 1024);
-      } else {
-        // Two-wave tiles keep the address form: with the units form NVCC's 256x128 kernel measured 0.4 % slower
-        // at 4096 x 7168 x 16384.
-        const auto base = shared_base();
-        desc_a = ptx::make_smem_desc(base + kAFirstByte + stage * kLayout.a_stage_bytes + warpgroup * 64 * kBlockK,
-                                     ptx::SmemSwizzle::k128B, 0, 1024);
-        desc_b = ptx::make_smem_desc(base + kBFirstByte + stage * kLayout.b_stage_bytes, ptx::SmemSwizzle::k128B, 0,
-                                     1024);
-      }
+      // The start addresses in 16-byte units, the stage's offset added to a base the compiler hoists out of the
+      // walk (one multiply-add per operand, where the address form took four: 10-11 fewer instructions per K
+      // block, 0.6-1.3 % faster at 128x160 and 128x192 on the H200 with either compiler; the two-wave tiles
+      // gained with it only once their K loop took blocks in pairs, walk_two_wave_tiles()).
+      static_assert(kLayout.a_stage_bytes % 16 == 0 && kLayout.b_stage_bytes % 16 == 0, "16-byte stage strides");
+      const u32 window = shared_window_base();
+      const u64 desc_a = ptx::make_smem_desc_units(((window + kAFirstByte + warpgroup * 64 * kBlockK) >> 4) +
+                                                       stage * (kLayout.a_stage_bytes >> 4),
+                                                   ptx::SmemSwizzle::k128B, 0, 1024);
+      const u64 desc_b = ptx::make_smem_desc_units(
+          ((window + kBFirstByte) >> 4) + stage * (kLayout.b_stage_bytes >> 4), ptx::SmemSwizzle::k128B, 0, 1024);
       ptx::fence_operands(partial);
       ptx::wgmma_fence();
 #pragma unroll
@@ -633,18 +614,31 @@ struct Fp8Gemm {
       return reinterpret_cast<SliceFragment<kSlice>&>(partial);
     }
 
-    // Waits for the block in slot `slot`, reads its scales, and issues its first slice into `partial`.
+    // This thread's two rows' A scales in wave kWave of the block in `stage`.
+    template <u32 kWave>
+    __device__ __forceinline__ void read_a_scales(u32 stage, BlockScales& sc) const {
+      if constexpr (kShared32) {
+        const u32 sfa = shared_window_base() + kLayout.sfa_offset + stage * kLayout.sfa_stage_bytes;
+        sc.a0[kWave] = ptx::ld_shared_f32(sfa + (kWave * kWaveRows + row_in_tile) * 4);
+        sc.a1[kWave] = ptx::ld_shared_f32(sfa + (kWave * kWaveRows + row_in_tile + 8) * 4);
+      } else {
+        const float* sfa = reinterpret_cast<const float*>(smem + kLayout.sfa_offset + stage * kLayout.sfa_stage_bytes);
+        sc.a0[kWave] = sfa[kWave * kWaveRows + row_in_tile];
+        sc.a1[kWave] = sfa[kWave * kWaveRows + row_in_tile + 8];
+      }
+    }
+
+    // Waits for the block in slot `slot`, reads its (first wave's) scales, and issues its first slice into
+    // `partial`. Two-wave tiles issue before reading, and read the second wave's A scales in its turn
+    // (walk_waves()): the promotions need them, the WGMMAs do not, and read first they held the block's first
+    // WGMMA back (with the K loop in pairs, 1.3-1.7 % faster on the H200 at M = 4096, eighteenth session).
     __device__ __forceinline__ BlockScales issue(Slot slot, float (&partial)[kPartialPerThread]) {
       if (!next_block_landed) wait_full(slot.stage, slot.phase);
       next_block_landed = false;
+      if constexpr (kWaves > 1) issue_slice<0>(slot.stage, partial);
       BlockScales sc;
+      read_a_scales<0>(slot.stage, sc);
       if constexpr (kShared32) {
-        const u32 sfa = shared_window_base() + kLayout.sfa_offset + slot.stage * kLayout.sfa_stage_bytes;
-#pragma unroll
-        for (u32 v = 0; v < kWaves; ++v) {
-          sc.a0[v] = ptx::ld_shared_f32(sfa + (v * kWaveRows + row_in_tile) * 4);
-          sc.a1[v] = ptx::ld_shared_f32(sfa + (v * kWaveRows + row_in_tile + 8) * 4);
-        }
         if constexpr (!kAccumulate) {
           const u32 sfb = shared_window_base() + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes;
           if constexpr (kPairedWalk) {
@@ -657,13 +651,6 @@ struct Fp8Gemm {
           }
         }
       } else {
-        const float* sfa =
-            reinterpret_cast<const float*>(smem + kLayout.sfa_offset + slot.stage * kLayout.sfa_stage_bytes);
-#pragma unroll
-        for (u32 v = 0; v < kWaves; ++v) {
-          sc.a0[v] = sfa[v * kWaveRows + row_in_tile];
-          sc.a1[v] = sfa[v * kWaveRows + row_in_tile + 8];
-        }
         if constexpr (!kAccumulate) {
           const float* sfb =
               reinterpret_cast<const float*>(smem + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes);
@@ -676,7 +663,7 @@ struct Fp8Gemm {
           }
         }
       }
-      issue_slice<0>(slot.stage, partial);
+      if constexpr (kWaves == 1) issue_slice<0>(slot.stage, partial);
       return sc;
     }
 
@@ -821,6 +808,7 @@ struct Fp8Gemm {
       if constexpr (kWave + 1 < kWaves) {
         ptx::wgmma_wait_group<0>();
         ptx::fence_operands(partial);
+        read_a_scales<kWave + 1>(current_stage, scales);
         promote<0, kWave>(partial);
         issue_slice<0, kWave + 1>(current_stage, partial);
         walk_waves<kWave + 1>(partial);
@@ -992,11 +980,7 @@ struct Fp8Gemm {
       const u32 warp_in_group = (threadIdx.x / 32) % 4;
       for (u32 u = schedule.first; u < schedule.num_units; u += schedule.stride) {
         tile = Tile(schedule, u);
-        // Unrolled twice (with the release above, 0.3-1.1 % faster). Never wholly: a loop that ptxas unrolls
-        // away (two blocks here; four with an unroll of 4, which measured 0.3-0.7 % faster at long K) had its
-        // wgmmas serialised and spilled (C7512).
-#pragma unroll kTwoWaveUnroll
-        for (u32 i = 0; i < schedule.kb_count; ++i) {
+        const auto block = [&] {
           issue_next_block(partial);
           walk_waves(partial);
           ptx::wgmma_wait_group<0>();
@@ -1007,7 +991,21 @@ struct Fp8Gemm {
           // is never filled again; the answer is unused.)
           next_block_landed = test_full(issue_slot.stage, issue_slot.phase);
           promote<0>(partial);
+        };
+        // Two blocks per trip, over the compile-time count (two-wave tiles have no split-K), so nothing tests
+        // for the loop's end between them: 1.3-1.7 % faster on the H200 at M = 4096 with the reads above
+        // (the trip's static stalls 617 -> 583 cycles, the gap from a wave's wait to the next block's first
+        // WGMMA 135 -> 117; eighteenth session). Unrolling #pragma unroll 2 over the run-time count kept an
+        // exit test after the first block. Never wholly: a loop that ptxas unrolls away had its wgmmas
+        // serialised and spilled (C7512).
+        if constexpr (kNumKBlocks >= 2) {
+#pragma unroll 1
+          for (u32 i = 0; i < kNumKBlocks / 2; ++i) {
+            block();
+            block();
+          }
         }
+        if constexpr (kNumKBlocks % 2 != 0) block();
         store_tile_tma(p, smem, accum, warpgroup, warp_in_group, lane, tile.m_block, tile.n0);
 #pragma unroll
         for (u32 i = 0; i < kAccumPerThread; ++i) accum[i] = 0.0f;

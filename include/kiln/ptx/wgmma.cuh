@@ -19,10 +19,11 @@ enum class SmemSwizzle : u32 { kNone = 0, k128B = 1, k64B = 2, k32B = 3 };
 // 1024-byte swizzle atom: stride offset 1024, leading offset unused (a k32 FP8 slice is 32 bytes, inside
 // one swizzle row). The tile must start 1024-byte aligned so the base offset is 0. Moving along K by
 // `bytes` (< 128) inside the atom is `desc + (bytes >> 4)`: the hardware applies the XOR swizzle to the
-// final address, so the same advance works for every row. `addr` is the tile's shared-window address (as
-// __cvta_generic_to_shared gives it); the overload below takes a generic pointer.
-// make_smem_desc_units takes the start address already in 16-byte units, unmasked: a shared-window address is
-// below 256 KB (228 KB of shared memory per SM), so its units fit the field's 14 bits.
+// final address, so the same advance works for every row.
+// make_smem_desc_units takes the start address in 16-byte units of the shared window (as
+// __cvta_generic_to_shared gives it, >> 4), unmasked: a shared-window address is below 256 KB (228 KB of
+// shared memory per SM), so its units fit the field's 14 bits. (Masking the field per block, the form that
+// took a byte address, cost the kernels' loops instructions: bench/RESULTS.md.)
 __device__ __forceinline__ u64 make_smem_desc_units(u32 start_units, SmemSwizzle swizzle, u32 leading_bytes,
                                                     u32 stride_bytes) {
   u64 desc = static_cast<u64>(start_units);
@@ -30,15 +31,6 @@ __device__ __forceinline__ u64 make_smem_desc_units(u32 start_units, SmemSwizzle
   desc |= static_cast<u64>((stride_bytes >> 4) & 0x3FFFu) << 32;
   desc |= static_cast<u64>(static_cast<u32>(swizzle)) << 62;
   return desc;
-}
-
-__device__ __forceinline__ u64 make_smem_desc(u32 addr, SmemSwizzle swizzle, u32 leading_bytes, u32 stride_bytes) {
-  return make_smem_desc_units((addr >> 4) & 0x3FFFu, swizzle, leading_bytes, stride_bytes);
-}
-
-__device__ __forceinline__ u64 make_smem_desc(const void* smem_ptr, SmemSwizzle swizzle, u32 leading_bytes,
-                                              u32 stride_bytes) {
-  return make_smem_desc(static_cast<u32>(__cvta_generic_to_shared(smem_ptr)), swizzle, leading_bytes, stride_bytes);
 }
 
 // `desc` moved `units` 16-byte units along K, as one 64-bit add. Written as PTX so that the front end cannot
