@@ -585,8 +585,8 @@ struct Fp8Gemm {
       constexpr u32 kBFirstByte = kLayout.b_offset + kSliceFirstCol<kSlice> * kBlockK;
       // The start addresses in 16-byte units, the stage's offset added to a base the compiler hoists out of the
       // walk (one multiply-add per operand, where the address form took four: 10-11 fewer instructions per K
-      // block, 0.6-1.3 % faster at 128x160 and 128x192 on the H200 with either compiler; the two-wave tiles
-      // gained with it only once their K loop took blocks in pairs, walk_two_wave_tiles()).
+      // block, 0.6-1.3 % faster at 128x160 and 128x192 on the H200 with either compiler). The two-wave tiles
+      // took it with their paired K loop (walk_two_wave_tiles()); alone it had measured 0.4 % slower there.
       static_assert(kLayout.a_stage_bytes % 16 == 0 && kLayout.b_stage_bytes % 16 == 0, "16-byte stage strides");
       const u32 window = shared_window_base();
       const u64 desc_a = ptx::make_smem_desc_units(((window + kAFirstByte + warpgroup * 64 * kBlockK) >> 4) +
@@ -994,8 +994,8 @@ struct Fp8Gemm {
         };
         // Two blocks per trip, over the compile-time count (two-wave tiles have no split-K), so nothing tests
         // for the loop's end between them: 1.3-1.7 % faster on the H200 at M = 4096 with the reads above
-        // (the trip's static stalls 617 -> 583 cycles, the gap from a wave's wait to the next block's first
-        // WGMMA 135 -> 117; eighteenth session). Unrolling #pragma unroll 2 over the run-time count kept an
+        // (at 4096 x 7168 x 16384 the trip's static stalls 617 -> 583 cycles, the gap from the second wave's
+        // wait to the next block's first WGMMA 135 -> 113; eighteenth session). Unrolling #pragma unroll 2 over the run-time count kept an
         // exit test after the first block. Never wholly: a loop that ptxas unrolls away had its wgmmas
         // serialised and spilled (C7512).
         if constexpr (kNumKBlocks >= 2) {
