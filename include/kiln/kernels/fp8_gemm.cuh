@@ -995,9 +995,9 @@ struct Fp8Gemm {
         // Two blocks per trip, over the compile-time count (two-wave tiles have no split-K), so nothing tests
         // for the loop's end between them: 1.3-1.7 % faster on the H200 at M = 4096 with the reads above
         // (at 4096 x 7168 x 16384 the trip's static stalls 617 -> 583 cycles, the gap from the second wave's
-        // wait to the next block's first WGMMA 135 -> 113; eighteenth session). Unrolling #pragma unroll 2 over the run-time count kept an
-        // exit test after the first block. Never wholly: a loop that ptxas unrolls away had its wgmmas
-        // serialised and spilled (C7512).
+        // wait to the next block's first WGMMA 135 -> 113; eighteenth session). Unrolling #pragma unroll 2 over
+        // the run-time count kept an exit test after the first block. Never wholly: a loop that ptxas unrolls
+        // away had its wgmmas serialised and spilled (C7512).
         if constexpr (kNumKBlocks >= 2) {
 #pragma unroll 1
           for (u32 i = 0; i < kNumKBlocks / 2; ++i) {
