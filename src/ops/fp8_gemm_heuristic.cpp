@@ -23,11 +23,11 @@ namespace {
 // the bottom M of each changed run (kRefitCheckLow, 81 shapes: 52 faster, up to 39 %, 18 level, 11 slower, at
 // most 8.2 %), 3-4 % faster on geometric average. Refitted again by the nineteenth session (2026-11-30) after
 // the two-wave loop made 256x128 pairs 2.3 % faster against the other tiles (the older tables' pairs rows scaled
-// by that, shapes timed again judged on the new rows only, kPairsCheck in the unit test): every range the refit
-// moved was timed at its bottom and top M; 12 of its 16 changed runs are faster (up to 7 %), four slower (N =
-// 4096 at K = 7168 and 897-1024 x 7168 x 16384, 0.4-3.7 %), where pairs lose to the plan's old tile by more than
-// the model sees. The figures are a fit, not measurements of the parts they name: read them as weights that rank
-// the tiles as the device does. No benchmark shape's tile moved.
+// by that, shapes timed again judged on the new rows only; kPairsCheck in the unit test). Every run of M the refit
+// moved was timed at its bottom or top M or both: of the 16, 9 are faster by over 1 % (up to 7 %), 4 within 1 %,
+// 3 slower (N = 4096 at K = 7168 and 897-1024 x 7168 x 16384, 1.7-3.6 %), where pairs lose to the old tile by
+// more than the model sees. The figures are a fit, not measurements of the parts they name: read them as weights
+// that rank the tiles as the device does. No benchmark shape's tile moved.
 // Fixed time of one call as the sweep's CUDA-event timings saw it (launch, prologue, pipeline fill, drain).
 constexpr double kFixedUs = 4.22;
 // A 128-wide K block never takes less than this per tile: the chain full-barrier wait -> WGMMA ->
