@@ -769,8 +769,8 @@ const Measured kRefitCheckLow[] = {
 // The nineteenth session's refit (kPairsCheck below) moved seven of these shapes to 256x128 pairs, which these
 // rows, measured before the two-wave loop made pairs 2.3 % faster against the other tiles, put 4-6 % behind
 // (1024 x 7168 x 16384, 1920 x 4096 x 7168, 897 x 7168 x 16384, 1537, 1728, 9473 and 9600 x 4096 x 7168); the
-// same day's rows (kPairsCheck) put five of them 1.6-3.5 % behind and 9473 x 4096 x 7168's run 0.4 % on average.
-// The second table's summed loss rose from 0.46 to 0.65 by them.
+// same day's rows (kPairsCheck) put them 1.6-3.5 % behind. The summed losses rose from 0.33 and 0.46 to 0.38 and
+// 0.65 by them.
 TEST(Fp8GemmHeuristic, RefitPicksWhatItsChecksFoundBest) {
   const std::vector<Miss> misses = {
       {448, 7168, 2048, 1.08},  {1856, 576, 7168, 1.04},  {2560, 7168, 2048, 1.04},  {4480, 7168, 16384, 1.05},
