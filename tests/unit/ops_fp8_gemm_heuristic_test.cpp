@@ -889,15 +889,13 @@ TEST(Fp8GemmHeuristic, RefitPicksWhatThePairsCheckFoundBest) {
   const std::vector<Judged> judged = judge_plan(kPairsCheck, false, &shapes, offered_at);
   EXPECT_EQ(shapes, 126u);
   EXPECT_EQ(judged.size(), 126u);
-  double log_loss = 0;
-  size_t behind = 0;
-  for (const Judged& j : judged) {
-    expect_within(j, 1.051);
-    log_loss += std::log(j.chosen_us / j.best_us);
-    if (j.chosen_us > j.best_us * 1.03) ++behind;
-  }
-  EXPECT_LT(log_loss, 1.25);
-  EXPECT_LE(behind, 17u);
+  const std::vector<Miss> misses = {
+      {1792, 24576, 1536, 1.04}, {4736, 24576, 1536, 1.04}, {5121, 24576, 1536, 1.05}, {5248, 24576, 1536, 1.05},
+      {5760, 24576, 1536, 1.04}, {1537, 32768, 512, 1.05},  {1664, 32768, 512, 1.05},  {2305, 32768, 512, 1.05},
+      {2432, 32768, 512, 1.05},  {2561, 32768, 512, 1.05},  {2688, 32768, 512, 1.05},  {7936, 7168, 16384, 1.04},
+      {1537, 4096, 7168, 1.04},  {1728, 4096, 7168, 1.04},  {1920, 4096, 7168, 1.04},  {5760, 4096, 7168, 1.04},
+      {1793, 576, 7168, 1.05}};
+  EXPECT_LT(expect_within_misses(judged, misses), 1.25);
 }
 
 // The seventeenth session's re-measurement (H200, 2026-11-30, at d2c295d) of the mid-M sweep at the M where the
