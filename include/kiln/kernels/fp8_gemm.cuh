@@ -900,27 +900,29 @@ struct Fp8Gemm {
       promote<kSlice, kWaves - 1, kSwitch>(current);
       if constexpr (kLastSlice && kAccumulate) release(current_stage);
 
+      // A tile's end is one branch, the accumulators' zeroing inside it: with the zeroing in a branch of its own
+      // after the split-K hand-over, ptxas turned it into selects on every K block (1.5 FSEL per accumulator;
+      // the split-K kernels 3-7 % slower on the H200 at decode sizes, twenty-first session). The kernels without
+      // split-K differ only in the epilogue's register names, and measured level.
       if constexpr (kLastSlice) {
-        // With split-K only the cluster's first CTA stores; the second hands its partial sums over.
-        bool store = true;
-        if constexpr (kSplitK > 1) {
-          if (tile_ends) {
+        if (tile_ends) {
+          // With split-K only the cluster's first CTA stores; the second hands its partial sums over.
+          bool store = true;
+          if constexpr (kSplitK > 1) {
             if (schedule.rank == 0)
               receive_partial();
             else
               send_partial();
             store = schedule.rank == 0;
           }
-        }
-        if (tile_ends && store) {
-          if constexpr (kTmaStore)
-            store_tile_tma(p, smem, accum, warpgroup, (threadIdx.x / 32) % 4, lane, tile.m_block, tile.n0);
-          else if constexpr (kAccumulate)
-            add_tile_direct(p, accum, tile.m_block * kBlockM + row_in_tile, tile.n0 + (lane % 4) * 2);
-          else
-            store_tile_direct(p, accum, tile.m_block * kBlockM + row_in_tile, tile.n0 + (lane % 4) * 2);
-        }
-        if (tile_ends) {
+          if (store) {
+            if constexpr (kTmaStore)
+              store_tile_tma(p, smem, accum, warpgroup, (threadIdx.x / 32) % 4, lane, tile.m_block, tile.n0);
+            else if constexpr (kAccumulate)
+              add_tile_direct(p, accum, tile.m_block * kBlockM + row_in_tile, tile.n0 + (lane % 4) * 2);
+            else
+              store_tile_direct(p, accum, tile.m_block * kBlockM + row_in_tile, tile.n0 + (lane % 4) * 2);
+          }
 #pragma unroll
           for (u32 i = 0; i < kAccumPerThread; ++i) accum[i] = 0.0f;
         }
