@@ -900,31 +900,47 @@ struct Fp8Gemm {
       promote<kSlice, kWaves - 1, kSwitch>(current);
       if constexpr (kLastSlice && kAccumulate) release(current_stage);
 
-      // A tile's end is one branch, the accumulators' zeroing inside it: with the zeroing in a branch of its own
-      // after the split-K hand-over, ptxas turned it into selects on every K block (1.5 FSEL per accumulator;
-      // the split-K kernels 3-7 % slower on the H200 at decode sizes, twenty-first session). The kernels without
-      // split-K differ only in the epilogue's register names, and measured level.
       if constexpr (kLastSlice) {
-        if (tile_ends) {
-          // With split-K only the cluster's first CTA stores; the second hands its partial sums over.
+        const auto store_tile = [&] {
+          if constexpr (kTmaStore)
+            store_tile_tma(p, smem, accum, warpgroup, (threadIdx.x / 32) % 4, lane, tile.m_block, tile.n0);
+          else if constexpr (kAccumulate)
+            add_tile_direct(p, accum, tile.m_block * kBlockM + row_in_tile, tile.n0 + (lane % 4) * 2);
+          else
+            store_tile_direct(p, accum, tile.m_block * kBlockM + row_in_tile, tile.n0 + (lane % 4) * 2);
+        };
+        if constexpr (kSplitK > 1 && kSlices == 1) {
+          // Split-K: only the cluster's first CTA stores; the second hands its partial sums over. The whole tile
+          // end is one branch with the accumulators' zeroing inside: with the zeroing in a branch of its own,
+          // ptxas turned it into selects on every K block (1.5 FSEL per accumulator; these kernels 3-7 % slower
+          // on the H200 at decode sizes, twenty-first session). Not for the two-slice tiles (176, 192 columns),
+          // which spill 88-400 bytes in this form.
+          if (tile_ends) {
+            if (schedule.rank == 0) {
+              receive_partial();
+              store_tile();
+            } else {
+              send_partial();
+            }
+#pragma unroll
+            for (u32 i = 0; i < kAccumPerThread; ++i) accum[i] = 0.0f;
+          }
+        } else {
           bool store = true;
           if constexpr (kSplitK > 1) {
-            if (schedule.rank == 0)
-              receive_partial();
-            else
-              send_partial();
-            store = schedule.rank == 0;
+            if (tile_ends) {
+              if (schedule.rank == 0)
+                receive_partial();
+              else
+                send_partial();
+              store = schedule.rank == 0;
+            }
           }
-          if (store) {
-            if constexpr (kTmaStore)
-              store_tile_tma(p, smem, accum, warpgroup, (threadIdx.x / 32) % 4, lane, tile.m_block, tile.n0);
-            else if constexpr (kAccumulate)
-              add_tile_direct(p, accum, tile.m_block * kBlockM + row_in_tile, tile.n0 + (lane % 4) * 2);
-            else
-              store_tile_direct(p, accum, tile.m_block * kBlockM + row_in_tile, tile.n0 + (lane % 4) * 2);
-          }
+          if (tile_ends && store) store_tile();
+          if (tile_ends) {
 #pragma unroll
-          for (u32 i = 0; i < kAccumPerThread; ++i) accum[i] = 0.0f;
+            for (u32 i = 0; i < kAccumPerThread; ++i) accum[i] = 0.0f;
+          }
         }
         if constexpr (!kOverlapPromotion && kIssueNext) next_scales = issue(issue_slot, next);
         current_stage = issue_slot.stage;
