@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "codegen/kernel_spec.hpp"
 #include "compiler/compiler.hpp"
@@ -346,6 +347,38 @@ TEST_P(Fp8GemmCompile, StraddlingTilesWalkOneColumnClassPerCta) {
   ASSERT_GT(wgmmas[192], 0u);
   EXPECT_EQ(wgmmas[160], 4 * wgmmas[192]);
   EXPECT_EQ(wgmmas[176], 4 * wgmmas[192]);
+}
+
+// Split-K in CTA pairs: a tile's end (the hand-over, the store, the accumulators' zeroing) is one branch. With
+// the zeroing in a branch of its own, the front end made it a select per accumulator (selp.f32) that ptxas ran
+// on every K block (the kernels 3-7 % slower on the H200, twenty-first session). The plan's split-K kernels
+// (64x32 at 2112 columns, 64x16 at 576) and a wider one-slice tile carry no such select; the two-slice tiles
+// (176 and 192 columns, by override), which keep the previous form, compile without spills.
+TEST_P(Fp8GemmCompile, SplitKTileEndIsOneBranch) {
+  const auto split = [](int n, int k, int block_m, int block_n) {
+    Fp8GemmOverrides o;
+    o.block_m = block_m;
+    o.block_n = block_n;
+    o.split_k = 2;
+    const Fp8GemmPlan plan = fp8_gemm_plan(kH200, n, k, o);
+    EXPECT_EQ(plan.kernels.size(), 1u);
+    return plan.kernels.at(0);
+  };
+  const Fp8GemmPlan decode = fp8_gemm_plan(kH200, 2112, 7168);
+  const Fp8GemmConfig& plan_split = decode.kernels[static_cast<size_t>(decode.bucket_of(1).kernel)];
+  ASSERT_EQ(plan_split.split_k, 2) << plan_split.describe();
+  for (const auto& [n, c] : {std::pair{2112, plan_split}, std::pair{576, split(576, 7168, 64, 16)},
+                             std::pair{2112, split(2112, 7168, 64, 64)}}) {
+    const compiler::CompiledKernel k = test::compile_for_sm90a_and_check(
+        GetParam(), fp8_gemm_spec(n, 7168, c), home_.path(), state_.path(), /*keep_ptx=*/true);
+    ASSERT_FALSE(k.ptx.empty());
+    size_t selects = 0;
+    std::istringstream lines(k.ptx);
+    for (std::string line; std::getline(lines, line);)
+      if (line.find("selp.f32") != std::string::npos) ++selects;
+    EXPECT_EQ(selects, 0u) << c.describe() << ": accumulators selected, not zeroed in the tile end's branch";
+  }
+  for (const int block_n : {176, 192}) compile_and_check(fp8_gemm_spec(576, 720, split(576, 720, 64, block_n)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Fp8GemmCompile, ::testing::Values(Backend::kNvcc, Backend::kNvrtc),
