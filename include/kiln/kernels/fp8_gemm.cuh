@@ -912,9 +912,9 @@ struct Fp8Gemm {
         if constexpr (kSplitK > 1 && kSlices == 1) {
           // Split-K: only the cluster's first CTA stores; the second hands its partial sums over. The whole tile
           // end is one branch with the accumulators' zeroing inside: with the zeroing in a branch of its own,
-          // ptxas turned it into selects on every K block (1.5 FSEL per accumulator; these kernels 3-7 % slower
-          // on the H200 at decode sizes, twenty-first session). Not for the two-slice tiles (176, 192 columns),
-          // which spill 88-400 bytes in this form.
+          // NVVM turned it into selects (selp.f32) that ran on every K block (1.5 FSEL per accumulator; these
+          // kernels 3-7 % slower on the H200 at decode sizes, twenty-first session). Not for the two-slice
+          // tiles (176, 192 columns), which spill 88-400 bytes in this form.
           if (tile_ends) {
             if (schedule.rank == 0) {
               receive_partial();
@@ -926,6 +926,7 @@ struct Fp8Gemm {
             for (u32 i = 0; i < kAccumPerThread; ++i) accum[i] = 0.0f;
           }
         } else {
+          // The kernels without split-K (whose zeroing stays a branch) and the two-slice split-K tiles.
           bool store = true;
           if constexpr (kSplitK > 1) {
             if (tile_ends) {
