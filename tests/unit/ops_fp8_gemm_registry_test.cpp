@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "codegen/kernel_spec.hpp"
@@ -177,6 +178,15 @@ TEST(Fp8GemmSpec, RegisterUsageLevelOnlyForTwoWaveTiles) {
 
 // ---- real compiles -----------------------------------------------------------------------------------------------
 
+// Lines of `ptx` holding `needle` (an instruction's name, one per line).
+size_t ptx_lines_with(const std::string& ptx, std::string_view needle) {
+  size_t count = 0;
+  std::istringstream lines(ptx);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find(needle) != std::string::npos) ++count;
+  return count;
+}
+
 class Fp8GemmCompile : public ::testing::TestWithParam<Backend> {
  protected:
   void compile_and_check(const codegen::KernelSpec& spec) {
@@ -340,9 +350,7 @@ TEST_P(Fp8GemmCompile, StraddlingTilesWalkOneColumnClassPerCta) {
     ASSERT_TRUE(c.overlap_promotion) << c.describe();
     const compiler::CompiledKernel k = test::compile_for_sm90a_and_check(
         GetParam(), fp8_gemm_spec(2112, 7168, c), home_.path(), state_.path(), /*keep_ptx=*/true);
-    std::istringstream lines(k.ptx);
-    for (std::string line; std::getline(lines, line);)
-      if (line.find("wgmma.mma_async") != std::string::npos) ++wgmmas[block_n];
+    wgmmas[block_n] = ptx_lines_with(k.ptx, "wgmma.mma_async");
   }
   ASSERT_GT(wgmmas[192], 0u);
   EXPECT_EQ(wgmmas[160], 4 * wgmmas[192]);
@@ -372,11 +380,7 @@ TEST_P(Fp8GemmCompile, SplitKTileEndIsOneBranch) {
     const compiler::CompiledKernel k = test::compile_for_sm90a_and_check(
         GetParam(), fp8_gemm_spec(n, 7168, c), home_.path(), state_.path(), /*keep_ptx=*/true);
     ASSERT_FALSE(k.ptx.empty());
-    size_t selects = 0;
-    std::istringstream lines(k.ptx);
-    for (std::string line; std::getline(lines, line);)
-      if (line.find("selp.f32") != std::string::npos) ++selects;
-    EXPECT_EQ(selects, 0u) << c.describe() << ": accumulators selected, not zeroed in the tile end's branch";
+    EXPECT_EQ(ptx_lines_with(k.ptx, "selp.f32"), 0u) << c.describe() << ": accumulators selected, not zeroed in the tile end's branch";
   }
   for (const int block_n : {176, 192}) compile_and_check(fp8_gemm_spec(576, 720, split(576, 720, 64, block_n)));
 }
