@@ -239,9 +239,16 @@ std::vector<KernelConfig> sweep_configs(uint32_t m) {
   if (m <= 64)
     return {make_config(64, 64), make_config(64, 32), make_config(64, 112), make_config(128, 128),
             split_k(64, 128),    split_k(64, 64),     split_k(64, 32),      split_k(64, 16)};
+  // From 65 rows on, the 128-row split-K tiles too: one CTA pair per tile where 64-row tiles take two.
   if (m <= 128)
-    return {make_config(64, 128), make_config(128, 64), make_config(64, 64),  make_config(64, 32),
-            make_config(64, 112), split_k(64, 128),    split_k(64, 64),      split_k(128, 128)};
+    return {make_config(64, 128), make_config(128, 64), make_config(64, 64), make_config(64, 32),
+            make_config(64, 112), make_config(128, 32), split_k(64, 128),   split_k(64, 64),
+            split_k(64, 32),      split_k(64, 16),      split_k(128, 128),  split_k(128, 64),
+            split_k(128, 32)};
+  if (m <= 192)
+    return {make_config(128, 64), make_config(64, 128), make_config(64, 64), make_config(64, 32),
+            make_config(128, 32), split_k(64, 32),      split_k(64, 16),     split_k(128, 64),
+            split_k(128, 32)};
   return {serial(128, 128),        make_config(128, 160), make_config(128, 192),   serial(128, 192),
           multicast(128, 128),     multicast(128, 192),   multicast_a(128, 128),   make_config(128, 64),
           make_config(256, 128),   multicast(256, 128),   multicast_a(256, 128),   make_config(256, 112),
