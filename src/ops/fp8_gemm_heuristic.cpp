@@ -94,14 +94,17 @@ constexpr int64_t kDecodeM = 16;
 // are filled, and the M = 1 sweep of the short-box kernel (now in the unit tests) is picked right with the
 // same weight.
 constexpr double kZeroFillWeight = 5.0;
-// Split-K in CTA pairs, for the narrowest tiles (64x32, 64x16) only: worth it where the problem has few tiles, so a
-// tile's K chain, not the device's bandwidth, sets the time (little N at decode sizes: 576 and 2112 columns).
-// The per-K-block model above does not capture what halving the chain gains, so the split kernel is costed as
-// the same tile unsplit times a measured ratio: 0.89 when all pairs fit on the SMs at once (H200, 2026-11-29,
-// fp8_gemm_test: 64 x 2112 x 7168 13.5 -> 12.0 us, 128 x 576 x 7168 12.6 -> 11.1 us), 1.26 when they take two
-// rounds (128 x 2112 x 7168: 13.5 -> 17.0 us).
-constexpr double kSplitKOneWaveRatio = 0.89;
-constexpr double kSplitKTwoWaveRatio = 1.26;
+// Split-K in CTA pairs, for the narrow tiles (64x32, 64x16, 128x32): worth it where the problem has few tiles, so
+// a tile's K chain, not the device's bandwidth, sets the time (little N at decode sizes: 576 and 2112 columns).
+// The model costs a pair's CTAs each with half of the tile's K blocks (the grid counts both), plus this per tile
+// for the hand-over: the partial sums through the pair's shared memory, the wait for the later half, the cluster
+// launch. Fitted on 2026-11-30 (H200, fp8_gemm_test, after the tile end became one branch) to 80 shapes: the
+// decode sweep at M = 1, 64, 128, 192 and three checks of the ranges the structural form moved (kSplitKRefit in
+// the unit tests); 1.2 to 1.5 rank them alike. It replaced a ratio to the same tile unsplit (0.89 with one round
+// of pairs, 1.26 with two), which could not see that a short K has little chain to halve: it split 1 x 512 x 512
+// (6.8 us where 64x32 takes 5.4) and kept 128x32 pairs out where they gain 5-29 % (128 x 2112 x 7168: 12.8
+// against 13.5 us; 200 x 768 x 16384: 18.1 against 23.3).
+constexpr double kSplitKHandOverUs = 1.5;
 // M above kFp8GemmSampledMaxM takes the candidate cheapest on average over the intervals from this on.
 constexpr int64_t kTailFromM = 8192;
 
@@ -195,20 +198,19 @@ std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, int64_t n, const
     else if (!short_of_clusters)
       short_of_clusters = c;
   }
-  // The narrow tiles split in K by CTA pairs (the bf16 form, no multicast asked for: pairs go one way only),
-  // their stages re-counted for the layout's reduction buffer: 64x32, and 64x16 unless block_n is fixed (at
-  // 576 columns its 36 tiles make 72 CTAs where 64x32 makes 36: 1 x 576 x 7168 10.6 against 11.9 us). Ten
-  // candidates then: fp8_gemm_plan drops to eight.
-  const bool has_narrowest = std::any_of(out.begin(), out.end(), [](const Fp8GemmConfig& c) {
-    return c.block_m == 64 && c.block_n == 32 && c.cluster_m == 1 && c.cluster_n == 1;
-  });
-  if (!accumulate && o.split_k == 0 && has_narrowest) {
+  // The narrow tiles split in K by CTA pairs, their stages re-counted for the layout's reduction buffer: 64x32,
+  // 64x16 (at 576 columns its 36 tiles make 72 CTAs where 64x32 makes 36: 1 x 576 x 7168 9.9 against 10.6 us)
+  // and 128x32 (one pair per 128 rows: 128 x 2112 x 7168 12.8 against 64x32's 13.5 unsplit, 15.6 split). Only
+  // for the bf16 form, with split_k and multicast left to the heuristic (pairs go one way only) and the tile
+  // within the block sizes asked for. Twelve candidates then: fp8_gemm_plan drops to eight.
+  const bool pairs_free = !accumulate && o.split_k == 0 && o.cluster_m <= 1 && o.cluster_n <= 1 && o.block_m != 256;
+  if (pairs_free) {
     Fp8GemmOverrides split_pairs = o;
     split_pairs.split_k = 2;
-    for (const Tile& t : {Tile{64, 32}, Tile{64, 16}}) {
-      if (o.block_n != 0 && o.block_n != t.block_n) continue;
+    for (const Tile& t : {Tile{64, 32}, Tile{64, 16}, Tile{128, 32}}) {
+      if ((o.block_m != 0 && o.block_m != t.block_m) || (o.block_n != 0 && o.block_n != t.block_n)) continue;
       const Fp8GemmConfig split = make_config(t, target, split_pairs, form);
-      if (split.stages > 0) out.push_back(split);
+      if (split.stages > 0 && target.sm_count / split.cluster_size() >= needed_clusters(split, n)) out.push_back(split);
     }
   }
   if (out.empty() && short_of_clusters) {
@@ -322,17 +324,14 @@ uint32_t fp8_gemm_grid(const Fp8GemmConfig& c, int64_t m, int64_t n, int sm_coun
 }
 
 double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int64_t k, const Fp8GemmConfig& c) {
-  if (c.split_k > 1) {
-    Fp8GemmConfig whole = c;
-    whole.split_k = 1;
-    const bool one_wave = c.units(m, n) * c.cluster_size() <= target.sm_count;
-    return (one_wave ? kSplitKOneWaveRatio : kSplitKTwoWaveRatio) * fp8_gemm_estimate_us(target, m, n, k, whole);
-  }
   const double bm = c.block_m, bn = c.block_n;
   const int64_t k_blocks = cdiv(k, 128);
   const int multicast = c.cluster_m * c.cluster_n;
   const int64_t units = c.units(m, n);
-  const int64_t grid_units = std::max<int64_t>(1, std::min<int64_t>(units, target.sm_count / multicast));
+  const int64_t grid_units = std::max<int64_t>(1, std::min<int64_t>(units, target.sm_count / c.cluster_size()));
+  // Split-K pairs: each CTA of a pair runs half of a tile's K blocks, then the pair hands its partial sums over.
+  const int64_t cta_k_blocks = cdiv(k_blocks, c.split_k);
+  const double hand_over = c.split_k > 1 ? kSplitKHandOverUs : 0.0;
   const double tiles_per_cta = static_cast<double>(cdiv(units, grid_units));
   const double tiles = static_cast<double>(units * multicast);
 
@@ -357,7 +356,7 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   const double per_k_block = std::max({kFloorUsPerKBlock, cycles / kCyclesPerUs, load_bytes / kSmLoadBytesPerUs});
   const double epilogue = kEpilogueFixedUs + bm * bn * 2.0 / kEpilogueBytesPerUs;
   const bool short_k_wide = !two_waves && c.block_n > 160 && k_blocks <= kShortKBlocks;
-  const double busiest_cta = tiles_per_cta * (static_cast<double>(k_blocks) * per_k_block + epilogue) *
+  const double busiest_cta = tiles_per_cta * (static_cast<double>(cta_k_blocks) * per_k_block + epilogue + hand_over) *
                              (short_k_wide ? kShortKWidePenalty : 1.0);
 
   const double md = static_cast<double>(m), nd = static_cast<double>(n), kd = static_cast<double>(k);

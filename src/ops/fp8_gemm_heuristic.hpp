@@ -7,11 +7,13 @@
 //   1. candidates: the tiles the H200 sweep found useful -- 256 x 128 (two math warpgroups of two waves,
 //      in CTA pairs sharing A), 128 x {128, 64, 160, 192} (two math warpgroups), 128 x 176 where it divides
 //      N, and 64 x {128, 64, 32} (one) -- with the most pipeline stages that fit and the TMA-store epilogue,
-//      and 64 x 32 and 64 x 16 split in K by CTA pairs (the bf16 form); overrides narrow or replace them;
+//      and 64 x 32, 64 x 16 and 128 x 32 split in K by CTA pairs (the bf16 form); overrides narrow or replace
+//      them;
 //   2. a cost model (fp8_gemm_estimate_us) calibrated on that sweep: per 128-wide K block a tile takes the
 //      longest of a latency floor, its WGMMA + promotion time and its share of per-SM load bandwidth; each
-//      tile adds an epilogue; the busiest CTA's tiles (wave quantisation), DRAM and L2 traffic bound it,
-//      and where DRAM does, a share of the busiest CTA's time adds to it;
+//      tile adds an epilogue (and a split-K pair's CTAs half the K blocks each and a hand-over); the busiest
+//      CTA's tiles (wave quantisation), DRAM and L2 traffic bound it, and where DRAM does, a share of the
+//      busiest CTA's time adds to it;
 //   3. M is cut into intervals (64(i-1), 64i] up to 16384 -- inside one, every candidate's tile count is
 //      constant -- and each interval takes its cheapest candidate;
 //   4. candidates are then dropped, the cheapest loss first, while the intervals' cost stays within 1 %
