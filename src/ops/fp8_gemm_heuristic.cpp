@@ -203,7 +203,7 @@ std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, int64_t n, const
   // and 128x32 (one pair per 128 rows: 128 x 2112 x 7168 12.8 against 64x32's 13.5 unsplit, 15.6 split). Only
   // for the bf16 form, with split_k and multicast left to the heuristic (pairs go one way only) and the tile
   // within the block sizes asked for. Twelve candidates then: fp8_gemm_plan drops to eight.
-  const bool pairs_free = !accumulate && o.split_k == 0 && o.cluster_m <= 1 && o.cluster_n <= 1 && o.block_m != 256;
+  const bool pairs_free = !accumulate && o.split_k == 0 && o.cluster_m <= 1 && o.cluster_n <= 1;
   if (pairs_free) {
     Fp8GemmOverrides split_pairs = o;
     split_pairs.split_k = 2;
