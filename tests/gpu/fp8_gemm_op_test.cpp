@@ -598,7 +598,8 @@ int main(int argc, char** argv) {
       run_group(cases, seed++, &timing);
       run_group({Case{37, 576, 720}, Case{1000, 576, 720}}, seed++, &timing);  // K tail: 720 = 5 x 128 + 80
       if (!quick) {
-        std::vector<Case> more = {Case{65, 2112, 512}, Case{130, 2112, 720}};
+        // The third: the plan's 128x32 split-K pairs (2112 x 7168 at M = 65..128) with A's box short of the tile.
+        std::vector<Case> more = {Case{65, 2112, 512}, Case{130, 2112, 720}, Case{100, 2112, 7168}};
         more[1].ldd = 2120;
         CUstream stream = nullptr;
         KILN_CU_CHECK(cu().cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
@@ -609,6 +610,7 @@ int main(int argc, char** argv) {
         run_group({more[0]}, seed++, &timing);
         run_group({more[1]}, seed++, &timing);
         run_group({more[2]}, seed++, &timing);
+        run_group({more[3]}, seed++, &timing);
         (void)cu().cuStreamDestroy(stream);
       }
     }

@@ -361,6 +361,11 @@ std::vector<Case> make_cases(bool sweep, const std::vector<uint32_t>& sweep_ms) 
       {1, 2112, 7168, 2120, {split_k(64, 128)}, false, 0},
       {37, 576, 720, 576, {split_k(64, 32)}, false, 0},
       {1000, 2112, 2048, 2112, {split_k(64, 128), split_k(128, 128)}, false, 0},
+      // 128x32 pairs (the plan's at 2112 x 7168, M = 65..128): A's box short of the tile (100 rows: 104), a partial
+      // last n block (2104 = 65 x 32 + 24), an odd K block count with a tail (720), a padded D; then three m
+      // blocks (the last of 44 rows) walked by 66 pairs, several tiles each.
+      {100, 2104, 720, 2112, {split_k(128, 32)}, false, 0},
+      {300, 1544, 4096, 1544, {split_k(128, 32)}, false, 0},
       // Column classes (tiles straddling B's scale blocks, each CTA walking one class): 176 columns span three
       // blocks in places (ragged M and N, B multicast, split-K), 160 with A multicast (classes of pairs), and
       // 192 with a partial last n block.
