@@ -53,6 +53,17 @@ constexpr double kSmLoadBytesPerUs = 89.4e3;
 // kDramBoundCtaShare: the two trade against each other at the decode shapes that bound them.
 constexpr double kDramBytesPerUs = 4.14e6;
 constexpr double kL2BytesPerUs = 10.0e6;
+// 128x64 where B is the operand the call streams (N at least twice M) and K is long: its L2 reads count this much.
+// Its A panel (two thirds of what it loads) is read by every CTA of the m block at once and stays hot in L2,
+// and the device serves those reads faster than the figure above, which the wide tiles set at large M. Fitted
+// on 2026-11-30 (H200, fp8_gemm_test) to the 75 shapes where it and 64x128 (same loads, same tile count at
+// whole m blocks, so the model tied them or took 64x128) were timed against each other (kNarrowCheck in the
+// unit tests): 128x64 is 7-9 % faster at 129..256 x 4096 x 7168 and 16384, 1-2 % at 2048 x K >= 4096; at
+// K <= 3072 the two are level, and where A is the larger operand (N = 256, M >= 2113) 64x128 is faster, up to
+// 21 %.
+constexpr double kNarrowL2Weight = 0.85;
+constexpr int64_t kNarrowMinNOverM = 2;
+constexpr int64_t kNarrowMinKBlocks = 32;
 // Where DRAM bounds the call, the CTAs' own work does not hide entirely behind it: each CTA's pipeline fills
 // and drains, and its epilogues wait. This share of the busiest CTA's time adds to the DRAM time. Without it
 // every tile of a DRAM-bound decode call tied and the candidate order chose (the wide 128x192 at 24576 x 1536,
@@ -363,8 +374,11 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   const double dram_bytes = md * kd + nd * kd + 2.0 * md * nd + 4.0 * static_cast<double>(k_blocks) * (md + nd / 128.0);
   const double zero_filled_bytes = (a_box_rows - a_rows) * 128.0;
   const double l2_bytes = tiles * static_cast<double>(k_blocks) * (l2_load_bytes + kZeroFillWeight * zero_filled_bytes);
+  const bool narrow_streaming_b =
+      c.block_m == 128 && c.block_n == 64 && n >= kNarrowMinNOverM * m && k_blocks >= kNarrowMinKBlocks;
+  const double l2_weight = narrow_streaming_b ? kNarrowL2Weight : 1.0;
   return kFixedUs + std::max({busiest_cta, dram_bytes / kDramBytesPerUs + kDramBoundCtaShare * busiest_cta,
-                              l2_bytes / kL2BytesPerUs});
+                              l2_weight * l2_bytes / kL2BytesPerUs});
 }
 
 Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const Fp8GemmOverrides& overrides,

@@ -612,6 +612,10 @@ int main(int argc, char** argv) {
         run_group({more[2]}, seed++, &timing);
         run_group({more[3]}, seed++, &timing);
         (void)cu().cuStreamDestroy(stream);
+        // The plan's 128x64 where B is streamed (kNarrowL2Weight): 129..256 x 4096 x 7168 and 257..512 x 2048 x
+        // 4096, each with a partial last m block.
+        run_group({Case{200, 4096, 7168}}, seed++, &timing);
+        run_group({Case{300, 2048, 4096}}, seed++, &timing);
       }
     }
 
