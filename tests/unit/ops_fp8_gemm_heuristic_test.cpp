@@ -1235,13 +1235,13 @@ TEST(Fp8GemmHeuristic, NarrowTilesWhereBIsStreamed) {
   EXPECT_LT(expect_within_misses(judged, {{705, 768, 16384, 1.04}}), 0.35);
   const Fp8GemmPlan b_streamed = fp8_gemm_plan(kH200, 4096, 7168);
   for (int64_t m : {129, 192, 256}) {
-    const Fp8GemmConfig& c = b_streamed.kernels[b_streamed.bucket_of(m).kernel];
+    const Fp8GemmConfig& c = config_at(b_streamed, m);
     EXPECT_EQ(c.block_m, 128) << m;
     EXPECT_EQ(c.block_n, 64) << m;
   }
   const Fp8GemmPlan a_streamed = fp8_gemm_plan(kH200, 256, 16384);
   for (int64_t m : {2113, 4224}) {
-    const Fp8GemmConfig& c = a_streamed.kernels[a_streamed.bucket_of(m).kernel];
+    const Fp8GemmConfig& c = config_at(a_streamed, m);
     EXPECT_EQ(c.block_m, 64) << m;
     EXPECT_EQ(c.block_n, 128) << m;
   }
