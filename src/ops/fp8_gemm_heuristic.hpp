@@ -11,9 +11,9 @@
 //      them;
 //   2. a cost model (fp8_gemm_estimate_us) calibrated on that sweep: per 128-wide K block a tile takes the
 //      longest of a latency floor, its WGMMA + promotion time and its share of per-SM load bandwidth; each
-//      tile adds an epilogue (and a split-K pair's CTAs half the K blocks each and a hand-over); the busiest
-//      CTA's tiles (wave quantisation), DRAM and L2 traffic bound it, and where DRAM does, a share of the
-//      busiest CTA's time adds to it;
+//      tile adds an epilogue (and a split-K pair's CTAs half the K blocks each and a hand-over); the call
+//      runs in rounds of one tile per CTA (wave quantisation), each as long as its tiles or its share of the
+//      DRAM bytes; where DRAM bounds it a share of one tile's time adds to that; L2 traffic bounds it too;
 //   3. M is cut into intervals (64(i-1), 64i] up to 16384 -- inside one, every candidate's tile count is
 //      constant -- and each interval takes its cheapest candidate;
 //   4. candidates are then dropped, the cheapest loss first, while the intervals' cost stays within 1 %
