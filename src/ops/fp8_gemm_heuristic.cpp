@@ -71,8 +71,8 @@ constexpr int64_t kNarrowMinKBlocks = 32;
 // replaced a share of the busiest CTA's whole time (0.457), which charged a CTA of three short rounds as if none
 // of its work overlapped DRAM: it took 128x192 (one round) at 65..128 x 24576 x 1536, where 64x128 (three rounds)
 // is 4.5 % faster. Fitted with the epilogue rate and the DRAM rate below on 2026-11-30 to every table of the unit
-// tests; every run of M it moved over N 256..32768, K 512..16384 was timed (kRoundsCheck): 33 of 55 faster by
-// over 1 % (up to 14 %), 12 within 1 %, 10 slower by 1-4 %.
+// tests; every run of M it moved over N 256..32768, K 512..16384 was timed (kRoundsCheck, two passes averaged):
+// 32 of 55 faster by over 1 % (up to 14 %), 15 within 1 %, 8 slower by 1.1-3.9 %.
 constexpr double kDramBoundTileShare = 0.329;
 constexpr double kDramBoundFade = 4.0;
 // Epilogue per tile (convert, stmatrix, TMA store): it overlaps the next tile's first WGMMAs now, but its
