@@ -545,6 +545,9 @@ codegen::KernelSpec fp8_gemm_spec(int64_t n, int64_t k, const Fp8GemmConfig& c) 
       .arg("overlap_promotion", c.overlap_promotion)
       .arg("accumulate", c.accumulate)
       .arg("split_k", int64_t{c.split_k});
+  // Rendered only where it is not the kernel's default, so every other kernel's source (and cache key) stays
+  // what it was before the parameter existed.
+  if (c.group_m != static_cast<int>(kernels::kFp8GemmDefaultGroupM)) spec.arg("group_m", int64_t{c.group_m});
   spec.block_threads = static_cast<int>(fp8_gemm_threads(c));
   spec.min_blocks_per_sm = 1;
   // The 256-row kernels (two waves, serial promotion) with ptxas's most register-hungry scheduling, as

@@ -55,9 +55,13 @@ struct Fp8GemmConfig {
   // 2: CTA pairs split K in halves and the second hands its partial sums to the first through distributed
   // shared memory (more CTAs when there are fewer tiles than SMs). Not combined with a multicast pair.
   int split_k = 1;
+  // The tile order's group height in m units (kernels::kFp8GemmDefaultGroupM unless the heuristic's
+  // tall-group rule applies): B is read from DRAM about once per group.
+  int group_m = 8;
 
   bool operator==(const Fp8GemmConfig&) const = default;
-  // "128x128, 5 stages, 2 math warpgroups, TMA store, overlapped promotion" (+ ", B multicast x2").
+  // "128x128, 5 stages, 2 math warpgroups, TMA store, overlapped promotion" (+ ", B multicast x2", + ",
+  // groups of 16" where the group height is not the default).
   std::string describe() const;
   // CTAs per cluster: a multicast pair (cluster_m or cluster_n 2), a split-K pair, or 1.
   int cluster_size() const { return cluster_m * cluster_n * split_k; }

@@ -192,9 +192,11 @@ struct KernelConfig {
   bool overlap;        // two partial accumulators: the next K block's WGMMAs overlap the promotion
   uint32_t split_k = 1;  // 2: CTA pairs split K and reduce through distributed shared memory
   uint32_t cluster_n = 1;  // 2: pairs of CTAs on horizontally adjacent tiles share (multicast) the A tile
+  uint32_t group_m = kiln::kernels::kFp8GemmDefaultGroupM;  // the tile order's group height (m units)
   uint32_t cluster() const { return cluster_m * cluster_n * split_k; }
   auto tie() const {
-    return std::tie(block_m, block_n, stages, math_warpgroups, tma_store, cluster_m, overlap, split_k, cluster_n);
+    return std::tie(block_m, block_n, stages, math_warpgroups, tma_store, cluster_m, overlap, split_k, cluster_n,
+                    group_m);
   }
   bool operator<(const KernelConfig& o) const { return tie() < o.tie(); }
   bool operator==(const KernelConfig& o) const { return tie() == o.tie(); }
@@ -268,6 +270,7 @@ kiln::codegen::KernelSpec make_spec(uint32_t n, uint32_t k, const KernelConfig& 
   config.overlap_promotion = c.overlap;
   config.accumulate = false;
   config.split_k = static_cast<int>(c.split_k);
+  config.group_m = static_cast<int>(c.group_m);
   return kiln::ops::fp8_gemm_spec(n, k, config);
 }
 
@@ -455,14 +458,16 @@ Launch prepare(const Case& c, const KernelConfig& k, const HostProblem& p, const
 
 std::string describe(const Case& c, const KernelConfig& k) {
   char s[200];
-  std::snprintf(s, sizeof(s), "m=%u n=%u k=%u ldd=%llu block %ux%u stages=%u %s%s%s", c.m, c.n, c.k,
+  const std::string group =
+      k.group_m != kiln::kernels::kFp8GemmDefaultGroupM ? " group-" + std::to_string(k.group_m) : std::string();
+  std::snprintf(s, sizeof(s), "m=%u n=%u k=%u ldd=%llu block %ux%u stages=%u %s%s%s%s", c.m, c.n, c.k,
                 static_cast<unsigned long long>(c.ldd), k.block_m, k.block_n, k.stages,
                 k.tma_store ? "tma-store" : "direct-store",
                 k.cluster_m > 1   ? " multicast-2"
                 : k.cluster_n > 1 ? " multicast-a-2"
                 : k.split_k > 1   ? " split-k-2"
                                   : "",
-                k.overlap ? " overlap" : " serial");
+                k.overlap ? " overlap" : " serial", group.c_str());
   return s;
 }
 
@@ -499,12 +504,14 @@ int main(int argc, char** argv) {
     std::vector<KernelConfig> configs = {d, serial(d.block_m, d.block_n)};
     if (argc > 5) configs.clear();
     for (int i = 5; i < argc; ++i) {
-      unsigned bm = 0, bn = 0, stages = 0;
+      unsigned bm = 0, bn = 0, stages = 0, group = 0;
       char suffix = 0;
       const char* at = std::strchr(argv[i], '@');
+      const char* g = std::strchr(argv[i], 'g');
       if (std::sscanf(argv[i], "%ux%u%c", &bm, &bn, &suffix) < 2 || (bm != 64 && bm != 128 && bm != 256) ||
-          (at && std::sscanf(at, "@%u", &stages) != 1)) {
-        std::printf("FAIL --shape: tile %s is not BMxBN[s|m|a|k|d][@STAGES] with BM 64, 128 or 256\n", argv[i]);
+          (at && std::sscanf(at, "@%u", &stages) != 1) || (g && (std::sscanf(g, "g%u", &group) != 1 || group == 0))) {
+        std::printf("FAIL --shape: tile %s is not BMxBN[s|m|a|k|d][gGROUP_M][@STAGES] with BM 64, 128 or 256\n",
+                    argv[i]);
         return 2;
       }
       KernelConfig kc = suffix == 's'   ? serial(bm, bn)
@@ -514,6 +521,7 @@ int main(int argc, char** argv) {
                         : suffix == 'd' ? make_config(bm, bn, false)
                                         : make_config(bm, bn);
       if (stages > 0) kc.stages = std::min(kc.stages, stages);
+      if (group > 0) kc.group_m = group;
       configs.push_back(kc);
     }
     cases.push_back({m, n, k, n, configs, true, deepgemm_us(m, n, k)});
@@ -713,15 +721,18 @@ int main(int argc, char** argv) {
             const double bytes = static_cast<double>(c.m) * c.k + static_cast<double>(c.n) * c.k +
                                  p.sfa.size() * 4.0 + p.sfb.size() * 4.0 + 2.0 * c.m * c.n;
             char line[320];
+            const std::string group = kc.group_m != kiln::kernels::kFp8GemmDefaultGroupM
+                                          ? " g" + std::to_string(kc.group_m)
+                                          : std::string();
             std::snprintf(line, sizeof(line),
-                          "time m=%-5u n=%-6u k=%-6u %3ux%-3u %2u st %-12s%s %s %9.1f us %7.1f TFLOPS %6.0f GB/s | DeepGEMM %7.1f us "
+                          "time m=%-5u n=%-6u k=%-6u %3ux%-3u %2u st %-12s%s %s%s %9.1f us %7.1f TFLOPS %6.0f GB/s | DeepGEMM %7.1f us "
                           "(DeepGEMM/ours %.2f)",
                           c.m, c.n, c.k, kc.block_m, kc.block_n, kc.stages, kc.tma_store ? "tma-store" : "direct-store",
                           kc.cluster_m > 1   ? " mc2"
                           : kc.cluster_n > 1 ? " ma2"
                           : kc.split_k > 1   ? " sk2"
                                              : "    ",
-                          kc.overlap ? "ovl" : "ser", us, tflops,
+                          kc.overlap ? "ovl" : "ser", group.c_str(), us, tflops,
                           bytes / (us * 1e-6) / 1e9, c.deepgemm_us, c.deepgemm_us > 0 ? c.deepgemm_us / us : 0.0);
             timing_lines.push_back(line);
             std::printf("%s\n", line);

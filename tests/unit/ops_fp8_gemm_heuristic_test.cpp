@@ -1309,6 +1309,46 @@ TEST(Fp8GemmHeuristic, DramByRoundsMovesWhatItsChecksTimed) {
   }
 }
 
+// The tile order's group height, 8 (the kernel's default) against 16 m units (H200, 2026-11-30, fp8_gemm_test
+// --shape, two passes averaged, us): the plan's tile at each shape (256 rows: pairs sharing A), where B is at
+// least 32 MiB and K short.
+struct GroupTiming {
+  int64_t m, n, k;
+  int block_m, block_n;
+  double us_groups_of_8, us_groups_of_16;
+};
+const GroupTiming kTallGroups[] = {
+    {1408, 24576, 1536, 128, 192, 90.6, 89.3},   {2432, 24576, 1536, 128, 192, 149.8, 144.4},
+    {2816, 24576, 1536, 256, 128, 157.0, 155.6}, {3456, 24576, 1536, 128, 192, 204.3, 200.6},
+    {4096, 24576, 1536, 256, 128, 228.7, 228.2}, {4992, 24576, 1536, 128, 192, 290.5, 282.5},
+    {2432, 24576, 2048, 128, 192, 186.4, 181.5}, {4096, 24576, 2048, 256, 128, 295.1, 294.4},
+    {4992, 24576, 2048, 128, 192, 365.1, 359.6}, {1920, 32768, 1024, 128, 192, 118.7, 118.7},
+    {2560, 32768, 1024, 256, 128, 140.4, 137.9}, {3968, 32768, 1024, 128, 192, 231.8, 228.1},
+    {1920, 16384, 2048, 128, 192, 102.5, 102.1}, {4352, 16384, 2048, 256, 128, 212.3, 211.6},
+    {2688, 16384, 3072, 128, 192, 197.0, 196.6},
+};
+
+// Groups of 16 were faster or level (within 0.5 %) at every measured shape, and the plan takes them at all of
+// them but pairs at 16384 x 3072 (sixteen 256-row panels of A, 12 MiB, exceed the rule's 8; not measured).
+// Of the warm-up shapes only 24576 x 1536 takes them; 7168 x 16384, where 16 was 0.5-2 % slower for 128x192
+// (long A panels), keeps 8.
+TEST(Fp8GemmHeuristic, TallGroupsWhereBIsLargeAndKShort) {
+  for (const GroupTiming& t : kTallGroups) {
+    EXPECT_LE(t.us_groups_of_16, t.us_groups_of_8 * 1.005) << t.m << " x " << t.n << " x " << t.k;
+    const Fp8GemmPlan plan = fp8_gemm_plan(kH200, t.n, t.k);
+    const Fp8GemmConfig& c = config_at(plan, t.m);
+    EXPECT_EQ(c.block_m, t.block_m) << t.m << " x " << t.n << " x " << t.k;
+    EXPECT_EQ(c.block_n, t.block_n) << t.m << " x " << t.n << " x " << t.k;
+    EXPECT_EQ(c.group_m, 16) << t.m << " x " << t.n << " x " << t.k << ": " << c.describe();
+  }
+  for (const auto& [n, k] : warmup_shapes())
+    for (const Fp8GemmConfig& c : fp8_gemm_plan(kH200, n, k).kernels)
+      EXPECT_EQ(c.group_m, n == 24576 && k == 1536 ? 16 : 8) << n << " x " << k << ": " << c.describe();
+  Fp8GemmOverrides pairs;
+  pairs.block_m = 256;
+  for (const Fp8GemmConfig& c : fp8_gemm_plan(kH200, 16384, 3072, pairs).kernels) EXPECT_EQ(c.group_m, 8);
+}
+
 // split_k overrides the choice both ways: 2 splits every candidate (and leaves out the 256-row tiles, which have
 // no split kernel), 1 never splits; what it cannot go with is refused naming the field.
 TEST(Fp8GemmHeuristic, SplitKOverride) {

@@ -176,6 +176,21 @@ TEST(Fp8GemmSpec, RegisterUsageLevelOnlyForTwoWaveTiles) {
     }
 }
 
+// The group height is a template argument only where it is not the kernel's default (8): every other kernel's
+// source, and so its cache entry, is what it was before the parameter existed.
+TEST(Fp8GemmSpec, GroupHeightRenderedOnlyWhereItIsNotTheDefault) {
+  Fp8GemmConfig c;
+  c.stages = 5;
+  const std::string plain = codegen::render_source(fp8_gemm_spec(7168, 2048, c));
+  EXPECT_NE(plain.find("true, false, 1>::run"), std::string::npos) << plain;
+  c.group_m = 16;
+  const codegen::KernelSpec tall = fp8_gemm_spec(7168, 2048, c);
+  EXPECT_NE(codegen::render_source(tall).find("true, false, 1, 16>::run"), std::string::npos)
+      << codegen::render_source(tall);
+  EXPECT_TRUE(tall.describe().ends_with(" split_k=1 group_m=16")) << tall.describe();
+  EXPECT_TRUE(c.describe().ends_with(", groups of 16")) << c.describe();
+}
+
 // ---- real compiles -----------------------------------------------------------------------------------------------
 
 // Lines of `ptx` holding `needle` (an instruction's name, one per line).
@@ -202,6 +217,16 @@ TEST_P(Fp8GemmCompile, SmallAndLargeTiles) {
   const Fp8GemmPlan plan = fp8_gemm_plan(kH200, 2112, 7168);
   compile_and_check(fp8_gemm_spec(2112, 7168, plan.kernels[static_cast<size_t>(plan.bucket_of(1).kernel)]));
   compile_and_check(fp8_gemm_spec(2112, 7168, plan.kernels[static_cast<size_t>(plan.bucket_of(4096).kernel)]));
+}
+
+// The plan's tall groups (24576 x 1536: 16 m units per group, B being read from DRAM once per group).
+TEST_P(Fp8GemmCompile, TallGroups) {
+  const Fp8GemmPlan plan = fp8_gemm_plan(kH200, 24576, 1536);
+  for (const int64_t m : {2432, 4096}) {  // 128x192, 256x128 pairs
+    const Fp8GemmConfig& c = plan.kernels[static_cast<size_t>(plan.bucket_of(m).kernel)];
+    ASSERT_EQ(c.group_m, 16) << c.describe();
+    compile_and_check(fp8_gemm_spec(24576, 1536, c));
+  }
 }
 
 // 256-row tiles (asked for by override): two waves per math warpgroup, with and without B multicast, and one

@@ -72,8 +72,12 @@ namespace kiln::kernels {
 // take the same tiles, each half of the K blocks; at a tile's end the second CTA sends its fp32 partial sums
 // into the first one's shared memory with st.async (counted on the first one's "ready" mbarrier), and the
 // first adds them and stores the tile. No workspace in global memory, no second kernel.
+//
+// kGroupM: the tile order's group height, in m units (unit_coords). Taller groups read B from DRAM fewer
+// times per call and hold more of A's panels in L2 at once: worth it where B is large and K short.
 template <u32 kN, u32 kK, u32 kBlockM, u32 kBlockN, u32 kStages, u32 kNumMathWarpgroups, bool kTmaStore,
-          u32 kClusterM, u32 kClusterN, bool kOverlapPromotion, bool kAccumulate, u32 kSplitK>
+          u32 kClusterM, u32 kClusterN, bool kOverlapPromotion, bool kAccumulate, u32 kSplitK,
+          u32 kGroupM = kFp8GemmDefaultGroupM>
 struct Fp8Gemm {
   static constexpr u32 kBlockK = kFp8GemmBlockK;
   static constexpr u32 kNumThreads = fp8_gemm_num_threads(kNumMathWarpgroups);
@@ -97,7 +101,6 @@ struct Fp8Gemm {
   template <u32 kSlice>
   static constexpr u32 kSliceFirstCol = kSlice == 0 ? 0 : kFirstSliceCols;
   static constexpr u32 kPartialPerThread = kFirstSliceCols / 2;
-  static constexpr u32 kGroupM = 8;
   // The producer warpgroup runs the TMA producer and the scale loader. With two math warpgroups the entry
   // cap is 168 and (168 - 40) * 128 registers freed here are exactly what raising 256 threads to 232 takes;
   // with one there is room to spare.
@@ -136,6 +139,7 @@ struct Fp8Gemm {
                 "two waves: serial promotion (one partial beside the two waves' accumulators), TMA-store epilogue, "
                 "bf16 form, no split-K");
   static_assert(kNumMathWarpgroups == 1 || kNumMathWarpgroups == 2, "one or two math warpgroups");
+  static_assert(kGroupM >= 1, "a group holds at least one m unit");
   static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "BLOCK_N: a multiple of 16 in 16..256");
   // A tile starts at a multiple of kBlockN, so n0 % 128 <= 128 - gcd(kBlockN, 128): it spans at most two
   // 128-column blocks when kBlockN <= 128 + gcd(kBlockN, 128) (112, 144, 160, 192), and three in places
