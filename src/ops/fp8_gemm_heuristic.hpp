@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/kernels/fp8_gemm_layout.h"
 #include "kiln/ops.hpp"
 #include "ops/registry.hpp"
 
@@ -55,9 +56,9 @@ struct Fp8GemmConfig {
   // 2: CTA pairs split K in halves and the second hands its partial sums to the first through distributed
   // shared memory (more CTAs when there are fewer tiles than SMs). Not combined with a multicast pair.
   int split_k = 1;
-  // The tile order's group height in m units (kernels::kFp8GemmDefaultGroupM unless the heuristic's
-  // tall-group rule applies): B is read from DRAM about once per group.
-  int group_m = 8;
+  // The tile order's group height in m units (the default unless the heuristic's tall-group rule applies): B
+  // is read from DRAM about once per group.
+  int group_m = static_cast<int>(kernels::kFp8GemmDefaultGroupM);
 
   bool operator==(const Fp8GemmConfig&) const = default;
   // "128x128, 5 stages, 2 math warpgroups, TMA store, overlapped promotion" (+ ", B multicast x2", + ",
