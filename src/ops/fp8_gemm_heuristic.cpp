@@ -394,8 +394,9 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   const double per_k_block = std::max({kFloorUsPerKBlock, cycles / kCyclesPerUs, load_bytes / kSmLoadBytesPerUs});
   const double epilogue = kEpilogueFixedUs + bm * bn * 2.0 / kEpilogueBytesPerUs;
   const bool short_k_wide = !two_waves && c.block_n > 160 && k_blocks <= kShortKBlocks;
-  const double busiest_cta = tiles_per_cta * (static_cast<double>(cta_k_blocks) * per_k_block + epilogue + hand_over) *
-                             (short_k_wide ? kShortKWidePenalty : 1.0);
+  const double tile_us = (static_cast<double>(cta_k_blocks) * per_k_block + epilogue + hand_over) *
+                         (short_k_wide ? kShortKWidePenalty : 1.0);
+  const double busiest_cta = tiles_per_cta * tile_us;
 
   const double md = static_cast<double>(m), nd = static_cast<double>(n), kd = static_cast<double>(k);
   const double dram_bytes = md * kd + nd * kd + 2.0 * md * nd + 4.0 * static_cast<double>(k_blocks) * (md + nd / 128.0);
@@ -406,7 +407,6 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   const double l2_weight = narrow_streaming_b ? kNarrowL2Weight : 1.0;
   // DRAM by rounds (see kDramBoundTileShare); every round takes at least a tile, so this covers the busiest CTA.
   const double dram_us = dram_bytes / kDramBytesPerUs;
-  const double tile_us = busiest_cta / tiles_per_cta;
   const double full_rounds = tiles_per_cta - 1;
   const double last_round_units = static_cast<double>(units) - full_rounds * static_cast<double>(grid_units);
   const double rounds_us =
