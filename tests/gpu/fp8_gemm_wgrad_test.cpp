@@ -506,6 +506,9 @@ int main(int argc, char** argv) {
     shapes.push_back(ragged);
     shapes.push_back({Case{37, 576, 720, Form::kAccumulateApi}, Case{37, 576, 720, Form::kWgradZero, 8}});
     shapes.push_back({Case{1, 2112, 4096, Form::kWgradSeparate}, Case{1, 2112, 4096, Form::kAccumulateApi}});
+    // B over 32 MiB at short K: the plan's tiles walk groups of 16 m units; 18 m blocks make a whole group and
+    // a partial one.
+    shapes.push_back({Case{2200, 24576, 1536, Form::kAccumulateApi}});
   }
 
   // Precompile every kernel the cases need (needs no GPU): the launches below then only load.
