@@ -456,10 +456,15 @@ Launch prepare(const Case& c, const KernelConfig& k, const HostProblem& p, const
   return l;
 }
 
+// " <prefix><group height>" where the tile order's group height is not the kernel's default, else "".
+std::string group_tag(const KernelConfig& k, const char* prefix) {
+  return k.group_m != kiln::kernels::kFp8GemmDefaultGroupM ? " " + std::string(prefix) + std::to_string(k.group_m)
+                                                          : std::string();
+}
+
 std::string describe(const Case& c, const KernelConfig& k) {
   char s[200];
-  const std::string group =
-      k.group_m != kiln::kernels::kFp8GemmDefaultGroupM ? " group-" + std::to_string(k.group_m) : std::string();
+  const std::string group = group_tag(k, "group-");
   std::snprintf(s, sizeof(s), "m=%u n=%u k=%u ldd=%llu block %ux%u stages=%u %s%s%s%s", c.m, c.n, c.k,
                 static_cast<unsigned long long>(c.ldd), k.block_m, k.block_n, k.stages,
                 k.tma_store ? "tma-store" : "direct-store",
@@ -721,9 +726,7 @@ int main(int argc, char** argv) {
             const double bytes = static_cast<double>(c.m) * c.k + static_cast<double>(c.n) * c.k +
                                  p.sfa.size() * 4.0 + p.sfb.size() * 4.0 + 2.0 * c.m * c.n;
             char line[320];
-            const std::string group = kc.group_m != kiln::kernels::kFp8GemmDefaultGroupM
-                                          ? " g" + std::to_string(kc.group_m)
-                                          : std::string();
+            const std::string group = group_tag(kc, "g");
             std::snprintf(line, sizeof(line),
                           "time m=%-5u n=%-6u k=%-6u %3ux%-3u %2u st %-12s%s %s%s %9.1f us %7.1f TFLOPS %6.0f GB/s | DeepGEMM %7.1f us "
                           "(DeepGEMM/ours %.2f)",

@@ -45,6 +45,13 @@ const Fp8GemmConfig& config_at(const Fp8GemmPlan& plan, int64_t m) {
   return plan.kernels[static_cast<size_t>(plan.bucket_of(m).kernel)];
 }
 
+// The plan serves M = m with a block_m x block_n tile.
+void expect_tile_at(const Fp8GemmPlan& plan, int64_t m, int block_m, int block_n) {
+  const Fp8GemmConfig& c = config_at(plan, m);
+  EXPECT_EQ(c.block_m, block_m) << "m = " << m << ": " << c.describe();
+  EXPECT_EQ(c.block_n, block_n) << "m = " << m << ": " << c.describe();
+}
+
 void expect_well_formed(const Fp8GemmPlan& plan) {
   ASSERT_FALSE(plan.buckets.empty());
   ASSERT_FALSE(plan.kernels.empty());
@@ -1226,8 +1233,9 @@ const Measured kNarrowCheck[] = {
 
 // The plan moves only where 128x64 was measured faster or level: 129..256 x 4096 x K >= 4096 (7-9 % at K =
 // 7168 and 16384), 257..512 x 2048 x K >= 4096 and 193..384 x 2560 x K >= 7168 (2-6 %); 256 x K at M >= 2113,
-// where A is the operand streamed, and K <= 3072 keep 64x128. Within 3 % of the best at 80 of the 81 shapes (summed log loss 0.29); the miss is 705 x
-// 768 x 16384 (128x64 32.5 us against 64x128's 33.5), where N is barely above M and the weight does not apply.
+// where A is the operand streamed, and K <= 3072 keep 64x128. Within 3 % of the best at 80 of the 81 shapes
+// (summed log loss 0.29); the miss is 705 x 768 x 16384 (128x64 32.5 us against 64x128's 33.5), where N is
+// barely above M and the weight does not apply.
 TEST(Fp8GemmHeuristic, NarrowTilesWhereBIsStreamed) {
   size_t shapes = 0;
   const std::vector<Judged> judged = judge_plan(kNarrowCheck, false, &shapes);
@@ -1235,17 +1243,9 @@ TEST(Fp8GemmHeuristic, NarrowTilesWhereBIsStreamed) {
   EXPECT_EQ(judged.size(), 81u);
   EXPECT_LT(expect_within_misses(judged, {{705, 768, 16384, 1.04}}), 0.35);
   const Fp8GemmPlan b_streamed = fp8_gemm_plan(kH200, 4096, 7168);
-  for (int64_t m : {129, 192, 256}) {
-    const Fp8GemmConfig& c = config_at(b_streamed, m);
-    EXPECT_EQ(c.block_m, 128) << m;
-    EXPECT_EQ(c.block_n, 64) << m;
-  }
+  for (int64_t m : {129, 192, 256}) expect_tile_at(b_streamed, m, 128, 64);
   const Fp8GemmPlan a_streamed = fp8_gemm_plan(kH200, 256, 16384);
-  for (int64_t m : {2113, 4224}) {
-    const Fp8GemmConfig& c = config_at(a_streamed, m);
-    EXPECT_EQ(c.block_m, 64) << m;
-    EXPECT_EQ(c.block_n, 128) << m;
-  }
+  for (int64_t m : {2113, 4224}) expect_tile_at(a_streamed, m, 64, 128);
 }
 
 // The round-wise DRAM term against the one before it (H200, 2026-11-30, fp8_gemm_test --shape, two passes
@@ -1302,11 +1302,7 @@ TEST(Fp8GemmHeuristic, DramByRoundsMovesWhatItsChecksTimed) {
   EXPECT_LT(expect_within_misses(judged, {{1, 32768, 1024, 1.04}, {64, 32768, 1024, 1.04}, {11392, 2048, 7168, 1.04}}),
             0.3);
   const Fp8GemmPlan wide = fp8_gemm_plan(kH200, 24576, 1536);
-  for (int64_t m : {65, 128}) {
-    const Fp8GemmConfig& c = config_at(wide, m);
-    EXPECT_EQ(c.block_m, 64) << m;
-    EXPECT_EQ(c.block_n, 128) << m;
-  }
+  for (int64_t m : {65, 128}) expect_tile_at(wide, m, 64, 128);
 }
 
 // The tile order's group height, 8 (the kernel's default) against 16 m units (H200, 2026-11-30, fp8_gemm_test
@@ -1336,10 +1332,8 @@ TEST(Fp8GemmHeuristic, TallGroupsWhereBIsLargeAndKShort) {
   for (const GroupTiming& t : kTallGroups) {
     EXPECT_LE(t.us_groups_of_16, t.us_groups_of_8 * 1.005) << t.m << " x " << t.n << " x " << t.k;
     const Fp8GemmPlan plan = fp8_gemm_plan(kH200, t.n, t.k);
-    const Fp8GemmConfig& c = config_at(plan, t.m);
-    EXPECT_EQ(c.block_m, t.block_m) << t.m << " x " << t.n << " x " << t.k;
-    EXPECT_EQ(c.block_n, t.block_n) << t.m << " x " << t.n << " x " << t.k;
-    EXPECT_EQ(c.group_m, 16) << t.m << " x " << t.n << " x " << t.k << ": " << c.describe();
+    expect_tile_at(plan, t.m, t.block_m, t.block_n);
+    EXPECT_EQ(config_at(plan, t.m).group_m, 16) << t.m << " x " << t.n << " x " << t.k;
   }
   for (const auto& [n, k] : warmup_shapes())
     for (const Fp8GemmConfig& c : fp8_gemm_plan(kH200, n, k).kernels)
