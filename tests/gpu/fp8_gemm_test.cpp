@@ -478,12 +478,53 @@ std::string describe(const Case& c, const KernelConfig& k) {
 
 }  // namespace
 
+// --shape's words (M N K [TILE...]) as a timed case: with no tile named, the default configuration and its
+// serial-promotion twin. A tile is BMxBN with a suffix s (serial promotion), m (B multicast), a (A multicast),
+// k (split-K) or d (direct stores), then gGROUP_M for the tile order's group height and @S for at most S stages
+// (128x192, 256x128ag16, 64x32k@8). False, with a FAIL line, when a word does not parse.
+static bool add_shape_case(const std::vector<std::string>& words, std::vector<Case>& cases) {
+  const auto dim = [&](size_t i, uint32_t& v) {
+    char* end = nullptr;
+    v = static_cast<uint32_t>(std::strtoul(words[i].c_str(), &end, 10));
+    return end != words[i].c_str() && *end == 0;
+  };
+  uint32_t m = 0, n = 0, k = 0;
+  if (words.size() < 3 || !dim(0, m) || !dim(1, n) || !dim(2, k) || m == 0 || n == 0 || k == 0) {
+    std::printf("FAIL --shape: expected M N K [TILE...], got %s\n", words.empty() ? "nothing" : words[0].c_str());
+    return false;
+  }
+  const KernelConfig d = default_config(m);
+  std::vector<KernelConfig> configs = {d, serial(d.block_m, d.block_n)};
+  if (words.size() > 3) configs.clear();
+  for (size_t i = 3; i < words.size(); ++i) {
+    const char* word = words[i].c_str();
+    unsigned bm = 0, bn = 0, stages = 0, group = 0;
+    char suffix = 0;
+    const char* at = std::strchr(word, '@');
+    const char* g = std::strchr(word, 'g');
+    if (std::sscanf(word, "%ux%u%c", &bm, &bn, &suffix) < 2 || (bm != 64 && bm != 128 && bm != 256) ||
+        (at && std::sscanf(at, "@%u", &stages) != 1) || (g && (std::sscanf(g, "g%u", &group) != 1 || group == 0))) {
+      std::printf("FAIL --shape: tile %s is not BMxBN[s|m|a|k|d][gGROUP_M][@STAGES] with BM 64, 128 or 256\n", word);
+      return false;
+    }
+    KernelConfig kc = suffix == 's'   ? serial(bm, bn)
+                      : suffix == 'm' ? multicast(bm, bn)
+                      : suffix == 'a' ? multicast_a(bm, bn)
+                      : suffix == 'k' ? split_k(bm, bn)
+                      : suffix == 'd' ? make_config(bm, bn, false)
+                                      : make_config(bm, bn);
+    if (stages > 0) kc.stages = std::min(kc.stages, stages);
+    if (group > 0) kc.group_m = group;
+    configs.push_back(kc);
+  }
+  cases.push_back({m, n, k, n, configs, true, deepgemm_us(m, n, k)});
+  return true;
+}
+
 int main(int argc, char** argv) {
   // --sweep[=M,M,...]: the alternative configurations too (at those M only, e.g. --sweep=1,8,16). --shape M N
-  // K [TILE...]: only that shape, with the default configuration and its serial-promotion twin, or the tiles
-  // named (128x192; a suffix s for serial promotion, m for B multicast, a for A multicast, k for split-K, d for
-  // direct stores,
-  // then @S for at most S stages), e.g. to profile one kernel under ncu.
+  // K [TILE...]: only that shape (add_shape_case), e.g. to profile one kernel under ncu. --shapes FILE: one such
+  // shape per line, in one process (probes that time many shapes).
   const bool sweep = argc > 1 && std::strncmp(argv[1], "--sweep", 7) == 0;
   std::vector<uint32_t> sweep_ms;
   if (sweep && argv[1][7] == '=')
@@ -497,39 +538,35 @@ int main(int argc, char** argv) {
       s = *end == ',' ? end + 1 : end;
     }
   const bool one_shape = argc >= 5 && std::strcmp(argv[1], "--shape") == 0;
+  const bool shape_list = argc == 3 && std::strcmp(argv[1], "--shapes") == 0;
   int failures = 0;
   if (!check_e4m3_codec()) ++failures;
 
   const kiln::Config& config = kiln::config();
   std::vector<Case> cases;
   if (one_shape) {
-    const auto dim = [&](int i) { return static_cast<uint32_t>(std::strtoul(argv[i], nullptr, 10)); };
-    const uint32_t m = dim(2), n = dim(3), k = dim(4);
-    const KernelConfig d = default_config(m);
-    std::vector<KernelConfig> configs = {d, serial(d.block_m, d.block_n)};
-    if (argc > 5) configs.clear();
-    for (int i = 5; i < argc; ++i) {
-      unsigned bm = 0, bn = 0, stages = 0, group = 0;
-      char suffix = 0;
-      const char* at = std::strchr(argv[i], '@');
-      const char* g = std::strchr(argv[i], 'g');
-      if (std::sscanf(argv[i], "%ux%u%c", &bm, &bn, &suffix) < 2 || (bm != 64 && bm != 128 && bm != 256) ||
-          (at && std::sscanf(at, "@%u", &stages) != 1) || (g && (std::sscanf(g, "g%u", &group) != 1 || group == 0))) {
-        std::printf("FAIL --shape: tile %s is not BMxBN[s|m|a|k|d][gGROUP_M][@STAGES] with BM 64, 128 or 256\n",
-                    argv[i]);
+    std::vector<std::string> words(argv + 2, argv + argc);
+    if (!add_shape_case(words, cases)) return 2;
+  } else if (shape_list) {
+    // One shape per line, as --shape takes them (M N K [TILE...]); '#' starts a comment. One process for many
+    // shapes: the kernels of all of them compile in parallel up front, and the device is set up once.
+    std::FILE* f = std::fopen(argv[2], "r");
+    if (!f) {
+      std::printf("FAIL --shapes: cannot open %s\n", argv[2]);
+      return 2;
+    }
+    char line[1024];
+    while (std::fgets(line, sizeof line, f)) {
+      if (char* hash = std::strchr(line, '#')) *hash = 0;
+      std::vector<std::string> words;
+      for (char* w = std::strtok(line, " \t\r\n"); w; w = std::strtok(nullptr, " \t\r\n")) words.emplace_back(w);
+      if (words.empty()) continue;
+      if (!add_shape_case(words, cases)) {
+        std::fclose(f);
         return 2;
       }
-      KernelConfig kc = suffix == 's'   ? serial(bm, bn)
-                        : suffix == 'm' ? multicast(bm, bn)
-                        : suffix == 'a' ? multicast_a(bm, bn)
-                        : suffix == 'k' ? split_k(bm, bn)
-                        : suffix == 'd' ? make_config(bm, bn, false)
-                                        : make_config(bm, bn);
-      if (stages > 0) kc.stages = std::min(kc.stages, stages);
-      if (group > 0) kc.group_m = group;
-      configs.push_back(kc);
     }
-    cases.push_back({m, n, k, n, configs, true, deepgemm_us(m, n, k)});
+    std::fclose(f);
   } else {
     cases = make_cases(sweep, sweep_ms);
   }
