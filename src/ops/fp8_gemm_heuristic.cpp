@@ -90,6 +90,26 @@ constexpr double kStraddlePenalty = 1.05;
 // 128x128 at 32768 x 512 at every M from 768 to 12288, and level with it at longer K; the refit leaves 4 %.
 constexpr double kShortKWidePenalty = 1.043;
 constexpr int64_t kShortKBlocks = 4;
+// The 256-row tiles' first rounds at short K: a call of pairs with at most kTwoWaveFillMaxKBlocks K blocks per
+// tile takes this much longer than the per-tile model says, over the square of its rounds (tiles per CTA), so in
+// effect only with one or two rounds. Their tiles' three stages of 48 KB each fill and drain around a short K
+// loop, and with one round nothing else overlaps them; at long K, or after a few rounds, the fitted per-block
+// rate covers it. Fitted on 2026-11-30 (H200, fp8_gemm_test --shapes, kFirstRoundsCheck in the unit tests) to
+// the moves it makes: at one round of pairs and K <= 2048 the 128-row tiles it moves to were 6.6 % faster on
+// geometric average (78 of 85 runs faster by over 1 %), at K > 2048 level (1.01), and after three rounds slower.
+constexpr double kTwoWaveFillUs = 3.5;
+constexpr double kTwoWaveFillPower = 2.0;
+constexpr double kTwoWaveFillMaxKBlocks = 24;
+// Column classes at long K: the kernel gives each class a share of the clusters in proportion to its n units
+// (kernels::fp8_gemm_class_clusters), so where a class has few, its clusters can walk a tile more than the
+// grid's units over its clusters; the call then takes this share of that tile's time more. Measured on the H200
+// (kFirstRoundsCheck): 128x160 at 10112 and 13440 x 768 x K >= 4096 (five n units in four classes, the busiest
+// class a round over the grid's three) 13-16 % behind 128x128, where the model without it had 128x160 ahead;
+// at 3456 x 6144 x K >= 4096 5-6 %. Half a tile: the last tiles run with most SMs idle, faster than in a full
+// round. At short K the extra round did not show at all (128x160 at 768 x 24576 x 1536, eight rounds for the
+// busiest class against seven for the grid, level with 128x128), so the term starts at kClassMinKBlocks.
+constexpr double kClassMinKBlocks = 32;
+constexpr double kClassRoundWeight = 0.5;
 
 // Candidates are dropped while the remaining ones keep the mean relative cost over the M intervals within
 // this of the best of all candidates, and every single interval within kDropMaxLoss. The mean weighs each
@@ -361,6 +381,31 @@ uint32_t fp8_gemm_grid(const Fp8GemmConfig& c, int64_t m, int64_t n, int sm_coun
   return static_cast<uint32_t>(std::min(units, clusters) * cluster);
 }
 
+namespace {
+
+// The units the busiest cluster walks where the tiles are walked per column class (one class per cluster, its
+// share of the clusters by fp8_gemm_class_clusters): the busiest class's units over its share, rounded up. The
+// shares follow the classes' n units, so where a class has few, one of them can take a round more than the
+// grid's units over its clusters (`rounds`, returned for tiles without classes).
+int64_t busiest_class_units(const Fp8GemmConfig& c, int64_t m, int64_t n, int64_t rounds, int64_t clusters) {
+  const auto bm = static_cast<uint32_t>(c.block_m), bn = static_cast<uint32_t>(c.block_n);
+  const auto wgs = static_cast<uint32_t>(c.math_warpgroups), cn = static_cast<uint32_t>(c.cluster_n);
+  const uint32_t classes = kernels::fp8_gemm_column_classes(bm, bn, wgs, cn, c.accumulate);
+  if (classes == 1) return rounds;
+  const auto n_units = static_cast<uint32_t>(cdiv(cdiv(n, c.block_n), c.cluster_n));
+  const uint32_t with_units = kernels::fp8_gemm_min_clusters(bm, bn, wgs, cn, c.accumulate, static_cast<uint32_t>(n));
+  const int64_t m_units = cdiv(cdiv(m, c.block_m), c.cluster_m);
+  int64_t busiest = rounds;
+  for (uint32_t k = 0; k < with_units; ++k) {
+    const int64_t share =
+        kernels::fp8_gemm_class_clusters(k, classes, with_units, n_units, static_cast<uint32_t>(clusters));
+    busiest = std::max(busiest, cdiv(m_units * kernels::fp8_gemm_class_n_units(k, classes, n_units), share));
+  }
+  return busiest;
+}
+
+}  // namespace
+
 double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int64_t k, const Fp8GemmConfig& c) {
   const double bm = c.block_m, bn = c.block_n;
   const int64_t k_blocks = cdiv(k, 128);
@@ -414,7 +459,17 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
       std::max(dram_us * last_round_units / static_cast<double>(units), tile_us);
   const double exposed_us =
       kDramBoundTileShare * tile_us * std::pow(std::min(1.0, dram_us / busiest_cta), kDramBoundFade);
-  return kFixedUs + std::max(rounds_us + exposed_us, l2_weight * l2_bytes / kL2BytesPerUs);
+  const double kd_blocks = static_cast<double>(k_blocks);
+  const double first_rounds_us = two_waves && kd_blocks <= kTwoWaveFillMaxKBlocks
+                                     ? kTwoWaveFillUs / std::pow(tiles_per_cta, kTwoWaveFillPower)
+                                     : 0.0;
+  const int64_t rounds = cdiv(units, grid_units);
+  const double class_round_us =
+      kd_blocks >= kClassMinKBlocks
+          ? kClassRoundWeight * tile_us * static_cast<double>(busiest_class_units(c, m, n, rounds, grid_units) - rounds)
+          : 0.0;
+  return kFixedUs + first_rounds_us + class_round_us +
+         std::max(rounds_us + exposed_us, l2_weight * l2_bytes / kL2BytesPerUs);
 }
 
 Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const Fp8GemmOverrides& overrides,

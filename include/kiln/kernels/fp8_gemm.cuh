@@ -243,22 +243,15 @@ struct Fp8Gemm {
       } else {
         // A grid without a cluster per class would leave classes unwalked: fail loudly, never silently.
         if (clusters < kClassesWithUnits) __trap();
-        const u32 spare = clusters - kClassesWithUnits;
-        u32 shares[kClassesWithUnits], given = 0;
-#pragma unroll
-        for (u32 k = 0; k < kClassesWithUnits; ++k) {
-          shares[k] = 1 + spare * class_n_units(k) / kNumNUnits;
-          given += shares[k];
-        }
-        // The shares add up to `clusters`, so exactly one holds this cluster (the first values only keep the
-        // compiler from seeing them unset).
+        // The shares (fp8_gemm_class_clusters, which the host's cost model reads too) add up to `clusters`, so
+        // exactly one holds this cluster (the first values only keep the compiler from seeing them unset).
         cls = 0;
         first = cluster;
-        stride = shares[0];
+        stride = clusters;
         u32 offset = 0;
 #pragma unroll
         for (u32 k = 0; k < kClassesWithUnits; ++k) {
-          const u32 share = shares[k] + (k < clusters - given ? 1 : 0);
+          const u32 share = fp8_gemm_class_clusters(k, kColumnClasses, kClassesWithUnits, kNumNUnits, clusters);
           if (cluster >= offset && cluster < offset + share) {
             cls = k;
             first = cluster - offset;
@@ -272,7 +265,7 @@ struct Fp8Gemm {
     }
     // N units in class k (k < kClassesWithUnits <= kNumNUnits: at least one).
     static __device__ __forceinline__ u32 class_n_units(u32 k) {
-      return (kNumNUnits - k + kColumnClasses - 1) / kColumnClasses;
+      return fp8_gemm_class_n_units(k, kColumnClasses, kNumNUnits);
     }
     __device__ __forceinline__ void coords(u32 unit, u32& m_block, u32& n_block) const {
       u32 m_unit, n_unit;

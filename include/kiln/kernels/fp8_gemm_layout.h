@@ -175,6 +175,26 @@ constexpr u32 fp8_gemm_min_clusters(u32 block_m, u32 block_n, u32 num_math_warpg
   return classes < n_units ? classes : n_units;
 }
 
+// N units in column class k of `classes` (class k holds the n units k, k + classes, ...; k < n_units).
+KILN_HOST_DEVICE constexpr u32 fp8_gemm_class_n_units(u32 k, u32 classes, u32 n_units) {
+  return (n_units - k + classes - 1) / classes;
+}
+
+// The clusters the kernel's Schedule gives column class k when `clusters` clusters walk `classes` classes, the
+// first `classes_with_units` of which have n units (fp8_gemm_min_clusters; clusters >= classes_with_units): one
+// each, the spare ones in proportion to the class's n units (every class has the same m units), and the
+// remainder one each to the first classes, which have the most. The shares add up to `clusters`. A class walks
+// its units round by round, so the busiest class (its units over its share, rounded up) can take a round more
+// than the grid's units over its clusters; the host's cost model counts that.
+KILN_HOST_DEVICE constexpr u32 fp8_gemm_class_clusters(u32 k, u32 classes, u32 classes_with_units, u32 n_units,
+                                                       u32 clusters) {
+  const u32 spare = clusters - classes_with_units;
+  u32 given = 0;
+  for (u32 j = 0; j < classes_with_units; ++j)
+    given += 1 + spare * fp8_gemm_class_n_units(j, classes, n_units) / n_units;
+  return 1 + spare * fp8_gemm_class_n_units(k, classes, n_units) / n_units + (k < clusters - given ? 1 : 0);
+}
+
 // Threads per CTA: one producer warpgroup plus the math warpgroups (one per 64 rows of BLOCK_M).
 constexpr u32 fp8_gemm_num_threads(u32 num_math_warpgroups) {
   return kFp8GemmProducerThreads + 128 * num_math_warpgroups;

@@ -2,6 +2,14 @@
 // standard library, and every header parsed costs compile time), so these come from builtin types.
 #pragma once
 
+// For the few functions both the host and the device call with run-time values (constexpr alone is host-only to
+// NVCC and NVRTC without --expt-relaxed-constexpr).
+#if defined(__CUDACC__)
+#define KILN_HOST_DEVICE __host__ __device__
+#else
+#define KILN_HOST_DEVICE
+#endif
+
 namespace kiln {
 using i8 = signed char;
 using u8 = unsigned char;
