@@ -211,6 +211,27 @@ int needed_clusters(const Fp8GemmConfig& c, int64_t n) {
       static_cast<uint32_t>(c.cluster_n), c.accumulate, static_cast<uint32_t>(n)));
 }
 
+// The units the busiest cluster walks where the tiles are walked per column class (one class per cluster, its
+// share of the clusters by fp8_gemm_class_clusters): the busiest class's units over its share, rounded up. The
+// shares follow the classes' n units, so where a class has few, one of them can take a round more than the
+// grid's units over its clusters (`rounds`, returned for tiles without classes).
+int64_t busiest_class_units(const Fp8GemmConfig& c, int64_t m, int64_t n, int64_t rounds, int64_t clusters) {
+  const auto bm = static_cast<uint32_t>(c.block_m), bn = static_cast<uint32_t>(c.block_n);
+  const auto wgs = static_cast<uint32_t>(c.math_warpgroups), cn = static_cast<uint32_t>(c.cluster_n);
+  const uint32_t classes = kernels::fp8_gemm_column_classes(bm, bn, wgs, cn, c.accumulate);
+  if (classes == 1) return rounds;
+  const auto n_units = static_cast<uint32_t>(cdiv(cdiv(n, c.block_n), c.cluster_n));
+  const uint32_t with_units = kernels::fp8_gemm_min_clusters(bm, bn, wgs, cn, c.accumulate, static_cast<uint32_t>(n));
+  const int64_t m_units = cdiv(cdiv(m, c.block_m), c.cluster_m);
+  int64_t busiest = rounds;
+  for (uint32_t k = 0; k < with_units; ++k) {
+    const int64_t share =
+        kernels::fp8_gemm_class_clusters(k, classes, with_units, n_units, static_cast<uint32_t>(clusters));
+    busiest = std::max(busiest, cdiv(m_units * kernels::fp8_gemm_class_n_units(k, classes, n_units), share));
+  }
+  return busiest;
+}
+
 // 128x176 is offered only where it divides N: there it wastes no column of a ragged last tile, and the H200
 // sweeps of 2026-11-30 found it 3-17 % faster than the plan's earlier choice at 12 of 23 M from 1280 to 15488
 // at N = 2112 (= 12 x 176), two to three rounds of tiles. Where N is not a multiple, the model ranked it close
@@ -380,31 +401,6 @@ uint32_t fp8_gemm_grid(const Fp8GemmConfig& c, int64_t m, int64_t n, int sm_coun
   const int64_t clusters = std::max<int64_t>(1, sm_count / cluster);
   return static_cast<uint32_t>(std::min(units, clusters) * cluster);
 }
-
-namespace {
-
-// The units the busiest cluster walks where the tiles are walked per column class (one class per cluster, its
-// share of the clusters by fp8_gemm_class_clusters): the busiest class's units over its share, rounded up. The
-// shares follow the classes' n units, so where a class has few, one of them can take a round more than the
-// grid's units over its clusters (`rounds`, returned for tiles without classes).
-int64_t busiest_class_units(const Fp8GemmConfig& c, int64_t m, int64_t n, int64_t rounds, int64_t clusters) {
-  const auto bm = static_cast<uint32_t>(c.block_m), bn = static_cast<uint32_t>(c.block_n);
-  const auto wgs = static_cast<uint32_t>(c.math_warpgroups), cn = static_cast<uint32_t>(c.cluster_n);
-  const uint32_t classes = kernels::fp8_gemm_column_classes(bm, bn, wgs, cn, c.accumulate);
-  if (classes == 1) return rounds;
-  const auto n_units = static_cast<uint32_t>(cdiv(cdiv(n, c.block_n), c.cluster_n));
-  const uint32_t with_units = kernels::fp8_gemm_min_clusters(bm, bn, wgs, cn, c.accumulate, static_cast<uint32_t>(n));
-  const int64_t m_units = cdiv(cdiv(m, c.block_m), c.cluster_m);
-  int64_t busiest = rounds;
-  for (uint32_t k = 0; k < with_units; ++k) {
-    const int64_t share =
-        kernels::fp8_gemm_class_clusters(k, classes, with_units, n_units, static_cast<uint32_t>(clusters));
-    busiest = std::max(busiest, cdiv(m_units * kernels::fp8_gemm_class_n_units(k, classes, n_units), share));
-  }
-  return busiest;
-}
-
-}  // namespace
 
 double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int64_t k, const Fp8GemmConfig& c) {
   const double bm = c.block_m, bn = c.block_n;
