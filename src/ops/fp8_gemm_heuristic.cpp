@@ -411,7 +411,8 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   // Split-K pairs: each CTA of a pair runs half of a tile's K blocks, then the pair hands its partial sums over.
   const int64_t cta_k_blocks = cdiv(k_blocks, c.split_k);
   const double hand_over = c.split_k > 1 ? kSplitKHandOverUs : 0.0;
-  const double tiles_per_cta = static_cast<double>(cdiv(units, grid_units));
+  const int64_t rounds = cdiv(units, grid_units);  // of one unit per cluster
+  const double tiles_per_cta = static_cast<double>(rounds);
   const double tiles = static_cast<double>(units * multicast);
 
   // Per K block and tile: WGMMA issue and promotion per warpgroup (see the constants), the load of the
@@ -459,7 +460,6 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   const double first_rounds_us = two_waves && kd_blocks <= kTwoWaveFillMaxKBlocks
                                      ? kTwoWaveFillUs / std::pow(tiles_per_cta, kTwoWaveFillPower)
                                      : 0.0;
-  const int64_t rounds = cdiv(units, grid_units);
   const double class_round_us =
       kd_blocks >= kClassMinKBlocks
           ? kClassRoundWeight * tile_us * static_cast<double>(busiest_class_units(c, m, n, rounds, grid_units) - rounds)

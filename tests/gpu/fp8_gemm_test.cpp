@@ -476,13 +476,11 @@ std::string describe(const Case& c, const KernelConfig& k) {
   return s;
 }
 
-}  // namespace
-
 // --shape's words (M N K [TILE...]) as a timed case: with no tile named, the default configuration and its
 // serial-promotion twin. A tile is BMxBN with a suffix s (serial promotion), m (B multicast), a (A multicast),
 // k (split-K) or d (direct stores), then gGROUP_M for the tile order's group height and @S for at most S stages
 // (128x192, 256x128ag16, 64x32k@8). False, with a FAIL line, when a word does not parse.
-static bool add_shape_case(const std::vector<std::string>& words, std::vector<Case>& cases) {
+bool add_shape_case(const std::vector<std::string>& words, std::vector<Case>& cases) {
   const auto dim = [&](size_t i, uint32_t& v) {
     char* end = nullptr;
     v = static_cast<uint32_t>(std::strtoul(words[i].c_str(), &end, 10));
@@ -520,6 +518,8 @@ static bool add_shape_case(const std::vector<std::string>& words, std::vector<Ca
   cases.push_back({m, n, k, n, configs, true, deepgemm_us(m, n, k)});
   return true;
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // --sweep[=M,M,...]: the alternative configurations too (at those M only, e.g. --sweep=1,8,16). --shape M N
