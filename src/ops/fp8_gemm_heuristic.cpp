@@ -222,6 +222,8 @@ int64_t busiest_class_units(const Fp8GemmConfig& c, int64_t m, int64_t n, int64_
   if (classes == 1) return rounds;
   const auto n_units = static_cast<uint32_t>(cdiv(cdiv(n, c.block_n), c.cluster_n));
   const uint32_t with_units = kernels::fp8_gemm_min_clusters(bm, bn, wgs, cn, c.accumulate, static_cast<uint32_t>(n));
+  // Fewer clusters than classes: a grid the kernel refuses (candidates() never offers it); nothing to share.
+  if (clusters < with_units) return rounds;
   const int64_t m_units = cdiv(cdiv(m, c.block_m), c.cluster_m);
   int64_t busiest = rounds;
   for (uint32_t k = 0; k < with_units; ++k) {

@@ -1488,6 +1488,17 @@ TEST(Fp8GemmHeuristic, ColumnClassSharesAddUpAndFollowTheirUnits) {
     EXPECT_EQ(fp8_gemm_class_clusters(k, 4, 4, 5, 132), shares[k]) << "class " << k;
     EXPECT_EQ(fp8_gemm_class_n_units(k, 4, 5), k == 0 ? 2u : 1u) << "class " << k;
   }
+  // The model charges that extra round at long K (half a tile), and never shares fewer clusters than classes (a
+  // grid the kernel refuses; fp8_gemm_plan never offers it, the estimate stays finite).
+  Fp8GemmConfig wide;
+  wide.block_n = 160;
+  wide.stages = 5;
+  const double at_768 = fp8_gemm_estimate_us(kH200, 10112, 768, 4096, wide);
+  wide.block_n = 128;
+  EXPECT_GT(at_768, fp8_gemm_estimate_us(kH200, 10112, 768, 4096, wide));
+  wide.block_n = 160;
+  const double few_sms = fp8_gemm_estimate_us(TargetInfo{9, 0, 3, 232448}, 4096, 2112, 7168, wide);
+  EXPECT_TRUE(std::isfinite(few_sms) && few_sms > 0) << few_sms;
 }
 
 // The plan's tile is within 3 % of the best at 181 of the 183 shapes (summed log loss 0.42, where the previous
