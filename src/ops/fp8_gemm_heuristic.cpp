@@ -99,7 +99,7 @@ constexpr int64_t kShortKBlocks = 4;
 // geometric average (78 of 85 runs faster by over 1 %), at K > 2048 level (1.01), and after three rounds slower.
 constexpr double kTwoWaveFillUs = 3.5;
 constexpr double kTwoWaveFillPower = 2.0;
-constexpr double kTwoWaveFillMaxKBlocks = 24;
+constexpr int64_t kTwoWaveFillMaxKBlocks = 24;
 // Column classes at long K: the kernel gives each class a share of the clusters in proportion to its n units
 // (kernels::fp8_gemm_class_clusters), so where a class has few, its clusters can walk a tile more than the
 // grid's units over its clusters; the call then takes this share of that tile's time more. Measured on the H200
@@ -108,7 +108,7 @@ constexpr double kTwoWaveFillMaxKBlocks = 24;
 // at 3456 x 6144 x K >= 4096 5-6 %. Half a tile: the last tiles run with most SMs idle, faster than in a full
 // round. At short K the extra round did not show at all (128x160 at 768 x 24576 x 1536, eight rounds for the
 // busiest class against seven for the grid, level with 128x128), so the term starts at kClassMinKBlocks.
-constexpr double kClassMinKBlocks = 32;
+constexpr int64_t kClassMinKBlocks = 32;
 constexpr double kClassRoundWeight = 0.5;
 
 // Candidates are dropped while the remaining ones keep the mean relative cost over the M intervals within
@@ -458,12 +458,11 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
       std::max(dram_us * last_round_units / static_cast<double>(units), tile_us);
   const double exposed_us =
       kDramBoundTileShare * tile_us * std::pow(std::min(1.0, dram_us / busiest_cta), kDramBoundFade);
-  const double kd_blocks = static_cast<double>(k_blocks);
-  const double first_rounds_us = two_waves && kd_blocks <= kTwoWaveFillMaxKBlocks
+  const double first_rounds_us = two_waves && k_blocks <= kTwoWaveFillMaxKBlocks
                                      ? kTwoWaveFillUs / std::pow(tiles_per_cta, kTwoWaveFillPower)
                                      : 0.0;
   const double class_round_us =
-      kd_blocks >= kClassMinKBlocks
+      k_blocks >= kClassMinKBlocks
           ? kClassRoundWeight * tile_us * static_cast<double>(busiest_class_units(c, m, n, rounds, grid_units) - rounds)
           : 0.0;
   return kFixedUs + first_rounds_us + class_round_us +
