@@ -488,10 +488,18 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
     copy_map(params.tma_sfa_last, sfa_map(last_box_rows));
   }
   params.b_cache_policy = kernels::fp8_gemm_b_cache_policy(block_m, w32(c.m));
-  copy_map(params.tma_b, tensor_map_2d({reinterpret_cast<uint64_t>(b.data), w64(c.k), w64(c.n), w64(c.ldb), 128,
-                                        w32(cfg.block_n / cfg.cluster_m), CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                                        CU_TENSOR_MAP_SWIZZLE_128B},
-                                       "b"));
+  // B likewise: boxed whole (pairs sharing B: each CTA block_n / 2 rows) and, for a last n block with fewer
+  // rows, boxed to them.
+  const uint32_t block_n = w32(cfg.block_n);
+  const uint32_t last_b_box_rows = kernels::fp8_gemm_last_box_rows(block_n, w32(c.n), w32(cfg.cluster_m));
+  const auto b_map = [&](uint32_t rows) {
+    return tensor_map_2d({reinterpret_cast<uint64_t>(b.data), w64(c.k), w64(c.n), w64(c.ldb), 128,
+                          rows / w32(cfg.cluster_m), CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_SWIZZLE_128B},
+                         "b");
+  };
+  const bool short_last_b = last_b_box_rows != block_n;
+  if (!short_last_b || c.n > cfg.block_n) copy_map(params.tma_b, b_map(block_n));
+  if (short_last_b) copy_map(params.tma_b_last, b_map(last_b_box_rows));
   if (accumulate) {
     // B's per-row scales, loaded per stage exactly like A's, with n in place of m.
     copy_map(params.tma_sfb, tensor_map_2d({reinterpret_cast<uint64_t>(sfb.data), w64(c.n), k_blocks, w64(c.sfb_stride * 4),
@@ -510,6 +518,7 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   params.ldd = w64(c.ldd);
   params.m = w32(c.m);
   params.last_box_rows = last_box_rows;
+  params.last_b_box_rows = last_b_box_rows;
 
   cuda::LaunchConfig config;
   config.grid[0] = fp8_gemm_grid(cfg, c.m, c.n, entry->sm_count);

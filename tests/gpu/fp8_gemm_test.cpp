@@ -423,9 +423,16 @@ Launch prepare(const Case& c, const KernelConfig& k, const HostProblem& p, const
   };
   const auto tma_a = a_map(k.block_m), tma_a_last = a_map(last_box_rows);
   const auto tma_sfa = sfa_map(k.block_m), tma_sfa_last = sfa_map(last_box_rows);
-  // With a cluster each CTA loads (and multicasts) block_n / cluster_m rows of the B tile.
-  const auto tma_b = encode_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, dev.b, c.k, c.n, c.k, 128, k.block_n / k.cluster_m,
-                               CU_TENSOR_MAP_SWIZZLE_128B, "B");
+  // With a cluster each CTA loads (and multicasts) block_n / cluster_m rows of the B tile; the last n block's
+  // box is cut to its rows like A's (KILN_X_WHOLE_LAST_B=1: whole, to time the difference in one binary).
+  const bool whole_last_b = std::getenv("KILN_X_WHOLE_LAST_B") != nullptr;
+  const uint32_t last_b_box_rows =
+      whole_last_b ? k.block_n : kiln::kernels::fp8_gemm_last_box_rows(k.block_n, c.n, k.cluster_m);
+  const auto b_map = [&](uint32_t rows) {
+    return encode_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, dev.b, c.k, c.n, c.k, 128, rows / k.cluster_m,
+                     CU_TENSOR_MAP_SWIZZLE_128B, "B");
+  };
+  const auto tma_b = b_map(k.block_n), tma_b_last = b_map(last_b_box_rows);
   const uint32_t store_cols = kiln::kernels::fp8_gemm_store_cols(k.block_n);
   const CUtensorMapSwizzle store_swizzle = store_cols == 64   ? CU_TENSOR_MAP_SWIZZLE_128B
                                            : store_cols == 32 ? CU_TENSOR_MAP_SWIZZLE_64B
@@ -437,12 +444,14 @@ Launch prepare(const Case& c, const KernelConfig& k, const HostProblem& p, const
   std::memcpy(&l.params.tma_sfa, &tma_sfa, sizeof(tma_sfa));
   std::memcpy(&l.params.tma_a_last, &tma_a_last, sizeof(tma_a_last));
   std::memcpy(&l.params.tma_sfa_last, &tma_sfa_last, sizeof(tma_sfa_last));
+  std::memcpy(&l.params.tma_b_last, &tma_b_last, sizeof(tma_b_last));
   std::memcpy(&l.params.tma_d, &tma_d, sizeof(tma_d));
   l.params.sfb = reinterpret_cast<const float*>(dev.sfb);
   l.params.d = reinterpret_cast<void*>(dev.d);
   l.params.ldd = c.ldd;
   l.params.m = c.m;
   l.params.last_box_rows = last_box_rows;
+  l.params.last_b_box_rows = last_b_box_rows;
   l.params.b_cache_policy = kiln::kernels::fp8_gemm_b_cache_policy(k.block_m, c.m);
   // Work units of cluster_m vertically or cluster_n horizontally adjacent tiles; the grid is a whole number of
   // clusters.

@@ -347,6 +347,29 @@ TEST(Fp8GemmLayout, LastMBlocksBoxStopsAtTheNextSwizzleAtomPastM) {
   }
 }
 
+// B's box for the last n block, by the same rule over N and BLOCK_N: the wide tiles at ragged N load only the
+// columns' rows there (on the H200 128x160 at 9472 x 1024 x 8192 ran 152.7 us with the whole box and 124.4 with
+// 64 rows), and pairs sharing B (cluster_m = 2) load whole tiles.
+TEST(Fp8GemmLayout, LastNBlocksBoxStopsAtTheNextSwizzleAtomPastN) {
+  using kernels::fp8_gemm_last_box_rows;
+  EXPECT_EQ(fp8_gemm_last_box_rows(160, 1024), 64u);   // six whole tiles and 64 columns
+  EXPECT_EQ(fp8_gemm_last_box_rows(160, 992), 32u);
+  EXPECT_EQ(fp8_gemm_last_box_rows(160, 1120), 160u);  // seven whole tiles
+  EXPECT_EQ(fp8_gemm_last_box_rows(176, 2112), 176u);
+  EXPECT_EQ(fp8_gemm_last_box_rows(192, 1024), 64u);
+  EXPECT_EQ(fp8_gemm_last_box_rows(128, 2112), 64u);
+  EXPECT_EQ(fp8_gemm_last_box_rows(160, 576), 96u);
+  EXPECT_EQ(fp8_gemm_last_box_rows(128, 576, 2), 128u);  // pairs sharing B
+  for (uint32_t n = 8; n < 2048; n += 8) {
+    const uint32_t rows = fp8_gemm_last_box_rows(160, n);
+    const uint32_t last_cols = n - (n - 1) / 160 * 160;  // columns of N in the last n block
+    EXPECT_TRUE(rows == last_cols && rows <= 160) << n;  // N is a multiple of 8: the box ends at N exactly
+    // The kernel's transaction count for a stage of the last n block: the full layout's less B's rows not loaded.
+    const auto layout = kernels::fp8_gemm_layout(128, 160, 5, true);
+    EXPECT_EQ(layout.stage_tx_bytes - (160 - rows) * 128, 128 * 128 + rows * 128 + 128 * 4) << n;
+  }
+}
+
 // B's loads are marked evict-first exactly when there are at most two m blocks (each B tile then read by at
 // most two CTAs at about the same time): the decode sizes. Beyond, B's tiles are reused from L2.
 TEST(Fp8GemmLayout, BIsStreamedThroughL2OnlyForOneOrTwoMBlocks) {

@@ -55,8 +55,9 @@ namespace kiln::kernels {
 // kStages pipeline slots (fp8_gemm_max_stages gives the most that fit). Launch with
 // fp8_gemm_num_threads(kNumMathWarpgroups) threads, fp8_gemm_layout(...).total_bytes of dynamic shared
 // memory and at most one CTA per SM; with kClusterM = 2, clusters of (2, 1, 1), an even grid, and B's
-// tensor map boxed {128, kBlockN / 2}; with kClusterN = 2 the same with A's map boxed {128, kBlockM / 2} and
-// Fp8GemmParams::last_box_rows = kBlockM (A's box is not cut for the last m block there).
+// tensor map boxed {128, kBlockN / 2} and Fp8GemmParams::last_b_box_rows = kBlockN; with kClusterN = 2 the
+// same with A's map boxed {128, kBlockM / 2} and Fp8GemmParams::last_box_rows = kBlockM (a shared operand's
+// box is not cut for its last block).
 //
 // kOverlapPromotion: two partial accumulators, so that the WGMMAs of the next K block (of this tile or of
 // the next tile) run on the tensor cores while the CUDA cores promote the current one and, at a tile's
@@ -113,8 +114,8 @@ struct Fp8Gemm {
   static constexpr u32 kClusterSize = kMulticast * kSplitK;
   // Work units: kClusterM x kClusterN tiles, one per CTA of a cluster; n units per row of units.
   static constexpr u32 kNumNUnits = (kNumNBlocks + kClusterN - 1) / kClusterN;
-  // With an odd number of n blocks, a pair's last unit has a second tile beyond N: computed on TMA's zero fill
-  // and never stored, so the column masks must not be compiled out for it.
+  // With an odd number of n blocks, a pair's last unit has a second tile beyond N: computed on stale shared
+  // memory (no B is loaded for it) and never stored, so the column masks must not be compiled out for it.
   static constexpr bool kNTail = kN % kBlockN != 0 || kNumNUnits * kClusterN != kNumNBlocks;
   static constexpr u32 kKBlocksPerSplit = (kNumKBlocks + kSplitK - 1) / kSplitK;
   // TMA-store epilogue geometry: column groups of kStoreCols, staging rows of kStoreCols * 2 bytes swizzled
@@ -209,7 +210,7 @@ struct Fp8Gemm {
   // kClusterM vertically or kClusterN horizontally adjacent tiles; unit u goes to cluster u mod (clusters),
   // and CTA `rank` of the cluster takes m block kClusterM * (unit's m) + rank (or n block kClusterN * (unit's
   // n) + rank). With an odd number of m (n) blocks the last units' second tile lies beyond M (N): it is
-  // computed on TMA's zero fill and never stored.
+  // computed on TMA's zero fill (beyond N: on stale shared memory, B not loaded) and never stored.
   // With split-K, both CTAs of a cluster walk the same tiles, CTA `rank` over K blocks [kb_begin, kb_begin +
   // kb_count).
   //
@@ -313,7 +314,9 @@ struct Fp8Gemm {
         ptx::tma_prefetch_descriptor(&p.tma_a_last);
         ptx::tma_prefetch_descriptor(&p.tma_sfa_last);
       }
-      ptx::tma_prefetch_descriptor(&p.tma_b);
+      // B's likewise: the whole-box map serves every n block but a last one with a short box.
+      if (p.last_b_box_rows == kBlockN || kN > kBlockN) ptx::tma_prefetch_descriptor(&p.tma_b);
+      if (p.last_b_box_rows != kBlockN) ptx::tma_prefetch_descriptor(&p.tma_b_last);
       if constexpr (kAccumulate) ptx::tma_prefetch_descriptor(&p.tma_sfb);
       if constexpr (kTmaStore) ptx::tma_prefetch_descriptor(&p.tma_d);
 #pragma unroll
@@ -376,15 +379,24 @@ struct Fp8Gemm {
     // fewer bytes per stage, through their own maps (none when the box is whole).
     const u32 last_m_block = p.last_box_rows != kBlockM ? (p.m - 1) / kBlockM : ~0u;
     const u32 last_stage_tx_bytes = kLayout.stage_tx_bytes - (kBlockM - p.last_box_rows) * (kBlockK + 4);
+    // So may the last n block's box of B (fp8_gemm_last_box_rows of N). A pair's second tile beyond N (pairs
+    // sharing A with an odd number of n blocks) loads no B at all: it is computed on stale shared memory and
+    // never stored, where TMA would zero-fill a whole box for it.
+    const u32 last_n_block = p.last_b_box_rows != kBlockN ? kNumNBlocks - 1 : ~0u;
+    const u32 last_n_missing_bytes = (kBlockN - p.last_b_box_rows) * kBlockK;
     const u64 b_policy = p.b_cache_policy;
     Slot slot;
     for (u32 unit = schedule.first; unit < schedule.num_units; unit += schedule.stride) {
       u32 m_block, n_block;
       schedule.coords(unit, m_block, n_block);
       const bool last = m_block == last_m_block;
-      const u32 stage_tx_bytes = last ? last_stage_tx_bytes : kLayout.stage_tx_bytes;
+      const bool last_n = n_block == last_n_block;
+      const bool beyond_n = kClusterN > 1 && n_block >= kNumNBlocks;
+      const u32 stage_tx_bytes = (last ? last_stage_tx_bytes : kLayout.stage_tx_bytes) -
+                                 (beyond_n ? kLayout.b_stage_bytes : last_n ? last_n_missing_bytes : 0);
       const void* const tma_a = last ? &p.tma_a_last : &p.tma_a;
       const void* const tma_sfa = last ? &p.tma_sfa_last : &p.tma_sfa;
+      const void* const tma_b = last_n ? &p.tma_b_last : &p.tma_b;
       const i32 m0 = static_cast<i32>(m_block * kBlockM);
       const i32 n0 = static_cast<i32>(n_block * kBlockN);
       // Not unrolled: one thread issues, and an unrolled copy per K block overflows the 40 registers.
@@ -399,8 +411,9 @@ struct Fp8Gemm {
         const i32 k0 = static_cast<i32>(kb * kBlockK);
         load_operand<kBlockM, kClusterN>(smem + kLayout.a_offset + stage * kLayout.a_stage_bytes, tma_a,
                                          &full[stage], k0, m0, schedule.rank, ptx::kL2EvictNormal);
-        load_operand<kBlockN, kClusterM>(smem + kLayout.b_offset + stage * kLayout.b_stage_bytes, &p.tma_b,
-                                         &full[stage], k0, n0, schedule.rank, b_policy);
+        if (!beyond_n)
+          load_operand<kBlockN, kClusterM>(smem + kLayout.b_offset + stage * kLayout.b_stage_bytes, tma_b,
+                                           &full[stage], k0, n0, schedule.rank, b_policy);
         u8* const sfa_slot = smem + kLayout.sfa_offset + stage * kLayout.sfa_stage_bytes;
         if constexpr (kClusterN == 2) {
           // The pair shares the m block, so its A scales too: one load, multicast (0.1-0.4 % faster at M = 4096

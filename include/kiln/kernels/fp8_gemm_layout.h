@@ -84,20 +84,24 @@ constexpr u32 fp8_gemm_max_stages(u32 block_m, u32 block_n, bool tma_store, u32 
   return best;
 }
 
-// Rows of A's TMA box (and of A's scales' box) for the problem's last m block: its rows rounded up to a
-// whole swizzle atom (8 rows); every other m block loads BLOCK_M rows. TMA zero-fills a box's rows beyond M,
-// and the H200 measured that fill as costly as loading real data or more: with whole boxes 64x32 at M = 1
-// took 24.0 us against 16.4 at M = 64 (4096 x 7168), and 160 x 7168 x 16384 (a last block of 32 rows) took
-// longer than 256 x 7168 x 16384. Cutting the last box (seventeenth session, same binary): 160 x 7168 x 16384
-// 128x128 72.8 -> 51.4 us, 128x64 117 -> 62; 400 x 2112 x 7168 128x64 27.5 -> 18.5; 100 x 2112 x 7168 64x32
-// 15.2 -> 13.5; level where the last block is nearly whole. With the short box the rows after it keep stale
-// shared memory; the WGMMAs compute garbage for them, row by row, and those rows are never stored. 8 rows
+// Rows of an operand's TMA box for its last block along M (A and A's scales: block = BLOCK_M, rows = M) or N
+// (B: block = BLOCK_N, rows = N): that block's rows rounded up to a whole swizzle atom (8 rows); every other
+// block loads them all. TMA zero-fills a box's rows beyond the tensor, and the H200 measured that fill as
+// costly as loading real data or more. For A: with whole boxes 64x32 at M = 1 took 24.0 us against 16.4 at
+// M = 64 (4096 x 7168), and 160 x 7168 x 16384 (a last block of 32 rows) took longer than 256 x 7168 x 16384.
+// Cutting the last box (seventeenth session, same binary): 160 x 7168 x 16384 128x128 72.8 -> 51.4 us, 128x64
+// 117 -> 62; 400 x 2112 x 7168 128x64 27.5 -> 18.5; 100 x 2112 x 7168 64x32 15.2 -> 13.5; level where the last
+// block is nearly whole. For B (twenty-sixth session): 128x160 at 9472 x N x 8192 with five n blocks ran
+// 95.5 us at N = 800 (whole), 97.9 / 109.7 / 118.9 / 128.9 with 32 / 64 / 96 / 128 rows of the last block
+// filled, and 125.9 -> 163.3 from N = 1120 to 992 with seven: less work, a third more time.
+// With the short box the rows after it keep stale shared memory; the WGMMAs compute garbage for them, row by
+// row (a row of A is a row of D, a row of B a column of D), and those rows and columns are never stored. 8 rows
 // are one 128-byte swizzle atom, so the rows that are loaded land exactly where a full box would put them; 8
-// floats keep the scales' box 16-byte granular. CTA pairs sharing A (cluster_n = 2) always load whole tiles
-// (each CTA half of the rows).
-constexpr u32 fp8_gemm_last_box_rows(u32 block_m, u32 m, u32 cluster_n = 1) {
-  if (cluster_n > 1 || m == 0) return block_m;
-  return fp8_gemm_align_up(m - (m - 1) / block_m * block_m, 8);
+// floats keep the scales' box 16-byte granular. CTA pairs sharing the operand (cluster_n = 2 for A,
+// cluster_m = 2 for B) always load whole tiles (each CTA half of the rows).
+constexpr u32 fp8_gemm_last_box_rows(u32 block, u32 rows, u32 pairs = 1) {
+  if (pairs > 1 || rows == 0) return block;
+  return fp8_gemm_align_up(rows - (rows - 1) / block * block, 8);
 }
 
 // The L2 policy for B's loads. With one or two m blocks (decode sizes) each B tile is read by at most two

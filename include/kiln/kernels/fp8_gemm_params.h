@@ -32,6 +32,8 @@ struct alignas(64) Fp8GemmParams {
   // as above where last_box_rows = BLOCK_M).
   TmaDescriptor tma_a_last;
   TmaDescriptor tma_sfa_last;
+  // B's map boxed {128, last_b_box_rows}, for the last n block (the same map as tma_b where that is whole).
+  TmaDescriptor tma_b_last;
   // D: bf16 [M, N] with row stride ldd, dims {N, M}, box {fp8_gemm_store_cols(BLOCK_N), 64}, swizzle of
   // store_cols * 2 bytes; used by the TMA-store epilogue only (needs ldd * 2 and the base 16-byte aligned).
   TmaDescriptor tma_d;
@@ -51,6 +53,8 @@ struct alignas(64) Fp8GemmParams {
   // Rows of A's and A scales' TMA boxes for the last m block: fp8_gemm_last_box_rows(BLOCK_M, m, cluster_n)
   // (fp8_gemm_layout.h); the kernel derives that block's transaction bytes per stage from it.
   u32 last_box_rows;
+  // Rows of B's TMA box for the last n block: fp8_gemm_last_box_rows(BLOCK_N, N, cluster_m).
+  u32 last_b_box_rows;
   // The L2 policy of B's loads (a value from kiln/ptx/cache_policy.cuh): fp8_gemm_b_cache_policy(BLOCK_M, m).
   u64 b_cache_policy;
 };
