@@ -92,7 +92,7 @@ constexpr u32 fp8_gemm_max_stages(u32 block_m, u32 block_n, bool tma_store, u32 
 // Cutting the last box (seventeenth session, same binary): 160 x 7168 x 16384 128x128 72.8 -> 51.4 us, 128x64
 // 117 -> 62; 400 x 2112 x 7168 128x64 27.5 -> 18.5; 100 x 2112 x 7168 64x32 15.2 -> 13.5; level where the last
 // block is nearly whole. For B (twenty-sixth session): 128x160 at 9472 x N x 8192 with five n blocks ran
-// 95.5 us at N = 800 (whole), 97.9 / 109.7 / 118.9 / 128.9 with 32 / 64 / 96 / 128 rows of the last block
+// 95.5 us at N = 800 (whole), 97.9 / 109.7 / 118.9 / 128.9 with 32 / 64 / 96 / 128 rows of the last block zero-
 // filled, and 125.9 -> 163.3 from N = 1120 to 992 with seven: less work, a third more time.
 // With the short box the rows after it keep stale shared memory; the WGMMAs compute garbage for them, row by
 // row (a row of A is a row of D, a row of B a column of D), and those rows and columns are never stored. 8 rows
