@@ -538,9 +538,16 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
   // Drop candidates, the one whose loss is smallest first, while the losses stay within bounds, and past them
   // while more candidates remain than kernels are allowed.
   for (size_t remaining = nc; remaining > 1; --remaining) {
-    // The cheapest loss within the bounds, within kForcedDropMaxLoss of every interval's best, and regardless.
-    size_t drop = nc, bounded = nc, cheapest = nc;
-    double drop_mean = 0, bounded_mean = 0, cheapest_mean = 0;
+    // The cheapest drop (the smallest mean loss, the first in candidate order on a tie) among the candidates
+    // within the bounds, among those within kForcedDropMaxLoss of every interval's best, and among all.
+    struct Cheapest {
+      size_t candidate;
+      double mean;
+    };
+    Cheapest within{nc, 0.0}, bounded{nc, 0.0}, any{nc, 0.0};
+    const auto offer = [nc](Cheapest& best, size_t candidate, double mean) {
+      if (best.candidate == nc || mean < best.mean * (1.0 - 1e-9)) best = {candidate, mean};
+    };
     for (size_t c = 0; c < nc; ++c) {
       if (!kept[c]) continue;
       kept[c] = false;
@@ -552,22 +559,14 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
       }
       kept[c] = true;
       const double mean = sum / total_weight;
-      if (cheapest == nc || mean < cheapest_mean * (1.0 - 1e-9)) {
-        cheapest = c;
-        cheapest_mean = mean;
-      }
-      if (worst <= kForcedDropMaxLoss && (bounded == nc || mean < bounded_mean * (1.0 - 1e-9))) {
-        bounded = c;
-        bounded_mean = mean;
-      }
-      if (mean <= kDropMeanLoss && worst <= kDropMaxLoss && (drop == nc || mean < drop_mean * (1.0 - 1e-9))) {
-        drop = c;
-        drop_mean = mean;
-      }
+      offer(any, c, mean);
+      if (worst <= kForcedDropMaxLoss) offer(bounded, c, mean);
+      if (mean <= kDropMeanLoss && worst <= kDropMaxLoss) offer(within, c, mean);
     }
+    size_t drop = within.candidate;
     if (drop == nc) {
       if (remaining <= static_cast<size_t>(kFp8GemmMaxKernels)) break;
-      drop = bounded != nc ? bounded : cheapest;
+      drop = bounded.candidate != nc ? bounded.candidate : any.candidate;
     }
     kept[drop] = false;
   }
