@@ -583,9 +583,8 @@ int main(int argc, char** argv) {
         };
         cases.push_back(forced(1000, "overrides block_m=64 block_n=32 stages=3", {64, 32, 3, 0}));
         cases.push_back(forced(200, "overrides block_m=128 block_n=144", {128, 144, 0, 0}));
-        // 176-column tiles span three of B's scale blocks in places; with as few SMs as column classes with
-        // tiles (set_num_sms(4) against 4 classes at N = 576) each CTA walks one class whole. (3 is an error:
-        // the unit test ColumnClassTilesNeedAClusterPerClass.)
+        // 176-column tiles take their columns by the column map (three pieces, each in its own scale block);
+        // with few SMs each CTA walks many tiles.
         cases.push_back(forced(1000, "overrides block_m=128 block_n=176", {128, 176, 0, 0}));
         cases.push_back(forced(1000, "overrides block_m=128 block_n=176, set_num_sms(4)", {128, 176, 0, 0}, 4));
         cases.push_back(forced(1000, "overrides block_m=128 block_n=160, set_num_sms(5)", {128, 160, 0, 0}, 5));

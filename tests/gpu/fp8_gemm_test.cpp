@@ -369,9 +369,9 @@ std::vector<Case> make_cases(bool sweep, const std::vector<uint32_t>& sweep_ms) 
       // blocks (the last of 44 rows) walked by 66 pairs, several tiles each.
       {100, 2104, 720, 2112, {split_k(128, 32)}, false, 0},
       {300, 1544, 4096, 1544, {split_k(128, 32)}, false, 0},
-      // Column classes (tiles straddling B's scale blocks, each CTA walking one class): 176 columns span three
-      // blocks in places (ragged M and N, B multicast, split-K), 160 with A multicast (classes of pairs), and
-      // 192 with a partial last n block.
+      // Column-mapped tiles (which would straddle B's scale blocks, contiguous): 176 in three pieces (ragged M
+      // and N, B multicast, split-K), 160 with A multicast (a tile beyond N: never stored), 144 in two, and 192
+      // (contiguous, its switch chosen per slice) with a partial last n block.
       {1000, 2112, 7168, 2112, {make_config(128, 176), multicast(128, 176), make_config(64, 176)}, false, 0},
       {129, 576, 720, 584, {make_config(128, 176), split_k(64, 176), make_config(128, 160)}, false, 0},
       {300, 2112, 720, 2112, {multicast_a(128, 160), multicast_a(128, 192), make_config(128, 144)}, false, 0},
@@ -425,14 +425,21 @@ Launch prepare(const Case& c, const KernelConfig& k, const HostProblem& p, const
   const auto tma_sfa = sfa_map(k.block_m), tma_sfa_last = sfa_map(last_box_rows);
   // With a cluster each CTA loads (and multicasts) block_n / cluster_m rows of the B tile; the last n block's
   // box is cut to its rows like A's (KILN_X_WHOLE_LAST_B=1: whole, to time the difference in one binary).
+  // Column-mapped tiles load B through a map per piece's width, and no short box.
   const bool whole_last_b = std::getenv("KILN_X_WHOLE_LAST_B") != nullptr;
-  const uint32_t last_b_box_rows =
-      whole_last_b ? k.block_n : kiln::kernels::fp8_gemm_last_box_rows(k.block_n, c.n, k.cluster_m);
+  const bool column_map = kiln::kernels::fp8_gemm_column_map(k.block_m, k.block_n, k.math_warpgroups, false);
+  const uint32_t last_b_box_rows = whole_last_b || column_map
+                                       ? k.block_n
+                                       : kiln::kernels::fp8_gemm_last_box_rows(k.block_n, c.n, k.cluster_m);
   const auto b_map = [&](uint32_t rows) {
-    return encode_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, dev.b, c.k, c.n, c.k, 128, rows / k.cluster_m,
-                     CU_TENSOR_MAP_SWIZZLE_128B, "B");
+    return encode_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, dev.b, c.k, c.n, c.k, 128, rows, CU_TENSOR_MAP_SWIZZLE_128B,
+                     "B");
   };
-  const auto tma_b = b_map(k.block_n), tma_b_last = b_map(last_b_box_rows);
+  const auto tma_b = b_map(column_map ? kiln::kernels::fp8_gemm_map_big_box_rows(k.block_n, k.cluster_m)
+                                      : k.block_n / k.cluster_m);
+  const auto tma_b_last = b_map(column_map ? kiln::kernels::fp8_gemm_map_piece_cols(k.block_n, 1)
+                                           : last_b_box_rows / k.cluster_m);
+  const auto tma_b_narrow = b_map(kiln::kernels::fp8_gemm_map_narrow_box_rows(k.block_n));
   const uint32_t store_cols = kiln::kernels::fp8_gemm_store_cols(k.block_n);
   const CUtensorMapSwizzle store_swizzle = store_cols == 64   ? CU_TENSOR_MAP_SWIZZLE_128B
                                            : store_cols == 32 ? CU_TENSOR_MAP_SWIZZLE_64B
@@ -445,6 +452,7 @@ Launch prepare(const Case& c, const KernelConfig& k, const HostProblem& p, const
   std::memcpy(&l.params.tma_a_last, &tma_a_last, sizeof(tma_a_last));
   std::memcpy(&l.params.tma_sfa_last, &tma_sfa_last, sizeof(tma_sfa_last));
   std::memcpy(&l.params.tma_b_last, &tma_b_last, sizeof(tma_b_last));
+  std::memcpy(&l.params.tma_b_narrow, &tma_b_narrow, sizeof(tma_b_narrow));
   std::memcpy(&l.params.tma_d, &tma_d, sizeof(tma_d));
   l.params.sfb = reinterpret_cast<const float*>(dev.sfb);
   l.params.d = reinterpret_cast<void*>(dev.d);

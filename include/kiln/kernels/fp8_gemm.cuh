@@ -7,7 +7,6 @@
 // Structure (persistent, warp-specialised):
 //   * one CTA per SM walks output tiles tile = blockIdx.x, blockIdx.x + gridDim.x, ...; tiles are ordered in
 //     groups of kGroupM m-blocks (m fastest inside a group) so a wave of CTAs shares A and B panels in L2
-//     (tiles that straddle B's scale blocks at more than two columns: per column class, see Schedule);
 //   * warpgroup kNumMathWarpgroups is the producer: one elected thread issues, per 128-wide K block, the TMA
 //     loads of the A tile, the B tile and A's scales into a kStages-deep ring of shared-memory slots, each
 //     guarded by a "full" mbarrier (transaction bytes) and an "empty" mbarrier (one arrival per math warp);
@@ -147,27 +146,30 @@ struct Fp8Gemm {
   // beyond (176: tiles starting 96 or 112 columns into a block). No width up to 256 spans four.
   static constexpr u32 kGcdBlockN128 = fp8_gemm_gcd_128(kBlockN);
   static constexpr bool kThreeSfb = !kAccumulate && !kUniformSfb && kBlockN > 128 + kGcdBlockN128;
-  // Column classes (one-wave tiles of the inference form that straddle B's blocks at more than two columns):
-  // where a tile's B scale switches depends on its first column modulo 128, one of 128 / gcd(BLOCK_N, 128)
-  // columns (4 for 160, 8 for 176). The promotion has it compiled in: a per-block choice between copies cost
-  // 3-8 % at 128x160 on the H200 (merged by the front end into register moves per column chunk, or kept apart
-  // as branches) and more at 176. So the units are split into classes (n units k, k + C, ...;
-  // fp8_gemm_column_classes), the CTAs into shares of them in proportion to their units, and each CTA's math
-  // warps run the walk compiled for its class: no per-block choice at all.
-  // A class holds one column, or, where that would make eight copies of the walk (176: 1.9 s of NVRTC compile),
-  // a pair {c, c + 64} (kPairedWalk). The tile's member of the pair only changes which of B's scales applies in
-  // the 64 columns between the two switches (and 128 further on); the scale loader, which knows the tile,
-  // writes the scales in that order (load_b_scales), so the walk reads four scales per block and chooses
-  // nothing. Four copies: 0.9 s of compile, and 2 % slower on the H200 than eight (two more scale products and
-  // ptxas's schedule around them), so 160's four columns keep a copy each.
-  // Not for 192 (two columns, 64 and 128): its two copies stay apart (not merged), and with classes it measured
-  // within 1-2 % of its per-slice choice, either way, on four shapes (fourteenth session).
-  // With pairs along N (kClusterN = 2) a unit's two tiles differ by one n block: classes of units, half as
-  // many, each CTA's column then fixed by its rank too. One formula for the host and the kernel.
-  static constexpr bool kSwitchedWalk = fp8_gemm_column_walk(kBlockM, kBlockN, kNumMathWarpgroups, kAccumulate);
-  static constexpr bool kPairedWalk = fp8_gemm_column_pairs(kBlockM, kBlockN, kNumMathWarpgroups, kAccumulate);
-  static constexpr u32 kColumnClasses =
-      fp8_gemm_column_classes(kBlockM, kBlockN, kNumMathWarpgroups, kClusterN, kAccumulate);
+  // Column-mapped tiles (one-wave tiles of the inference form whose B scale would switch at more than two
+  // columns, 96, 112, 144, 160 and 176 among them: fp8_gemm_column_map). With contiguous tiles, where a tile's
+  // scale switches depends on its first column modulo 128, one of 128 / gcd(BLOCK_N, 128) columns (4 for 160,
+  // 8 for 176), and a choice per K block cost 3-8 % at 128x160 on the H200 (thirteenth session). A walk compiled
+  // per switch column (column classes, one class per cluster) made four copies of the walk, 1.1-1.4 s of NVRTC
+  // compile; one walk promoting each gcd-wide region by its own scale cost 2-8 % (twenty-seventh session). So
+  // tiles take their columns by the column map instead (fp8_gemm_map_column): piece j of tile t lies inside
+  // one of B's 128-column blocks wherever t is, and the switch columns are the pieces' fixed boundaries
+  // (160: 128; 176: 128 and 160). B is loaded piece by piece (load_b_boxes), the scale loader writes each
+  // piece's scale, the promotion multiplies each piece by its own a * b, and the stores follow the map. One
+  // walk, nothing chosen at run time.
+  static constexpr bool kColumnMap = fp8_gemm_column_map(kBlockM, kBlockN, kNumMathWarpgroups, kAccumulate);
+  static constexpr u32 kPieces = kColumnMap ? fp8_gemm_map_pieces(kBlockN) : 1;
+  // B's boxes of a column-mapped tile (fp8_gemm_map_big_box_rows): kBigBoxes of piece 0 (one per CTA of a pair
+  // sharing B) through tma_b, piece 1 whole through tma_b_last, then pieces 2 and 3 in boxes of kNarrowBoxRows
+  // through tma_b_narrow.
+  static constexpr u32 kBigBoxRows = fp8_gemm_map_big_box_rows(kBlockN, kClusterM);
+  static constexpr u32 kBigBoxes = kClusterM;
+  static constexpr u32 kPiece1Rows = fp8_gemm_map_piece_cols(kBlockN, 1);
+  static constexpr u32 kNarrowBoxRows = fp8_gemm_map_narrow_box_rows(kBlockN);
+  static constexpr u32 kBBoxes =
+      kBigBoxes + 1 + (kBlockN - fp8_gemm_map_piece_first(kBlockN, kPieces > 2 ? 2 : kPieces)) / kNarrowBoxRows;
+  static_assert(kPieces <= 4 && kLayout.sfb_stage_bytes >= 4 * kPieces, "a slot holds every piece's scale");
+  static_assert(!kThreeSfb || kColumnMap, "tiles spanning three scale blocks take their columns by the map");
   static_assert(kStages >= 1 && kStages <= kFp8GemmMaxStages, "stages: 1..16");
   static_assert(kLayout.total_bytes <= kHopperSmemPerBlock, "the stages do not fit in shared memory");
   static_assert(kN % 8 == 0 && kN > 0, "N must be a positive multiple of 8");
@@ -184,14 +186,19 @@ struct Fp8Gemm {
   static_assert(kSplitK == 1 || kSplitK == 2, "split-K in halves or not at all");
   static_assert(kSplitK == 1 || kMulticast == 1, "split-K and multicast both use the cluster");
   static_assert((kSplitK - 1) * kKBlocksPerSplit < kNumKBlocks, "every split of K needs K blocks");
-  static_assert(kColumnClasses <= 4, "at most 4 column classes");
-  static_assert(!kThreeSfb || kPairedWalk, "tiles spanning three scale blocks are promoted per column pair");
 
   // The tile-local column where B's second 128-column scale block starts in the tile of n block `n_block` (a
   // multiple of gcd(BLOCK_N, 128); >= kBlockN: never).
   static __device__ __forceinline__ u32 switch_column_of(u32 n_block) { return 128 - n_block * kBlockN % 128; }
-  // Column pairs: the pair {c, c + 64} a switch column belongs to, by its c (in 1..64).
-  static __device__ __forceinline__ u32 low_column_of_pair(u32 column) { return (column - 1) % 64 + 1; }
+  // A tile's columns: `origin` is its first column of D (contiguous tiles) or its n block (column-mapped,
+  // tile_origin); column_of gives the column of D its column c stores to.
+  static __device__ __forceinline__ u32 tile_origin(u32 n_block) { return kColumnMap ? n_block : n_block * kBlockN; }
+  static __device__ __forceinline__ u32 column_of(u32 origin, u32 c) {
+    if constexpr (kColumnMap)
+      return fp8_gemm_map_column(kBlockN, kNumNBlocks, origin, c);
+    else
+      return origin + c;
+  }
 
   // Unit index -> (m unit, n unit) on the grid of num_m_units x kNumNUnits. Groups of kGroupM m units; inside
   // a group m varies fastest, so consecutive CTAs share B panels and a wave touches about kGroupM A panels.
@@ -213,21 +220,8 @@ struct Fp8Gemm {
   // computed on TMA's zero fill (beyond N: on stale shared memory, B not loaded) and never stored.
   // With split-K, both CTAs of a cluster walk the same tiles, CTA `rank` over K blocks [kb_begin, kb_begin +
   // kb_count).
-  //
-  // With column classes (kColumnClasses > 1) the walk covers one class at a time: class k holds the n units
-  // k, k + C, ... (C = kColumnClasses; their tiles have one switch column, or one pair), and its units are
-  // numbered like the whole grid's, over its own n units.
-  // Each cluster gets one class: every class one cluster, the rest in proportion to the class's n units (all
-  // classes have the same m units), the remainder one each to the first classes, which have the most. So the
-  // grid needs a cluster per class (fp8_gemm_min_clusters; the host picks no such tile for fewer SMs). A
-  // cluster that walked several classes in turn would need a loop around the math walk, and that loop alone
-  // cost the walk 18 instructions per K block at 128x160 (ptxas split six of its twelve 64-bit descriptor
-  // adds), 2-4 % of its time on the H200.
   struct Schedule {
     u32 num_m_units, num_n_units, num_units, first, stride, rank, kb_begin, kb_count;
-    u32 cls;  // the column class walked (0 without classes)
-    static constexpr u32 kClassesWithUnits = fp8_gemm_min_clusters(kBlockM, kBlockN, kNumMathWarpgroups, kClusterN,
-                                                                   kAccumulate, kN);
     __device__ __forceinline__ explicit Schedule(u32 m) {
       const u32 num_m_blocks = (m + kBlockM - 1) / kBlockM;
       num_m_units = (num_m_blocks + kClusterM - 1) / kClusterM;
@@ -235,54 +229,20 @@ struct Fp8Gemm {
       rank = kClusterSize == 1 ? 0 : ptx::cluster_cta_rank();  // cluster (kClusterSize, 1, 1): consecutive blocks
       kb_begin = kSplitK == 1 ? 0 : rank * kKBlocksPerSplit;
       kb_count = kSplitK == 1 ? kNumKBlocks : (kNumKBlocks - kb_begin < kKBlocksPerSplit ? kNumKBlocks - kb_begin : kKBlocksPerSplit);
-      if constexpr (kColumnClasses == 1) {
-        cls = 0;
-        num_n_units = kNumNUnits;
-        num_units = num_m_units * kNumNUnits;
-        first = cluster;
-        stride = clusters;
-      } else {
-        // A grid without a cluster per class would leave classes unwalked: fail loudly, never silently.
-        if (clusters < kClassesWithUnits) __trap();
-        // The shares (fp8_gemm_class_clusters, which the host's cost model reads too) add up to `clusters`, so
-        // exactly one holds this cluster (the first values only keep the compiler from seeing them unset).
-        cls = 0;
-        first = cluster;
-        stride = clusters;
-        u32 offset = 0;
-#pragma unroll
-        for (u32 k = 0; k < kClassesWithUnits; ++k) {
-          const u32 share = fp8_gemm_class_clusters(k, kColumnClasses, kClassesWithUnits, kNumNUnits, clusters);
-          if (cluster >= offset && cluster < offset + share) {
-            cls = k;
-            first = cluster - offset;
-            stride = share;
-          }
-          offset += share;
-        }
-        num_n_units = class_n_units(cls);
-        num_units = num_m_units * num_n_units;
-      }
-    }
-    // N units in class k (k < kClassesWithUnits <= kNumNUnits: at least one).
-    static __device__ __forceinline__ u32 class_n_units(u32 k) {
-      return fp8_gemm_class_n_units(k, kColumnClasses, kNumNUnits);
+      num_n_units = kNumNUnits;
+      num_units = num_m_units * kNumNUnits;
+      first = cluster;
+      stride = clusters;
     }
     __device__ __forceinline__ void coords(u32 unit, u32& m_block, u32& n_block) const {
       u32 m_unit, n_unit;
       unit_coords(unit, num_m_units, num_n_units, m_unit, n_unit);
       m_block = kClusterM == 1 ? m_unit : m_unit * kClusterM + rank;
-      n_block = n_block_of(cls + n_unit * kColumnClasses);
+      n_block = n_block_of(n_unit);
     }
     // This CTA's n block in n unit `n_unit`.
     __device__ __forceinline__ u32 n_block_of(u32 n_unit) const {
       return kClusterN == 1 ? n_unit : n_unit * kClusterN + rank;
-    }
-    // Column classes: the switch column of every tile of this class (its first n unit is `cls`), or with column
-    // pairs the low column of the pair (the class's tiles are then 64 columns apart modulo 128, in turn).
-    __device__ __forceinline__ u32 class_column() const {
-      const u32 column = switch_column_of(n_block_of(cls));
-      return kPairedWalk ? low_column_of_pair(column) : column;
     }
   };
 
@@ -315,8 +275,10 @@ struct Fp8Gemm {
         ptx::tma_prefetch_descriptor(&p.tma_sfa_last);
       }
       // B's likewise: the whole-box map serves every n block but a last one with a short box.
-      if (p.last_b_box_rows == kBlockN || kN > kBlockN) ptx::tma_prefetch_descriptor(&p.tma_b);
-      if (p.last_b_box_rows != kBlockN) ptx::tma_prefetch_descriptor(&p.tma_b_last);
+      // (Column-mapped tiles use both: piece 0's boxes and the narrower pieces'.)
+      if (kColumnMap || p.last_b_box_rows == kBlockN || kN > kBlockN) ptx::tma_prefetch_descriptor(&p.tma_b);
+      if (kColumnMap || p.last_b_box_rows != kBlockN) ptx::tma_prefetch_descriptor(&p.tma_b_last);
+      if constexpr (kColumnMap && kPieces > 2) ptx::tma_prefetch_descriptor(&p.tma_b_narrow);
       if constexpr (kAccumulate) ptx::tma_prefetch_descriptor(&p.tma_sfb);
       if constexpr (kTmaStore) ptx::tma_prefetch_descriptor(&p.tma_d);
 #pragma unroll
@@ -382,7 +344,8 @@ struct Fp8Gemm {
     // So may the last n block's box of B (fp8_gemm_last_box_rows of N). A pair's second tile beyond N (pairs
     // sharing A with an odd number of n blocks) loads no B at all: it is computed on stale shared memory and
     // never stored, where TMA would zero-fill a whole box for it.
-    const u32 last_n_block = p.last_b_box_rows != kBlockN ? kNumNBlocks - 1 : ~0u;
+    // (Column-mapped tiles load B piece by piece and skip the boxes past N instead, load_b_boxes.)
+    const u32 last_n_block = !kColumnMap && p.last_b_box_rows != kBlockN ? kNumNBlocks - 1 : ~0u;
     const u32 last_n_missing_bytes = (kBlockN - p.last_b_box_rows) * kBlockK;
     const u64 b_policy = p.b_cache_policy;
     Slot slot;
@@ -393,7 +356,9 @@ struct Fp8Gemm {
       const bool last_n = n_block == last_n_block;
       const bool beyond_n = kClusterN > 1 && n_block >= kNumNBlocks;
       const u32 stage_tx_bytes = (last ? last_stage_tx_bytes : kLayout.stage_tx_bytes) -
-                                 (beyond_n ? kLayout.b_stage_bytes : last_n ? last_n_missing_bytes : 0);
+                                 (beyond_n ? kLayout.b_stage_bytes
+                                  : last_n ? last_n_missing_bytes
+                                           : kColumnMap ? b_bytes_past_n(n_block) : 0);
       const void* const tma_a = last ? &p.tma_a_last : &p.tma_a;
       const void* const tma_sfa = last ? &p.tma_sfa_last : &p.tma_sfa;
       const void* const tma_b = last_n ? &p.tma_b_last : &p.tma_b;
@@ -411,9 +376,14 @@ struct Fp8Gemm {
         const i32 k0 = static_cast<i32>(kb * kBlockK);
         load_operand<kBlockM, kClusterN>(smem + kLayout.a_offset + stage * kLayout.a_stage_bytes, tma_a,
                                          &full[stage], k0, m0, schedule.rank, ptx::kL2EvictNormal);
-        if (!beyond_n)
+        if constexpr (kColumnMap) {
+          if (!beyond_n)
+            load_b_boxes(smem + kLayout.b_offset + stage * kLayout.b_stage_bytes, p, &full[stage], k0, n_block,
+                         schedule.rank, b_policy);
+        } else if (!beyond_n) {
           load_operand<kBlockN, kClusterM>(smem + kLayout.b_offset + stage * kLayout.b_stage_bytes, tma_b,
                                            &full[stage], k0, n0, schedule.rank, b_policy);
+        }
         u8* const sfa_slot = smem + kLayout.sfa_offset + stage * kLayout.sfa_stage_bytes;
         if constexpr (kClusterN == 2) {
           // The pair shares the m block, so its A scales too: one load, multicast (0.1-0.4 % faster at M = 4096
@@ -446,6 +416,47 @@ struct Fp8Gemm {
     }
   }
 
+  // A column-mapped tile's B box b: its first row in the tile, its rows and its map (each box inside one piece,
+  // whole 8-row swizzle atoms).
+  static __device__ __forceinline__ constexpr u32 b_box_first_row(u32 b) {
+    return b < kBigBoxes    ? b * kBigBoxRows
+           : b == kBigBoxes ? kBigBoxes * kBigBoxRows
+                            : kBigBoxes * kBigBoxRows + kPiece1Rows + (b - kBigBoxes - 1) * kNarrowBoxRows;
+  }
+  static __device__ __forceinline__ constexpr u32 b_box_rows(u32 b) {
+    return b < kBigBoxes ? kBigBoxRows : b == kBigBoxes ? kPiece1Rows : kNarrowBoxRows;
+  }
+  static __device__ __forceinline__ const void* b_box_map(const Fp8GemmParams& p, u32 b) {
+    return b < kBigBoxes ? &p.tma_b : b == kBigBoxes ? &p.tma_b_last : &p.tma_b_narrow;
+  }
+  // Loads those boxes, each from the column map's row for its first tile row into its place in the slot. Boxes
+  // that start at or past N are not loaded (nor counted: b_bytes_past_n); the rows past N in a box that starts
+  // before N are TMA's zero fill. Pairs sharing B (kClusterM = 2) take alternate boxes, each delivered to both.
+  static __device__ __forceinline__ void load_b_boxes(u8* tile, const Fp8GemmParams& p, u64* full, i32 k0, u32 n_block,
+                                                      u32 rank, u64 policy) {
+#pragma unroll
+    for (u32 b = 0; b < kBBoxes; ++b) {
+      if (kClusterM > 1 && b % kClusterM != rank) continue;
+      const u32 row = column_of(tile_origin(n_block), b_box_first_row(b));
+      if (row >= kN) continue;
+      const void* const tensor_map = b_box_map(p, b);
+      u8* const dst = tile + b_box_first_row(b) * kBlockK;
+      if constexpr (kClusterM == 1)
+        ptx::tma_load_2d_hint(dst, tensor_map, full, k0, static_cast<i32>(row), policy);
+      else
+        ptx::tma_load_2d_multicast(dst, tensor_map, full, k0, static_cast<i32>(row),
+                                   static_cast<u16>((1u << kClusterM) - 1));
+    }
+  }
+  // The bytes of a column-mapped tile's B boxes that start at or past N.
+  static __device__ __forceinline__ u32 b_bytes_past_n(u32 n_block) {
+    u32 past = 0;
+#pragma unroll
+    for (u32 b = 0; b < kBBoxes; ++b)
+      past += column_of(tile_origin(n_block), b_box_first_row(b)) >= kN ? b_box_rows(b) * kBlockK : 0;
+    return past;
+  }
+
   // Two adjacent fp32 (one 8-byte access), four (one 16-byte access).
   struct alignas(8) F32x2 {
     float x, y;
@@ -454,12 +465,12 @@ struct Fp8Gemm {
     float x, y, z, w;
   };
 
-  // The scale loader (inference form): one warp of the producer warpgroup writes, into each slot, B's scale
-  // for the slot's K block and the tile's first 128-column block and, when the tile straddles more, the
-  // second's and third's; then it arrives on the slot's full barrier. This keeps global loads out of the math
-  // warpgroups' loop, where their latency (L2, under the TMA traffic) would stall the promotion. The lanes
-  // read 32 K blocks' scales at a time; the warp runs ahead of the math warpgroups by up to the pipeline's
-  // depth, which hides those loads' latency.
+  // The scale loader (inference form): one warp of the producer warpgroup writes, into each slot, B's scales
+  // for the slot's K block: the tile's first 128-column block's and, when the tile straddles two, the
+  // second's, or, for a column-mapped tile, each piece's; then it arrives on the slot's full barrier. This keeps
+  // global loads out of the math warpgroups' loop, where their latency (L2, under the TMA traffic) would stall
+  // the promotion. The lanes read 32 K blocks' scales at a time; the warp runs ahead of the math warpgroups by
+  // up to the pipeline's depth, which hides those loads' latency.
   static __device__ __forceinline__ void load_b_scales(const Fp8GemmParams& p, u8* smem, u64* full, u64* empty,
                                                        const Schedule& schedule) {
     const u32 lane = threadIdx.x % 32;
@@ -467,43 +478,60 @@ struct Fp8Gemm {
     for (u32 unit = schedule.first; unit < schedule.num_units; unit += schedule.stride) {
       u32 m_block, n_block;
       schedule.coords(unit, m_block, n_block);
-      // A tile beyond N (the second of a pair's last unit) reads the last row: it is never stored.
-      const u32 sfb_row = n_block * kBlockN / 128 < kNumSfbRows ? n_block * kBlockN / 128 : kNumSfbRows - 1;
-      const float* sfb0 = p.sfb + sfb_row * kNumKBlocks;
-      // The second and third blocks' rows; past the last row only for columns beyond N, which are never stored.
-      const float* sfb1 = (sfb_row + 1 < kNumSfbRows) ? sfb0 + kNumKBlocks : sfb0;
-      const float* sfb2 = (sfb_row + 2 < kNumSfbRows) ? sfb1 + kNumKBlocks : sfb1;
-      // Column pairs: whether this tile's switch column is its pair's upper one.
-      const bool upper = kPairedWalk && switch_column_of(n_block) > 64;
-      for (u32 kb0 = 0; kb0 < schedule.kb_count; kb0 += 32) {
-        const u32 kb = schedule.kb_begin + (kb0 + lane < schedule.kb_count ? kb0 + lane : schedule.kb_count - 1);
-        const float v0 = sfb0[kb];
-        const float v1 = kUniformSfb ? v0 : sfb1[kb];
-        const float v2 = kThreeSfb ? sfb2[kb] : v1;
-        const u32 count = schedule.kb_count - kb0 < 32 ? schedule.kb_count - kb0 : 32;
+      if constexpr (kColumnMap) {
+        // Piece r's scale row. Rows past the last one (a piece past N; a tile beyond N, the second of a pair's
+        // last unit) read the last row: their columns are never stored.
+        const float* rows[kPieces];
+#pragma unroll
+        for (u32 r = 0; r < kPieces; ++r) {
+          const u32 row = column_of(tile_origin(n_block), fp8_gemm_map_piece_first(kBlockN, r)) / 128;
+          rows[r] = p.sfb + (row < kNumSfbRows ? row : kNumSfbRows - 1) * kNumKBlocks;
+        }
+        for (u32 kb0 = 0; kb0 < schedule.kb_count; kb0 += 32) {
+          const u32 kb = schedule.kb_begin + (kb0 + lane < schedule.kb_count ? kb0 + lane : schedule.kb_count - 1);
+          float v[kPieces];
+#pragma unroll
+          for (u32 r = 0; r < kPieces; ++r) v[r] = rows[r][kb];
+          const u32 count = schedule.kb_count - kb0 < 32 ? schedule.kb_count - kb0 : 32;
 #pragma unroll 1
-        for (u32 i = 0; i < count; ++i, slot.advance()) {
-          const float s0 = ptx::shfl_idx(v0, i);
-          const float s1 = ptx::shfl_idx(v1, i);
-          const float s2 = kThreeSfb ? ptx::shfl_idx(v2, i) : s1;
-          if (lane == 0) {
-            ptx::mbarrier_wait_parity_sleep(&empty[slot.stage], slot.phase ^ 1);
-            float* sfb = reinterpret_cast<float*>(smem + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes);
-            if constexpr (kPairedWalk) {
-              // The scales of the four column regions of a tile whose switch column is c or c + 64 (see
-              // BlockScales): the tile's second block starts at c + 64 when `upper`, else at c.
-              sfb[0] = s0;
-              sfb[1] = upper ? s0 : s1;
-              sfb[2] = s1;
-              sfb[3] = upper ? s1 : s2;
-            } else {
+          for (u32 i = 0; i < count; ++i, slot.advance()) {
+            float scale[kPieces];
+#pragma unroll
+            for (u32 r = 0; r < kPieces; ++r) scale[r] = ptx::shfl_idx(v[r], i);
+            if (lane == 0) {
+              ptx::mbarrier_wait_parity_sleep(&empty[slot.stage], slot.phase ^ 1);
+              float* sfb = reinterpret_cast<float*>(smem + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes);
+#pragma unroll
+              for (u32 r = 0; r < kPieces; ++r) sfb[r] = scale[r];
+              ptx::mbarrier_arrive(&full[slot.stage]);  // release: the math warps' acquiring wait sees the stores
+            }
+            __syncwarp();
+          }
+        }
+      } else {
+        // A tile beyond N (the second of a pair's last unit) reads the last row: it is never stored.
+        const u32 sfb_row = n_block * kBlockN / 128 < kNumSfbRows ? n_block * kBlockN / 128 : kNumSfbRows - 1;
+        const float* sfb0 = p.sfb + sfb_row * kNumKBlocks;
+        // The second block's row; past the last row only for columns beyond N, which are never stored.
+        const float* sfb1 = (sfb_row + 1 < kNumSfbRows) ? sfb0 + kNumKBlocks : sfb0;
+        for (u32 kb0 = 0; kb0 < schedule.kb_count; kb0 += 32) {
+          const u32 kb = schedule.kb_begin + (kb0 + lane < schedule.kb_count ? kb0 + lane : schedule.kb_count - 1);
+          const float v0 = sfb0[kb];
+          const float v1 = kUniformSfb ? v0 : sfb1[kb];
+          const u32 count = schedule.kb_count - kb0 < 32 ? schedule.kb_count - kb0 : 32;
+#pragma unroll 1
+          for (u32 i = 0; i < count; ++i, slot.advance()) {
+            const float s0 = ptx::shfl_idx(v0, i);
+            const float s1 = ptx::shfl_idx(v1, i);
+            if (lane == 0) {
+              ptx::mbarrier_wait_parity_sleep(&empty[slot.stage], slot.phase ^ 1);
+              float* sfb = reinterpret_cast<float*>(smem + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes);
               sfb[0] = s0;
               sfb[1] = s1;
-              if constexpr (kThreeSfb) sfb[2] = s2;
+              ptx::mbarrier_arrive(&full[slot.stage]);  // release: the math warps' acquiring wait sees the stores
             }
-            ptx::mbarrier_arrive(&full[slot.stage]);  // release: the math warps' acquiring wait sees the stores
+            __syncwarp();
           }
-          __syncwarp();
         }
       }
     }
@@ -511,27 +539,27 @@ struct Fp8Gemm {
 
   // What the math warpgroups need to know about the tile they are on.
   struct Tile {
-    u32 m_block, n0;
-    u32 sfb_switch;  // switch_column_of the tile
+    u32 m_block, n_origin;  // n_origin: tile_origin of its n block
+    u32 sfb_switch;  // switch_column_of the tile (contiguous tiles)
     __device__ __forceinline__ Tile(const Schedule& schedule, u32 unit) {
       u32 n_block;
       schedule.coords(unit, m_block, n_block);
-      n0 = n_block * kBlockN;
+      n_origin = tile_origin(n_block);
       sfb_switch = switch_column_of(n_block);
     }
   };
 
   // The scales of one K block for this thread's two rows (and, in the inference form, the tile's one or two
   // B scales), read while the block's slot is held.
-  // With column pairs (kPairedWalk) `region` holds a * b instead, for this thread's two rows and the tile's
-  // four column regions [0, c), [c, c + 64), [c + 64, c + 128), [c + 128, BLOCK_N), c the low column of the
-  // pair, b being B's scale there: the first block's, the first's or the second's (the tile's switch column
-  // is c + 64 or c), the second's, the second's or the third's. Formed when the block is issued, the products
-  // take fewer registers across the block's two slices than the four scales did (ptxas moved those into
-  // uniform registers, three more instructions per block).
+  // Column-mapped tiles hold a * b in `region` instead, for this thread's two rows and each piece, b being B's
+  // scale there. Formed when the block is issued, the products take fewer registers across the block's two
+  // slices than the scales would: 128x160 with b0 and b1 and its switch column compiled into the promotion had
+  // six more instructions per K block (register copies of the A scales, both B scales moved to uniform
+  // registers), with the products 156, as many as the column-class walks it replaced (154-157).
+  static constexpr bool kRegionScales = kColumnMap;
   struct BlockScales {
     float a0[kWaves], a1[kWaves], b0, b1;
-    float region[4][2];
+    float region[kRegionScales ? kPieces : 1][2];
   };
 
   // The math warpgroups' walk: every (tile, K block, slice) of this CTA in order, one partial accumulator per
@@ -651,9 +679,10 @@ struct Fp8Gemm {
       if constexpr (kShared32) {
         if constexpr (!kAccumulate) {
           const u32 sfb = shared_window_base() + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes;
-          if constexpr (kPairedWalk) {
-            const float b[4] = {ptx::ld_shared_f32(sfb), ptx::ld_shared_f32(sfb + 4), ptx::ld_shared_f32(sfb + 8),
-                                ptx::ld_shared_f32(sfb + 12)};
+          if constexpr (kRegionScales) {
+            float b[kPieces];
+#pragma unroll
+            for (u32 r = 0; r < kPieces; ++r) b[r] = ptx::ld_shared_f32(sfb + 4 * r);
             set_region_scales(sc, b);
           } else {
             sc.b0 = ptx::ld_shared_f32(sfb);
@@ -664,8 +693,10 @@ struct Fp8Gemm {
         if constexpr (!kAccumulate) {
           const float* sfb =
               reinterpret_cast<const float*>(smem + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes);
-          if constexpr (kPairedWalk) {
-            const float b[4] = {sfb[0], sfb[1], sfb[2], sfb[3]};
+          if constexpr (kRegionScales) {
+            float b[kPieces];
+#pragma unroll
+            for (u32 r = 0; r < kPieces; ++r) b[r] = sfb[r];
             set_region_scales(sc, b);
           } else {
             sc.b0 = sfb[0];
@@ -677,10 +708,10 @@ struct Fp8Gemm {
       return sc;
     }
 
-    // Column pairs: the four regions' a * b for this thread's two rows (one wave: kPairedWalk tiles have one).
-    static __device__ __forceinline__ void set_region_scales(BlockScales& sc, const float (&b)[4]) {
+    // The pieces' a * b for this thread's two rows (one wave: column-mapped tiles have one).
+    static __device__ __forceinline__ void set_region_scales(BlockScales& sc, const float (&b)[kPieces]) {
 #pragma unroll
-      for (u32 r = 0; r < 4; ++r) {
+      for (u32 r = 0; r < kPieces; ++r) {
         sc.region[r][0] = sc.a0[0] * b[r];
         sc.region[r][1] = sc.a1[0] * b[r];
       }
@@ -714,9 +745,9 @@ struct Fp8Gemm {
     // accum += partial * sfa[row] * sfb over slice kSlice's columns of wave kWave, on the CUDA cores (two-level
     // accumulation). Fragment chunk j of the slice (8 columns) is column chunk c = kSliceFirstCol / 8 + j of
     // the tile, and accumulator chunk kWave * kBlockN / 8 + c.
-    // kSwitch: the switch column of the CTA's column class (or the low column of its pair) when the walk is
-    // compiled for it (kSwitchedWalk); 0: the tile's own, chosen at run time (192 and the two-wave tiles).
-    template <u32 kSlice, u32 kWave = kWaves - 1, u32 kSwitch = 0>
+    // Column-mapped tiles switch at their pieces' fixed boundaries; contiguous tiles that straddle two blocks
+    // (192; the two-wave tiles) choose their switch column per slice at run time (with_switch_column).
+    template <u32 kSlice, u32 kWave = kWaves - 1>
     __device__ __forceinline__ void promote(const float (&partial)[kPartialPerThread]) {
       const float a0 = scales.a0[kWave], a1 = scales.a1[kWave];
       if constexpr (kAccumulate) {
@@ -735,26 +766,22 @@ struct Fp8Gemm {
         }
       } else if constexpr (kUniformSfb) {
         promote_split<kSlice, kWave, kBlockN>(partial, a0 * scales.b0, a1 * scales.b0, 0.0f, 0.0f);
-      } else if constexpr (kPairedWalk) {
-        promote_regions<kSlice, kWave, kSwitch>(partial);
+      } else if constexpr (kRegionScales) {
+        promote_regions<kSlice, kWave>(partial);
       } else {
         const float s00 = a0 * scales.b0, s10 = a1 * scales.b0;
         const float s01 = a0 * scales.b1, s11 = a1 * scales.b1;
-        if constexpr (kSwitch != 0) {
-          promote_split<kSlice, kWave, kSwitch>(partial, s00, s10, s01, s11);
-        } else {
-          with_switch_column(tile.sfb_switch, [&](auto column) {
-            promote_split<kSlice, kWave, decltype(column)::value>(partial, s00, s10, s01, s11);
-          });
-        }
+        with_switch_column(tile.sfb_switch, [&](auto column) {
+          promote_split<kSlice, kWave, decltype(column)::value>(partial, s00, s10, s01, s11);
+        });
       }
     }
 
-    // A switch column as a compile-time value: code with it compiled in (the promotion, or a column pair's
-    // whole walk) instead of a select and two multiplies per 8 columns. It lies at 128 - n0 % 128, a multiple
-    // of gcd(BLOCK_N, 128), so there are 128 / gcd of them (2 for 192, 4 for 160, 8 for 112 and 176), and
-    // half as many pairs (their low columns, at most 64); with_switch_column<kFirst>(column, f) calls
-    // f(SwitchColumn<column>{}), one branch per candidate from kFirst down.
+    // A switch column as a compile-time value: the promotion with it compiled in instead of a select and two
+    // multiplies per 8 columns. It lies at 128 - n0 % 128, a multiple of gcd(BLOCK_N, 128), so there are
+    // 128 / gcd of them (2 for 192, 4 for the two-wave 96; one-wave tiles with more are column-mapped);
+    // with_switch_column<kFirst>(column, f) calls f(SwitchColumn<column>{}), one branch per candidate from kFirst
+    // down.
     template <u32 kColumn>
     struct SwitchColumn {
       static constexpr u32 value = kColumn;
@@ -771,17 +798,16 @@ struct Fp8Gemm {
       }
     }
 
-    // Column pairs (kPairedWalk): accum += partial * a * b over the slice's columns, a * b formed per column
-    // region (BlockScales) for a pair whose low column is kPair.
-    template <u32 kSlice, u32 kWave, u32 kPair>
+    // Column-mapped tiles: accum += partial * a * b over the slice's columns, a * b formed per piece
+    // (BlockScales).
+    template <u32 kSlice, u32 kWave>
     __device__ __forceinline__ void promote_regions(const float (&partial)[kPartialPerThread]) {
-      static_assert(kBlockN <= kPair + 192, "a tile reaches past the pair's fourth region");
       constexpr u32 kFirstColumnChunk = kSliceFirstCol<kSlice> / 8;
       constexpr u32 kWaveChunk = kWave * kBlockN / 8;
 #pragma unroll
       for (u32 j = 0; j < kSliceCols<kSlice> / 8; ++j) {
         const u32 c = kFirstColumnChunk + j, t = kWaveChunk + c;
-        const u32 region = c * 8 < kPair ? 0 : c * 8 < kPair + 64 ? 1 : c * 8 < kPair + 128 ? 2 : 3;
+        const u32 region = fp8_gemm_map_piece_of(kBlockN, c * 8);
         const float s0 = scales.region[region][0], s1 = scales.region[region][1];
         accum[4 * t + 0] += s0 * partial[4 * j + 0];
         accum[4 * t + 1] += s0 * partial[4 * j + 1];
@@ -791,7 +817,7 @@ struct Fp8Gemm {
     }
 
     // accum += partial * s over the slice's columns: (s00, s10) for rows r and r + 8 before tile column
-    // kSwitch, (s01, s11) from it on (tiles that reach a third block walk in column pairs).
+    // kSwitch, (s01, s11) from it on (tiles that reach a third block are column-mapped).
     template <u32 kSlice, u32 kWave, u32 kSwitch>
     __device__ __forceinline__ void promote_split(const float (&partial)[kPartialPerThread], float s00, float s10,
                                                   float s01, float s11) {
@@ -870,7 +896,7 @@ struct Fp8Gemm {
     // must not sit under a runtime condition: ptxas then cannot follow the pipeline and serialises every
     // wgmma (C7514), so the caller unrolls the walk into steps that always issue and one final step that
     // does not.
-    template <bool kIssueNext, u32 kSlice, u32 kSwitch = 0>
+    template <bool kIssueNext, u32 kSlice>
     __device__ __forceinline__ void step(float (&current)[kPartialPerThread], float (&next)[kPartialPerThread]) {
       static_assert(kWaves == 1, "two-wave tiles walk their K blocks in walk_two_wave_tiles()");
       constexpr bool kLastSlice = kSlice + 1 == kSlices;
@@ -907,17 +933,21 @@ struct Fp8Gemm {
       // loop, whose unrolling gives its compiler the same order).
       if constexpr (!kOverlapPromotion && kIssueNext && kLastSlice)
         next_block_landed = test_full(issue_slot.stage, issue_slot.phase);
-      promote<kSlice, kWaves - 1, kSwitch>(current);
+      promote<kSlice, kWaves - 1>(current);
       if constexpr (kLastSlice && kAccumulate) release(current_stage);
 
       if constexpr (kLastSlice) {
         const auto store_tile = [&] {
+          // A pair's tile beyond N is never stored: contiguous, its columns lie past N (the stores' masks and
+          // TMA's bounds drop them); column-mapped, they would be other tiles' columns.
+          if constexpr (kColumnMap && kClusterN > 1)
+            if (tile.n_origin >= kNumNBlocks) return;
           if constexpr (kTmaStore)
-            store_tile_tma(p, smem, accum, warpgroup, (threadIdx.x / 32) % 4, lane, tile.m_block, tile.n0);
+            store_tile_tma(p, smem, accum, warpgroup, (threadIdx.x / 32) % 4, lane, tile.m_block, tile.n_origin);
           else if constexpr (kAccumulate)
-            add_tile_direct(p, accum, tile.m_block * kBlockM + row_in_tile, tile.n0 + (lane % 4) * 2);
+            add_tile_direct(p, accum, tile.m_block * kBlockM + row_in_tile, tile.n_origin, (lane % 4) * 2);
           else
-            store_tile_direct(p, accum, tile.m_block * kBlockM + row_in_tile, tile.n0 + (lane % 4) * 2);
+            store_tile_direct(p, accum, tile.m_block * kBlockM + row_in_tile, tile.n_origin, (lane % 4) * 2);
         };
         if constexpr (kSplitK > 1 && kSlices == 1) {
           // Split-K: only the cluster's first CTA stores; the second hands its partial sums over. The whole tile
@@ -964,9 +994,7 @@ struct Fp8Gemm {
     }
 
     // One-wave tiles: every (tile, K block) of this CTA (see Schedule), in order, as one flattened walk of
-    // step()s; kSwitch: the column of the CTA's column class (or its pair's low column) compiled in
-    // (kSwitchedWalk), or 0.
-    template <u32 kSwitch = 0>
+    // step()s.
     __device__ __forceinline__ void walk_blocks(float (&partial0)[kPartialPerThread]) {
       const u32 num_tiles = (schedule.num_units - schedule.first + schedule.stride - 1) / schedule.stride;
       const u32 num_blocks = num_tiles * schedule.kb_count;
@@ -982,18 +1010,18 @@ struct Fp8Gemm {
         const u32 num_steps = kSlices * num_blocks;
         u32 i = 0;
         for (; i + 2 < num_steps; i += 2) {
-          step<true, 0, kSwitch>(partial0, partial1);
-          step<true, kSecond, kSwitch>(partial1, partial0);
+          step<true, 0>(partial0, partial1);
+          step<true, kSecond>(partial1, partial0);
         }
         if (i + 1 < num_steps) {
-          step<true, 0, kSwitch>(partial0, partial1);
-          step<false, kSecond, kSwitch>(partial1, partial0);
+          step<true, 0>(partial0, partial1);
+          step<false, kSecond>(partial1, partial0);
         } else {
-          step<false, 0, kSwitch>(partial0, partial1);
+          step<false, 0>(partial0, partial1);
         }
       } else {
-        for (u32 b = 0; b + 1 < num_blocks; ++b) step<true, 0, kSwitch>(partial0, partial0);
-        step<false, 0, kSwitch>(partial0, partial0);
+        for (u32 b = 0; b + 1 < num_blocks; ++b) step<true, 0>(partial0, partial0);
+        step<false, 0>(partial0, partial0);
       }
     }
 
@@ -1035,7 +1063,7 @@ struct Fp8Gemm {
           }
         }
         if constexpr (kNumKBlocks % 2 != 0) block();
-        store_tile_tma(p, smem, accum, warpgroup, warp_in_group, lane, tile.m_block, tile.n0);
+        store_tile_tma(p, smem, accum, warpgroup, warp_in_group, lane, tile.m_block, tile.n_origin);
 #pragma unroll
         for (u32 i = 0; i < kAccumPerThread; ++i) accum[i] = 0.0f;
       }
@@ -1055,11 +1083,6 @@ struct Fp8Gemm {
       float partial0[kPartialPerThread];
       if constexpr (kWaves > 1) {
         st.walk_two_wave_tiles(partial0);
-      } else if constexpr (kSwitchedWalk) {
-        // The walk compiled for this CTA's column class, chosen once here.
-        MathState::template with_switch_column<kPairedWalk ? 64 : 128>(schedule.class_column(), [&](auto column) {
-          st.template walk_blocks<decltype(column)::value>(partial0);
-        });
       } else {
         st.walk_blocks(partial0);
       }
@@ -1071,15 +1094,16 @@ struct Fp8Gemm {
 
   // The plain-store epilogues' walk over this thread's accumulator fragment: visit(row, col, i) for each pair
   // of adjacent columns (col, col + 1) of D it holds inside D, accum[i] and accum[i + 1] their values. `row0`
-  // is this thread's first row of D (the other is 8 below), `col0` its first column (then every 8 columns).
+  // is this thread's first row of D (the other is 8 below); its columns are `lane_col` into each 8-column chunk
+  // of the tile at `n_origin` (column_of: a chunk never straddles a column-mapped tile's pieces, multiples of 16).
   // The masks at the M and N edges are the only conditions; without an N tail the column one is compiled out.
   template <typename Visit>
-  static __device__ __forceinline__ void for_each_fragment_pair(const Fp8GemmParams& p, u32 row0, u32 col0,
-                                                                Visit&& visit) {
+  static __device__ __forceinline__ void for_each_fragment_pair(const Fp8GemmParams& p, u32 row0, u32 n_origin,
+                                                                u32 lane_col, Visit&& visit) {
     const u32 row1 = row0 + 8;
 #pragma unroll
     for (u32 j = 0; j < kBlockN / 8; ++j) {
-      const u32 col = col0 + j * 8;
+      const u32 col = column_of(n_origin, j * 8) + lane_col;
       if (!kNTail || col < kN) {
         if (row0 < p.m) visit(row0, col, 4 * j);
         if (row1 < p.m) visit(row1, col, 4 * j + 2);
@@ -1090,9 +1114,9 @@ struct Fp8Gemm {
   // The weight-gradient epilogue: D (fp32) += accum, 8-byte read-add-writes straight from the fragment. Each
   // element of D belongs to exactly one thread of one CTA.
   static __device__ __forceinline__ void add_tile_direct(const Fp8GemmParams& p, const float (&accum)[kAccumPerThread],
-                                                         u32 row0, u32 col0) {
+                                                         u32 row0, u32 n_origin, u32 lane_col) {
     float* d = static_cast<float*>(p.d);
-    for_each_fragment_pair(p, row0, col0, [&](u32 row, u32 col, u32 i) {
+    for_each_fragment_pair(p, row0, n_origin, lane_col, [&](u32 row, u32 col, u32 i) {
       F32x2* q = reinterpret_cast<F32x2*>(d + static_cast<u64>(row) * p.ldd + col);
       const F32x2 v = *q;
       *q = F32x2{v.x + accum[i], v.y + accum[i + 1]};
@@ -1101,9 +1125,9 @@ struct Fp8Gemm {
 
   // Plain stores of packed bf16 pairs from the accumulator fragment.
   static __device__ __forceinline__ void store_tile_direct(const Fp8GemmParams& p, const float (&accum)[kAccumPerThread],
-                                                           u32 row0, u32 col0) {
+                                                           u32 row0, u32 n_origin, u32 lane_col) {
     u8* d = static_cast<u8*>(p.d);
-    for_each_fragment_pair(p, row0, col0, [&](u32 row, u32 col, u32 i) {
+    for_each_fragment_pair(p, row0, n_origin, lane_col, [&](u32 row, u32 col, u32 i) {
       *reinterpret_cast<u32*>(d + (static_cast<u64>(row) * p.ldd + col) * 2) =
           ptx::f32x2_to_bf16x2(accum[i], accum[i + 1]);
     });
@@ -1115,7 +1139,7 @@ struct Fp8Gemm {
   // stmatrix over all banks.
   static __device__ __forceinline__ void store_tile_tma(const Fp8GemmParams& p, u8* smem,
                                                         const float (&accum)[kAccumPerThread], u32 warpgroup,
-                                                        u32 warp_in_group, u32 lane, u32 m_block, u32 n0) {
+                                                        u32 warp_in_group, u32 lane, u32 m_block, u32 n_origin) {
     const bool issuer = warp_in_group == 0 && lane == 0;
     // The previous tile's stores must have finished reading the staging rows before they are overwritten.
     if (issuer) ptx::tma_store_wait_read<0>();
@@ -1152,7 +1176,8 @@ struct Fp8Gemm {
 #pragma unroll
         for (u32 g = 0; g < kBlockN / kStoreCols; ++g)
           ptx::tma_store_2d(&p.tma_d, smem + kLayout.d_offset + g * kStoreGroupBytes + first_row * kStoreRowBytes,
-                            static_cast<i32>(n0 + g * kStoreCols), static_cast<i32>(m_block * kBlockM + first_row));
+                            static_cast<i32>(column_of(n_origin, g * kStoreCols)),
+                            static_cast<i32>(m_block * kBlockM + first_row));
       }
       ptx::tma_store_commit();
     }

@@ -5,8 +5,8 @@
 // [BLOCK_M][store_cols] bf16 with a store_cols * 2-byte swizzle (the TMA store's box is {store_cols, 64}).
 // Per pipeline stage: an A tile [BLOCK_M][128] e4m3, a B tile [BLOCK_N][128] e4m3 (both written by TMA with
 // 128-byte swizzle, so each starts 1024-byte aligned), A's scales for the tile [BLOCK_M] fp32 and B's
-// scales: the tile's one to three 128x128-block scales (inference form), or [BLOCK_N] fp32 (weight-gradient
-// form, B scaled per row). Then a "full" and an "empty" mbarrier per stage.
+// scales: the tile's one or two 128x128-block scales, or one per piece of a column-mapped tile (inference form),
+// or [BLOCK_N] fp32 (weight-gradient form, B scaled per row). Then a "full" and an "empty" mbarrier per stage.
 //
 // With split-K (the CTAs of a cluster each take a share of K of the same tile), the cluster's leader also
 // has an fp32 buffer of the tile into which the other CTA writes its partial sums, and each math warpgroup
@@ -34,6 +34,59 @@ constexpr u32 fp8_gemm_align_up(u32 x, u32 a) { return (x + a - 1) / a * a; }
 constexpr u32 fp8_gemm_store_cols(u32 block_n) { return block_n % 64 == 0 ? 64 : block_n % 32 == 0 ? 32 : 16; }
 // Rows per TMA store box: each math warpgroup stores its own 64 rows.
 constexpr u32 kFp8GemmStoreRows = 64;
+
+// gcd(BLOCK_N, 128): tiles start at multiples of it into B's 128-column scale blocks (BLOCK_N's lowest set bit,
+// at most 128).
+constexpr u32 fp8_gemm_gcd_128(u32 block_n) {
+  const u32 low_bit = block_n & (0u - block_n);
+  return low_bit < 128 ? low_bit : 128;
+}
+
+// Column map (fp8_gemm_column_map): a tile BLOCK_N wide is cut into pieces, the set bits of BLOCK_N from the
+// highest (160 = 128 + 32, 176 = 128 + 32 + 16, 112 = 64 + 32 + 16), and piece j of tile t of T covers columns
+// [O_j T + P_j t, + P_j) of D, where P_j is its width and O_j the widths before it. So piece 0 of every tile
+// is a whole block of P_0 columns, and the narrower pieces of all tiles fill the columns after them in turn:
+// 160-wide tiles are a 128-column block each, then a 32-column quarter of one of the blocks after 128 T. Each
+// piece starts at a multiple of its own width (O_j is a sum of wider powers of two), so none straddles one of
+// B's 128-column scale blocks, and a tile's B scale switches only at its pieces' fixed boundaries. T tiles
+// cover [0, BLOCK_N T), all of N; pieces past N are never stored. At most four pieces (BLOCK_N < 256).
+// (Straight-line code, no loops: the kernel evaluates these on constants inside unrolled loops, where they must
+// fold to constants.)
+KILN_HOST_DEVICE constexpr u32 fp8_gemm_high_bit(u32 x) {  // x < 256, pieces of at least 16 columns
+  return x >= 128 ? 128 : x >= 64 ? 64 : x >= 32 ? 32 : x >= 16 ? 16 : 0;
+}
+
+// Width of piece j (the j-th set bit of BLOCK_N from the highest), 0 past the last.
+KILN_HOST_DEVICE constexpr u32 fp8_gemm_map_piece_cols(u32 block_n, u32 j) {
+  const u32 p0 = fp8_gemm_high_bit(block_n), p1 = fp8_gemm_high_bit(block_n - p0);
+  const u32 p2 = fp8_gemm_high_bit(block_n - p0 - p1), p3 = fp8_gemm_high_bit(block_n - p0 - p1 - p2);
+  return j == 0 ? p0 : j == 1 ? p1 : j == 2 ? p2 : j == 3 ? p3 : 0;
+}
+
+constexpr u32 fp8_gemm_map_pieces(u32 block_n) {
+  return (fp8_gemm_map_piece_cols(block_n, 0) != 0 ? 1 : 0) + (fp8_gemm_map_piece_cols(block_n, 1) != 0 ? 1 : 0) +
+         (fp8_gemm_map_piece_cols(block_n, 2) != 0 ? 1 : 0) + (fp8_gemm_map_piece_cols(block_n, 3) != 0 ? 1 : 0);
+}
+
+// The tile-local column where piece j starts (the widths of the pieces before it).
+KILN_HOST_DEVICE constexpr u32 fp8_gemm_map_piece_first(u32 block_n, u32 j) {
+  return (j > 0 ? fp8_gemm_map_piece_cols(block_n, 0) : 0) + (j > 1 ? fp8_gemm_map_piece_cols(block_n, 1) : 0) +
+         (j > 2 ? fp8_gemm_map_piece_cols(block_n, 2) : 0);
+}
+
+// The piece that holds tile-local column c (< BLOCK_N).
+KILN_HOST_DEVICE constexpr u32 fp8_gemm_map_piece_of(u32 block_n, u32 c) {
+  return (c >= fp8_gemm_map_piece_first(block_n, 1) ? 1 : 0) +
+         (fp8_gemm_map_piece_cols(block_n, 2) != 0 && c >= fp8_gemm_map_piece_first(block_n, 2) ? 1 : 0) +
+         (fp8_gemm_map_piece_cols(block_n, 3) != 0 && c >= fp8_gemm_map_piece_first(block_n, 3) ? 1 : 0);
+}
+
+// The column of D that tile-local column c of tile `tile` (of `num_tiles` along N) maps to.
+KILN_HOST_DEVICE constexpr u32 fp8_gemm_map_column(u32 block_n, u32 num_tiles, u32 tile, u32 c) {
+  const u32 j = fp8_gemm_map_piece_of(block_n, c);
+  const u32 first = fp8_gemm_map_piece_first(block_n, j);
+  return first * num_tiles + fp8_gemm_map_piece_cols(block_n, j) * tile + (c - first);
+}
 
 struct Fp8GemmLayout {
   u32 d_offset = 0, d_bytes = 0;  // D staging (0 bytes without the TMA-store epilogue)
@@ -131,73 +184,27 @@ constexpr u32 fp8_gemm_first_slice_cols(u32 block_n) { return (block_n / 2 + 15)
 // columns, two slices (fp8_gemm_first_slice_cols) up to 192.
 constexpr bool fp8_gemm_can_overlap_promotion(u32 block_n) { return block_n <= 192 && block_n % 16 == 0; }
 
-// gcd(BLOCK_N, 128): tiles start at multiples of it into B's 128-column scale blocks (BLOCK_N's lowest set bit,
-// at most 128).
-constexpr u32 fp8_gemm_gcd_128(u32 block_n) {
-  const u32 low_bit = block_n & (0u - block_n);
-  return low_bit < 128 ? low_bit : 128;
-}
 
-// Column classes (the kernel's Schedule and promotion): the one-wave tiles of the inference form whose B scale
-// switches at more than two possible columns (a tile starts at a multiple of gcd(BLOCK_N, 128) into a
-// 128-column block: 4 columns for 160, 8 for 112, 144 and 176) are walked per class, one class per cluster,
-// with the class's switch column compiled into the math walk: a copy of the walk per class.
-constexpr bool fp8_gemm_column_walk(u32 block_m, u32 block_n, u32 num_math_warpgroups, bool accumulate) {
+// Column-mapped tiles (the kernel's Schedule, loads, promotion and stores): the one-wave tiles of the inference
+// form whose B scale would switch at more than two columns if tiles were contiguous (a tile starting at a
+// multiple of gcd(BLOCK_N, 128) into a 128-column block: 4 columns for 96 and 160, 8 for 112, 144 and 176) take
+// their columns by the column map above, so the switch columns are the pieces' fixed boundaries and one
+// compiled walk serves every tile. (One-wave tiles of two columns, 192, and the two-wave tiles choose per slice.)
+constexpr bool fp8_gemm_column_map(u32 block_m, u32 block_n, u32 num_math_warpgroups, bool accumulate) {
   const bool one_wave = block_m == 64 * num_math_warpgroups;
-  return !accumulate && 128 % block_n != 0 && one_wave && 128 / fp8_gemm_gcd_128(block_n) > 2;
+  return !accumulate && one_wave && 128 % block_n != 0 && 128 / fp8_gemm_gcd_128(block_n) > 2;
 }
 
-// Column pairs: where a copy per column would make eight copies (128x176 then compiled in 1.9 s with NVRTC),
-// a class holds the tiles of two columns {c, c + 64} and its walk has c compiled in, the tile's member of the
-// pair choosing B's scale in the 64 columns between them (and 128 further on). That costs two scale products
-// per K block (128x176 2 % slower on the H200, sixteenth session), so four columns (160) keep a copy each.
-constexpr bool fp8_gemm_column_pairs(u32 block_m, u32 block_n, u32 num_math_warpgroups, bool accumulate) {
-  return fp8_gemm_column_walk(block_m, block_n, num_math_warpgroups, accumulate) &&
-         128 / fp8_gemm_gcd_128(block_n) > 4;
+// B's TMA boxes for a column-mapped tile, one per piece where the tensor maps allow (a map's box is fixed): piece
+// 0 through tma_b (or, in pairs sharing B, cluster_m boxes of its rows, one per CTA), piece 1 through
+// tma_b_last, pieces 2 and 3 in boxes of the narrowest piece's rows through tma_b_narrow (160: 128 + 32, 176:
+// 128 + 32 + 16, 240: 128 + 64 + 2 x 16 + 16). Boxes of the narrowest piece throughout (176: eleven of 16
+// rows per stage) ran 128x176 20-28 % slower on the H200 than the class walks' one box, and 128x160's five 1.5-6 %;
+// with 176's pieces 1 and 2 in 16-row boxes (four per stage) it was still 1.4-2.1 % slower (twenty-eighth session).
+constexpr u32 fp8_gemm_map_big_box_rows(u32 block_n, u32 cluster_m) {
+  return fp8_gemm_map_piece_cols(block_n, 0) / cluster_m;
 }
-
-// The classes: class k holds the n units k, k + C, ... Tiles C * cluster_n n blocks apart start
-// (C * cluster_n * BLOCK_N) % 128 columns apart: with C = columns / cluster_n that is 0 (one column per
-// class), with C = columns / 2 / cluster_n it is 64 (BLOCK_N / gcd being odd): a pair per class. With pairs
-// along N (cluster_n = 2) a unit's two tiles differ by one n block: classes of units, half as many, each CTA's
-// column then fixed by its rank too. 1: no classes.
-constexpr u32 fp8_gemm_column_classes(u32 block_m, u32 block_n, u32 num_math_warpgroups, u32 cluster_n,
-                                      bool accumulate) {
-  if (!fp8_gemm_column_walk(block_m, block_n, num_math_warpgroups, accumulate)) return 1;
-  const u32 columns = 128 / fp8_gemm_gcd_128(block_n);
-  const bool pairs = fp8_gemm_column_pairs(block_m, block_n, num_math_warpgroups, accumulate);
-  const u32 classes = (pairs ? columns / 2 : columns) / cluster_n;
-  return classes > 1 ? classes : 1;
-}
-
-// The clusters a grid needs for N columns: one per column class that has tiles (fewer than the classes when
-// N has fewer n units than there are classes), else one.
-constexpr u32 fp8_gemm_min_clusters(u32 block_m, u32 block_n, u32 num_math_warpgroups, u32 cluster_n, bool accumulate,
-                                    u32 n) {
-  const u32 classes = fp8_gemm_column_classes(block_m, block_n, num_math_warpgroups, cluster_n, accumulate);
-  const u32 n_units = ((n + block_n - 1) / block_n + cluster_n - 1) / cluster_n;
-  return classes < n_units ? classes : n_units;
-}
-
-// N units in column class k of `classes` (class k holds the n units k, k + classes, ...; k < n_units).
-KILN_HOST_DEVICE constexpr u32 fp8_gemm_class_n_units(u32 k, u32 classes, u32 n_units) {
-  return (n_units - k + classes - 1) / classes;
-}
-
-// The clusters the kernel's Schedule gives column class k when `clusters` clusters walk `classes` classes, the
-// first `classes_with_units` of which have n units (fp8_gemm_min_clusters; clusters >= classes_with_units): one
-// each, the spare ones in proportion to the class's n units (every class has the same m units), and the
-// remainder one each to the first classes, which have the most. The shares add up to `clusters`. A class walks
-// its units round by round, so the busiest class (its units over its share, rounded up) can take a round more
-// than the grid's units over its clusters; the host's cost model counts that.
-KILN_HOST_DEVICE constexpr u32 fp8_gemm_class_clusters(u32 k, u32 classes, u32 classes_with_units, u32 n_units,
-                                                       u32 clusters) {
-  const u32 spare = clusters - classes_with_units;
-  u32 given = 0;
-  for (u32 j = 0; j < classes_with_units; ++j)
-    given += 1 + spare * fp8_gemm_class_n_units(j, classes, n_units) / n_units;
-  return 1 + spare * fp8_gemm_class_n_units(k, classes, n_units) / n_units + (k < clusters - given ? 1 : 0);
-}
+constexpr u32 fp8_gemm_map_narrow_box_rows(u32 block_n) { return fp8_gemm_gcd_128(block_n); }
 
 // Threads per CTA: one producer warpgroup plus the math warpgroups (one per 64 rows of BLOCK_M).
 constexpr u32 fp8_gemm_num_threads(u32 num_math_warpgroups) {

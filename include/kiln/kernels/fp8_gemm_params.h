@@ -24,7 +24,9 @@ struct alignas(64) Fp8GemmParams {
   // A: e4m3 [M, K], dims {K, M}, box {128, BLOCK_M} (BLOCK_M / 2 for pairs sharing A), 128-byte swizzle,
   // out-of-bounds zero fill.
   TmaDescriptor tma_a;
-  // B: e4m3 [N, K], dims {K, N}, box {128, BLOCK_N}, 128-byte swizzle, out-of-bounds zero fill.
+  // B: e4m3 [N, K], dims {K, N}, box {128, BLOCK_N} (BLOCK_N / 2 for pairs sharing B), 128-byte swizzle,
+  // out-of-bounds zero fill. Column-mapped tiles (fp8_gemm_column_map): box {128, piece 0's columns} (half for
+  // pairs sharing B).
   TmaDescriptor tma_b;
   // A's scales: fp32, dims {align(M, 4), ceil(K / 128)}, box {BLOCK_M, 1}, no swizzle.
   TmaDescriptor tma_sfa;
@@ -33,6 +35,7 @@ struct alignas(64) Fp8GemmParams {
   TmaDescriptor tma_a_last;
   TmaDescriptor tma_sfa_last;
   // B's map boxed {128, last_b_box_rows}, for the last n block (the same map as tma_b where that is whole).
+  // Column-mapped tiles: boxed {128, piece 1's columns}.
   TmaDescriptor tma_b_last;
   // D: bf16 [M, N] with row stride ldd, dims {N, M}, box {fp8_gemm_store_cols(BLOCK_N), 64}, swizzle of
   // store_cols * 2 bytes; used by the TMA-store epilogue only (needs ldd * 2 and the base 16-byte aligned).
@@ -40,6 +43,9 @@ struct alignas(64) Fp8GemmParams {
   // B's scales in the weight-gradient form: fp32, dims {align(N, 4), ceil(K / 128)}, box {BLOCK_N, 1}, no
   // swizzle (unused by the inference form).
   TmaDescriptor tma_sfb;
+  // Column-mapped tiles of three or four pieces: B boxed {128, the narrowest piece's columns}, for pieces 2 and 3
+  // (unused otherwise).
+  TmaDescriptor tma_b_narrow;
   // B's scales in the inference form: fp32 [ceil(N / 128)][ceil(K / 128)], row-major, read directly by the
   // math warpgroups (unused by the weight-gradient form).
   const float* sfb;
@@ -53,7 +59,8 @@ struct alignas(64) Fp8GemmParams {
   // Rows of A's and A scales' TMA boxes for the last m block: fp8_gemm_last_box_rows(BLOCK_M, m, cluster_n)
   // (fp8_gemm_layout.h); the kernel derives that block's transaction bytes per stage from it.
   u32 last_box_rows;
-  // Rows of B's TMA box for the last n block: fp8_gemm_last_box_rows(BLOCK_N, N, cluster_m).
+  // Rows of B's TMA box for the last n block: fp8_gemm_last_box_rows(BLOCK_N, N, cluster_m) (BLOCK_N for
+  // column-mapped tiles, which have no short box).
   u32 last_b_box_rows;
   // The L2 policy of B's loads (a value from kiln/ptx/cache_policy.cuh): fp8_gemm_b_cache_policy(BLOCK_M, m).
   u64 b_cache_policy;
