@@ -100,20 +100,6 @@ constexpr int64_t kShortKBlocks = 4;
 constexpr double kTwoWaveFillUs = 3.5;
 constexpr double kTwoWaveFillPower = 2.0;
 constexpr int64_t kTwoWaveFillMaxKBlocks = 24;
-// The former column classes, as a term of the model. Until the twenty-eighth session the tiles that are now
-// column-mapped (kernels::fp8_gemm_column_map: 160, 176) were walked one column class per cluster, each class's
-// clusters in proportion to its n units, so where a class had few its clusters could walk a tile more than the
-// grid's units over its clusters; at long K the call took half that tile's time more. Fitted then on the H200
-// (kFirstRoundsCheck): 128x160 at 10112 and 13440 x 768 x K >= 4096 13-16 % behind 128x128 where the model
-// without it had 128x160 ahead, 5-6 % at 3456 x 6144 x K >= 4096; at short K (128x160 at 768 x 24576 x 1536)
-// the extra round did not show. Column-mapped tiles have no classes, and without this term the plan would move
-// 1046 runs of M at K >= 4096 to 128x160: of 35 of them timed on the H200 (kColumnMapMovesCheck in the unit
-// tests) 128x160 was faster by over 1 % at 26, slower at 3 (by 5-7 % against 128x192 at K = 16384, where the
-// model's 160 estimate errs too), 0.973 of the plan's time on geometric mean. The term stays, in the form it
-// was fitted in, until a refit without it re-times the tables' 128x160 rows that were measured on the class
-// walks (kFirstRoundsCheck: 8-18 % slower there than the column map).
-constexpr int64_t kClassMinKBlocks = 32;
-constexpr double kClassRoundWeight = 0.5;
 
 // Candidates are dropped while the remaining ones keep the mean relative cost over the M intervals within
 // this of the best of all candidates, and every single interval within kDropMaxLoss. The mean weighs each
@@ -214,35 +200,6 @@ Fp8GemmConfig make_config(const Tile& t, const TargetInfo& target, const Fp8Gemm
   c.stages = o.stages > 0 ? o.stages : max_stages;
   if (c.stages > max_stages) c.stages = 0;  // does not fit: the caller reports or skips it
   return c;
-}
-
-// The former column classes' schedule (see kClassRoundWeight): a column-mapped tile's 128 / gcd(BLOCK_N, 128)
-// switch columns made one class each, or with more than four a class per pair of columns 64 apart; with pairs
-// along N (cluster_n = 2) classes of units, half as many. Class k held the n units k, k + C, ...; each class
-// got one cluster and the spare ones in proportion to its n units, the remainder one each to the first classes.
-// Returns the units the busiest cluster walked: the busiest class's units over its share, rounded up, or
-// `rounds` for the other tiles.
-int64_t busiest_class_units(const Fp8GemmConfig& c, int64_t m, int64_t n, int64_t rounds, int64_t clusters) {
-  const auto bn = static_cast<uint32_t>(c.block_n);
-  if (!kernels::fp8_gemm_column_map(static_cast<uint32_t>(c.block_m), bn, static_cast<uint32_t>(c.math_warpgroups),
-                                    c.accumulate))
-    return rounds;
-  const int64_t columns = 128 / kernels::fp8_gemm_gcd_128(bn);
-  const int64_t classes = std::max<int64_t>(1, (columns > 4 ? columns / 2 : columns) / c.cluster_n);
-  const int64_t n_units = cdiv(cdiv(n, c.block_n), c.cluster_n);
-  const int64_t with_units = std::min(classes, n_units);
-  if (classes == 1 || clusters < with_units) return rounds;
-  const auto class_units = [&](int64_t k) { return (n_units - k + classes - 1) / classes; };
-  const int64_t spare = clusters - with_units;
-  int64_t given = 0;
-  for (int64_t j = 0; j < with_units; ++j) given += 1 + spare * class_units(j) / n_units;
-  const int64_t m_units = cdiv(cdiv(m, c.block_m), c.cluster_m);
-  int64_t busiest = rounds;
-  for (int64_t k = 0; k < with_units; ++k) {
-    const int64_t share = 1 + spare * class_units(k) / n_units + (k < clusters - given ? 1 : 0);
-    busiest = std::max(busiest, cdiv(m_units * class_units(k), share));
-  }
-  return busiest;
 }
 
 // 128x176 is offered only where it divides N: there it wastes no column of a ragged last tile, and the H200
@@ -466,12 +423,7 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   const double first_rounds_us = two_waves && k_blocks <= kTwoWaveFillMaxKBlocks
                                      ? kTwoWaveFillUs / std::pow(tiles_per_cta, kTwoWaveFillPower)
                                      : 0.0;
-  const double class_round_us =
-      k_blocks >= kClassMinKBlocks
-          ? kClassRoundWeight * tile_us * static_cast<double>(busiest_class_units(c, m, n, rounds, grid_units) - rounds)
-          : 0.0;
-  return kFixedUs + first_rounds_us + class_round_us +
-         std::max(rounds_us + exposed_us, l2_weight * l2_bytes / kL2BytesPerUs);
+  return kFixedUs + first_rounds_us + std::max(rounds_us + exposed_us, l2_weight * l2_bytes / kL2BytesPerUs);
 }
 
 Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const Fp8GemmOverrides& overrides,

@@ -14,8 +14,7 @@
 //      tile adds an epilogue (and a split-K pair's CTAs half the K blocks each and a hand-over); the call
 //      runs in rounds of one tile per CTA (wave quantisation), each as long as its tiles or its share of the
 //      DRAM bytes; where DRAM bounds it a share of one tile's time adds to that; L2 traffic bounds it too;
-//      256-row pairs at short K add a fill that fades with their rounds, and column-mapped tiles at long K
-//      half a tile for each round the busiest of the former column classes would take beyond the grid's;
+//      256-row pairs at short K add a fill that fades with their rounds;
 //   3. M is cut into intervals (64(i-1), 64i] up to 16384 -- inside one, every candidate's tile count is
 //      constant -- and each interval takes its cheapest candidate;
 //   4. candidates are then dropped, the cheapest loss first, while the intervals' cost stays within 1 %
