@@ -1699,9 +1699,9 @@ TEST(Fp8GemmHeuristic, RaggedNPlanIsWhatItsCheckFoundBestAfterTheShortBox) {
 // pairs marked by a trailing 2; scripts/x-short-b/run-forced.sh and run-recheck.sh on exp/short-b): every run of M
 // it moves at N = 768 and 1024 (K = 4096, 7168, 8192, 16384), at its top and bottom M and M = 1 for the decode runs,
 // and 10112 x 768 x K (three shapes of kFirstRoundsCheck that it moves to pairs). Its 128x160 rows are the
-// column-class walks' (at 10112 x 768 a class's share cost those a round: the column map is faster there), but
-// 7041 x 1024 x 4096's, timed on the column map in the twenty-eighth session with the other two tiles
-// (scripts/x-cmap/list-refit.txt), where the plan takes 128x160 since the class term went.
+// column-class walks', but at 7041 x 1024 x 4096, where the plan takes 128x160 since the class term went, and at
+// 10112 x 768 x K, where a class's share had cost a round: those shapes were re-timed, all their tiles in one call,
+// on the column map in the twenty-eighth session (scripts/x-cmap/list-refit.txt and a second call for 10112 x 768).
 const Measured kForcedDropCheck[] = {
     {1, 768, 7168, 64, 16, 10.4, 2}, {1, 768, 7168, 64, 32, 10.4, 2}, {64, 768, 7168, 64, 16, 10.1, 2},
     {64, 768, 7168, 64, 32, 10.4, 2}, {4225, 768, 7168, 128, 128, 47.5}, {4225, 768, 7168, 256, 128, 45.2},
@@ -1746,16 +1746,17 @@ const Measured kForcedDropCheck[] = {
     {1, 1024, 16384, 64, 32, 15.8, 2}, {64, 1024, 16384, 64, 16, 15.6, 2}, {64, 1024, 16384, 64, 32, 16.1, 2},
     {2304, 1024, 16384, 128, 192, 69.1}, {2304, 1024, 16384, 128, 160, 62.1}, {4736, 1024, 16384, 128, 192, 140.4},
     {4736, 1024, 16384, 128, 160, 122.7}, {8449, 1024, 16384, 128, 128, 251.6}, {8449, 1024, 16384, 128, 160, 238.1},
-    {9472, 1024, 16384, 128, 128, 259.7}, {9472, 1024, 16384, 128, 160, 241.9}, {10112, 768, 7168, 128, 128, 93.1},
-    {10112, 768, 7168, 128, 160, 107.3}, {10112, 768, 7168, 256, 128, 87.4}, {10112, 768, 8192, 128, 128, 105.8},
-    {10112, 768, 8192, 128, 160, 121.8}, {10112, 768, 8192, 256, 128, 98.8}, {10112, 768, 16384, 128, 128, 202.5},
-    {10112, 768, 16384, 128, 160, 232.3}, {10112, 768, 16384, 256, 128, 186.1},
+    {9472, 1024, 16384, 128, 128, 259.7}, {9472, 1024, 16384, 128, 160, 241.9}, {10112, 768, 7168, 128, 128, 93.6},
+    {10112, 768, 7168, 128, 160, 85.5}, {10112, 768, 7168, 256, 128, 87.4}, {10112, 768, 8192, 128, 128, 106.4},
+    {10112, 768, 8192, 128, 160, 96.6}, {10112, 768, 8192, 256, 128, 99.1}, {10112, 768, 16384, 128, 128, 204.4},
+    {10112, 768, 16384, 128, 160, 187.8}, {10112, 768, 16384, 256, 128, 188.0},
 };
 
-// The plan is within 3 % of the better tile at 57 of the 67 shapes (summed log loss 0.64; before the bounded forced
+// The plan is within 3 % of the better tile at 57 of the 67 shapes (summed log loss 0.68; before the bounded forced
 // drop 2.39, within 3 % at 38), 0.975 of the previous plan's time on geometric mean. The misses are the moves that
 // lost: 128x160 to pairs at 8449..9984 x 768 (3-4 %), the pairs dropped at 1024 x 4096 from M = 2817 (4-6.4 %),
-// and 64x32 split-K at 64 x 1024 x 16384 (3.2 %, where 64x16 split-K went to keep 128x160).
+// and 64x32 split-K at 64 x 1024 x 16384 (3.2 %, where 64x16 split-K went to keep 128x160). At 10112 x 768 x 7168
+// and 8192 the plan's pairs are within 3 % of the column-mapped 128x160 (2.2 % and 2.5 % behind).
 TEST(Fp8GemmHeuristic, BoundedForcedDropPicksWhatItsCheckTimed) {
   size_t shapes = 0;
   const std::vector<Judged> judged = judge_plan(kForcedDropCheck, true, &shapes);
@@ -1771,7 +1772,7 @@ TEST(Fp8GemmHeuristic, BoundedForcedDropPicksWhatItsCheckTimed) {
                                           {14721, 1024, 4096, 1.06},
                                           {16384, 1024, 4096, 1.07},
                                           {64, 1024, 16384, 1.04}}),
-            0.65);
+            0.7);
 }
 
 // The model's term for the column classes' busiest class (twenty-fifth to twenty-seventh sessions: half a tile per
