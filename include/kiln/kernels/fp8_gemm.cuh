@@ -478,6 +478,9 @@ struct Fp8Gemm {
     for (u32 unit = schedule.first; unit < schedule.num_units; unit += schedule.stride) {
       u32 m_block, n_block;
       schedule.coords(unit, m_block, n_block);
+      // Two copies of the walk below, not one over a row count: the shared form changed ptxas's schedule of
+      // 128x128 and 128x192 (418 and 23 instructions differ, the epilogue's among them), where this leaves their
+      // code as it was.
       if constexpr (kColumnMap) {
         // Piece r's scale row. Rows past the last one (a piece past N; a tile beyond N, the second of a pair's
         // last unit) read the last row: their columns are never stored.
