@@ -2061,6 +2061,17 @@ TEST(Fp8GemmHeuristic, BadOverridesAndProblemsNameTheField) {
               }),
               AllOf(HasSubstr("no kernel configuration fits in 232448 bytes"), HasSubstr("tile 128x192: at most 4 stages"),
                     HasSubstr("16 were asked for")));
+  // A forced pair on one SM: the cluster does not fit, and the error names the tile, its cluster and the SMs.
+  TargetInfo one_sm = kH200;
+  one_sm.sm_count = 1;
+  EXPECT_THAT(error_of([&] {
+                fp8_gemm_plan(one_sm, 2112, 7168, with([](auto& o) {
+                                o.block_m = 128;
+                                o.block_n = 176;
+                                o.cluster_n = 2;
+                              }));
+              }),
+              HasSubstr("tile 128x176 runs in clusters of 2 CTAs; 1 SM(s) are usable"));
   EXPECT_THAT(error_of([] { fp8_gemm_plan(kH200, 100, 2048); }), HasSubstr("n must be a positive multiple of 8, got 100"));
   EXPECT_THAT(error_of([] { fp8_gemm_plan(kH200, 128, 40); }), HasSubstr("k must be a positive multiple of 16, got 40"));
   EXPECT_THAT(error_of([] { fp8_gemm_plan(kH200, 128, 0); }), HasSubstr("got 0"));
