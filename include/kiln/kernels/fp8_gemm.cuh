@@ -559,10 +559,9 @@ struct Fp8Gemm {
   // slices than the scales would: 128x160 with b0 and b1 and its switch column compiled into the promotion had
   // six more instructions per K block (register copies of the A scales, both B scales moved to uniform
   // registers), with the products 156, as many as the column-class walks it replaced (154-157).
-  static constexpr bool kRegionScales = kColumnMap;
   struct BlockScales {
     float a0[kWaves], a1[kWaves], b0, b1;
-    float region[kRegionScales ? kPieces : 1][2];
+    float region[kColumnMap ? kPieces : 1][2];
   };
 
   // The math warpgroups' walk: every (tile, K block, slice) of this CTA in order, one partial accumulator per
@@ -682,7 +681,7 @@ struct Fp8Gemm {
       if constexpr (kShared32) {
         if constexpr (!kAccumulate) {
           const u32 sfb = shared_window_base() + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes;
-          if constexpr (kRegionScales) {
+          if constexpr (kColumnMap) {
             float b[kPieces];
 #pragma unroll
             for (u32 r = 0; r < kPieces; ++r) b[r] = ptx::ld_shared_f32(sfb + 4 * r);
@@ -696,7 +695,7 @@ struct Fp8Gemm {
         if constexpr (!kAccumulate) {
           const float* sfb =
               reinterpret_cast<const float*>(smem + kLayout.sfb_offset + slot.stage * kLayout.sfb_stage_bytes);
-          if constexpr (kRegionScales) {
+          if constexpr (kColumnMap) {
             float b[kPieces];
 #pragma unroll
             for (u32 r = 0; r < kPieces; ++r) b[r] = sfb[r];
@@ -769,7 +768,7 @@ struct Fp8Gemm {
         }
       } else if constexpr (kUniformSfb) {
         promote_split<kSlice, kWave, kBlockN>(partial, a0 * scales.b0, a1 * scales.b0, 0.0f, 0.0f);
-      } else if constexpr (kRegionScales) {
+      } else if constexpr (kColumnMap) {
         promote_regions<kSlice, kWave>(partial);
       } else {
         const float s00 = a0 * scales.b0, s10 = a1 * scales.b0;
