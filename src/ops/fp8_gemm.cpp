@@ -488,27 +488,22 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
     copy_map(params.tma_sfa_last, sfa_map(last_box_rows));
   }
   params.b_cache_policy = kernels::fp8_gemm_b_cache_policy(block_m, w32(c.m));
-  // B likewise: boxed whole (pairs sharing B: each CTA block_n / 2 rows) and, for a last n block with fewer
-  // rows, boxed to them. Column-mapped tiles (fp8_gemm_column_map) load B piece by piece instead, a map per
-  // piece's width (fp8_gemm_map_big_box_rows), and skip the boxes past N: no short box.
-  const uint32_t block_n = w32(cfg.block_n), cluster_m = w32(cfg.cluster_m);
-  const bool column_map = kernels::fp8_gemm_column_map(block_m, block_n, w32(cfg.math_warpgroups), accumulate);
-  const uint32_t last_b_box_rows = column_map ? block_n : kernels::fp8_gemm_last_box_rows(block_n, w32(c.n), cluster_m);
+  // B likewise (fp8_gemm_b_boxes): boxed whole (pairs sharing B: each CTA block_n / 2 rows) and, for a last n
+  // block with fewer rows, boxed to them; column-mapped tiles (fp8_gemm_column_map) piece by piece, a map per
+  // piece's width, all of them read, and no short box.
+  const uint32_t block_n = w32(cfg.block_n);
+  const kernels::Fp8GemmBBoxes b_boxes = kernels::fp8_gemm_b_boxes(block_m, block_n, w32(cfg.math_warpgroups),
+                                                                   accumulate, w32(cfg.cluster_m), w32(c.n));
   const auto b_map = [&](uint32_t rows) {
     return tensor_map_2d({reinterpret_cast<uint64_t>(b.data), w64(c.k), w64(c.n), w64(c.ldb), 128, rows,
                           CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_SWIZZLE_128B},
                          "b");
   };
-  const bool short_last_b = last_b_box_rows != block_n;
-  if (column_map) {
-    copy_map(params.tma_b, b_map(kernels::fp8_gemm_map_big_box_rows(block_n, cluster_m)));
-    copy_map(params.tma_b_last, b_map(kernels::fp8_gemm_map_piece_cols(block_n, 1)));
-    if (kernels::fp8_gemm_map_pieces(block_n) > 2)
-      copy_map(params.tma_b_narrow, b_map(kernels::fp8_gemm_map_narrow_box_rows(block_n)));
-  } else {
-    if (!short_last_b || c.n > cfg.block_n) copy_map(params.tma_b, b_map(block_n / cluster_m));
-    if (short_last_b) copy_map(params.tma_b_last, b_map(last_b_box_rows / cluster_m));
-  }
+  const bool column_map = kernels::fp8_gemm_column_map(block_m, block_n, w32(cfg.math_warpgroups), accumulate);
+  const bool short_last_b = b_boxes.last_b_box_rows != block_n;
+  if (column_map || !short_last_b || c.n > cfg.block_n) copy_map(params.tma_b, b_map(b_boxes.b_rows));
+  if (column_map || short_last_b) copy_map(params.tma_b_last, b_map(b_boxes.b_last_rows));
+  if (b_boxes.narrow_rows != 0) copy_map(params.tma_b_narrow, b_map(b_boxes.narrow_rows));
   if (accumulate) {
     // B's per-row scales, loaded per stage exactly like A's, with n in place of m.
     copy_map(params.tma_sfb, tensor_map_2d({reinterpret_cast<uint64_t>(sfb.data), w64(c.n), k_blocks, w64(c.sfb_stride * 4),
@@ -527,7 +522,7 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   params.ldd = w64(c.ldd);
   params.m = w32(c.m);
   params.last_box_rows = last_box_rows;
-  params.last_b_box_rows = last_b_box_rows;
+  params.last_b_box_rows = b_boxes.last_b_box_rows;
 
   cuda::LaunchConfig config;
   config.grid[0] = fp8_gemm_grid(cfg, c.m, c.n, entry->sm_count);

@@ -425,21 +425,18 @@ Launch prepare(const Case& c, const KernelConfig& k, const HostProblem& p, const
   const auto tma_sfa = sfa_map(k.block_m), tma_sfa_last = sfa_map(last_box_rows);
   // With a cluster each CTA loads (and multicasts) block_n / cluster_m rows of the B tile; the last n block's
   // box is cut to its rows like A's (KILN_X_WHOLE_LAST_B=1: whole, to time the difference in one binary).
-  // Column-mapped tiles load B through a map per piece's width, and no short box.
-  const bool whole_last_b = std::getenv("KILN_X_WHOLE_LAST_B") != nullptr;
-  const bool column_map = kiln::kernels::fp8_gemm_column_map(k.block_m, k.block_n, k.math_warpgroups, false);
-  const uint32_t last_b_box_rows = whole_last_b || column_map
-                                       ? k.block_n
-                                       : kiln::kernels::fp8_gemm_last_box_rows(k.block_n, c.n, k.cluster_m);
+  // Column-mapped tiles load B through a map per piece's width, and no short box (fp8_gemm_b_boxes).
+  kiln::kernels::Fp8GemmBBoxes b_boxes =
+      kiln::kernels::fp8_gemm_b_boxes(k.block_m, k.block_n, k.math_warpgroups, false, k.cluster_m, c.n);
+  if (std::getenv("KILN_X_WHOLE_LAST_B") != nullptr && b_boxes.last_b_box_rows != k.block_n) {
+    b_boxes.last_b_box_rows = k.block_n;
+    b_boxes.b_last_rows = k.block_n / k.cluster_m;
+  }
   const auto b_map = [&](uint32_t rows) {
     return encode_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, dev.b, c.k, c.n, c.k, 128, rows, CU_TENSOR_MAP_SWIZZLE_128B,
                      "B");
   };
-  const auto tma_b = b_map(column_map ? kiln::kernels::fp8_gemm_map_big_box_rows(k.block_n, k.cluster_m)
-                                      : k.block_n / k.cluster_m);
-  const auto tma_b_last = b_map(column_map ? kiln::kernels::fp8_gemm_map_piece_cols(k.block_n, 1)
-                                           : last_b_box_rows / k.cluster_m);
-  const auto tma_b_narrow = b_map(kiln::kernels::fp8_gemm_map_narrow_box_rows(k.block_n));
+  const auto tma_b = b_map(b_boxes.b_rows), tma_b_last = b_map(b_boxes.b_last_rows);
   const uint32_t store_cols = kiln::kernels::fp8_gemm_store_cols(k.block_n);
   const CUtensorMapSwizzle store_swizzle = store_cols == 64   ? CU_TENSOR_MAP_SWIZZLE_128B
                                            : store_cols == 32 ? CU_TENSOR_MAP_SWIZZLE_64B
@@ -452,14 +449,17 @@ Launch prepare(const Case& c, const KernelConfig& k, const HostProblem& p, const
   std::memcpy(&l.params.tma_a_last, &tma_a_last, sizeof(tma_a_last));
   std::memcpy(&l.params.tma_sfa_last, &tma_sfa_last, sizeof(tma_sfa_last));
   std::memcpy(&l.params.tma_b_last, &tma_b_last, sizeof(tma_b_last));
-  std::memcpy(&l.params.tma_b_narrow, &tma_b_narrow, sizeof(tma_b_narrow));
+  if (b_boxes.narrow_rows != 0) {
+    const auto tma_b_narrow = b_map(b_boxes.narrow_rows);
+    std::memcpy(&l.params.tma_b_narrow, &tma_b_narrow, sizeof(tma_b_narrow));
+  }
   std::memcpy(&l.params.tma_d, &tma_d, sizeof(tma_d));
   l.params.sfb = reinterpret_cast<const float*>(dev.sfb);
   l.params.d = reinterpret_cast<void*>(dev.d);
   l.params.ldd = c.ldd;
   l.params.m = c.m;
   l.params.last_box_rows = last_box_rows;
-  l.params.last_b_box_rows = last_b_box_rows;
+  l.params.last_b_box_rows = b_boxes.last_b_box_rows;
   l.params.b_cache_policy = kiln::kernels::fp8_gemm_b_cache_policy(k.block_m, c.m);
   // Work units of cluster_m vertically or cluster_n horizontally adjacent tiles; the grid is a whole number of
   // clusters.

@@ -1550,6 +1550,16 @@ TEST(Fp8GemmHeuristic, ColumnMapCoversEveryColumnOnceAndNoPieceStraddlesAScaleBl
     }
   }
   EXPECT_EQ(mapped, 10);  // 48, 80, 96, 112, 144, 160, 176, 208, 224, 240
+  // The maps the launch path encodes (fp8_gemm_b_boxes): tma_b, tma_b_last and tma_b_narrow boxes, last_b_box_rows.
+  const auto boxes = [](uint32_t block_n, uint32_t cluster_m, uint32_t n) {
+    const kernels::Fp8GemmBBoxes b = kernels::fp8_gemm_b_boxes(128, block_n, 2, false, cluster_m, n);
+    return std::vector<uint32_t>{b.b_rows, b.b_last_rows, b.narrow_rows, b.last_b_box_rows};
+  };
+  EXPECT_EQ(boxes(160, 1, 1024), (std::vector<uint32_t>{128, 32, 0, 160}));  // no short box for mapped tiles
+  EXPECT_EQ(boxes(176, 1, 2112), (std::vector<uint32_t>{128, 32, 16, 176}));
+  EXPECT_EQ(boxes(160, 2, 1000), (std::vector<uint32_t>{64, 32, 0, 160}));   // pairs sharing B halve piece 0
+  EXPECT_EQ(boxes(128, 1, 576), (std::vector<uint32_t>{128, 64, 0, 64}));    // contiguous: the short last box
+  EXPECT_EQ(boxes(192, 2, 1024), (std::vector<uint32_t>{96, 96, 0, 192}));   // pairs sharing B load whole tiles
 }
 
 // The wide tiles against pairs at small N and long K (first timed 2026-11-30 at 3df295c, scripts/x-smalln on branch

@@ -206,6 +206,29 @@ constexpr u32 fp8_gemm_map_big_box_rows(u32 block_n, u32 cluster_m) {
 }
 constexpr u32 fp8_gemm_map_narrow_box_rows(u32 block_n) { return fp8_gemm_gcd_128(block_n); }
 
+// B's TMA maps for one configuration at N columns, as the kernel reads them (the launch path and the kernel
+// harness encode them from this): the rows of tma_b's, tma_b_last's and tma_b_narrow's boxes (0: not read) and
+// Fp8GemmParams::last_b_box_rows. Contiguous tiles: the tile (each CTA of a pair sharing B half of it) and the
+// last n block's short box (fp8_gemm_last_box_rows); column-mapped tiles: the boxes above, no short box.
+struct Fp8GemmBBoxes {
+  u32 b_rows = 0, b_last_rows = 0, narrow_rows = 0, last_b_box_rows = 0;
+};
+constexpr Fp8GemmBBoxes fp8_gemm_b_boxes(u32 block_m, u32 block_n, u32 num_math_warpgroups, bool accumulate,
+                                         u32 cluster_m, u32 n) {
+  Fp8GemmBBoxes boxes;
+  if (fp8_gemm_column_map(block_m, block_n, num_math_warpgroups, accumulate)) {
+    boxes.b_rows = fp8_gemm_map_big_box_rows(block_n, cluster_m);
+    boxes.b_last_rows = fp8_gemm_map_piece_cols(block_n, 1);
+    boxes.narrow_rows = fp8_gemm_map_pieces(block_n) > 2 ? fp8_gemm_map_narrow_box_rows(block_n) : 0;
+    boxes.last_b_box_rows = block_n;
+  } else {
+    boxes.last_b_box_rows = fp8_gemm_last_box_rows(block_n, n, cluster_m);
+    boxes.b_rows = block_n / cluster_m;
+    boxes.b_last_rows = boxes.last_b_box_rows / cluster_m;
+  }
+  return boxes;
+}
+
 // Threads per CTA: one producer warpgroup plus the math warpgroups (one per 64 rows of BLOCK_M).
 constexpr u32 fp8_gemm_num_threads(u32 num_math_warpgroups) {
   return kFp8GemmProducerThreads + 128 * num_math_warpgroups;
