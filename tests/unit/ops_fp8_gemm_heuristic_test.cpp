@@ -1792,10 +1792,10 @@ TEST(Fp8GemmHeuristic, BoundedForcedDropPicksWhatItsCheckTimed) {
 // fp8_gemm_test --shapes, two passes in one call, their mean; scripts/x-cmap on branch exp/column-map): 128x160
 // faster by over 1 % at 26, slower by over 1 % at 3, 0.973 of the previous plan's time on geometric mean.
 // The two shapes at K = 16384 where 128x192 had come out 5-7 % ahead (14848 x 3968 and 8064 x 7360) were timed
-// again in the twenty-ninth session (2026-12-01, one process, the two tiles in three orders, medians) with the
-// pairs beside them: the 128-row tiles there swing by 4-10 % between identical runs (the second of a shape's
-// tiles mostly the slower), the pairs by under 0.5 %; the medians put the three within 1 % at 14848 x 3968 and
-// 128x192 9 % behind at 8064 x 7360. Those rows are the medians.
+// again in the twenty-ninth session (2026-12-01, one process, the two tiles in three orders, the pairs beside
+// them): without an idle GPU before each timing, the tile timed second on a shape ran 1.4-9.7 % slower than the
+// same kernel timed first; with the harness's 300 ms idle (since then the default) every order agreed within
+// 0.6 %, and the three tiles are within 1 % at both shapes. Those rows are the idle runs' medians.
 const Measured kColumnMapMovesCheck[] = {
     {11776, 1600, 12288, 256, 128, 347.4}, {11776, 1600, 12288, 128, 160, 322.1}, {12928, 2048, 16384, 128, 128, 681.5},
     {12928, 2048, 16384, 128, 160, 625.5}, {13184, 2176, 4096, 128, 128, 182.3}, {13184, 2176, 4096, 128, 160, 172.4},
@@ -1808,14 +1808,14 @@ const Measured kColumnMapMovesCheck[] = {
     {8832, 2944, 12288, 128, 128, 485.3}, {8832, 2944, 12288, 128, 160, 462.1}, {7040, 3008, 7168, 128, 192, 220.2},
     {7040, 3008, 7168, 128, 160, 215.1}, {10368, 3328, 8192, 128, 128, 399.8}, {10368, 3328, 8192, 128, 160, 399.1},
     {14848, 3968, 7168, 128, 192, 594.9}, {14848, 3968, 7168, 128, 160, 600.5}, {2688, 3968, 16384, 128, 128, 246.3},
-    {2688, 3968, 16384, 128, 160, 242.8}, {14848, 3968, 16384, 128, 192, 1409.8},
-    {14848, 3968, 16384, 128, 160, 1417.9}, {14848, 3968, 16384, 256, 128, 1407.4},
+    {2688, 3968, 16384, 128, 160, 242.8}, {14848, 3968, 16384, 128, 192, 1416.3},
+    {14848, 3968, 16384, 128, 160, 1420.6}, {14848, 3968, 16384, 256, 128, 1409.0},
     {4992, 4224, 16384, 128, 192, 495.6}, {4992, 4224, 16384, 128, 160, 491.1},
     {1664, 4736, 5120, 128, 128, 65.6}, {1664, 4736, 5120, 128, 160, 61.7}, {2176, 4864, 7168, 128, 128, 113.0},
     {2176, 4864, 7168, 128, 160, 109.6}, {6912, 6208, 6144, 128, 192, 371.9}, {6912, 6208, 6144, 128, 160, 368.4},
     {6400, 6720, 16384, 128, 192, 1010.2}, {6400, 6720, 16384, 128, 160, 1015.5}, {6272, 6784, 4096, 128, 128, 253.4},
-    {6272, 6784, 4096, 128, 160, 248.8}, {8064, 7360, 16384, 128, 192, 1541.1}, {8064, 7360, 16384, 128, 160, 1418.5},
-    {8064, 7360, 16384, 256, 128, 1402.6},
+    {6272, 6784, 4096, 128, 160, 248.8}, {8064, 7360, 16384, 128, 192, 1413.7}, {8064, 7360, 16384, 128, 160, 1416.0},
+    {8064, 7360, 16384, 256, 128, 1406.8},
     {3584, 7424, 12288, 128, 128, 482.1}, {3584, 7424, 12288, 128, 160, 462.9}, {7808, 7488, 8192, 128, 192, 685.5},
     {7808, 7488, 8192, 128, 160, 693.5}, {896, 32768, 7168, 128, 128, 313.2}, {896, 32768, 7168, 128, 160, 294.4},
     {10112, 768, 4096, 128, 128, 55.2}, {10112, 768, 4096, 128, 160, 51.0}, {13440, 768, 4096, 128, 128, 68.3},
@@ -1826,7 +1826,7 @@ const Measured kColumnMapMovesCheck[] = {
 };
 
 // The plan takes 128x160 at every shape of kColumnMapMovesCheck, within 3 % of the best at all 35 (the two
-// re-timed shapes at K = 16384 within 1.1 % of their pairs; summed log loss 0.052).
+// re-timed shapes at K = 16384 within 1 % of their pairs; summed log loss 0.048).
 TEST(Fp8GemmHeuristic, ColumnMappedTilesTakeTheRunsTheirCheckTimed) {
   size_t shapes = 0;
   const std::vector<Judged> judged = judge_plan(kColumnMapMovesCheck, false, &shapes);
@@ -1837,7 +1837,7 @@ TEST(Fp8GemmHeuristic, ColumnMappedTilesTakeTheRunsTheirCheckTimed) {
     EXPECT_EQ(plan.kernels[static_cast<size_t>(plan.bucket_of(j.shape->m).kernel)].block_n, 160)
         << j.shape->m << " x " << j.shape->n << " x " << j.shape->k;
   }
-  EXPECT_LT(expect_within_misses(judged, {}), 0.06);
+  EXPECT_LT(expect_within_misses(judged, {}), 0.05);
 }
 
 // The tile order's group height, 8 (the kernel's default) against 16 m units (H200, 2026-11-30, fp8_gemm_test
