@@ -84,6 +84,12 @@ constexpr double kEpilogueBytesPerUs = 45.144e3;
 // scale per 8 columns; with the switch column compiled in, the fourth session's M = 4096 sweep fits 1.05
 // (128x192 is then as fast per column as 128x128, 128x160 about 9 % slower).
 constexpr double kStraddlePenalty = 1.05;
+// 128x176 where it does not divide N (offered_at) takes this much longer per K block than the linear model
+// says: at 48 such shapes with K >= 4096 (twenty-ninth session, kRagged176Check in the unit tests) it timed 2 %
+// above the model relative to 128x128, 128x160, 128x192 and the pairs alike. Likely its three TMA boxes of B per
+// stage (128 + 32 + 16 rows, fp8_gemm_b_boxes; the twenty-eighth session measured 0.7-1.9 % for the third box)
+// with a ragged last tile's boxes on top. Where 176 divides N (2112) the model was fitted on it and is left alone.
+constexpr double kRagged176Penalty = 1.02;
 // The one-wave tiles wider than 160 columns (176, 192: four stages where 128 and 160 have five) take this much
 // longer per tile when a tile has at most kShortKBlocks K blocks: the fifteenth session's sweep (H200,
 // 2026-11-30, kWideSweep in the unit tests) measured them 16-26 % above the first fit's model relative to
@@ -202,17 +208,26 @@ Fp8GemmConfig make_config(const Tile& t, const TargetInfo& target, const Fp8Gemm
   return c;
 }
 
-// 128x176 is offered only where it divides N: there it wastes no column of a ragged last tile, and the H200
-// sweeps of 2026-11-30 found it 3-17 % faster than the plan's earlier choice at 12 of 23 M from 1280 to 15488
-// at N = 2112 (= 12 x 176), two to three rounds of tiles. Where N is not a multiple, the model ranked it close
-// to 128x192 but the sweep found it up to 20 % slower at K = 512 (32768 x 512), a cost the model lacks.
-bool only_where_it_divides_n(const Tile& t) { return t.block_n == 176; }
+// 128x176 is offered where it divides N, and elsewhere from kRagged176MinKBlocks K blocks and kRagged176MinN
+// columns on. Where it divides N it wastes no column of a ragged last tile, and the H200 sweeps of 2026-11-30 found
+// it 3-17 % faster than the plan's earlier choice at 12 of 23 M from 1280 to 15488 at N = 2112 (= 12 x 176). At a
+// ragged N it was up to 20 % slower than the model at K = 512 (32768 x 512) and 4 % at 1536 (4096 x 24576,
+// twenty-ninth session), a cost the model lacks. From K = 4096 on, with B's last box cut to its rows (47e42cd) and
+// the column map (7f21482), the model with kRagged176Penalty ranks it as the device does: of 30 runs it moved
+// there, drawn at random, 22 are faster by over 1 %, 3 slower by at most 2.4 %, 0.981 on geometric mean
+// (kRagged176Check). Below 2048 columns a ragged tile is a larger share of the row, and at N = 768..1536 the
+// pruning to eight kernels then dropped tiles the bounded forced drop had been timed to keep (kForcedDropCheck).
+constexpr int64_t kRagged176MinKBlocks = 32;
+constexpr int64_t kRagged176MinN = 2048;
+bool offered_at(const Tile& t, int64_t n, int64_t k) {
+  return t.block_n != 176 || n % t.block_n == 0 || (cdiv(k, 128) >= kRagged176MinKBlocks && n >= kRagged176MinN);
+}
 
 // The candidates, best-first for ties (bigger tiles first: fewer tiles, fewer epilogues). 256x128 is
 // DeepGEMM's large-M tile and ours since the sweep of 2026-11-29 (3-7 % faster than 128x128 at M = 4096 on four
 // of the seven dense shapes); its CTA pairs share A, two thirds of each stage (the bf16 form only: the
 // accumulating form has no 256-row kernel).
-std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, int64_t n, const Fp8GemmOverrides& o,
+std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, int64_t n, int64_t k, const Fp8GemmOverrides& o,
                                       Fp8GemmForm form) {
   static constexpr std::array<Tile, 9> kTiles = {
       {{256, 128}, {128, 128}, {128, 64}, {128, 160}, {128, 176}, {128, 192}, {64, 128}, {64, 64}, {64, 32}}};
@@ -228,7 +243,7 @@ std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, int64_t n, const
     // 256-row tiles have no split-K kernel (their two waves fill the registers).
     for (const Tile& t : kTiles)
       if ((o.block_m == 0 || t.block_m == o.block_m) && (o.block_n == 0 || t.block_n == o.block_n) &&
-          !((accumulate || o.split_k == 2) && t.block_m == 256) && (!only_where_it_divides_n(t) || n % t.block_n == 0))
+          !((accumulate || o.split_k == 2) && t.block_m == 256) && offered_at(t, n, k))
         tiles.push_back(t);
     if (tiles.empty())  // a block_n outside the measured set (block_m is free here): both row counts with it
       for (int bm : {128, 64}) tiles.push_back({bm, o.block_n});
@@ -387,6 +402,7 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   const bool two_waves = c.block_m > 64 * c.math_warpgroups;
   double cycles = (two_waves ? kTwoWaveCycleFactor : 1.0) * c.math_warpgroups * per_wg;
   if (128 % c.block_n != 0) cycles *= kStraddlePenalty;
+  if (c.block_n == 176 && n % 176 != 0) cycles *= kRagged176Penalty;
   const double a_rows = std::min<double>(bm, static_cast<double>(m));  // rows of A read from memory
   // The box of a tile's A: BLOCK_M rows, or align(M, 8) for a single partial m block (whole tiles for pairs
   // sharing A); TMA zero-fills its rows beyond M. (A last partial m block among several is boxed to its rows
@@ -446,7 +462,7 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
     invalid("fp8_gemm_nt",
             "cluster_n must be 0 (heuristic) or 1 for the accumulating form (its kernel adds into fp32 D without a "
             "cluster), got " + std::to_string(overrides.cluster_n));
-  std::vector<Fp8GemmConfig> cands = candidates(target, n, overrides, form);
+  std::vector<Fp8GemmConfig> cands = candidates(target, n, k, overrides, form);
   for (Fp8GemmConfig& c : cands) c.group_m = tile_order_group_m(n, k, c);
   const size_t nc = cands.size();
 
