@@ -61,27 +61,33 @@ def main():
     a_pt, b_pt = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn)
     one = torch.tensor(1.0, device=dev)
     flush = torch.empty(1 << 30, dtype=torch.uint8, device=dev)
-    def kiln_call(overrides):
-        def call():
-            kiln.set_fp8_gemm_overrides(**overrides)
-            kiln.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d)
-        return call
+    def kiln_call():
+        kiln.fp8_gemm_nt((a_fp8, sfa), (b_fp8, sfb), d)
 
-    calls = {"kiln": kiln_call({})}
+    def cublas_call():
+        torch._scaled_mm(a_pt, b_pt.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+    # name -> (kiln's overrides, set once before the phase, or None for cuBLAS; the call)
+    calls = {"kiln": ({}, kiln_call)}
     for spec in args.config:
         try:
             overrides = {field: int(value) for field, value in (pair.split("=") for pair in spec.split(","))}
         except ValueError:
             parser.error(f"--config must be field=value pairs, comma-separated, got {spec!r}")
-        calls[spec] = kiln_call(overrides)
-    calls["cublas_pt"] = lambda: torch._scaled_mm(a_pt, b_pt.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
-    for call in calls.values():  # compile and warm once
+        calls[spec] = (overrides, kiln_call)
+    calls["cublas_pt"] = (None, cublas_call)
+    for overrides, call in calls.values():  # compile and warm once
+        if overrides is not None:
+            kiln.set_fp8_gemm_overrides(**overrides)
         call()
     torch.cuda.synchronize()
 
     print(f"power_clocks: {m} x {n} x {k}, {args.seconds:g} s per phase")
     for with_flush in (False,) if args.no_flush else (True, False):
-        for name, call in calls.items():
+        for name, (overrides, call) in calls.items():
+            if overrides is not None:
+                kiln.set_fp8_gemm_overrides(**overrides)
+
             def run(seconds, call=call):
                 events = []
                 deadline = time.perf_counter() + seconds

@@ -57,6 +57,17 @@ struct DeviceBuffer {
 // session, bench/RESULTS.md).
 struct Timing {
   static constexpr int kWarmups = 3, kTimed = 20;
+  static int idle_ms_from_env() {
+    const char* v = std::getenv("KILN_TEST_IDLE_MS");
+    if (v == nullptr || *v == 0) return 300;
+    char* end = nullptr;
+    const long ms = std::strtol(v, &end, 10);
+    if (*end != 0 || ms < 0 || ms > 10000) {
+      std::fprintf(stderr, "KILN_TEST_IDLE_MS must be a whole number of milliseconds in 0..10000, got '%s'\n", v);
+      std::exit(2);
+    }
+    return static_cast<int>(ms);
+  }
   int idle_ms = idle_ms_from_env();
   std::vector<CUevent> start, stop;
   std::unique_ptr<DeviceBuffer> flush;
@@ -74,17 +85,6 @@ struct Timing {
     }
   }
   Timing(const Timing&) = delete;
-  static int idle_ms_from_env() {
-    const char* v = std::getenv("KILN_TEST_IDLE_MS");
-    if (v == nullptr || *v == 0) return 300;
-    char* end = nullptr;
-    const long ms = std::strtol(v, &end, 10);
-    if (*end != 0 || ms < 0 || ms > 10000) {
-      std::fprintf(stderr, "KILN_TEST_IDLE_MS must be a whole number of milliseconds in 0..10000, got '%s'\n", v);
-      std::exit(2);
-    }
-    return static_cast<int>(ms);
-  }
   Timing& operator=(const Timing&) = delete;
 
   double median_us(const std::function<void()>& call) {
