@@ -1,0 +1,222 @@
+// Probe (not part of the library): does an L2 eviction policy on a decode GEMM's weight stream avoid the cost of
+// the benchmark's flush? The flush (an asynchronous 1 GB write) leaves L2 full of dirty lines; a stream of B read
+// right after it runs about 3 us slower than after a read flush (29.4 MB: 14.0 against 11.1 us, twenty-first
+// session), which is most of the distance between the M = 1 shapes and issue 3's target. If the lines a stream
+// brings in are evicted before the dirty ones (evict_first), only the first miss of each L2 set writes one back.
+// This times a plain stream of 29.4, 14.7 and 117 MB after a write flush and after a read flush, two ways: per-warp
+// cp.async pieces without a hint, and one thread per SM issuing 16 KB bulk copies into an 8-deep ring (as a TMA
+// producer does) with no cache hint and with L2::evict_first, L2::evict_unchanged and L2::evict_normal policies.
+// (cp.async.cg with .L2::cache_hint stopped with "an illegal instruction" on the H200, driver 580, with either
+// policy form; usage: evict_probe WAY POLICY runs one variant per process to try it.)
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o evict_probe bench/probes/evict_probe.cu
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+#include <vector>
+
+#include "probe_check.h"
+
+enum Policy { kNone, kEvictFirst, kEvictUnchanged, kEvictNormal };
+constexpr const char* kPolicyNames[] = {"no hint", "evict_first", "evict_unchanged", "evict_normal"};
+
+template <int P>
+__device__ __forceinline__ uint64_t make_policy() {
+  // evict_first and evict_normal as the library passes them (include/kiln/ptx/cache_policy.cuh); evict_unchanged
+  // made by createpolicy here.
+  uint64_t p = 0;
+  if constexpr (P == kEvictFirst) p = 0x12F0000000000000ull;
+  if constexpr (P == kEvictNormal) p = 0x1000000000000000ull;
+  if constexpr (P == kEvictUnchanged)
+    asm volatile("createpolicy.fractional.L2::evict_unchanged.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// ---- per-warp cp.async stream (flush_gap_probe's kernel, with an optional cache hint) ----
+constexpr int kWarps = 8, kPiece = 4096, kRing = 4;
+
+template <int P>
+__global__ void __launch_bounds__(kWarps * 32)
+    stream_cpasync(const uint8_t* __restrict__ src, size_t pieces, uint32_t* sink) {
+  extern __shared__ __align__(16) uint8_t ring[];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const uint64_t policy = make_policy<P>();
+  uint8_t* mine = ring + static_cast<size_t>(warp) * kRing * kPiece;
+  const size_t first = static_cast<size_t>(blockIdx.x) * kWarps + warp;
+  const size_t stride = static_cast<size_t>(gridDim.x) * kWarps;
+  const auto issue = [&](size_t piece, int slot) {
+    if (piece < pieces) {
+#pragma unroll
+      for (int i = 0; i < kPiece / 512; ++i) {
+        const uint32_t dst = smem_u32(mine + slot * kPiece + i * 512 + lane * 16);
+        const uint8_t* g = src + piece * kPiece + i * 512 + lane * 16;
+        if constexpr (P == kNone)
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(g) : "memory");
+        else
+          asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(dst), "l"(g), "l"(policy)
+                       : "memory");
+      }
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  };
+  for (int s = 0; s < kRing - 1; ++s) issue(first + s * stride, s);
+  uint32_t x = 0;
+  int slot = 0;
+  for (size_t p = first; p < pieces; p += stride) {
+    issue(p + (kRing - 1) * stride, (slot + kRing - 1) % kRing);
+    asm volatile("cp.async.wait_group %0;" ::"n"(kRing - 1) : "memory");
+#pragma unroll
+    for (int i = 0; i < kPiece / 512; ++i) {
+      const uint4 v = *reinterpret_cast<const uint4*>(mine + slot * kPiece + i * 512 + lane * 16);
+      x ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    slot = (slot + 1) % kRing;
+  }
+  if (x == 0x9e3779b9u) *sink = x;
+}
+
+// ---- one thread per SM issuing bulk copies into a ring (the TMA producer's pattern) ----
+constexpr int kBulkBytes = 16384, kBulkStages = 8;
+
+template <int P>
+__global__ void __launch_bounds__(32) stream_bulk(const uint8_t* __restrict__ src, size_t chunks, uint32_t* sink) {
+  extern __shared__ __align__(16) uint8_t bulk_ring[];
+  __shared__ __align__(8) uint64_t full[kBulkStages];
+  if (threadIdx.x != 0) return;
+  const uint64_t policy = make_policy<P>();
+  for (int s = 0; s < kBulkStages; ++s)
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(&full[s])));
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  const auto issue = [&](size_t chunk, int slot) {
+    const uint32_t bar = smem_u32(&full[slot]);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(kBulkBytes) : "memory");
+    const uint32_t dst = smem_u32(bulk_ring + slot * kBulkBytes);
+    const uint8_t* g = src + chunk * kBulkBytes;
+    if constexpr (P == kNone)
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+                   "l"(g), "r"(kBulkBytes), "r"(bar)
+                   : "memory");
+    else
+      asm volatile(
+          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+          " [%0], [%1], %2, [%3], %4;" ::"r"(dst),
+          "l"(g), "r"(kBulkBytes), "r"(bar), "l"(policy)
+          : "memory");
+  };
+  const size_t mine = chunks > blockIdx.x ? (chunks - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+  const auto chunk_of = [&](size_t j) { return blockIdx.x + j * gridDim.x; };
+  for (size_t j = 0; j < kBulkStages && j < mine; ++j) issue(chunk_of(j), static_cast<int>(j));
+  uint32_t x = 0;
+  for (size_t j = 0; j < mine; ++j) {
+    const int slot = static_cast<int>(j % kBulkStages);
+    const uint32_t bar = smem_u32(&full[slot]), phase = static_cast<uint32_t>((j / kBulkStages) & 1);
+    uint32_t ok = 0;
+    while (!ok)
+      asm volatile(
+          "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+          : "=r"(ok)
+          : "r"(bar), "r"(phase)
+          : "memory");
+    x ^= *reinterpret_cast<const uint32_t*>(bulk_ring + slot * kBulkBytes);
+    if (j + kBulkStages < mine) issue(chunk_of(j + kBulkStages), slot);
+  }
+  if (x == 0x9e3779b9u) *sink = x;
+}
+
+__global__ void flush_write(uint4* p, size_t n16) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n16;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    p[i] = make_uint4(0, 0, 0, 0);
+}
+
+__global__ void flush_read(const uint4* p, size_t n16, uint32_t* sink) {
+  uint32_t x = 0;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n16;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const uint4 v = p[i];
+    x ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (x == 0x9e3779b9u) *sink = x;
+}
+
+using Launch = void (*)(const uint8_t*, size_t, uint32_t*, int, cudaStream_t);
+
+template <int P>
+void launch_cpasync(const uint8_t* src, size_t bytes, uint32_t* sink, int sms, cudaStream_t s) {
+  stream_cpasync<P><<<sms, kWarps * 32, kWarps * kRing * kPiece, s>>>(src, bytes / kPiece, sink);
+}
+template <int P>
+void launch_bulk(const uint8_t* src, size_t bytes, uint32_t* sink, int sms, cudaStream_t s) {
+  stream_bulk<P><<<sms, 32, kBulkStages * kBulkBytes, s>>>(src, bytes / kBulkBytes, sink);
+}
+
+template <int P>
+void set_smem() {
+  CHECK(cudaFuncSetAttribute(stream_cpasync<P>, cudaFuncAttributeMaxDynamicSharedMemorySize, kWarps * kRing * kPiece));
+  CHECK(cudaFuncSetAttribute(stream_bulk<P>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBulkStages * kBulkBytes));
+}
+
+// Usage: evict_probe [WAY POLICY] (WAY 0 = cp.async, 1 = bulk; POLICY 0..3 as kPolicyNames): that variant only;
+// without arguments cp.async without a hint and bulk with each policy.
+int main(int argc, char** argv) {
+  std::vector<std::pair<int, int>> variants = {{0, kNone}, {1, kNone}, {1, kEvictFirst}, {1, kEvictUnchanged},
+                                               {1, kEvictNormal}};
+  if (argc == 3) variants = {{std::atoi(argv[1]), std::atoi(argv[2])}};
+  int sms = 0;
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  set_smem<kNone>();
+  set_smem<kEvictFirst>();
+  set_smem<kEvictUnchanged>();
+  set_smem<kEvictNormal>();
+  const Launch cpasync[] = {launch_cpasync<kNone>, launch_cpasync<kEvictFirst>, launch_cpasync<kEvictUnchanged>,
+                            launch_cpasync<kEvictNormal>};
+  const Launch bulk[] = {launch_bulk<kNone>, launch_bulk<kEvictFirst>, launch_bulk<kEvictUnchanged>,
+                         launch_bulk<kEvictNormal>};
+  const size_t flush_bytes = size_t{1} << 30;
+  uint4* flush;
+  uint32_t* sink;
+  CHECK(cudaMalloc(&flush, flush_bytes));
+  CHECK(cudaMalloc(&sink, 4));
+  CHECK(cudaMemset(flush, 1, flush_bytes));
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  std::printf("%-9s %-8s %-16s %-12s %9s %9s\n", "MB", "loads", "policy", "flush", "us", "GB/s");
+  for (const size_t bytes : {size_t{4096} * 7168, size_t{7168} * 2048, size_t{7168} * 16384}) {
+    uint8_t* src;
+    CHECK(cudaMalloc(&src, bytes));
+    CHECK(cudaMemset(src, 0x5a, bytes));
+    for (const auto& [way, p] : variants)
+      for (int write_flush = 1; write_flush >= 0; --write_flush) {
+        std::vector<float> ms;
+        // Queued back to back as the Python benchmark does: flush, start event, stream, end event.
+        for (int i = 0; i < 33; ++i) {
+          if (write_flush)
+            flush_write<<<sms * 8, 256>>>(flush, flush_bytes / 16);
+          else
+            flush_read<<<sms * 8, 256>>>(flush, flush_bytes / 16, sink);
+          CHECK(cudaEventRecord(e0));
+          (way == 0 ? cpasync : bulk)[p](src, bytes, sink, sms, nullptr);
+          CHECK(cudaEventRecord(e1));
+          CHECK(cudaEventSynchronize(e1));
+          float t = 0;
+          CHECK(cudaEventElapsedTime(&t, e0, e1));
+          if (i >= 3) ms.push_back(t);
+        }
+        CHECK(cudaGetLastError());
+        std::sort(ms.begin(), ms.end());
+        const double us = ms[ms.size() / 2] * 1000.0;
+        std::printf("%-9.1f %-8s %-16s %-12s %9.1f %9.0f\n", bytes / 1e6, way == 0 ? "cp.async" : "bulk",
+                    kPolicyNames[p], write_flush ? "write 1 GB" : "read 1 GB", us, bytes / (us * 1e-6) / 1e9);
+      }
+    CHECK(cudaFree(src));
+  }
+  return 0;
+}
