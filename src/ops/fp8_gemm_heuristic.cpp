@@ -208,6 +208,19 @@ Fp8GemmConfig make_config(const Tile& t, const TargetInfo& target, const Fp8Gemm
   return c;
 }
 
+// The stages of a kernel that serves a single m block (fp8_gemm_plan): 12 for 64x32 and 10 for 64x64 (with or
+// without split-K), where as many as fit are 16 and 13. Measured on the H200 (2026-12-01, thirtieth session,
+// fp8_gemm_test --shapes, two passes in opposite orders averaged): at M = 1 and 64, after the benchmark's flush,
+// the fewer stages ran 0.5-2.7 % faster (1 x 7168 x 16384 37.45 -> 36.45 us, 1 x 24576 x 1536 16.45 -> 16.10,
+// 64 x 4096 x 7168 15.05 -> 14.85) and 8 or 6 slower again; a plain stream of B after that flush likewise
+// runs faster with 64 KB in flight per SM than with 128 (bench/probes/tma_piece_probe.cu). At two m blocks (M = 128)
+// the stages that fit were best (64x64 at 128 x 4096 x 7168: 15.65 us with 13, 15.90 with 10), so the rule
+// stops at one.
+int one_block_stages(const Fp8GemmConfig& c) {
+  if (c.block_m != 64) return c.stages;
+  return c.block_n == 32 ? 12 : c.block_n == 64 ? 10 : c.stages;
+}
+
 // 128x176 is offered where it divides N, and elsewhere from kRagged176MinKBlocks K blocks and kRagged176MinN
 // columns on. Where it divides N it wastes no column of a ragged last tile, and the H200 sweeps of 2026-11-30 found
 // it 3-17 % faster than the plan's earlier choice at 12 of 23 M from 1280 to 15488 at N = 2112 (= 12 x 176). At a
@@ -577,6 +590,16 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
     }
     plan.buckets[b].kernel = index[c];
   }
+  // A kernel that serves one m block only (a 64-row tile up to M = 64) streams B once, at one CTA per tile: it
+  // runs with fewer stages than fit (fewer bytes in flight per SM), as the decode sweep below measured best.
+  if (form == Fp8GemmForm::kInference && overrides.stages == 0)
+    for (size_t i = 0; i < plan.kernels.size(); ++i) {
+      int64_t top = 0;
+      for (const Fp8GemmBucket& b : plan.buckets)
+        if (b.kernel == static_cast<int>(i)) top = std::max(top, b.m_hi);
+      Fp8GemmConfig& c = plan.kernels[i];
+      if (top <= c.block_m) c.stages = std::min(c.stages, one_block_stages(c));
+    }
   return plan;
 }
 
