@@ -208,17 +208,19 @@ Fp8GemmConfig make_config(const Tile& t, const TargetInfo& target, const Fp8Gemm
   return c;
 }
 
-// The stages of a kernel that serves a single m block (fp8_gemm_plan): 12 for 64x32 and 10 for 64x64 (with or
-// without split-K), where as many as fit are 16 and 13. Measured on the H200 (2026-12-01, thirtieth session,
-// fp8_gemm_test --shapes, two passes in opposite orders averaged): at M = 1 and 64, after the benchmark's flush,
-// the fewer stages ran 0.5-2.7 % faster (1 x 7168 x 16384 37.45 -> 36.45 us, 1 x 24576 x 1536 16.45 -> 16.10,
-// 64 x 4096 x 7168 15.05 -> 14.85) and 8 or 6 slower again; a plain stream of B after that flush likewise
-// runs faster with 64 KB in flight per SM than with 128 (bench/probes/tma_piece_probe.cu). At two m blocks (M = 128)
-// the stages that fit were best (64x64 at 128 x 4096 x 7168: 15.65 us with 13, 15.90 with 10), so the rule
-// stops at one.
+// The stages of a kernel that serves a single m block (fp8_gemm_plan): 12 for 64x16 and 64x32, 10 for 64x64 and 6
+// for 64x128 (with or without split-K), where as many as fit are 16, 16, 13 and 8. Measured on the H200
+// (2026-12-01, thirtieth session, fp8_gemm_test --shapes, four passes in alternating orders averaged): at M = 1 and
+// 64, after the benchmark's flush, 64x32 and 64x64 with these ran 0.990 of the stages that fit on geometric mean
+// over 28 shapes (0.959-1.006; 1 x 7168 x 16384 37.48 -> 36.88 us, 1 x 24576 x 1536 16.52 -> 16.20), 64x128 0.987
+// over 6 (0.969-1.006) and 64x16 split-K 0.976 over 2 (1 x 576 x 7168 10.40 -> 9.88); fewer still was faster at
+// some shapes and slower at others. A plain stream of B after that flush likewise runs faster with 64 KB in flight
+// per SM than with 128 (bench/probes/tma_piece_probe.cu). At two m blocks (M = 128) the stages that fit were best
+// (64x64 at 128 x 4096 x 7168: 15.65 us with 13, 15.90 with 10), so the rule stops at one.
 int one_block_stages(const Fp8GemmConfig& c) {
   if (c.block_m != 64) return c.stages;
-  return c.block_n == 32 ? 12 : c.block_n == 64 ? 10 : c.stages;
+  const int stages = c.block_n == 16 || c.block_n == 32 ? 12 : c.block_n == 64 ? 10 : c.block_n == 128 ? 6 : c.stages;
+  return std::min(c.stages, stages);
 }
 
 // 128x176 is offered where it divides N, and elsewhere from kRagged176MinKBlocks K blocks and kRagged176MinN
@@ -598,7 +600,7 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
       for (const Fp8GemmBucket& b : plan.buckets)
         if (b.kernel == static_cast<int>(i)) top = std::max(top, b.m_hi);
       Fp8GemmConfig& c = plan.kernels[i];
-      if (top <= c.block_m) c.stages = std::min(c.stages, one_block_stages(c));
+      if (top <= c.block_m) c.stages = one_block_stages(c);
     }
   return plan;
 }

@@ -23,7 +23,7 @@
 //      re-assigned to the cheapest remaining one and equal neighbours joined into buckets; past the bounds,
 //      while more than kFp8GemmMaxKernels remain, the cheapest loss goes anyway. M above 16384
 //      takes the remaining candidate with the lowest mean cost over M = 8193..16384;
-//   5. a kernel that serves one m block only (64 x 32 or 64 x 64 up to M = 64) runs with fewer stages than fit
+//   5. a kernel that serves one m block only (a 64-row tile up to M = 64) runs with fewer stages than fit
 //      (fewer bytes in flight per SM stream B faster after a flush of L2).
 // DG_PRINT_CONFIGS=1 makes the op print each kernel choice once, when it is first loaded.
 #pragma once
