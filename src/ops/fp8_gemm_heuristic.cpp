@@ -593,7 +593,7 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
     plan.buckets[b].kernel = index[c];
   }
   // A kernel that serves one m block only (a 64-row tile up to M = 64) streams B once, at one CTA per tile: it
-  // runs with fewer stages than fit (fewer bytes in flight per SM), as the decode sweep below measured best.
+  // runs with fewer stages than fit (fewer bytes in flight per SM), as measured best (one_block_stages).
   if (form == Fp8GemmForm::kInference && overrides.stages == 0)
     for (size_t i = 0; i < plan.kernels.size(); ++i) {
       int64_t top = 0;
