@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "probe_check.h"
+#include "probe_stream.cuh"
 
 enum Policy { kNone, kEvictFirst, kEvictUnchanged, kEvictNormal };
 constexpr const char* kPolicyNames[] = {"no hint", "evict_first", "evict_unchanged", "evict_normal"};
@@ -33,53 +34,6 @@ __device__ __forceinline__ uint64_t make_policy() {
   if constexpr (P == kEvictUnchanged)
     asm volatile("createpolicy.fractional.L2::evict_unchanged.b64 %0, 1.0;" : "=l"(p));
   return p;
-}
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// ---- per-warp cp.async stream (flush_gap_probe's kernel, with an optional cache hint) ----
-constexpr int kWarps = 8, kPiece = 4096, kRing = 4;
-
-template <int P>
-__global__ void __launch_bounds__(kWarps * 32)
-    stream_cpasync(const uint8_t* __restrict__ src, size_t pieces, uint32_t* sink) {
-  extern __shared__ __align__(16) uint8_t ring[];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const uint64_t policy = make_policy<P>();
-  uint8_t* mine = ring + static_cast<size_t>(warp) * kRing * kPiece;
-  const size_t first = static_cast<size_t>(blockIdx.x) * kWarps + warp;
-  const size_t stride = static_cast<size_t>(gridDim.x) * kWarps;
-  const auto issue = [&](size_t piece, int slot) {
-    if (piece < pieces) {
-#pragma unroll
-      for (int i = 0; i < kPiece / 512; ++i) {
-        const uint32_t dst = smem_u32(mine + slot * kPiece + i * 512 + lane * 16);
-        const uint8_t* g = src + piece * kPiece + i * 512 + lane * 16;
-        if constexpr (P == kNone)
-          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(g) : "memory");
-        else
-          asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(dst), "l"(g), "l"(policy)
-                       : "memory");
-      }
-    }
-    asm volatile("cp.async.commit_group;" ::: "memory");
-  };
-  for (int s = 0; s < kRing - 1; ++s) issue(first + s * stride, s);
-  uint32_t x = 0;
-  int slot = 0;
-  for (size_t p = first; p < pieces; p += stride) {
-    issue(p + (kRing - 1) * stride, (slot + kRing - 1) % kRing);
-    asm volatile("cp.async.wait_group %0;" ::"n"(kRing - 1) : "memory");
-#pragma unroll
-    for (int i = 0; i < kPiece / 512; ++i) {
-      const uint4 v = *reinterpret_cast<const uint4*>(mine + slot * kPiece + i * 512 + lane * 16);
-      x ^= v.x ^ v.y ^ v.z ^ v.w;
-    }
-    slot = (slot + 1) % kRing;
-  }
-  if (x == 0x9e3779b9u) *sink = x;
 }
 
 // ---- one thread per SM issuing bulk copies into a ring (the TMA producer's pattern) ----
@@ -130,27 +84,18 @@ __global__ void __launch_bounds__(32) stream_bulk(const uint8_t* __restrict__ sr
   if (x == 0x9e3779b9u) *sink = x;
 }
 
-__global__ void flush_write(uint4* p, size_t n16) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n16;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    p[i] = make_uint4(0, 0, 0, 0);
-}
-
-__global__ void flush_read(const uint4* p, size_t n16, uint32_t* sink) {
-  uint32_t x = 0;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n16;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const uint4 v = p[i];
-    x ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (x == 0x9e3779b9u) *sink = x;
-}
-
 using Launch = void (*)(const uint8_t*, size_t, uint32_t*, int, cudaStream_t);
 
+// The shared stream (probe_stream.cuh) with the policy as the library passes it (evict_unchanged has no such
+// constant: bulk copies only).
 template <int P>
 void launch_cpasync(const uint8_t* src, size_t bytes, uint32_t* sink, int sms, cudaStream_t s) {
-  stream_cpasync<P><<<sms, kWarps * 32, kWarps * kRing * kPiece, s>>>(src, bytes / kPiece, sink);
+  constexpr uint64_t kPolicy = P == kEvictFirst ? 0x12F0000000000000ull : 0x1000000000000000ull;
+  static_assert(P != kEvictUnchanged, "no evict_unchanged constant for cp.async");
+  if constexpr (P == kNone)
+    stream<><<<sms, kStreamWarps * 32, kStreamSmemBytes, s>>>(src, bytes / kStreamPiece, sink);
+  else
+    stream<true><<<sms, kStreamWarps * 32, kStreamSmemBytes, s>>>(src, bytes / kStreamPiece, sink, kPolicy);
 }
 template <int P>
 void launch_bulk(const uint8_t* src, size_t bytes, uint32_t* sink, int sms, cudaStream_t s) {
@@ -158,25 +103,31 @@ void launch_bulk(const uint8_t* src, size_t bytes, uint32_t* sink, int sms, cuda
 }
 
 template <int P>
-void set_smem() {
-  CHECK(cudaFuncSetAttribute(stream_cpasync<P>, cudaFuncAttributeMaxDynamicSharedMemorySize, kWarps * kRing * kPiece));
+void set_bulk_smem() {
   CHECK(cudaFuncSetAttribute(stream_bulk<P>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBulkStages * kBulkBytes));
 }
 
-// Usage: evict_probe [WAY POLICY] (WAY 0 = cp.async, 1 = bulk; POLICY 0..3 as kPolicyNames): that variant only;
-// without arguments cp.async without a hint and bulk with each policy.
+// Usage: evict_probe [WAY POLICY] (WAY 0 = cp.async, 1 = bulk; POLICY 0..3 as kPolicyNames, cp.async without 2):
+// that variant only; without arguments cp.async without a hint and bulk with each policy.
 int main(int argc, char** argv) {
   std::vector<std::pair<int, int>> variants = {{0, kNone}, {1, kNone}, {1, kEvictFirst}, {1, kEvictUnchanged},
                                                {1, kEvictNormal}};
   if (argc == 3) variants = {{std::atoi(argv[1]), std::atoi(argv[2])}};
+  for (const auto& [way, p] : variants)
+    if (way < 0 || way > 1 || p < 0 || p > 3 || (way == 0 && p == kEvictUnchanged)) {
+      std::printf("usage: evict_probe [WAY POLICY]: WAY 0 (cp.async) or 1 (bulk), POLICY 0..3 (0, 1 or 3 for "
+                  "cp.async), got %d %d\n", way, p);
+      return 2;
+    }
   int sms = 0;
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  set_smem<kNone>();
-  set_smem<kEvictFirst>();
-  set_smem<kEvictUnchanged>();
-  set_smem<kEvictNormal>();
-  const Launch cpasync[] = {launch_cpasync<kNone>, launch_cpasync<kEvictFirst>, launch_cpasync<kEvictUnchanged>,
-                            launch_cpasync<kEvictNormal>};
+  CHECK(cudaFuncSetAttribute(stream<>, cudaFuncAttributeMaxDynamicSharedMemorySize, kStreamSmemBytes));
+  CHECK(cudaFuncSetAttribute(stream<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kStreamSmemBytes));
+  set_bulk_smem<kNone>();
+  set_bulk_smem<kEvictFirst>();
+  set_bulk_smem<kEvictUnchanged>();
+  set_bulk_smem<kEvictNormal>();
+  const Launch cpasync[] = {launch_cpasync<kNone>, launch_cpasync<kEvictFirst>, nullptr, launch_cpasync<kEvictNormal>};
   const Launch bulk[] = {launch_bulk<kNone>, launch_bulk<kEvictFirst>, launch_bulk<kEvictUnchanged>,
                          launch_bulk<kEvictNormal>};
   const size_t flush_bytes = size_t{1} << 30;

@@ -18,61 +18,7 @@
 #include <vector>
 
 #include "probe_check.h"
-
-constexpr int kWarps = 8, kPiece = 4096, kRing = 4;
-
-__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(
-                   static_cast<uint32_t>(__cvta_generic_to_shared(smem))),
-               "l"(gmem)
-               : "memory");
-}
-
-// Warp w of the grid takes pieces w, w + warps, ...; each piece is 4 KB: 8 copies of 16 bytes per lane.
-__global__ void __launch_bounds__(kWarps * 32) stream(const uint8_t* __restrict__ src, size_t pieces, uint32_t* sink) {
-  extern __shared__ __align__(16) uint8_t ring[];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  uint8_t* mine = ring + static_cast<size_t>(warp) * kRing * kPiece;
-  const size_t first = static_cast<size_t>(blockIdx.x) * kWarps + warp, stride = static_cast<size_t>(gridDim.x) * kWarps;
-  const auto issue = [&](size_t piece, int slot) {
-    if (piece < pieces) {
-#pragma unroll
-      for (int i = 0; i < kPiece / 512; ++i)
-        cp_async_16(mine + slot * kPiece + i * 512 + lane * 16, src + piece * kPiece + i * 512 + lane * 16);
-    }
-    asm volatile("cp.async.commit_group;" ::: "memory");
-  };
-  for (int s = 0; s < kRing - 1; ++s) issue(first + s * stride, s);
-  uint32_t x = 0;
-  int slot = 0;
-  for (size_t p = first; p < pieces; p += stride) {
-    issue(p + (kRing - 1) * stride, (slot + kRing - 1) % kRing);
-    asm volatile("cp.async.wait_group %0;" ::"n"(kRing - 1) : "memory");
-#pragma unroll
-    for (int i = 0; i < kPiece / 512; ++i) {
-      const uint4 v = *reinterpret_cast<const uint4*>(mine + slot * kPiece + i * 512 + lane * 16);
-      x ^= v.x ^ v.y ^ v.z ^ v.w;
-    }
-    slot = (slot + 1) % kRing;
-  }
-  if (x == 0x9e3779b9u) *sink = x;  // keeps the reads
-}
-
-__global__ void flush_write(uint4* p, size_t n16) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n16;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    p[i] = make_uint4(0, 0, 0, 0);
-}
-
-__global__ void flush_read(const uint4* p, size_t n16, uint32_t* sink) {
-  uint32_t x = 0;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n16;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const uint4 v = p[i];
-    x ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (x == 0x9e3779b9u) *sink = x;
-}
+#include "probe_stream.cuh"
 
 __global__ void __launch_bounds__(384, 1) cluster_dummy(int* p) {
   extern __shared__ int s[];
@@ -82,8 +28,7 @@ __global__ void __launch_bounds__(384, 1) cluster_dummy(int* p) {
 int main() {
   int sms = 0;
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const size_t smem = static_cast<size_t>(kWarps) * kRing * kPiece;  // 128 KB: one CTA per SM
-  CHECK(cudaFuncSetAttribute(stream, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  CHECK(cudaFuncSetAttribute(stream<>, cudaFuncAttributeMaxDynamicSharedMemorySize, kStreamSmemBytes));
   const size_t flush_bytes = size_t{1} << 30;
   uint4* flush;
   uint32_t* sink;
@@ -101,7 +46,7 @@ int main() {
     uint8_t* src;
     CHECK(cudaMalloc(&src, bytes));
     CHECK(cudaMemset(src, 0x5a, bytes));
-    const size_t pieces = bytes / kPiece;
+    const size_t pieces = bytes / kStreamPiece;
     for (int kind = 0; kind < 8; ++kind) {
       std::vector<float> ms;
       for (int i = 0; i < 23; ++i) {
@@ -118,7 +63,7 @@ int main() {
           }
         }
         CHECK(cudaEventRecord(e0));
-        stream<<<sms, kWarps * 32, smem>>>(src, pieces, sink);
+        stream<><<<sms, kStreamWarps * 32, kStreamSmemBytes>>>(src, pieces, sink);
         CHECK(cudaEventRecord(e1));
         CHECK(cudaEventSynchronize(e1));
         float t = 0;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "probe_check.h"
+#include "probe_stream.cuh"
 
 #define CU_CHECK(x)                                                             \
   do {                                                                          \
@@ -29,14 +30,10 @@
 
 constexpr int kMaxStages = 64;
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
 // One thread per CTA: rows [rows * blockIdx.x, + rows) of B, K blocks in boxes of j, a ring of `stages` boxes.
 __global__ void __launch_bounds__(32) tma_stream(const __grid_constant__ CUtensorMap map, int rows, int kblocks, int j,
                                                 int stages, int evict_first, uint32_t* sink) {
-  extern __shared__ __align__(1024) uint8_t ring[];
+  extern __shared__ __align__(1024) uint8_t tma_ring[];
   __shared__ __align__(8) uint64_t full[kMaxStages];
   if (threadIdx.x != 0) return;
   const uint32_t box_bytes = static_cast<uint32_t>(rows * 128 * j);
@@ -49,7 +46,7 @@ __global__ void __launch_bounds__(32) tma_stream(const __grid_constant__ CUtenso
   const auto issue = [&](int b, int slot) {
     const uint32_t bar = smem_u32(&full[slot]);
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(box_bytes) : "memory");
-    const uint32_t dst = smem_u32(ring + static_cast<size_t>(slot) * box_bytes);
+    const uint32_t dst = smem_u32(tma_ring + static_cast<size_t>(slot) * box_bytes);
     if (evict_first)
       asm volatile(
           "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
@@ -74,24 +71,8 @@ __global__ void __launch_bounds__(32) tma_stream(const __grid_constant__ CUtenso
                    : "=r"(ok)
                    : "r"(bar), "r"(phase)
                    : "memory");
-    x ^= *reinterpret_cast<const uint32_t*>(ring + static_cast<size_t>(slot) * box_bytes);
+    x ^= *reinterpret_cast<const uint32_t*>(tma_ring + static_cast<size_t>(slot) * box_bytes);
     if (b + stages < boxes) issue(b + stages, slot);
-  }
-  if (x == 0x9e3779b9u) *sink = x;
-}
-
-__global__ void flush_write(uint4* p, size_t n16) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n16;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    p[i] = make_uint4(0, 0, 0, 0);
-}
-
-__global__ void flush_read(const uint4* p, size_t n16, uint32_t* sink) {
-  uint32_t x = 0;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n16;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const uint4 v = p[i];
-    x ^= v.x ^ v.y ^ v.z ^ v.w;
   }
   if (x == 0x9e3779b9u) *sink = x;
 }
