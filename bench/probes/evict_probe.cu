@@ -11,7 +11,6 @@
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o evict_probe bench/probes/evict_probe.cu
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -119,8 +118,6 @@ int main(int argc, char** argv) {
                   "cp.async), got %d %d\n", way, p);
       return 2;
     }
-  int sms = 0;
-  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   CHECK(cudaFuncSetAttribute(stream<>, cudaFuncAttributeMaxDynamicSharedMemorySize, kStreamSmemBytes));
   CHECK(cudaFuncSetAttribute(stream<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kStreamSmemBytes));
   set_bulk_smem<kNone>();
@@ -130,15 +127,7 @@ int main(int argc, char** argv) {
   const Launch cpasync[] = {launch_cpasync<kNone>, launch_cpasync<kEvictFirst>, nullptr, launch_cpasync<kEvictNormal>};
   const Launch bulk[] = {launch_bulk<kNone>, launch_bulk<kEvictFirst>, launch_bulk<kEvictUnchanged>,
                          launch_bulk<kEvictNormal>};
-  const size_t flush_bytes = size_t{1} << 30;
-  uint4* flush;
-  uint32_t* sink;
-  CHECK(cudaMalloc(&flush, flush_bytes));
-  CHECK(cudaMalloc(&sink, 4));
-  CHECK(cudaMemset(flush, 1, flush_bytes));
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
+  const FlushedTimer timer;
   std::printf("%-9s %-8s %-16s %-12s %9s %9s\n", "MB", "loads", "policy", "flush", "us", "GB/s");
   for (const size_t bytes : {size_t{4096} * 7168, size_t{7168} * 2048, size_t{7168} * 16384}) {
     uint8_t* src;
@@ -146,24 +135,10 @@ int main(int argc, char** argv) {
     CHECK(cudaMemset(src, 0x5a, bytes));
     for (const auto& [way, p] : variants)
       for (int write_flush = 1; write_flush >= 0; --write_flush) {
-        std::vector<float> ms;
-        // Queued back to back as the Python benchmark does: flush, start event, stream, end event.
-        for (int i = 0; i < 33; ++i) {
-          if (write_flush)
-            flush_write<<<sms * 8, 256>>>(flush, flush_bytes / 16);
-          else
-            flush_read<<<sms * 8, 256>>>(flush, flush_bytes / 16, sink);
-          CHECK(cudaEventRecord(e0));
-          (way == 0 ? cpasync : bulk)[p](src, bytes, sink, sms, nullptr);
-          CHECK(cudaEventRecord(e1));
-          CHECK(cudaEventSynchronize(e1));
-          float t = 0;
-          CHECK(cudaEventElapsedTime(&t, e0, e1));
-          if (i >= 3) ms.push_back(t);
-        }
-        CHECK(cudaGetLastError());
-        std::sort(ms.begin(), ms.end());
-        const double us = ms[ms.size() / 2] * 1000.0;
+        const Launch launch = (way == 0 ? cpasync : bulk)[p];
+        const double us = timer.median_us(
+            33, [&](int) { timer.flush_l2(write_flush); },
+            [&] { launch(src, bytes, timer.sink, timer.sms, nullptr); });
         std::printf("%-9.1f %-8s %-16s %-12s %9.1f %9.0f\n", bytes / 1e6, way == 0 ? "cp.async" : "bulk",
                     kPolicyNames[p], write_flush ? "write 1 GB" : "read 1 GB", us, bytes / (us * 1e-6) / 1e9);
       }

@@ -10,12 +10,10 @@
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o flush_gap_probe bench/probes/flush_gap_probe.cu
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <vector>
 
 #include "probe_check.h"
 #include "probe_stream.cuh"
@@ -26,18 +24,9 @@ __global__ void __launch_bounds__(384, 1) cluster_dummy(int* p) {
 }
 
 int main() {
-  int sms = 0;
-  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   CHECK(cudaFuncSetAttribute(stream<>, cudaFuncAttributeMaxDynamicSharedMemorySize, kStreamSmemBytes));
-  const size_t flush_bytes = size_t{1} << 30;
-  uint4* flush;
-  uint32_t* sink;
-  CHECK(cudaMalloc(&flush, flush_bytes));
-  CHECK(cudaMalloc(&sink, 4));
-  CHECK(cudaMemset(flush, 1, flush_bytes));
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
+  const FlushedTimer timer;
+  const int sms = timer.sms;
   const char* kinds[] = {"async write flush (Python bench)", "write flush, sync (harness)",
                          "write flush, sync, 20 us idle", "write flush, sync, 200 us idle",
                          "async read flush", "no flush", "cudaMemset 512 MB, sync (harness API)",
@@ -48,31 +37,22 @@ int main() {
     CHECK(cudaMemset(src, 0x5a, bytes));
     const size_t pieces = bytes / kStreamPiece;
     for (int kind = 0; kind < 8; ++kind) {
-      std::vector<float> ms;
-      for (int i = 0; i < 23; ++i) {
-        if (kind <= 3) flush_write<<<sms * 8, 256>>>(flush, flush_bytes / 16);
-        if (kind == 4) flush_read<<<sms * 8, 256>>>(flush, flush_bytes / 16, sink);
-        if (kind == 6) CHECK(cudaMemset(flush, i, size_t{512} << 20));
-        if (kind == 7) CHECK(cudaMemsetAsync(flush, i, size_t{512} << 20));
+      const auto prepare = [&](int i) {
+        if (kind <= 3) timer.flush_l2(true);
+        if (kind == 4) timer.flush_l2(false);
+        if (kind == 6) CHECK(cudaMemset(timer.flush, i, size_t{512} << 20));
+        if (kind == 7) CHECK(cudaMemsetAsync(timer.flush, i, size_t{512} << 20));
         if ((kind >= 1 && kind <= 3) || kind == 6) CHECK(cudaDeviceSynchronize());
         if (kind == 2 || kind == 3) {
-          CHECK(cudaEventRecord(e0));
-          CHECK(cudaEventSynchronize(e0));
+          CHECK(cudaEventRecord(timer.e0));
+          CHECK(cudaEventSynchronize(timer.e0));
           const auto t0 = std::chrono::steady_clock::now();
           while (std::chrono::steady_clock::now() - t0 < std::chrono::microseconds(kind == 2 ? 20 : 200)) {
           }
         }
-        CHECK(cudaEventRecord(e0));
-        stream<><<<sms, kStreamWarps * 32, kStreamSmemBytes>>>(src, pieces, sink);
-        CHECK(cudaEventRecord(e1));
-        CHECK(cudaEventSynchronize(e1));
-        float t = 0;
-        CHECK(cudaEventElapsedTime(&t, e0, e1));
-        if (i >= 3) ms.push_back(t);
-      }
-      CHECK(cudaGetLastError());
-      std::sort(ms.begin(), ms.end());
-      const double us = ms[ms.size() / 2] * 1000.0;
+      };
+      const double us = timer.median_us(
+          23, prepare, [&] { stream<><<<sms, kStreamWarps * 32, kStreamSmemBytes>>>(src, pieces, timer.sink); });
       std::printf("stream %6.1f MB after %-34s %7.1f us %7.0f GB/s\n", bytes / 1e6, kinds[kind], us,
                   bytes / (us * 1e-6) / 1e9);
     }

@@ -1,10 +1,15 @@
-// Kernels the decode-stream probes share (flush_gap_probe, evict_probe, tma_piece_probe; probes are standalone
-// programs, one translation unit each): the benchmark's L2 flushes and a plain streaming read.
+// What the decode-stream probes share (flush_gap_probe, evict_probe, tma_piece_probe; probes are standalone
+// programs, one translation unit each): the benchmark's L2 flushes, a plain streaming read, and the timing of a
+// kernel after a flush.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <vector>
+
+#include "probe_check.h"
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -74,3 +79,49 @@ __global__ void __launch_bounds__(kStreamWarps * 32)
   }
   if (x == 0x9e3779b9u) *sink = x;  // keeps the reads
 }
+
+// What the probes time a kernel with: a 1 GB flush buffer, a sink for results kept alive, two events.
+struct FlushedTimer {
+  static constexpr size_t kFlushBytes = size_t{1} << 30;
+  int sms = 0;
+  uint4* flush = nullptr;
+  uint32_t* sink = nullptr;
+  cudaEvent_t e0{}, e1{};
+
+  FlushedTimer() {
+    CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    CHECK(cudaMalloc(&flush, kFlushBytes));
+    CHECK(cudaMalloc(&sink, 4));
+    CHECK(cudaMemset(flush, 1, kFlushBytes));
+    CHECK(cudaEventCreate(&e0));
+    CHECK(cudaEventCreate(&e1));
+  }
+
+  // The benchmark's flush (write) or a read of the same bytes, queued on the default stream.
+  void flush_l2(bool write) const {
+    if (write)
+      flush_write<<<sms * 8, 256>>>(flush, kFlushBytes / 16);
+    else
+      flush_read<<<sms * 8, 256>>>(flush, kFlushBytes / 16, sink);
+  }
+
+  // The median event time, in us, of `launch()` over `calls` calls less the first three, each after prepare(i)
+  // (e.g. a flush, queued so that the kernel starts right after it, as the Python benchmark does).
+  template <class Prepare, class Launch>
+  double median_us(int calls, Prepare prepare, Launch launch) const {
+    std::vector<float> ms;
+    for (int i = 0; i < calls; ++i) {
+      prepare(i);
+      CHECK(cudaEventRecord(e0));
+      launch();
+      CHECK(cudaEventRecord(e1));
+      CHECK(cudaEventSynchronize(e1));
+      float t = 0;
+      CHECK(cudaEventElapsedTime(&t, e0, e1));
+      if (i >= 3) ms.push_back(t);
+    }
+    CHECK(cudaGetLastError());
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2] * 1000.0;
+  }
+};

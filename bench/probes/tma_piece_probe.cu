@@ -10,11 +10,9 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <vector>
 
 #include "probe_check.h"
 #include "probe_stream.cuh"
@@ -78,18 +76,8 @@ __global__ void __launch_bounds__(32) tma_stream(const __grid_constant__ CUtenso
 }
 
 int main() {
-  int sms = 0;
-  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   CHECK(cudaFuncSetAttribute(tma_stream, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
-  const size_t flush_bytes = size_t{1} << 30;
-  uint4* flush;
-  uint32_t* sink;
-  CHECK(cudaMalloc(&flush, flush_bytes));
-  CHECK(cudaMalloc(&sink, 4));
-  CHECK(cudaMemset(flush, 1, flush_bytes));
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
+  const FlushedTimer timer;
   struct Shape {
     int n, k, rows;  // rows: the decode tile's BLOCK_N (its B box rows)
   };
@@ -116,24 +104,10 @@ int main() {
         if (stages < 2 || stages > kMaxStages) continue;
         for (int evict_first = 1; evict_first >= 0; --evict_first)
           for (int write_flush = 1; write_flush >= 0; --write_flush) {
-            std::vector<float> ms;
-            for (int i = 0; i < 33; ++i) {
-              if (write_flush)
-                flush_write<<<sms * 8, 256>>>(flush, flush_bytes / 16);
-              else
-                flush_read<<<sms * 8, 256>>>(flush, flush_bytes / 16, sink);
-              CHECK(cudaEventRecord(e0));
+            const double us = timer.median_us(33, [&](int) { timer.flush_l2(write_flush); }, [&] {
               tma_stream<<<ctas, 32, static_cast<size_t>(stages) * box_bytes>>>(map, sh.rows, kblocks, j, stages,
-                                                                                evict_first, sink);
-              CHECK(cudaEventRecord(e1));
-              CHECK(cudaEventSynchronize(e1));
-              float t = 0;
-              CHECK(cudaEventElapsedTime(&t, e0, e1));
-              if (i >= 3) ms.push_back(t);
-            }
-            CHECK(cudaGetLastError());
-            std::sort(ms.begin(), ms.end());
-            const double us = ms[ms.size() / 2] * 1000.0;
+                                                                                evict_first, timer.sink);
+            });
             std::printf("%5d x %-8d %4d %4d %6d %5d KB %-12s %-12s %8.1f %8.0f\n", sh.n, sh.k, sh.rows, j, stages,
                         flight_kb, evict_first ? "evict_first" : "no hint", write_flush ? "write 1 GB" : "read 1 GB",
                         us, bytes / (us * 1e-6) / 1e9);
