@@ -84,6 +84,21 @@ constexpr double kEpilogueBytesPerUs = 45.144e3;
 // scale per 8 columns; with the switch column compiled in, the fourth session's M = 4096 sweep fits 1.05
 // (128x192 is then as fast per column as 128x128, 128x160 about 9 % slower).
 constexpr double kStraddlePenalty = 1.05;
+// The weight-gradient form (B scaled per row, D fp32 read, added to and written by the math warps) against the
+// model above, fitted on its own sweep (H200, 2026-12-01, thirty-first session, kAccumulateSweep in the unit
+// tests: twelve weight-gradient shapes, M x N 576..32768 x 512..16384, K 4096 and 8192, seven tiles each):
+// - its promotion multiplies every element by its own a * b (a multiply and a multiply-add where the bf16 form
+//   has one multiply-add) and reads B's scales per column from shared memory: the K block's cycles times 1.4
+//   with two math warpgroups, 3.5 with one (64-row tiles, fitted where they never win: at least M = 576);
+// - the tiles whose width does not divide 128 (160, 176, 192) are 12 % slower per column than the linear
+//   model, where the bf16 form's straddle costs 5 % (any factor from 1.1 to 1.15 ranks the sweep's tiles alike);
+// - its epilogue reads and writes 8 bytes per element of D, at all CTAs at once, not overlapped with loads.
+// With these the plan picks the sweep's fastest tile at all twelve shapes; the bf16 form's model picked it at
+// seven and lost up to 7 % (128x160 at 4096 x 7168 x 4096, 329.8 against 128x128's 308.1 us).
+constexpr double kAccumulateCycleFactorTwoWarpgroups = 1.4;
+constexpr double kAccumulateCycleFactorOneWarpgroup = 3.5;
+constexpr double kAccumulateWidePenalty = 1.12;
+constexpr double kAccumulateEpilogueBytesPerUs = 25.0e3;
 // 128x176 where it does not divide N (offered_at) takes this much longer per K block than the linear model
 // says: at 48 such shapes with K >= 4096 (twenty-ninth session, kRagged176Check in the unit tests) it timed 2 %
 // above the model relative to 128x128, 128x160, 128x192 and the pairs alike. Likely its three TMA boxes of B per
@@ -416,7 +431,9 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   // Two waves (256 rows) do each warpgroup's work twice per K block, for less than twice the time.
   const bool two_waves = c.block_m > 64 * c.math_warpgroups;
   double cycles = (two_waves ? kTwoWaveCycleFactor : 1.0) * c.math_warpgroups * per_wg;
-  if (128 % c.block_n != 0) cycles *= kStraddlePenalty;
+  if (c.accumulate)
+    cycles *= c.math_warpgroups == 1 ? kAccumulateCycleFactorOneWarpgroup : kAccumulateCycleFactorTwoWarpgroups;
+  if (128 % c.block_n != 0) cycles *= c.accumulate ? kAccumulateWidePenalty : kStraddlePenalty;
   if (c.block_n == 176 && n % 176 != 0) cycles *= kRagged176Penalty;
   const double a_rows = std::min<double>(bm, static_cast<double>(m));  // rows of A read from memory
   // The box of a tile's A: BLOCK_M rows, or align(M, 8) for a single partial m block (whole tiles for pairs
@@ -429,7 +446,8 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   // What a CTA reads from L2 per K block: a multicast pair reads the shared operand once between them.
   const double l2_load_bytes = (a_rows / c.cluster_n + bn / c.cluster_m) * 128.0 + bm * 4.0;
   const double per_k_block = std::max({kFloorUsPerKBlock, cycles / kCyclesPerUs, load_bytes / kSmLoadBytesPerUs});
-  const double epilogue = kEpilogueFixedUs + bm * bn * 2.0 / kEpilogueBytesPerUs;
+  const double epilogue = kEpilogueFixedUs + (c.accumulate ? bm * bn * 8.0 / kAccumulateEpilogueBytesPerUs
+                                                           : bm * bn * 2.0 / kEpilogueBytesPerUs);
   const bool short_k_wide = !two_waves && c.block_n > 160 && k_blocks <= kShortKBlocks;
   const double tile_us = (static_cast<double>(cta_k_blocks) * per_k_block + epilogue + hand_over) *
                          (short_k_wide ? kShortKWidePenalty : 1.0);
