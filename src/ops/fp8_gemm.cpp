@@ -518,6 +518,11 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
                                           kernel->store_cols, kernels::kFp8GemmStoreRows,
                                           CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, store_swizzle(kernel->store_cols)},
                                          "d"));
+  else if (accumulate)  // the weight-gradient form's reduce-add epilogue (kFp8GemmReduceCols, fp8_gemm_layout.h)
+    copy_map(params.tma_d, tensor_map_2d({reinterpret_cast<uint64_t>(d.data), w64(c.n), w64(c.m), w64(c.ldd * 4),
+                                          kernels::kFp8GemmReduceCols, kernels::kFp8GemmReduceRows,
+                                          CU_TENSOR_MAP_DATA_TYPE_FLOAT32, CU_TENSOR_MAP_SWIZZLE_64B},
+                                         "d"));
   params.d = d.data;
   params.ldd = w64(c.ldd);
   params.m = w32(c.m);

@@ -84,21 +84,22 @@ constexpr double kEpilogueBytesPerUs = 45.144e3;
 // scale per 8 columns; with the switch column compiled in, the fourth session's M = 4096 sweep fits 1.05
 // (128x192 is then as fast per column as 128x128, 128x160 about 9 % slower).
 constexpr double kStraddlePenalty = 1.05;
-// The weight-gradient form (B scaled per row, D fp32 read, added to and written by the math warps) against the
-// model above, fitted on its own sweep (H200, 2026-12-01, thirty-first session, kAccumulateSweep in the unit
-// tests: twelve weight-gradient shapes, M x N 576..32768 x 512..16384, K 4096 and 8192, seven tiles each):
+// The weight-gradient form (B scaled per row, D fp32 added to by TMA's reduce-add) against the model above,
+// fitted on its own sweep (H200, 2026-12-01, thirty-first session, kAccumulateSweep in the unit tests: twelve
+// weight-gradient shapes, M x N 576..32768 x 512..16384, K 4096 and 8192, seven tiles each):
 // - its promotion multiplies every element by its own a * b (a multiply and a multiply-add where the bf16 form
-//   has one multiply-add) and reads B's scales per column from shared memory: the K block's cycles times 1.4
-//   with two math warpgroups, 3.5 with one (64-row tiles, fitted where they never win: at least M = 576);
-// - the tiles whose width does not divide 128 (160, 176, 192) are 12 % slower per column than the linear
-//   model, where the bf16 form's straddle costs 5 % (any factor from 1.1 to 1.15 ranks the sweep's tiles alike);
-// - its epilogue reads and writes 8 bytes per element of D, at all CTAs at once, not overlapped with loads.
-// With these the plan picks the sweep's fastest tile at all twelve shapes; the bf16 form's model picked it at
-// seven and lost up to 7 % (128x160 at 4096 x 7168 x 4096, 329.8 against 128x128's 308.1 us).
-constexpr double kAccumulateCycleFactorTwoWarpgroups = 1.4;
-constexpr double kAccumulateCycleFactorOneWarpgroup = 3.5;
-constexpr double kAccumulateWidePenalty = 1.12;
-constexpr double kAccumulateEpilogueBytesPerUs = 25.0e3;
+//   has one multiply-add) and reads B's scales per column from shared memory: the K block's cycles times 1.3
+//   with two math warpgroups, 2.0 with one (64-row tiles);
+// - the tiles whose width does not divide 128 (160, 176, 192) are 10 % slower per column than the linear
+//   model, where the bf16 form's straddle costs 5 % (1.1 to 1.15 rank the sweep's tiles alike);
+// - its epilogue stages 4 bytes per element of D for the reduce-add, which then reads and writes 8 in L2.
+// With these the plan's tile is within 0.1 % of the sweep's fastest at all twelve shapes (each model estimate
+// within 9 % of its time); the bf16 form's model, used for this form before, picked the fastest at seven and
+// lost up to 7 % (128x160 at 4096 x 7168 x 4096 with the direct epilogue, 329.8 against 128x128's 308.1 us).
+constexpr double kAccumulateCycleFactorTwoWarpgroups = 1.3;
+constexpr double kAccumulateCycleFactorOneWarpgroup = 2.0;
+constexpr double kAccumulateWidePenalty = 1.1;
+constexpr double kAccumulateEpilogueBytesPerUs = 30.0e3;
 // 128x176 where it does not divide N (offered_at) takes this much longer per K block than the linear model
 // says: at 48 such shapes with K >= 4096 (twenty-ninth session, kRagged176Check in the unit tests) it timed 2 %
 // above the model relative to 128x128, 128x160, 128x192 and the pairs alike. Likely its three TMA boxes of B per

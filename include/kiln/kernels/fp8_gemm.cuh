@@ -280,7 +280,7 @@ struct Fp8Gemm {
       if (kColumnMap || p.last_b_box_rows != kBlockN) ptx::tma_prefetch_descriptor(&p.tma_b_last);
       if constexpr (kColumnMap && kPieces > 2) ptx::tma_prefetch_descriptor(&p.tma_b_narrow);
       if constexpr (kAccumulate) ptx::tma_prefetch_descriptor(&p.tma_sfb);
-      if constexpr (kTmaStore) ptx::tma_prefetch_descriptor(&p.tma_d);
+      if constexpr (kTmaStore || kAccumulate) ptx::tma_prefetch_descriptor(&p.tma_d);
 #pragma unroll
       for (u32 s = 0; s < kStages; ++s) {
         ptx::mbarrier_init(&full[s], kFullArrivals);
@@ -947,7 +947,7 @@ struct Fp8Gemm {
           if constexpr (kTmaStore)
             store_tile_tma(p, smem, accum, warpgroup, (threadIdx.x / 32) % 4, lane, tile.m_block, tile.n_origin);
           else if constexpr (kAccumulate)
-            add_tile_direct(p, accum, tile.m_block * kBlockM + row_in_tile, tile.n_origin, (lane % 4) * 2);
+            reduce_tile_tma(p, smem, accum, warpgroup, (threadIdx.x / 32) % 4, lane, tile.m_block, tile.n_origin);
           else
             store_tile_direct(p, accum, tile.m_block * kBlockM + row_in_tile, tile.n_origin, (lane % 4) * 2);
         };
@@ -1089,9 +1089,10 @@ struct Fp8Gemm {
         st.walk_blocks(partial0);
       }
     }
-    // The staging tile must stay valid until the last stores have read it. Only that: the writes themselves
-    // complete with the grid, and waiting for them here would add their latency to every call's tail.
-    if (kTmaStore && threadIdx.x % 128 == 0) ptx::tma_store_wait_read<0>();
+    // The staging tile must stay valid until the last stores (or reduce-adds) have read it. Only that: the
+    // writes themselves complete with the grid, and waiting for them here would add their latency to every
+    // call's tail.
+    if ((kTmaStore || kAccumulate) && threadIdx.x % 128 == 0) ptx::tma_store_wait_read<0>();
   }
 
   // The plain-store epilogues' walk over this thread's accumulator fragment: visit(row, col, i) for each pair
@@ -1113,37 +1114,57 @@ struct Fp8Gemm {
     }
   }
 
-  // The weight-gradient epilogue: D (fp32) += accum, 8-byte read-add-writes straight from the fragment. Each
-  // element of D belongs to exactly one thread of one CTA. The reads go out a batch of 8-column chunks (both
-  // rows) at a time, ahead of the batch's adds and stores. Read and written pair by pair, each read waited
-  // behind the previous pair's write (the compiler keeps a load of D after a store to D), one round trip to
-  // memory per pair: 48 a tile at 128x192, and the weight-gradient GEMMs took 26-30 % longer on the H200
-  // (7168 x 2112 x 4096: 234.8 -> 173.3 us with four chunks a batch; two: 3-15 % slower than four). The batch
-  // is what the registers hold beside the accumulator and the two partials without spilling: four chunks at
-  // 128 rows (six or eight spilled at 128x128 and 128x192), two at 64 (64x128 spilled with four).
-  static constexpr u32 kAddBatchChunks = kNumMathWarpgroups == 1 ? 2 : 4;
-  static __device__ __forceinline__ void add_tile_direct(const Fp8GemmParams& p, const float (&accum)[kAccumPerThread],
-                                                         u32 row0, u32 n_origin, u32 lane_col) {
-    static_assert(!kColumnMap && kWaves == 1, "the weight-gradient form's tiles are contiguous, one wave");
-    float* d = static_cast<float*>(p.d);
-    const u32 row1 = row0 + 8;
-    const bool in0 = row0 < p.m, in1 = row1 < p.m;
-    F32x2* const d0 = reinterpret_cast<F32x2*>(d + static_cast<u64>(row0) * p.ldd + n_origin + lane_col);
-    F32x2* const d1 = reinterpret_cast<F32x2*>(d + static_cast<u64>(row1) * p.ldd + n_origin + lane_col);
+  // The weight-gradient epilogue: D (fp32) += accum through TMA's reduce-add, which reads, adds and writes D in
+  // L2 while the math warps go on with the next tile. Each warpgroup stages its 64 rows kFp8GemmReduceCols
+  // columns at a time in its kFp8GemmReduceBuffers alternating buffers (64-byte rows, 16-byte unit u of row r
+  // at u ^ ((r >> 1) & 3): the 64-byte swizzle its map declares, and each 8-byte write of a warp lands in a
+  // bank of its own, two wavefronts for 256 bytes). Rows past M and columns past N are the map's bounds.
+  // Before: 8-byte read-add-writes from the fragment, by the math warps, at the tile's end: each round of tiles
+  // waited for its reads of D (the writes fill L2), 7168 x 2112 x 4096 173 us on the H200 (234.8 with every
+  // read waited behind the previous pair's write).
+  static constexpr u32 kReduceChunks = kBlockN / kFp8GemmReduceCols;
+  static_assert(kBlockN % kFp8GemmReduceCols == 0, "whole reduce chunks");
+  static __device__ __forceinline__ void reduce_tile_tma(const Fp8GemmParams& p, u8* smem,
+                                                         const float (&accum)[kAccumPerThread], u32 warpgroup,
+                                                         u32 warp_in_group, u32 lane, u32 m_block, u32 n_origin) {
+    static_assert(!kColumnMap && kWaves == 1 && kFp8GemmReduceRows == 64,
+                  "the weight-gradient form's tiles are contiguous, one 64-row wave per warpgroup");
+    const bool issuer = warp_in_group == 0 && lane == 0;
+    u8* const buffers = smem + kLayout.d_offset + warpgroup * kFp8GemmReduceBuffers * kFp8GemmReduceChunkBytes;
+    const i32 first_row = static_cast<i32>(m_block * kBlockM + warpgroup * 64);
+    const u32 q = lane % 4;
+    const u32 rows[2] = {warp_in_group * 16 + lane / 4, warp_in_group * 16 + lane / 4 + 8};
 #pragma unroll
-    for (u32 j0 = 0; j0 < kBlockN / 8; j0 += kAddBatchChunks) {
-      F32x2 v[kAddBatchChunks][2];
-#pragma unroll
-      for (u32 j = j0; j < j0 + kAddBatchChunks && j < kBlockN / 8; ++j) {
-        const bool in_n = !kNTail || n_origin + j * 8 + lane_col < kN;
-        if (in_n && in0) v[j - j0][0] = d0[j * 4];
-        if (in_n && in1) v[j - j0][1] = d1[j * 4];
+    for (u32 c = 0; c < kReduceChunks; ++c) {
+      u8* const buffer = buffers + (c % kFp8GemmReduceBuffers) * kFp8GemmReduceChunkBytes;
+      // The reduce that last read this buffer must be done reading it: at a tile's first chunk every earlier
+      // one (they ran under the whole tile's main loop), later the one before the previous chunk.
+      if (issuer) {
+        if (c == 0)
+          ptx::tma_store_wait_read<0>();
+        else
+          ptx::tma_store_wait_read<kFp8GemmReduceBuffers - 1>();
       }
+      ptx::named_barrier_sync(1 + warpgroup, 128);
+      // Fragment chunks j = 2c, 2c + 1 (8 columns each): this thread's columns 8j + 2q, + 1 of rows r, r + 8.
 #pragma unroll
-      for (u32 j = j0; j < j0 + kAddBatchChunks && j < kBlockN / 8; ++j) {
-        const bool in_n = !kNTail || n_origin + j * 8 + lane_col < kN;
-        if (in_n && in0) d0[j * 4] = F32x2{v[j - j0][0].x + accum[4 * j + 0], v[j - j0][0].y + accum[4 * j + 1]};
-        if (in_n && in1) d1[j * 4] = F32x2{v[j - j0][1].x + accum[4 * j + 2], v[j - j0][1].y + accum[4 * j + 3]};
+      for (u32 h = 0; h < kFp8GemmReduceCols / 8; ++h) {
+        const u32 j = c * (kFp8GemmReduceCols / 8) + h;
+        const u32 unit = h * 2 + q / 2;
+#pragma unroll
+        for (u32 r = 0; r < 2; ++r) {
+          const u32 offset = rows[r] * (kFp8GemmReduceCols * 4) + ((unit ^ ((rows[r] >> 1) & 3)) * 16) + (q % 2) * 8;
+          *reinterpret_cast<F32x2*>(buffer + offset) = F32x2{accum[4 * j + 2 * r], accum[4 * j + 2 * r + 1]};
+        }
+      }
+      // Generic-proxy writes -> visible to the TMA unit, then every writer is done before the issue.
+      ptx::fence_proxy_async_shared_cta();
+      ptx::named_barrier_sync(1 + warpgroup, 128);
+      if (issuer) {
+        const u32 col = n_origin + c * kFp8GemmReduceCols;
+        if ((!kNTail || col < kN) && static_cast<u32>(first_row) < p.m)
+          ptx::tma_reduce_add_2d(&p.tma_d, buffer, static_cast<i32>(col), first_row);
+        ptx::tma_store_commit();
       }
     }
   }

@@ -88,8 +88,17 @@ KILN_HOST_DEVICE constexpr u32 fp8_gemm_map_column(u32 block_n, u32 num_tiles, u
   return first * num_tiles + fp8_gemm_map_piece_cols(block_n, j) * tile + (c - first);
 }
 
+// The weight-gradient form's epilogue adds each warpgroup's 64 rows of the tile into D through TMA's
+// reduce-add (cp.reduce.async.bulk.tensor .add, done in L2), kFp8GemmReduceCols columns at a time, staged in
+// kFp8GemmReduceBuffers alternating buffers per warpgroup: 64-byte rows with a 64-byte swizzle, which keeps
+// the fragment's 8-byte writes free of bank conflicts.
+constexpr u32 kFp8GemmReduceCols = 16;
+constexpr u32 kFp8GemmReduceRows = 64;
+constexpr u32 kFp8GemmReduceBuffers = 2;
+constexpr u32 kFp8GemmReduceChunkBytes = kFp8GemmReduceRows * kFp8GemmReduceCols * 4;
+
 struct Fp8GemmLayout {
-  u32 d_offset = 0, d_bytes = 0;  // D staging (0 bytes without the TMA-store epilogue)
+  u32 d_offset = 0, d_bytes = 0;  // D staging (TMA-store or TMA reduce-add epilogue; 0 bytes without either)
   u32 reduce_offset = 0, reduce_bytes = 0;  // split-K partial sums (0 bytes without split-K)
   u32 a_offset = 0, a_stage_bytes = 0;
   u32 b_offset = 0, b_stage_bytes = 0;
@@ -107,7 +116,11 @@ constexpr Fp8GemmLayout fp8_gemm_layout(u32 block_m, u32 block_n, u32 stages, bo
                                         bool sfb_per_row = false, u32 split_k = 1) {
   Fp8GemmLayout l;
   l.d_offset = 0;
-  l.d_bytes = tma_store ? fp8_gemm_align_up(block_m * block_n * 2, 1024) : 0;
+  // The weight-gradient form stages D in chunks for TMA's reduce-add: kFp8GemmReduceBuffers per 64-row
+  // warpgroup, each 64 rows x kFp8GemmReduceCols fp32.
+  l.d_bytes = tma_store     ? fp8_gemm_align_up(block_m * block_n * 2, 1024)
+              : sfb_per_row ? block_m / 64 * kFp8GemmReduceBuffers * kFp8GemmReduceChunkBytes
+                            : 0;
   l.reduce_offset = l.d_offset + l.d_bytes;
   l.reduce_bytes = split_k > 1 ? fp8_gemm_align_up(block_m * block_n * 4, 1024) : 0;
   l.a_stage_bytes = block_m * kFp8GemmBlockK;

@@ -38,7 +38,9 @@ struct alignas(64) Fp8GemmParams {
   // Column-mapped tiles: boxed {128, piece 1's columns}.
   TmaDescriptor tma_b_last;
   // D: bf16 [M, N] with row stride ldd, dims {N, M}, box {fp8_gemm_store_cols(BLOCK_N), 64}, swizzle of
-  // store_cols * 2 bytes; used by the TMA-store epilogue only (needs ldd * 2 and the base 16-byte aligned).
+  // store_cols * 2 bytes; used by the TMA-store epilogue (needs ldd * 2 and the base 16-byte aligned). In the
+  // weight-gradient form: fp32, box {kFp8GemmReduceCols, kFp8GemmReduceRows}, 64-byte swizzle, for the
+  // reduce-add epilogue (ldd * 4 and the base 16-byte aligned).
   TmaDescriptor tma_d;
   // B's scales in the weight-gradient form: fp32, dims {align(N, 4), ceil(K / 128)}, box {BLOCK_N, 1}, no
   // swizzle (unused by the inference form).
@@ -49,9 +51,8 @@ struct alignas(64) Fp8GemmParams {
   // B's scales in the inference form: fp32 [ceil(N / 128)][ceil(K / 128)], row-major, read directly by the
   // math warpgroups (unused by the weight-gradient form).
   const float* sfb;
-  // D: [M, N] with row stride ldd elements (ldd >= N); bf16 in the inference form, fp32 (read, added to and
-  // written back) in the weight-gradient form. The plain-store epilogues need ldd even and an 8-byte aligned
-  // base; the TMA-store one writes through tma_d instead.
+  // D: [M, N] with row stride ldd elements (ldd >= N); bf16 in the inference form, fp32 (added to through
+  // tma_d) in the weight-gradient form. The plain-store epilogue needs ldd even and an 8-byte aligned base.
   void* d;
   u64 ldd;
   // Rows of A and D; > 0 (the host does not launch for M = 0).
