@@ -494,9 +494,12 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   const uint32_t block_n = w32(cfg.block_n);
   const kernels::Fp8GemmBBoxes b_boxes = kernels::fp8_gemm_b_boxes(block_m, block_n, w32(cfg.math_warpgroups),
                                                                    accumulate, w32(cfg.cluster_m), w32(c.n));
+  // The weight-gradient form reads B's rows interleaved in 16s for 128x160 and 128x176 where N allows
+  // (fp8_gemm_interleaved_b); its boxes are then whole 16-row groups (N and BLOCK_N multiples of 16).
+  const bool interleaved_b = kernels::fp8_gemm_interleaved_b(accumulate, w32(c.n), w32(cfg.block_n));
   const auto b_map = [&](uint32_t rows) {
     return tensor_map_2d({reinterpret_cast<uint64_t>(b.data), w64(c.k), w64(c.n), w64(c.ldb), 128, rows,
-                          CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_SWIZZLE_128B},
+                          CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_SWIZZLE_128B, interleaved_b},
                          "b");
   };
   const bool column_map = kernels::fp8_gemm_column_map(block_m, block_n, w32(cfg.math_warpgroups), accumulate);

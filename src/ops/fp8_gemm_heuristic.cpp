@@ -90,15 +90,17 @@ constexpr double kStraddlePenalty = 1.05;
 // - its promotion multiplies every element by its own a * b (a multiply and a multiply-add where the bf16 form
 //   has one multiply-add) and reads B's scales per column from shared memory: the K block's cycles times 1.3
 //   with two math warpgroups, 2.0 with one (64-row tiles);
-// - the tiles whose width does not divide 128 (160, 176, 192) are 10 % slower per column than the linear
-//   model, where the bf16 form's straddle costs 5 % (1.1 to 1.15 rank the sweep's tiles alike);
+// - the tiles whose width does not divide 128 are 10 % slower per column than the linear model (192, and 160 and
+//   176 with B's rows in plain order), 4 % where 160 and 176 read B interleaved (fp8_gemm_interleaved_b); the
+//   bf16 form's 128x176 penalty at a ragged N (its three boxes of B) does not apply, one box serves here;
 // - its epilogue stages 4 bytes per element of D for the reduce-add, which then reads and writes 8 in L2.
-// With these the plan's tile is within 0.1 % of the sweep's fastest at all twelve shapes (each model estimate
-// within 9 % of its time); the bf16 form's model, used for this form before, picked the fastest at seven and
-// lost up to 7 % (128x160 at 4096 x 7168 x 4096 with the direct epilogue, 329.8 against 128x128's 308.1 us).
+// With these the plan's tile is within 0.5 % of the sweep's fastest at all twelve shapes (each estimate within
+// 8 % of its time); the bf16 form's model, used for this form before, picked the fastest at seven and lost up to
+// 7 % (128x160 at 4096 x 7168 x 4096 with the direct epilogue, 329.8 against 128x128's 308.1 us).
 constexpr double kAccumulateCycleFactorTwoWarpgroups = 1.3;
 constexpr double kAccumulateCycleFactorOneWarpgroup = 2.0;
 constexpr double kAccumulateWidePenalty = 1.1;
+constexpr double kAccumulateInterleavedWidePenalty = 1.04;
 constexpr double kAccumulateEpilogueBytesPerUs = 30.0e3;
 // 128x176 where it does not divide N (offered_at) takes this much longer per K block than the linear model
 // says: at 48 such shapes with K >= 4096 (twenty-ninth session, kRagged176Check in the unit tests) it timed 2 %
@@ -434,8 +436,12 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   double cycles = (two_waves ? kTwoWaveCycleFactor : 1.0) * c.math_warpgroups * per_wg;
   if (c.accumulate)
     cycles *= c.math_warpgroups == 1 ? kAccumulateCycleFactorOneWarpgroup : kAccumulateCycleFactorTwoWarpgroups;
-  if (128 % c.block_n != 0) cycles *= c.accumulate ? kAccumulateWidePenalty : kStraddlePenalty;
-  if (c.block_n == 176 && n % 176 != 0) cycles *= kRagged176Penalty;
+  if (128 % c.block_n != 0)
+    cycles *= !c.accumulate ? kStraddlePenalty
+              : kernels::fp8_gemm_interleaved_b(true, static_cast<uint32_t>(n), static_cast<uint32_t>(c.block_n))
+                  ? kAccumulateInterleavedWidePenalty
+                  : kAccumulateWidePenalty;
+  if (c.block_n == 176 && n % 176 != 0 && !c.accumulate) cycles *= kRagged176Penalty;
   const double a_rows = std::min<double>(bm, static_cast<double>(m));  // rows of A read from memory
   // The box of a tile's A: BLOCK_M rows, or align(M, 8) for a single partial m block (whole tiles for pairs
   // sharing A); TMA zero-fills its rows beyond M. (A last partial m block among several is boxed to its rows

@@ -24,7 +24,7 @@ std::atomic<uint64_t> g_encodes{0};
 uint64_t hash_key(const TensorMapKey& k) {
   uint64_t h = k.address * 0x9e3779b97f4a7c15ull;
   for (uint64_t w : {k.inner, k.outer, k.row_bytes, (uint64_t{k.box_inner} << 32) | k.box_outer,
-                     (uint64_t{k.dtype} << 32) | k.swizzle}) {
+                     (uint64_t{k.dtype} << 32) | k.swizzle, uint64_t{k.interleave_rows16}}) {
     h ^= w + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
     h *= 0xff51afd7ed558ccdull;
   }
@@ -59,18 +59,20 @@ const CUtensorMap& tensor_map_2d(const TensorMapKey& key, const char* what, Tens
   }
   Slot& slot = *victim;
 
-  const cuuint64_t dims[2] = {key.inner, key.outer};
-  const cuuint64_t strides[1] = {key.row_bytes};
-  const cuuint32_t box[2] = {key.box_inner, key.box_outer};
-  const cuuint32_t element_strides[2] = {1, 1};
+  const uint64_t r = key.row_bytes;
+  const cuuint64_t dims[5] = {key.inner, key.interleave_rows16 ? 2 : key.outer, 4, 2, key.outer / 16};
+  const cuuint64_t strides[4] = {r, 4 * r, 2 * r, 16 * r};
+  const cuuint32_t box[5] = {key.box_inner, key.interleave_rows16 ? 2 : key.box_outer, 4, 2, key.box_outer / 16};
+  const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
+  const cuuint32_t rank = key.interleave_rows16 ? 5 : 2;
   slot.last_use = 0;  // empty until the encode succeeds
   const CUresult result =
-      encode(&slot.map, static_cast<CUtensorMapDataType>(key.dtype), 2, reinterpret_cast<void*>(key.address), dims,
+      encode(&slot.map, static_cast<CUtensorMapDataType>(key.dtype), rank, reinterpret_cast<void*>(key.address), dims,
              strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, static_cast<CUtensorMapSwizzle>(key.swizzle),
              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (result != CUDA_SUCCESS)
     cuda::check(result, "cuTensorMapEncodeTiled",
-                std::string(" for ") + what + " (dims {" + std::to_string(key.inner) + ", " + std::to_string(key.outer) +
+                std::string(" for ") + what + (key.interleave_rows16 ? " (rows interleaved in 16s)" : "") + " (dims {" + std::to_string(key.inner) + ", " + std::to_string(key.outer) +
                     "}, row stride " + std::to_string(key.row_bytes) + " bytes, box {" + std::to_string(key.box_inner) +
                     ", " + std::to_string(key.box_outer) + "})");
   slot.key = key;

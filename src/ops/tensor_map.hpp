@@ -25,6 +25,10 @@ struct TensorMapKey {
   uint32_t box_outer = 0;
   uint32_t dtype = 0;      // CUtensorMapDataType
   uint32_t swizzle = 0;    // CUtensorMapSwizzle
+  // Rows read interleaved within each 16 (fp8_gemm_interleaved_b): a 5-D view {inner, 2, 4, 2, outer / 16} with
+  // row strides {1, 4, 2, 16}, box {box_inner, 2, 4, 2, box_outer / 16}, so that box row w = 8a + 2q + e is row
+  // 4q + 2a + e of its 16. outer and box_outer must be multiples of 16.
+  bool interleave_rows16 = false;
   bool operator==(const TensorMapKey&) const = default;
 };
 

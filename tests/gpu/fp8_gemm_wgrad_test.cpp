@@ -5,7 +5,8 @@
 // with the three ways of giving C: D itself (kiln::fp8_gemm_nt_accumulate, and kiln::fp8_gemm_nt_wgrad with
 // c = &d), a separate fp32 tensor (copied into D on the stream first), and none (D zeroed first). Shapes are
 // typical weight gradients (m x n = a weight's shape, k = tokens): 7168 x 2112 x 4096, 2048 x 7168 x 8192,
-// a ragged 200 x 576 x 720 (M, N not multiples of any tile, a K tail), M = 1 and 37, padded row strides of D
+// a ragged 200 x 576 x 720 (M, N not multiples of any tile, a K tail), N = 584 (an odd multiple of 8: B's rows
+// in plain order, not interleaved), M = 1 and 37, padded row strides of D
 // and C and padded column strides of both scale tensors, a created non-blocking stream, PDL switched on (the
 // kernel must still see D's memset or copy).
 //
@@ -506,6 +507,9 @@ int main(int argc, char** argv) {
     shapes.push_back(ragged);
     shapes.push_back({Case{37, 576, 720, Form::kAccumulateApi}, Case{37, 576, 720, Form::kWgradZero, 8}});
     shapes.push_back({Case{1, 2112, 4096, Form::kWgradSeparate}, Case{1, 2112, 4096, Form::kAccumulateApi}});
+    // N an odd multiple of 8: B's rows in their plain order (fp8_gemm_interleaved_b needs N % 16 == 0). (Every
+    // case of a shape shares its M, N and K: the inputs and the reference are made once per shape.)
+    shapes.push_back({Case{200, 584, 720, Form::kAccumulateApi}, Case{200, 584, 720, Form::kWgradSelf, 8}});
     // B over 32 MiB at short K: the plan's tiles walk groups of 16 m units; 18 m blocks make a whole group and
     // a partial one.
     shapes.push_back({Case{2200, 24576, 1536, Form::kAccumulateApi}});
@@ -542,16 +546,18 @@ int main(int argc, char** argv) {
     Timing timing;
     uint64_t salt = 1;
     for (const auto& cases : shapes) run_shape(cases, salt++, timing);
-    // Wide tiles issue each K block in two column halves when the promotion overlaps (160 and 192 columns):
-    // forced here, since the heuristic picks neither for these shapes. Ragged N (576 is no multiple of
-    // either), a K tail, and a persistent walk over several tiles per CTA.
-    for (int block_n : {160, 192}) {
+    // Wide tiles issue each K block in two column slices when the promotion overlaps (160, 176 and 192
+    // columns): forced here, since the heuristic picks none of them for these shapes. Ragged N (576 is no
+    // multiple of any), a K tail, and a persistent walk over several tiles per CTA.
+    for (int block_n : {160, 176, 192}) {
       kiln::Fp8GemmOverrides o;
       o.block_m = 128;
       o.block_n = block_n;
       kiln::set_fp8_gemm_overrides(o);
       run_shape({Case{200, 576, 720, Form::kWgradSelf}, Case{200, 576, 720, Form::kWgradZero, 8}}, salt++, timing);
       run_shape({Case{1000, 2112, 2048, Form::kAccumulateApi}}, salt++, timing);
+      // 160 and 176 read B interleaved where N is a multiple of 16 (above), in plain order here.
+      run_shape({Case{200, 584, 720, Form::kWgradSelf}}, salt++, timing);
     }
     kiln::set_fp8_gemm_overrides({});
   } catch (const std::exception& e) {

@@ -255,6 +255,48 @@ TEST(TensorMapCache, KeysSharingASetStayCachedUpToItsWays) {
   EXPECT_EQ(g_encodes, ops::kTensorMapCacheWays + 2);
 }
 
+// The weight-gradient form's B (fp8_gemm_interleaved_b): the same tensor viewed in five dimensions, so that row
+// w = 8a + 2q + e of a box is row 4q + 2a + e of its 16; a map of its own in the cache.
+struct EncodedGeometry {
+  cuuint32_t rank = 0;
+  std::vector<cuuint64_t> dims, strides;
+  std::vector<cuuint32_t> box;
+};
+EncodedGeometry g_geometry;
+CUresult recording_encode(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, void* address,
+                          const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
+                          const cuuint32_t* element_strides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
+                          CUtensorMapL2promotion promotion, CUtensorMapFloatOOBfill fill) {
+  g_geometry = {rank, {dims, dims + rank}, {strides, strides + rank - 1}, {box, box + rank}};
+  return fake_encode(map, type, rank, address, dims, strides, box, element_strides, interleave, swizzle, promotion, fill);
+}
+
+TEST(TensorMapCache, RowsInterleavedInSixteensAreAFiveDimensionalView) {
+  ops::TensorMapKey plain{0x300000, 4096, 2112, 4096, 128, 192, CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_SWIZZLE_128B};
+  ops::tensor_map_2d(plain, "b", recording_encode);
+  EXPECT_EQ(g_geometry.rank, 2u);
+  EXPECT_EQ(g_geometry.dims, (std::vector<cuuint64_t>{4096, 2112}));
+  EXPECT_EQ(g_geometry.box, (std::vector<cuuint32_t>{128, 192}));
+  ops::TensorMapKey interleaved = plain;
+  interleaved.interleave_rows16 = true;
+  g_encodes = 0;
+  ops::tensor_map_2d(interleaved, "b", recording_encode);
+  EXPECT_EQ(g_encodes, 1);  // not the plain map's cache entry
+  EXPECT_EQ(g_geometry.rank, 5u);
+  // Innermost first: K, then e (one row), q (four rows), a (two rows), 16-row groups.
+  EXPECT_EQ(g_geometry.dims, (std::vector<cuuint64_t>{4096, 2, 4, 2, 132}));
+  EXPECT_EQ(g_geometry.strides, (std::vector<cuuint64_t>{4096, 4 * 4096, 2 * 4096, 16 * 4096}));
+  EXPECT_EQ(g_geometry.box, (std::vector<cuuint32_t>{128, 2, 4, 2, 12}));
+  // Box row w = e + 2q + 8a + 16p (the box's order) reads row e + 4q + 2a + 16p of the tensor.
+  for (uint32_t w = 0; w < 192; ++w) {
+    const uint64_t e = w % 2, q = w / 2 % 4, a = w / 8 % 2, p = w / 16;
+    const uint64_t offset = e * g_geometry.strides[0] + q * g_geometry.strides[1] + a * g_geometry.strides[2] +
+                            p * g_geometry.strides[3];
+    const uint64_t g = w % 16;
+    EXPECT_EQ(offset / 4096, w - g + 4 * (g % 8 / 2) + 2 * (g / 8) + g % 2) << w;
+  }
+}
+
 TEST(TensorMapCache, AnEncodeFailureNamesTheTensorAndTheGeometry) {
   const ops::TensorMapKey bad{0x100000, 512, 256, 512, 512, 128, CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_SWIZZLE_128B};
   EXPECT_THAT(error_of([&] { ops::tensor_map_2d(bad, "b", fake_encode); }, ErrorKind::kCudaError),

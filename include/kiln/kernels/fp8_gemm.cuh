@@ -158,6 +158,9 @@ struct Fp8Gemm {
   // piece's scale, the promotion multiplies each piece by its own a * b, and the stores follow the map. One
   // walk, nothing chosen at run time.
   static constexpr bool kColumnMap = fp8_gemm_column_map(kBlockM, kBlockN, kNumMathWarpgroups, kAccumulate);
+  // The weight-gradient form's B rows interleaved within each 16 (fp8_gemm_interleaved_b, fp8_gemm_layout.h).
+  static constexpr bool kInterleavedB = fp8_gemm_interleaved_b(kAccumulate, kN, kBlockN);
+  static_assert(!kInterleavedB || (kBlockN % 16 == 0 && kMulticast == 1), "whole 16-row groups, no B multicast");
   static constexpr u32 kPieces = kColumnMap ? fp8_gemm_map_pieces(kBlockN) : 1;
   // B's boxes of a column-mapped tile (fp8_gemm_map_big_box_rows): kBigBoxes of piece 0 (one per CTA of a pair
   // sharing B) through tma_b, piece 1 whole through tma_b_last, then pieces 2 and 3 in boxes of kNarrowBoxRows
@@ -380,6 +383,9 @@ struct Fp8Gemm {
           if (!beyond_n)
             load_b_boxes(smem + kLayout.b_offset + stage * kLayout.b_stage_bytes, p, &full[stage], k0, n_block,
                          schedule.rank, b_policy);
+        } else if constexpr (kInterleavedB) {
+          ptx::tma_load_5d_hint(smem + kLayout.b_offset + stage * kLayout.b_stage_bytes, tma_b, &full[stage], k0,
+                                n0 / 16, b_policy);
         } else if (!beyond_n) {
           load_operand<kBlockN, kClusterM>(smem + kLayout.b_offset + stage * kLayout.b_stage_bytes, tma_b,
                                            &full[stage], k0, n0, schedule.rank, b_policy);
@@ -757,6 +763,23 @@ struct Fp8Gemm {
         constexpr u32 kWaveChunk = kWave * kBlockN / 8;
         // B scaled per row: each of this thread's columns (8c + 2 (lane % 4) + {0, 1}) has its own scale.
         const float* sfb = reinterpret_cast<const float*>(smem + kLayout.sfb_offset + current_stage * kLayout.sfb_stage_bytes);
+        if constexpr (kInterleavedB) {
+          // Chunks c and c + 1 (c even) hold D's columns 8c + 4q .. + 3 (q = lane % 4): one 16-byte read.
+          static_assert(kFirstColumnChunk % 2 == 0 && kSliceCols<kSlice> % 16 == 0, "whole 16-column groups");
+#pragma unroll
+          for (u32 j = 0; j < kSliceCols<kSlice> / 8; j += 2) {
+            const u32 c = kFirstColumnChunk + j, t = kWaveChunk + c;
+            const float4_t sb = *reinterpret_cast<const float4_t*>(sfb + c * 8 + (lane % 4) * 4);
+            accum[4 * t + 0] += partial[4 * j + 0] * sb.x * a0;
+            accum[4 * t + 1] += partial[4 * j + 1] * sb.y * a0;
+            accum[4 * t + 2] += partial[4 * j + 2] * sb.x * a1;
+            accum[4 * t + 3] += partial[4 * j + 3] * sb.y * a1;
+            accum[4 * t + 4] += partial[4 * j + 4] * sb.z * a0;
+            accum[4 * t + 5] += partial[4 * j + 5] * sb.w * a0;
+            accum[4 * t + 6] += partial[4 * j + 6] * sb.z * a1;
+            accum[4 * t + 7] += partial[4 * j + 7] * sb.w * a1;
+          }
+        } else {
 #pragma unroll
         for (u32 j = 0; j < kSliceCols<kSlice> / 8; ++j) {
           const u32 c = kFirstColumnChunk + j, t = kWaveChunk + c;
@@ -765,6 +788,7 @@ struct Fp8Gemm {
           accum[4 * t + 1] += partial[4 * j + 1] * sb.y * a0;
           accum[4 * t + 2] += partial[4 * j + 2] * sb.x * a1;
           accum[4 * t + 3] += partial[4 * j + 3] * sb.y * a1;
+        }
         }
       } else if constexpr (kUniformSfb) {
         promote_split<kSlice, kWave, kBlockN>(partial, a0 * scales.b0, a1 * scales.b0, 0.0f, 0.0f);
@@ -1146,6 +1170,16 @@ struct Fp8Gemm {
           ptx::tma_store_wait_read<kFp8GemmReduceBuffers - 1>();
       }
       ptx::named_barrier_sync(1 + warpgroup, 128);
+      if constexpr (kInterleavedB) {
+        // Fragment chunks 2c, 2c + 1 hold D's columns 16c + 4q .. + 3 of rows r, r + 8: one 16-byte unit (q) each.
+        static_assert(kFp8GemmReduceCols == 16, "one 16-column group per staged chunk");
+#pragma unroll
+        for (u32 r = 0; r < 2; ++r) {
+          const u32 offset = rows[r] * (kFp8GemmReduceCols * 4) + ((q ^ ((rows[r] >> 1) & 3)) * 16);
+          *reinterpret_cast<float4_t*>(buffer + offset) =
+              float4_t{accum[8 * c + 2 * r], accum[8 * c + 2 * r + 1], accum[8 * c + 4 + 2 * r], accum[8 * c + 5 + 2 * r]};
+        }
+      } else {
       // Fragment chunks j = 2c, 2c + 1 (8 columns each): this thread's columns 8j + 2q, + 1 of rows r, r + 8.
 #pragma unroll
       for (u32 h = 0; h < kFp8GemmReduceCols / 8; ++h) {
@@ -1156,6 +1190,7 @@ struct Fp8Gemm {
           const u32 offset = rows[r] * (kFp8GemmReduceCols * 4) + ((unit ^ ((rows[r] >> 1) & 3)) * 16) + (q % 2) * 8;
           *reinterpret_cast<F32x2*>(buffer + offset) = F32x2{accum[4 * j + 2 * r], accum[4 * j + 2 * r + 1]};
         }
+      }
       }
       // Generic-proxy writes -> visible to the TMA unit, then every writer is done before the issue.
       ptx::fence_proxy_async_shared_cta();

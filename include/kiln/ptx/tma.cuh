@@ -36,6 +36,17 @@ __device__ __forceinline__ void tma_load_2d_hint(void* smem_dst, const void* ten
       : "memory");
 }
 
+// The same through a 5-D map (a 2-D tensor viewed in five dimensions, so that the box lands in another order):
+// the box at (c0, 0, 0, 0, c4).
+__device__ __forceinline__ void tma_load_5d_hint(void* smem_dst, const void* tensor_map, u64* bar, i32 c0, i32 c4,
+                                                 u64 policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3, %3, %3, %4}], [%5], %6;\n" ::"r"(static_cast<u32>(__cvta_generic_to_shared(smem_dst))),
+      "l"(tensor_map), "r"(c0), "r"(0), "r"(c4), "r"(static_cast<u32>(__cvta_generic_to_shared(bar))), "l"(policy)
+      : "memory");
+}
+
 // cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster: one load
 // delivered to the same shared-memory offset, and signalled on the same barrier offset, in every CTA of the
 // cluster whose bit is set in `cta_mask`.
