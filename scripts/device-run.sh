@@ -49,6 +49,8 @@ if [[ $what == tests || $what == all ]]; then
   DG_JIT_USE_NVRTC=1 run_step quantize_test_nvrtc 120 $build/tests/quantize_test
   # The FP8 GEMM built by NVRTC: checked the same way, and timed beside the NVCC run of fp8_gemm_op_test.
   DG_JIT_USE_NVRTC=1 run_step fp8_gemm_op_test_nvrtc 180 $build/tests/fp8_gemm_op_test --quick
+  # The weight-gradient form built by NVRTC: every case of its test, its two timed shapes beside NVCC's.
+  DG_JIT_USE_NVRTC=1 run_step fp8_gemm_wgrad_test_nvrtc 240 $build/tests/fp8_gemm_wgrad_test
   # The kernel harness built by NVRTC: every shape and configuration of fp8_gemm_test. Since 98e73f5 NVRTC's
   # build of the math loop differs from NVCC's in source (32-bit shared addresses, MathState::kShared32).
   [[ -x $build/tests/fp8_gemm_test ]] && DG_JIT_USE_NVRTC=1 run_step fp8_gemm_test_nvrtc 180 $build/tests/fp8_gemm_test
@@ -81,8 +83,9 @@ fi
 # The Python package (issue 4): built as `pip install .` builds it, with /usr/bin/g++ and the machine's own
 # scikit-build-core and nanobind (no package registry there), into a private directory; then its GPU tests,
 # the whole pytest suite when pytest is installed (without the FP8 GEMM GPU file, which has its own step), the
-# host-overhead benchmark and the FP8 GEMM benchmark against cuBLAS (its JSON and PNG go to $OUT directly).
-# Just these steps: ONLY='^python$|python_gpu_fp8_gemm|python_fp8_gemm_bench'.
+# host-overhead benchmark and the FP8 GEMM benchmarks against cuBLAS, both forms (their JSON and PNG go to $OUT
+# directly).
+# Just these steps: ONLY='^python$|python_gpu_fp8_gemm|python_fp8_gemm_bench|python_fp8_gemm_wgrad_bench'.
 if [[ ($what == bench || $what == python || $what == all) && python =~ $only ]]; then
   pydir=$PWD/$build/python-package
   t0=$(date +%s)
@@ -102,6 +105,8 @@ if [[ ($what == bench || $what == python || $what == all) && python =~ $only ]];
     [[ $what != tests ]] && PYTHONPATH=$pydir run_step python_overhead 300 python3 bench/python_overhead.py
     [[ $what != tests ]] && PYTHONPATH=$pydir run_step python_fp8_gemm_bench 240 \
       python3 bench/fp8_gemm_bench.py --out "$final_out"
+    [[ $what != tests ]] && PYTHONPATH=$pydir run_step python_fp8_gemm_wgrad_bench 240 \
+      python3 bench/fp8_gemm_wgrad_bench.py --out "$final_out"
   else
     tail -30 "$out/python_build.log"
     record python_build FAIL "$(( $(date +%s) - t0 )) s (log: python_build.log)"

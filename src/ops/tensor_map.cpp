@@ -72,8 +72,8 @@ const CUtensorMap& tensor_map_2d(const TensorMapKey& key, const char* what, Tens
              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (result != CUDA_SUCCESS)
     cuda::check(result, "cuTensorMapEncodeTiled",
-                std::string(" for ") + what + (key.interleave_rows16 ? " (rows interleaved in 16s)" : "") + " (dims {" + std::to_string(key.inner) + ", " + std::to_string(key.outer) +
-                    "}, row stride " + std::to_string(key.row_bytes) + " bytes, box {" + std::to_string(key.box_inner) +
+                std::string(" for ") + what + (key.interleave_rows16 ? ", rows interleaved in 16s" : "") + " (dims {" +
+                    std::to_string(key.inner) + ", " + std::to_string(key.outer) + "}, row stride " + std::to_string(key.row_bytes) + " bytes, box {" + std::to_string(key.box_inner) +
                     ", " + std::to_string(key.box_outer) + "})");
   slot.key = key;
   slot.last_use = now;

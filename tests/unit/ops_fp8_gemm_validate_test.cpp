@@ -265,14 +265,16 @@ struct EncodedGeometry {
 EncodedGeometry g_geometry;
 CUresult recording_encode(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, void* address,
                           const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
-                          const cuuint32_t* element_strides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
-                          CUtensorMapL2promotion promotion, CUtensorMapFloatOOBfill fill) {
+                          const cuuint32_t* element_strides, CUtensorMapInterleave interleave,
+                          CUtensorMapSwizzle swizzle, CUtensorMapL2promotion promotion, CUtensorMapFloatOOBfill fill) {
   g_geometry = {rank, {dims, dims + rank}, {strides, strides + rank - 1}, {box, box + rank}};
-  return fake_encode(map, type, rank, address, dims, strides, box, element_strides, interleave, swizzle, promotion, fill);
+  return fake_encode(map, type, rank, address, dims, strides, box, element_strides, interleave, swizzle, promotion,
+                     fill);
 }
 
 TEST(TensorMapCache, RowsInterleavedInSixteensAreAFiveDimensionalView) {
-  ops::TensorMapKey plain{0x300000, 4096, 2112, 4096, 128, 192, CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_SWIZZLE_128B};
+  ops::TensorMapKey plain{0x300000, 4096, 2112, 4096, 128, 192, CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                         CU_TENSOR_MAP_SWIZZLE_128B};
   ops::tensor_map_2d(plain, "b", recording_encode);
   EXPECT_EQ(g_geometry.rank, 2u);
   EXPECT_EQ(g_geometry.dims, (std::vector<cuuint64_t>{4096, 2112}));

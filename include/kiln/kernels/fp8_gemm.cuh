@@ -1176,8 +1176,8 @@ struct Fp8Gemm {
 #pragma unroll
         for (u32 r = 0; r < 2; ++r) {
           const u32 offset = rows[r] * (kFp8GemmReduceCols * 4) + ((q ^ ((rows[r] >> 1) & 3)) * 16);
-          *reinterpret_cast<float4_t*>(buffer + offset) =
-              float4_t{accum[8 * c + 2 * r], accum[8 * c + 2 * r + 1], accum[8 * c + 4 + 2 * r], accum[8 * c + 5 + 2 * r]};
+          const u32 i = 8 * c + 2 * r;
+          *reinterpret_cast<float4_t*>(buffer + offset) = float4_t{accum[i], accum[i + 1], accum[i + 4], accum[i + 5]};
         }
       } else {
       // Fragment chunks j = 2c, 2c + 1 (8 columns each): this thread's columns 8j + 2q, + 1 of rows r, r + 8.
