@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -36,17 +35,8 @@ from pathlib import Path
 # shared/bench/shapes.json, dense_fp8's (N, K): the weights (copied: the GPU machine gets the repository only).
 WEIGHTS = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048), (576, 7168)]
 TOKENS = [4096, 8192]
-MAX_DIFF = 1e-5
-
-
-def calc_diff(x, y) -> float:
-    x, y = x.double(), y.double()
-    return float(1.0 - 2.0 * (x * y).sum() / (x * x + y * y).sum())
-
-
-def geomean(values):
-    values = [v for v in values if v]
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fp8_gemm_bench import MAX_DIFF, calc_diff, geomean  # noqa: E402 - the inference form's benchmark, beside this
 
 
 def main() -> int:
@@ -69,7 +59,6 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("SKIP fp8_gemm_wgrad_bench: no CUDA GPU")
         return 77
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     import kiln
     from flushed_timing import flushed_median_us
 

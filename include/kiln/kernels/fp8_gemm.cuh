@@ -763,32 +763,29 @@ struct Fp8Gemm {
         constexpr u32 kWaveChunk = kWave * kBlockN / 8;
         // B scaled per row: each of this thread's columns (8c + 2 (lane % 4) + {0, 1}) has its own scale.
         const float* sfb = reinterpret_cast<const float*>(smem + kLayout.sfb_offset + current_stage * kLayout.sfb_stage_bytes);
+        // Slice chunk j with its two columns' B scales.
+        const auto promote_chunk = [&](u32 j, float b0, float b1) {
+          const u32 t = kWaveChunk + kFirstColumnChunk + j;
+          accum[4 * t + 0] += partial[4 * j + 0] * b0 * a0;
+          accum[4 * t + 1] += partial[4 * j + 1] * b1 * a0;
+          accum[4 * t + 2] += partial[4 * j + 2] * b0 * a1;
+          accum[4 * t + 3] += partial[4 * j + 3] * b1 * a1;
+        };
         if constexpr (kInterleavedB) {
           // Chunks c and c + 1 (c even) hold D's columns 8c + 4q .. + 3 (q = lane % 4): one 16-byte read.
           static_assert(kFirstColumnChunk % 2 == 0 && kSliceCols<kSlice> % 16 == 0, "whole 16-column groups");
 #pragma unroll
           for (u32 j = 0; j < kSliceCols<kSlice> / 8; j += 2) {
-            const u32 c = kFirstColumnChunk + j, t = kWaveChunk + c;
-            const float4_t sb = *reinterpret_cast<const float4_t*>(sfb + c * 8 + (lane % 4) * 4);
-            accum[4 * t + 0] += partial[4 * j + 0] * sb.x * a0;
-            accum[4 * t + 1] += partial[4 * j + 1] * sb.y * a0;
-            accum[4 * t + 2] += partial[4 * j + 2] * sb.x * a1;
-            accum[4 * t + 3] += partial[4 * j + 3] * sb.y * a1;
-            accum[4 * t + 4] += partial[4 * j + 4] * sb.z * a0;
-            accum[4 * t + 5] += partial[4 * j + 5] * sb.w * a0;
-            accum[4 * t + 6] += partial[4 * j + 6] * sb.z * a1;
-            accum[4 * t + 7] += partial[4 * j + 7] * sb.w * a1;
+            const float4_t sb = *reinterpret_cast<const float4_t*>(sfb + (kFirstColumnChunk + j) * 8 + (lane % 4) * 4);
+            promote_chunk(j, sb.x, sb.y);
+            promote_chunk(j + 1, sb.z, sb.w);
           }
         } else {
 #pragma unroll
-        for (u32 j = 0; j < kSliceCols<kSlice> / 8; ++j) {
-          const u32 c = kFirstColumnChunk + j, t = kWaveChunk + c;
-          const F32x2 sb = *reinterpret_cast<const F32x2*>(sfb + c * 8 + (lane % 4) * 2);
-          accum[4 * t + 0] += partial[4 * j + 0] * sb.x * a0;
-          accum[4 * t + 1] += partial[4 * j + 1] * sb.y * a0;
-          accum[4 * t + 2] += partial[4 * j + 2] * sb.x * a1;
-          accum[4 * t + 3] += partial[4 * j + 3] * sb.y * a1;
-        }
+          for (u32 j = 0; j < kSliceCols<kSlice> / 8; ++j) {
+            const F32x2 sb = *reinterpret_cast<const F32x2*>(sfb + (kFirstColumnChunk + j) * 8 + (lane % 4) * 2);
+            promote_chunk(j, sb.x, sb.y);
+          }
         }
       } else if constexpr (kUniformSfb) {
         promote_split<kSlice, kWave, kBlockN>(partial, a0 * scales.b0, a1 * scales.b0, 0.0f, 0.0f);
