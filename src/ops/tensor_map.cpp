@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cuda/driver.hpp"
+#include "kiln/error.hpp"
 
 namespace kiln::ops {
 namespace {
@@ -59,6 +60,10 @@ const CUtensorMap& tensor_map_2d(const TensorMapKey& key, const char* what, Tens
   }
   Slot& slot = *victim;
 
+  if (key.interleave_rows16 && (key.outer % 16 != 0 || key.box_outer % 16 != 0))
+    throw Error(ErrorKind::kInternal, std::string("tensor map for ") + what + ": rows interleaved in 16s need whole " +
+                                          "16-row groups, got " + std::to_string(key.outer) + " rows, boxes of " +
+                                          std::to_string(key.box_outer));
   const uint64_t r = key.row_bytes;
   const cuuint64_t dims[5] = {key.inner, key.interleave_rows16 ? 2 : key.outer, 4, 2, key.outer / 16};
   const cuuint64_t strides[4] = {r, 4 * r, 2 * r, 16 * r};
@@ -73,8 +78,9 @@ const CUtensorMap& tensor_map_2d(const TensorMapKey& key, const char* what, Tens
   if (result != CUDA_SUCCESS)
     cuda::check(result, "cuTensorMapEncodeTiled",
                 std::string(" for ") + what + (key.interleave_rows16 ? ", rows interleaved in 16s" : "") + " (dims {" +
-                    std::to_string(key.inner) + ", " + std::to_string(key.outer) + "}, row stride " + std::to_string(key.row_bytes) + " bytes, box {" + std::to_string(key.box_inner) +
-                    ", " + std::to_string(key.box_outer) + "})");
+                    std::to_string(key.inner) + ", " + std::to_string(key.outer) + "}, row stride " +
+                    std::to_string(key.row_bytes) + " bytes, box {" + std::to_string(key.box_inner) + ", " +
+                    std::to_string(key.box_outer) + "})");
   slot.key = key;
   slot.last_use = now;
   g_encodes.fetch_add(1, std::memory_order_relaxed);

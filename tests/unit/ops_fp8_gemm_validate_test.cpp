@@ -297,6 +297,11 @@ TEST(TensorMapCache, RowsInterleavedInSixteensAreAFiveDimensionalView) {
     const uint64_t g = w % 16;
     EXPECT_EQ(offset / 4096, w - g + 4 * (g % 8 / 2) + 2 * (g / 8) + g % 2) << w;
   }
+  // Only whole 16-row groups can be viewed so (the launch never asks for others: a bug if it did).
+  ops::TensorMapKey ragged = interleaved;
+  ragged.outer = 2120;
+  EXPECT_THAT(error_of([&] { ops::tensor_map_2d(ragged, "b", recording_encode); }, ErrorKind::kInternal),
+              HasSubstr("b: rows interleaved in 16s need whole 16-row groups, got 2120 rows, boxes of 192"));
 }
 
 TEST(TensorMapCache, AnEncodeFailureNamesTheTensorAndTheGeometry) {
