@@ -370,6 +370,37 @@ TEST(Fp8GemmLayout, LastNBlocksBoxStopsAtTheNextSwizzleAtomPastN) {
   }
 }
 
+// The weight-gradient form's layout: the reduce-add epilogue's staging (two 64 x 16 fp32 buffers per 64-row
+// warpgroup) at the front of shared memory, before A's stages, which it must not overlap; B's per-row scales in
+// each stage. The stages that fit follow (5 at 128x160 and 128x192, 6 at 128x128, 8 at 64x128, 13 at 64x64).
+// B's rows are interleaved only for 128x160 and 128x176 at an N that is a multiple of 16.
+TEST(Fp8GemmLayout, WeightGradientFormStagesItsReduceAddAheadOfTheStages) {
+  using kernels::fp8_gemm_layout;
+  for (uint32_t block_m : {64u, 128u})
+    for (uint32_t block_n : {32u, 64u, 128u, 160u, 176u, 192u}) {
+      const auto l = fp8_gemm_layout(block_m, block_n, 4, false, true);
+      EXPECT_EQ(l.d_offset, 0u);
+      EXPECT_EQ(l.d_bytes, block_m / 64 * kernels::kFp8GemmReduceBuffers * kernels::kFp8GemmReduceChunkBytes);
+      EXPECT_EQ(kernels::kFp8GemmReduceChunkBytes, 64u * 16u * 4u);
+      EXPECT_GE(l.a_offset, l.d_offset + l.d_bytes) << block_m << "x" << block_n;
+      EXPECT_EQ(l.a_offset % 1024, 0u);  // A's stages stay 1024-byte aligned (128-byte swizzle)
+      EXPECT_EQ(l.stage_tx_bytes, block_m * 128 + block_n * 128 + block_m * 4 + block_n * 4);
+      EXPECT_EQ(fp8_gemm_layout(block_m, block_n, 4, false, false).d_bytes, 0u);  // the bf16 form's direct store
+    }
+  EXPECT_EQ(kernels::fp8_gemm_max_stages(128, 192, false, kernels::kHopperSmemPerBlock, true), 5u);
+  EXPECT_EQ(kernels::fp8_gemm_max_stages(128, 160, false, kernels::kHopperSmemPerBlock, true), 5u);
+  EXPECT_EQ(kernels::fp8_gemm_max_stages(128, 128, false, kernels::kHopperSmemPerBlock, true), 6u);
+  EXPECT_EQ(kernels::fp8_gemm_max_stages(64, 128, false, kernels::kHopperSmemPerBlock, true), 8u);
+  EXPECT_EQ(kernels::fp8_gemm_max_stages(64, 64, false, kernels::kHopperSmemPerBlock, true), 13u);
+  using kernels::fp8_gemm_interleaved_b;
+  EXPECT_TRUE(fp8_gemm_interleaved_b(true, 7168, 160));
+  EXPECT_TRUE(fp8_gemm_interleaved_b(true, 2112, 176));
+  EXPECT_FALSE(fp8_gemm_interleaved_b(true, 584, 160));  // N an odd multiple of 8
+  EXPECT_FALSE(fp8_gemm_interleaved_b(true, 7168, 192));
+  EXPECT_FALSE(fp8_gemm_interleaved_b(true, 7168, 128));
+  EXPECT_FALSE(fp8_gemm_interleaved_b(false, 7168, 160));  // the bf16 form's B is never interleaved
+}
+
 // B's loads are marked evict-first exactly when there are at most two m blocks (each B tile then read by at
 // most two CTAs at about the same time): the decode sizes. Beyond, B's tiles are reused from L2.
 TEST(Fp8GemmLayout, BIsStreamedThroughL2OnlyForOneOrTwoMBlocks) {
