@@ -43,6 +43,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cuda/driver.hpp"
@@ -546,12 +547,15 @@ int main(int argc, char** argv) {
     Timing timing;
     uint64_t salt = 1;
     for (const auto& cases : shapes) run_shape(cases, salt++, timing);
-    // Wide tiles issue each K block in two column slices when the promotion overlaps (160, 176 and 192
-    // columns): forced here, since the heuristic picks none of them for these shapes. Ragged N (576 is no
-    // multiple of any), a K tail, and a persistent walk over several tiles per CTA.
-    for (int block_n : {160, 176, 192}) {
+    // Tiles forced, since the heuristic picks few of them for these shapes: the wide ones issue each K block
+    // in two column slices when the promotion overlaps (160, 176 and 192 columns); 128x128 reads 12 of each
+    // thread's 16 chunks of B scales ahead of the WGMMA wait and the other 4 in the promotion
+    // (kEarlyScaleChunks), 64x128 and 128x64 all of them. Ragged N (576 is no multiple of any), a K tail, and a
+    // persistent walk over several tiles per CTA.
+    for (const auto& [block_m, block_n] : {std::pair{128, 160}, {128, 176}, {128, 192}, {128, 128}, {64, 128},
+                                           {128, 64}}) {
       kiln::Fp8GemmOverrides o;
-      o.block_m = 128;
+      o.block_m = block_m;
       o.block_n = block_n;
       kiln::set_fp8_gemm_overrides(o);
       run_shape({Case{200, 576, 720, Form::kWgradSelf}, Case{200, 576, 720, Form::kWgradZero, 8}}, salt++, timing);
