@@ -85,22 +85,24 @@ constexpr double kEpilogueBytesPerUs = 45.144e3;
 // (128x192 is then as fast per column as 128x128, 128x160 about 9 % slower).
 constexpr double kStraddlePenalty = 1.05;
 // The weight-gradient form (B scaled per row, D fp32 added to by TMA's reduce-add) against the model above,
-// fitted on its own sweep (H200, 2026-12-01, thirty-first session, kAccumulateSweep in the unit tests: twelve
-// weight-gradient shapes, M x N 576..32768 x 512..16384, K 4096 and 8192, seven tiles each):
+// fitted on its own sweep (H200, 2026-12-01, thirty-second session, kAccumulateSweep in the unit tests: twelve
+// weight-gradient shapes, M x N 576..32768 x 512..16384, K 4096 and 8192, seven tiles each, with B's scales
+// read ahead of the WGMMA wait):
 // - its promotion multiplies every element by its own a * b (a multiply and a multiply-add where the bf16 form
-//   has one multiply-add) and reads B's scales per column from shared memory: the K block's cycles times 1.3
-//   with two math warpgroups, 2.0 with one (64-row tiles);
-// - the tiles whose width does not divide 128 are 10 % slower per column than the linear model (192, and 160 and
-//   176 with B's rows in plain order), 4 % where 160 and 176 read B interleaved (fp8_gemm_interleaved_b); the
-//   bf16 form's 128x176 penalty at a ragged N (its three boxes of B) does not apply, one box serves here;
+//   has one multiply-add) and reads B's scales per column from shared memory: the K block's cycles times 1.15
+//   with two math warpgroups, 1.9 with one (64-row tiles);
+// - the tiles whose width does not divide 128 and that read B in plain order (192; 160 and 176 where N is no
+//   multiple of 16) are 4 % slower per column than the linear model; 160 and 176 reading B interleaved
+//   (fp8_gemm_interleaved_b) are not; the bf16 form's 128x176 penalty at a ragged N (its three boxes of B)
+//   does not apply, one box serves here;
 // - its epilogue stages 4 bytes per element of D for the reduce-add, which then reads and writes 8 in L2.
-// With these the plan's tile is within 0.5 % of the sweep's fastest at all twelve shapes (each estimate within
-// 8 % of its time); the bf16 form's model, used for this form before, picked the fastest at seven and lost up to
-// 7 % (128x160 at 4096 x 7168 x 4096 with the direct epilogue, 329.8 against 128x128's 308.1 us).
-constexpr double kAccumulateCycleFactorTwoWarpgroups = 1.3;
-constexpr double kAccumulateCycleFactorOneWarpgroup = 2.0;
-constexpr double kAccumulateWidePenalty = 1.1;
-constexpr double kAccumulateInterleavedWidePenalty = 1.04;
+// With these the plan's tile is within 0.5 % of the sweep's fastest at eleven of the twelve shapes; at 32768 x 512
+// x 4096 it takes 128x128, 2.4 % behind 128x176 (three column tiles, the last of 160). The estimates of the other
+// tiles are 0.88-1.07 of their times, 64x64's 1.23-1.32 (its promotion cost is not the per-column one of the
+// wider tiles), which only keeps it out of plans it would lose anyway.
+constexpr double kAccumulateCycleFactorTwoWarpgroups = 1.15;
+constexpr double kAccumulateCycleFactorOneWarpgroup = 1.9;
+constexpr double kAccumulatePlainWidePenalty = 1.04;
 constexpr double kAccumulateEpilogueBytesPerUs = 30.0e3;
 // 128x176 where it does not divide N (offered_at) takes this much longer per K block than the linear model
 // says: at 48 such shapes with K >= 4096 (twenty-ninth session, kRagged176Check in the unit tests) it timed 2 %
@@ -439,8 +441,8 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   if (128 % c.block_n != 0)
     cycles *= !c.accumulate ? kStraddlePenalty
               : kernels::fp8_gemm_interleaved_b(true, static_cast<uint32_t>(n), static_cast<uint32_t>(c.block_n))
-                  ? kAccumulateInterleavedWidePenalty
-                  : kAccumulateWidePenalty;
+                  ? 1.0
+                  : kAccumulatePlainWidePenalty;
   if (c.block_n == 176 && n % 176 != 0 && !c.accumulate) cycles *= kRagged176Penalty;
   const double a_rows = std::min<double>(bm, static_cast<double>(m));  // rows of A read from memory
   // The box of a tile's A: BLOCK_M rows, or align(M, 8) for a single partial m block (whole tiles for pairs

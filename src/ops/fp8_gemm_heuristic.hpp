@@ -112,9 +112,8 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
 
 // The cost model behind the choice: estimated kernel time in microseconds (including the fixed time that
 // CUDA-event timings of the sweep contained) of `config` for an m x n x k problem on `target`. Fitted to the
-// inference form only; the accumulating form reuses it as is (its per-K-block work is the same WGMMAs plus a
-// per-column scale read from shared memory, its epilogue moves 8 fp32 bytes per element instead of 2 bf16
-// ones), which is unmeasured: the choice between tiles is then a reasonable guess, not a fitted one.
+// inference form's sweeps; the accumulating form (config.accumulate) scales its promotion cycles, wide tiles and
+// epilogue by terms of its own, fitted to that form's sweep (kAccumulate* in fp8_gemm_heuristic.cpp).
 double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int64_t k, const Fp8GemmConfig& config);
 
 // The launch geometry shared by the op and the plan: CTAs for m rows (a whole number of clusters, at most
