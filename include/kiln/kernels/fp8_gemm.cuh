@@ -168,16 +168,15 @@ struct Fp8Gemm {
   // partials in the math registers less 16 (all 32 floats at 128x128, in 232 registers, spilled); the promotion
   // reads the rest when it reaches them. Where B is interleaved, whole 16-column groups (one 16-byte read serves
   // two chunks).
-  static constexpr u32 kEarlyScaleBudget = kMathRegisters - 16;
-  static constexpr u32 kEarlyScaleRoom =
-      kEarlyScaleBudget > kAccumPerThread + (kOverlapPromotion ? 2 : 1) * kPartialPerThread
-          ? kEarlyScaleBudget - kAccumPerThread - (kOverlapPromotion ? 2 : 1) * kPartialPerThread
-          : 0;
+  static constexpr u32 early_scale_chunks(u32 slice_cols) {
+    const u32 budget = kMathRegisters - 16;
+    const u32 held = kAccumPerThread + (kOverlapPromotion ? 2 : 1) * kPartialPerThread;
+    const u32 room = budget > held ? (budget - held) / 2 : 0;  // in chunks, two floats each
+    const u32 chunks = slice_cols / 8 < room ? slice_cols / 8 : room;
+    return !kAccumulate ? 0 : kInterleavedB ? chunks / 2 * 2 : chunks;
+  }
   template <u32 kSlice>
-  static constexpr u32 kEarlyScaleChunks =
-      !kAccumulate ? 0
-                   : (kSliceCols<kSlice> / 8 < kEarlyScaleRoom / 2 ? kSliceCols<kSlice> / 8 : kEarlyScaleRoom / 2) /
-                         (kInterleavedB ? 2 : 1) * (kInterleavedB ? 2 : 1);
+  static constexpr u32 kEarlyScaleChunks = early_scale_chunks(kSliceCols<kSlice>);
   static constexpr u32 kPieces = kColumnMap ? fp8_gemm_map_pieces(kBlockN) : 1;
   // B's boxes of a column-mapped tile (fp8_gemm_map_big_box_rows): kBigBoxes of piece 0 (one per CTA of a pair
   // sharing B) through tma_b, piece 1 whole through tma_b_last, then pieces 2 and 3 in boxes of kNarrowBoxRows
