@@ -773,31 +773,32 @@ struct Fp8Gemm {
       float v[kEarlyScaleChunks<kSlice> > 0 ? 2 * kEarlyScaleChunks<kSlice> : 1];
     };
 
-    // This thread's two B scales of slice chunk j in `stage`: columns 8c + 2 (lane % 4) + {0, 1} of the tile (c
-    // = kSliceFirstCol / 8 + j); with B interleaved, D's columns 8c + 4 (lane % 4) .. + 3 for chunks c and c + 1
-    // (c even) in one 16-byte read.
+    // This thread's B scales of slice chunk j in `stage`, one read: columns 8c + 2 (lane % 4) + {0, 1} of the tile
+    // (c = kSliceFirstCol / 8 + j) into out[0], out[1]; with B interleaved, D's columns 8c + 4 (lane % 4) .. + 3
+    // of chunks c and c + 1 (c even) into out[0..3]. kScaleReadChunks chunks a read.
+    static constexpr u32 kScaleReadChunks = kInterleavedB ? 2 : 1;
     template <u32 kSlice>
-    __device__ __forceinline__ const float* b_scales_of(u32 stage, u32 j) const {
-      const float* sfb = reinterpret_cast<const float*>(smem + kLayout.sfb_offset + stage * kLayout.sfb_stage_bytes);
-      return sfb + (kSliceFirstCol<kSlice> / 8 + j) * 8 + (lane % 4) * (kInterleavedB ? 4 : 2);
+    __device__ __forceinline__ void read_b_scales(u32 stage, u32 j, float* out) const {
+      const float* sfb = reinterpret_cast<const float*>(smem + kLayout.sfb_offset + stage * kLayout.sfb_stage_bytes) +
+                         (kSliceFirstCol<kSlice> / 8 + j) * 8 + (lane % 4) * 2 * kScaleReadChunks;
+      if constexpr (kInterleavedB) {
+        const float4_t sb = *reinterpret_cast<const float4_t*>(sfb);
+        out[0] = sb.x;
+        out[1] = sb.y;
+        out[2] = sb.z;
+        out[3] = sb.w;
+      } else {
+        const F32x2 sb = *reinterpret_cast<const F32x2*>(sfb);
+        out[0] = sb.x;
+        out[1] = sb.y;
+      }
     }
 
     template <u32 kSlice>
     __device__ __forceinline__ void read_early_b_scales(u32 stage, EarlyBScales<kSlice>& early) const {
 #pragma unroll
-      for (u32 j = 0; j < kEarlyScaleChunks<kSlice>; j += kInterleavedB ? 2 : 1) {
-        if constexpr (kInterleavedB) {
-          const float4_t sb = *reinterpret_cast<const float4_t*>(b_scales_of<kSlice>(stage, j));
-          early.v[2 * j + 0] = sb.x;
-          early.v[2 * j + 1] = sb.y;
-          early.v[2 * j + 2] = sb.z;
-          early.v[2 * j + 3] = sb.w;
-        } else {
-          const F32x2 sb = *reinterpret_cast<const F32x2*>(b_scales_of<kSlice>(stage, j));
-          early.v[2 * j + 0] = sb.x;
-          early.v[2 * j + 1] = sb.y;
-        }
-      }
+      for (u32 j = 0; j < kEarlyScaleChunks<kSlice>; j += kScaleReadChunks)
+        read_b_scales<kSlice>(stage, j, &early.v[2 * j]);
     }
 
     // The weight-gradient form's promotion: accum += partial * sfa[row] * sfb[column] over slice kSlice's
@@ -807,35 +808,27 @@ struct Fp8Gemm {
     __device__ __forceinline__ void promote_weight_gradient(const float (&partial)[kPartialPerThread],
                                                             const EarlyBScales<kSlice>& early) {
       static_assert(kAccumulate && kWaves == 1, "the weight-gradient form's tiles have one wave");
+      static_assert(!kInterleavedB || (kSliceFirstCol<kSlice> % 16 == 0 && kSliceCols<kSlice> % 16 == 0),
+                    "whole 16-column groups");
       const float a0 = scales.a0[0], a1 = scales.a1[0];
-      const auto promote_chunk = [&](u32 j, float b0, float b1) {
-        const u32 t = kSliceFirstCol<kSlice> / 8 + j;
-        accum[4 * t + 0] += partial[4 * j + 0] * b0 * a0;
-        accum[4 * t + 1] += partial[4 * j + 1] * b1 * a0;
-        accum[4 * t + 2] += partial[4 * j + 2] * b0 * a1;
-        accum[4 * t + 3] += partial[4 * j + 3] * b1 * a1;
-      };
-      if constexpr (kInterleavedB) {
-        static_assert(kSliceFirstCol<kSlice> % 16 == 0 && kSliceCols<kSlice> % 16 == 0, "whole 16-column groups");
 #pragma unroll
-        for (u32 j = 0; j < kSliceCols<kSlice> / 8; j += 2) {
-          float4_t sb;
-          if (j < kEarlyScaleChunks<kSlice>)
-            sb = float4_t{early.v[2 * j], early.v[2 * j + 1], early.v[2 * j + 2], early.v[2 * j + 3]};
-          else
-            sb = *reinterpret_cast<const float4_t*>(b_scales_of<kSlice>(current_stage, j));
-          promote_chunk(j, sb.x, sb.y);
-          promote_chunk(j + 1, sb.z, sb.w);
+      for (u32 j = 0; j < kSliceCols<kSlice> / 8; j += kScaleReadChunks) {
+        float sb[2 * kScaleReadChunks];
+        if (j < kEarlyScaleChunks<kSlice>) {
+#pragma unroll
+          for (u32 i = 0; i < 2 * kScaleReadChunks; ++i) sb[i] = early.v[2 * j + i];
+        } else {
+          read_b_scales<kSlice>(current_stage, j, sb);
         }
-      } else {
 #pragma unroll
-        for (u32 j = 0; j < kSliceCols<kSlice> / 8; ++j) {
-          F32x2 sb;
-          if (j < kEarlyScaleChunks<kSlice>)
-            sb = F32x2{early.v[2 * j], early.v[2 * j + 1]};
-          else
-            sb = *reinterpret_cast<const F32x2*>(b_scales_of<kSlice>(current_stage, j));
-          promote_chunk(j, sb.x, sb.y);
+        for (u32 c = 0; c < kScaleReadChunks; ++c) {
+          const u32 t = kSliceFirstCol<kSlice> / 8 + j + c;
+          const float* p = partial + 4 * (j + c);
+          const float b0 = sb[2 * c], b1 = sb[2 * c + 1];
+          accum[4 * t + 0] += p[0] * b0 * a0;
+          accum[4 * t + 1] += p[1] * b1 * a0;
+          accum[4 * t + 2] += p[2] * b0 * a1;
+          accum[4 * t + 3] += p[3] * b1 * a1;
         }
       }
     }
