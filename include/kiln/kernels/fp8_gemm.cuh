@@ -168,12 +168,14 @@ struct Fp8Gemm {
   // partials in the math registers less 16 (all 32 floats at 128x128, in 232 registers, spilled); the promotion
   // reads the rest when it reaches them. Where B is interleaved, whole 16-column groups (one 16-byte read serves
   // two chunks).
+  // B-scale chunks one read serves: two where B is interleaved (a 16-byte read), else one (8 bytes).
+  static constexpr u32 kScaleReadChunks = kInterleavedB ? 2 : 1;
   static constexpr u32 early_scale_chunks(u32 slice_cols) {
     const u32 budget = kMathRegisters - 16;
     const u32 held = kAccumPerThread + (kOverlapPromotion ? 2 : 1) * kPartialPerThread;
     const u32 room = budget > held ? (budget - held) / 2 : 0;  // in chunks, two floats each
     const u32 chunks = slice_cols / 8 < room ? slice_cols / 8 : room;
-    return !kAccumulate ? 0 : kInterleavedB ? chunks / 2 * 2 : chunks;
+    return !kAccumulate ? 0 : chunks / kScaleReadChunks * kScaleReadChunks;
   }
   template <u32 kSlice>
   static constexpr u32 kEarlyScaleChunks = early_scale_chunks(kSliceCols<kSlice>);
@@ -775,8 +777,7 @@ struct Fp8Gemm {
 
     // This thread's B scales of slice chunk j in `stage`, one read: columns 8c + 2 (lane % 4) + {0, 1} of the tile
     // (c = kSliceFirstCol / 8 + j) into out[0], out[1]; with B interleaved, D's columns 8c + 4 (lane % 4) .. + 3
-    // of chunks c and c + 1 (c even) into out[0..3]. kScaleReadChunks chunks a read.
-    static constexpr u32 kScaleReadChunks = kInterleavedB ? 2 : 1;
+    // of chunks c and c + 1 (c even) into out[0..3] (kScaleReadChunks).
     template <u32 kSlice>
     __device__ __forceinline__ void read_b_scales(u32 stage, u32 j, float* out) const {
       const float* sfb = reinterpret_cast<const float*>(smem + kLayout.sfb_offset + stage * kLayout.sfb_stage_bytes) +
