@@ -166,8 +166,8 @@ constexpr double kZeroFillWeight = 5.0;
 // (6.8 us where 64x32 takes 5.4) and kept 128x32 pairs out where they gain 5-29 % (128 x 2112 x 7168: 12.8
 // against 13.5 us; 200 x 768 x 16384: 18.1 against 23.3).
 constexpr double kSplitKHandOverUs = 1.5;
-// M above kFp8GemmSampledMaxM takes the candidate cheapest on average over the intervals from this on.
-constexpr int64_t kTailFromM = 8192;
+// M above the sampled range (kFp8GemmSampledMaxM, or kFp8GemmAccumulateSampledMaxM) takes the candidate cheapest
+// on average over the intervals in the range's upper half.
 // The tile order's group height (the kernel's kGroupM, kernels::kFp8GemmDefaultGroupM = 8 m units): the tiles
 // of a group are walked m fastest, so B is read from DRAM about once per group. Where B is larger than
 // kTallGroupMinBBytes it does not stay in L2 from one group to the next, and groups of kTallGroupM halve its
@@ -252,10 +252,14 @@ int one_block_stages(const Fp8GemmConfig& c) {
 // there, drawn at random, 22 are faster by over 1 %, 3 slower by at most 2.4 %, 0.981 on geometric mean
 // (kRagged176Check). Below 2048 columns a ragged tile is a larger share of the row, and at N = 768..1536 the
 // pruning to eight kernels then dropped tiles the bounded forced drop had been timed to keep (kForcedDropCheck).
+// The weight-gradient form (`accumulate`) has no N bound: its model was fitted with 128x176 at N = 512 and 1536
+// (kAccumulateSweep), where it is the fastest tile at 32768 x 512 (three column tiles, the last of 160: 2.4 %
+// ahead of 128x128 at K = 4096, 4.4 % at 8192) and ranked behind 128x192 at 24576 x 1536, as measured.
 constexpr int64_t kRagged176MinKBlocks = 32;
 constexpr int64_t kRagged176MinN = 2048;
-bool offered_at(const Tile& t, int64_t n, int64_t k) {
-  return t.block_n != 176 || n % t.block_n == 0 || (cdiv(k, 128) >= kRagged176MinKBlocks && n >= kRagged176MinN);
+bool offered_at(const Tile& t, int64_t n, int64_t k, bool accumulate) {
+  return t.block_n != 176 || n % t.block_n == 0 ||
+         (cdiv(k, 128) >= kRagged176MinKBlocks && (accumulate || n >= kRagged176MinN));
 }
 
 // The candidates, best-first for ties (bigger tiles first: fewer tiles, fewer epilogues). 256x128 is
@@ -278,7 +282,7 @@ std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, int64_t n, int64
     // 256-row tiles have no split-K kernel (their two waves fill the registers).
     for (const Tile& t : kTiles)
       if ((o.block_m == 0 || t.block_m == o.block_m) && (o.block_n == 0 || t.block_n == o.block_n) &&
-          !((accumulate || o.split_k == 2) && t.block_m == 256) && offered_at(t, n, k))
+          !((accumulate || o.split_k == 2) && t.block_m == 256) && offered_at(t, n, k, accumulate))
         tiles.push_back(t);
     if (tiles.empty())  // a block_n outside the measured set (block_m is free here): both row counts with it
       for (int bm : {128, 64}) tiles.push_back({bm, o.block_n});
@@ -515,7 +519,9 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
     double weight = 0;  // in the pruning's mean
   };
   std::vector<Interval> iv = {{1, kDecodeM, 1}, {kDecodeM + 1, kIntervalM, kIntervalM}};
-  for (int64_t hi = 2 * kIntervalM; hi <= kFp8GemmSampledMaxM; hi += kIntervalM) iv.push_back({hi - kIntervalM + 1, hi, hi});
+  const int64_t sampled_max_m =
+      form == Fp8GemmForm::kAccumulate ? kFp8GemmAccumulateSampledMaxM : kFp8GemmSampledMaxM;
+  for (int64_t hi = 2 * kIntervalM; hi <= sampled_max_m; hi += kIntervalM) iv.push_back({hi - kIntervalM + 1, hi, hi});
   const size_t intervals = iv.size();
   double total_weight = 0;  // the pruning's weights (kDropMeanLoss): ln of each interval's M range
   for (Interval& v : iv) {
@@ -596,7 +602,7 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
     if (!kept[c]) continue;
     double sum = 0;
     for (size_t i = 0; i < intervals; ++i)
-      if (iv[i].lo > kTailFromM) sum += rel[i * nc + c];
+      if (iv[i].lo > sampled_max_m / 2) sum += rel[i * nc + c];
     if (tail == nc || sum < tail_cost * (1.0 - 1e-9)) {
       tail = c;
       tail_cost = sum;
@@ -606,7 +612,7 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
     plan.buckets.back().m_hi = kFp8GemmUnboundedM;
   } else {
     bucket_cand.push_back(tail);
-    plan.buckets.push_back({kFp8GemmSampledMaxM + 1, kFp8GemmUnboundedM, 0});
+    plan.buckets.push_back({sampled_max_m + 1, kFp8GemmUnboundedM, 0});
   }
 
   // Number the kernels in order of first use.

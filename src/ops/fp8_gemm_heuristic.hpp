@@ -6,7 +6,7 @@
 // How a choice is made (docs/FP8_GEMM.md, "Host side", has the numbers behind it):
 //   1. candidates: the tiles the H200 sweep found useful -- 256 x 128 (two math warpgroups of two waves,
 //      in CTA pairs sharing A), 128 x {128, 64, 160, 192} (two math warpgroups), 128 x 176 where it divides
-//      N, and 64 x {128, 64, 32} (one) -- with the most pipeline stages that fit and the TMA-store epilogue,
+//      N or K is long (offered_at), and 64 x {128, 64, 32} (one) -- with the most pipeline stages that fit and the TMA-store epilogue,
 //      and 64 x 32, 64 x 16 and 128 x 32 split in K by CTA pairs (the bf16 form); overrides narrow or replace
 //      them;
 //   2. a cost model (fp8_gemm_estimate_us) calibrated on that sweep: per 128-wide K block a tile takes the
@@ -15,14 +15,15 @@
 //      runs in rounds of one tile per CTA (wave quantisation), each as long as its tiles or its share of the
 //      DRAM bytes; where DRAM bounds it a share of one tile's time adds to that; L2 traffic bounds it too;
 //      256-row pairs at short K add a fill that fades with their rounds;
-//   3. M is cut into intervals (64(i-1), 64i] up to 16384 -- inside one, every candidate's tile count is
-//      constant -- and each interval takes its cheapest candidate;
+//   3. M is cut into intervals (64(i-1), 64i] up to 16384 (32768 for the weight-gradient form, whose M is a
+//      weight's rows) -- inside one, every candidate's tile count is constant -- and each interval takes its
+//      cheapest candidate;
 //   4. candidates are then dropped, the cheapest loss first, while the intervals' cost stays within 1 %
 //      of the best of all candidates on average (each interval weighed by ln of its M range, so that every
 //      doubling of M counts alike) and within 2 % at every interval; the intervals are
 //      re-assigned to the cheapest remaining one and equal neighbours joined into buckets; past the bounds,
-//      while more than kFp8GemmMaxKernels remain, the cheapest loss goes anyway. M above 16384
-//      takes the remaining candidate with the lowest mean cost over M = 8193..16384;
+//      while more than kFp8GemmMaxKernels remain, the cheapest loss goes anyway. M above that range
+//      takes the remaining candidate with the lowest mean cost over its upper half (8193..16384);
 //   5. a kernel that serves one m block only (a 64-row tile up to M = 64) runs with fewer stages than fit
 //      (fewer bytes in flight per SM stream B faster after a flush of L2).
 // DG_PRINT_CONFIGS=1 makes the op print each kernel choice once, when it is first loaded.
@@ -40,6 +41,10 @@ namespace kiln::ops {
 
 constexpr int kFp8GemmMaxKernels = 8;            // distinct kernels per (target, N, K) over all M, at most
 constexpr int64_t kFp8GemmSampledMaxM = 16384;   // M is modelled up to this; above it the tail kernel serves
+// The weight-gradient form's M is a weight's rows (up to 32768 in DeepSeek-V3: 32768 x 512, 24576 x 1536), not a
+// token count, so its plans model M that far: one tail kernel for M = 16385.. ran 128x128 at 32768 x 512, 2.3 % (K =
+// 4096) and 4.7 % (8192) slower than the 128x176 the model picks there (thirty-third session, H200).
+constexpr int64_t kFp8GemmAccumulateSampledMaxM = 32768;
 constexpr int64_t kFp8GemmUnboundedM = INT64_MAX;  // the last bucket's upper end
 
 // One kernel configuration: the template arguments of kiln::kernels::Fp8Gemm besides N and K.
