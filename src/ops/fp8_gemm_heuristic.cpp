@@ -116,6 +116,12 @@ constexpr double kRagged176Penalty = 1.02;
 // 128x128 at 32768 x 512 at every M from 768 to 12288, and level with it at longer K; the refit leaves 4 %.
 constexpr double kShortKWidePenalty = 1.043;
 constexpr int64_t kShortKBlocks = 4;
+// 128x144 where 144 divides N (576, 1152, 2304, ...): whole tiles where 128x160 leaves a ragged last one.
+// Timed on the H200 against 128x160 (thirty-third session, kWhole144 in the unit tests) it is 2-6 % faster from
+// K = 4096 at the same rounds, level at K = 2048 and up to 23 % slower at K = 512; the model without this term
+// put it 7 % ahead of 160 where it measured 3-5 %.
+constexpr double kWhole144Penalty = 1.03;
+constexpr int64_t kWhole144MinKBlocks = 32;
 // The 256-row tiles' first rounds at short K: a call of pairs with at most kTwoWaveFillMaxKBlocks K blocks per
 // tile takes this much longer than the per-tile model says, over the square of its rounds (tiles per CTA), so in
 // effect only with one or two rounds. Their tiles' three stages of 48 KB each fill and drain around a short K
@@ -448,6 +454,7 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
                   ? 1.0
                   : kAccumulatePlainWidePenalty;
   if (c.block_n == 176 && n % 176 != 0 && !c.accumulate) cycles *= kRagged176Penalty;
+  if (c.block_n == 144) cycles *= kWhole144Penalty;
   const double a_rows = std::min<double>(bm, static_cast<double>(m));  // rows of A read from memory
   // The box of a tile's A: BLOCK_M rows, or align(M, 8) for a single partial m block (whole tiles for pairs
   // sharing A); TMA zero-fills its rows beyond M. (A last partial m block among several is boxed to its rows
@@ -581,6 +588,27 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
       drop = bounded.candidate != nc ? bounded.candidate : any.candidate;
     }
     kept[drop] = false;
+  }
+
+  // 128x144 for 128x160 where 144 divides N and K is long (see kWhole144Penalty): the same buckets, each
+  // kernel swapped whole where the model puts 144 ahead at every interval it serves, so that nothing else in
+  // the plan moves. Offered as a candidate instead, 144 changed the pruning elsewhere (3.6 % slower on a timed
+  // sample of those moves); swapped where it was ahead only on the intervals' weighted sum, it lost 2-5 % at
+  // 1088 and 3200 x 18432 (a whole number of rounds for 160 there).
+  if (form == Fp8GemmForm::kInference && overrides.block_n == 0 && overrides.block_m != 64 && overrides.block_m != 256 &&
+      n % 144 == 0 && cdiv(k, 128) >= kWhole144MinKBlocks) {
+    for (size_t c = 0; c < nc; ++c) {
+      if (!kept[c] || cands[c].block_m != 128 || cands[c].block_n != 160 || cands[c].split_k != 1) continue;
+      Fp8GemmConfig narrower = make_config({128, 144}, target, overrides, form);
+      if (narrower.stages == 0) continue;
+      narrower.group_m = tile_order_group_m(n, k, narrower);
+      bool ahead_everywhere = true;
+      for (size_t i = 0; i < intervals && ahead_everywhere; ++i)
+        if (pick(i) == c)
+          ahead_everywhere = fp8_gemm_estimate_us(target, iv[i].costed_at, n, k, narrower) <
+                             fp8_gemm_estimate_us(target, iv[i].costed_at, n, k, cands[c]);
+      if (ahead_everywhere) cands[c] = narrower;
+    }
   }
 
   // Buckets from the intervals' picks, then the tail.
