@@ -595,8 +595,8 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
   // the plan moves. Offered as a candidate instead, 144 changed the pruning elsewhere (3.6 % slower on a timed
   // sample of those moves); swapped where it was ahead only on the intervals' weighted sum, it lost 2-5 % at
   // 1088 and 3200 x 18432 (a whole number of rounds for 160 there).
-  if (form == Fp8GemmForm::kInference && overrides.block_n == 0 && overrides.block_m != 64 && overrides.block_m != 256 &&
-      n % 144 == 0 && cdiv(k, 128) >= kWhole144MinKBlocks) {
+  const bool tile_free = overrides.block_n == 0 && (overrides.block_m == 0 || overrides.block_m == 128);
+  if (form == Fp8GemmForm::kInference && tile_free && n % 144 == 0 && cdiv(k, 128) >= kWhole144MinKBlocks) {
     for (size_t c = 0; c < nc; ++c) {
       if (!kept[c] || cands[c].block_m != 128 || cands[c].block_n != 160 || cands[c].split_k != 1) continue;
       Fp8GemmConfig narrower = make_config({128, 144}, target, overrides, form);

@@ -6,9 +6,10 @@
 // How a choice is made (docs/FP8_GEMM.md, "Host side", has the numbers behind it):
 //   1. candidates: the tiles the H200 sweep found useful -- 256 x 128 (two math warpgroups of two waves,
 //      in CTA pairs sharing A), 128 x {128, 64, 160, 192} (two math warpgroups), 128 x 176 where it divides
-//      N or K is long (offered_at), and 64 x {128, 64, 32} (one) -- with the most pipeline stages that fit and the TMA-store epilogue,
-//      and 64 x 32, 64 x 16 and 128 x 32 split in K by CTA pairs (the bf16 form); overrides narrow or replace
-//      them;
+//      N or K is long (offered_at), and 64 x {128, 64, 32} (one) -- with the most pipeline stages that fit and
+//      the TMA-store epilogue, and 64 x 32, 64 x 16 and 128 x 32 split in K by CTA pairs (the bf16 form);
+//      overrides narrow or replace them; after the pruning (4.), 128 x 144 replaces 128 x 160 where 144
+//      divides N and the model puts it ahead everywhere 160 serves;
 //   2. a cost model (fp8_gemm_estimate_us) calibrated on that sweep: per 128-wide K block a tile takes the
 //      longest of a latency floor, its WGMMA + promotion time and its share of per-SM load bandwidth; each
 //      tile adds an epilogue (and a split-K pair's CTAs half the K blocks each and a hand-over); the call
