@@ -172,8 +172,6 @@ constexpr double kZeroFillWeight = 5.0;
 // (6.8 us where 64x32 takes 5.4) and kept 128x32 pairs out where they gain 5-29 % (128 x 2112 x 7168: 12.8
 // against 13.5 us; 200 x 768 x 16384: 18.1 against 23.3).
 constexpr double kSplitKHandOverUs = 1.5;
-// M above the sampled range (kFp8GemmSampledMaxM, or kFp8GemmAccumulateSampledMaxM) takes the candidate cheapest
-// on average over the intervals in the range's upper half.
 // The tile order's group height (the kernel's kGroupM, kernels::kFp8GemmDefaultGroupM = 8 m units): the tiles
 // of a group are walked m fastest, so B is read from DRAM about once per group. Where B is larger than
 // kTallGroupMinBBytes it does not stay in L2 from one group to the next, and groups of kTallGroupM halve its
@@ -597,11 +595,10 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
   // 1088 and 3200 x 18432 (a whole number of rounds for 160 there).
   const bool tile_free = overrides.block_n == 0 && (overrides.block_m == 0 || overrides.block_m == 128);
   if (form == Fp8GemmForm::kInference && tile_free && n % 144 == 0 && cdiv(k, 128) >= kWhole144MinKBlocks) {
-    for (size_t c = 0; c < nc; ++c) {
+    Fp8GemmConfig narrower = make_config({128, 144}, target, overrides, form);
+    narrower.group_m = tile_order_group_m(n, k, narrower);
+    for (size_t c = 0; c < nc && narrower.stages > 0; ++c) {
       if (!kept[c] || cands[c].block_m != 128 || cands[c].block_n != 160 || cands[c].split_k != 1) continue;
-      Fp8GemmConfig narrower = make_config({128, 144}, target, overrides, form);
-      if (narrower.stages == 0) continue;
-      narrower.group_m = tile_order_group_m(n, k, narrower);
       bool ahead_everywhere = true;
       for (size_t i = 0; i < intervals && ahead_everywhere; ++i)
         if (pick(i) == c)
@@ -624,6 +621,7 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
       plan.buckets.push_back({lo, hi, 0});
     }
   }
+  // M above the sampled range takes the kept candidate cheapest on average over the range's upper half.
   size_t tail = nc;
   double tail_cost = 0;
   for (size_t c = 0; c < nc; ++c) {
