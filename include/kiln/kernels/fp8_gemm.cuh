@@ -1239,17 +1239,18 @@ struct Fp8Gemm {
           *reinterpret_cast<float4_t*>(buffer + offset) = float4_t{accum[i], accum[i + 1], accum[i + 4], accum[i + 5]};
         }
       } else {
-      // Fragment chunks j = 2c, 2c + 1 (8 columns each): this thread's columns 8j + 2q, + 1 of rows r, r + 8.
+        // Fragment chunks j = 2c, 2c + 1 (8 columns each): this thread's columns 8j + 2q, + 1 of rows r, r + 8.
 #pragma unroll
-      for (u32 h = 0; h < kFp8GemmReduceCols / 8; ++h) {
-        const u32 j = c * (kFp8GemmReduceCols / 8) + h;
-        const u32 unit = h * 2 + q / 2;
+        for (u32 h = 0; h < kFp8GemmReduceCols / 8; ++h) {
+          const u32 j = c * (kFp8GemmReduceCols / 8) + h;
+          const u32 unit = h * 2 + q / 2;
 #pragma unroll
-        for (u32 r = 0; r < 2; ++r) {
-          const u32 offset = rows[r] * (kFp8GemmReduceCols * 4) + ((unit ^ ((rows[r] >> 1) & 3)) * 16) + (q % 2) * 8;
-          *reinterpret_cast<F32x2*>(buffer + offset) = F32x2{accum[4 * j + 2 * r], accum[4 * j + 2 * r + 1]};
+          for (u32 r = 0; r < 2; ++r) {
+            const u32 offset =
+                rows[r] * (kFp8GemmReduceCols * 4) + ((unit ^ ((rows[r] >> 1) & 3)) * 16) + (q % 2) * 8;
+            *reinterpret_cast<F32x2*>(buffer + offset) = F32x2{accum[4 * j + 2 * r], accum[4 * j + 2 * r + 1]};
+          }
         }
-      }
       }
       // Generic-proxy writes -> visible to the TMA unit, then every writer is done before the issue.
       ptx::fence_proxy_async_shared_cta();
