@@ -133,6 +133,17 @@ constexpr double kTwoWaveFillUs = 3.5;
 constexpr double kTwoWaveFillPower = 2.0;
 constexpr int64_t kTwoWaveFillMaxKBlocks = 24;
 
+// The inference form's long M (kFp8GemmSampledMaxM < M <= kFp8GemmLongMaxM: long prefills, training steps) is
+// assigned per 64-row interval among the kernels the pruning kept: the model's cheapest where it is ahead of the
+// tail kernel by more than this, else the tail. One tail kernel chosen over 8193..16384 left whole rounds on the
+// table at other M (at N = 256 the 256x128 pairs, one cluster per 256 rows, against 128x128's finer rounds). Timed
+// on the H200 (2026-12-01, thirty-fourth session, kLongMMoves in the unit tests): one M drawn at random from 36
+// moved intervals of N 256..2304 x K 512..16384, 0.943 of the tail's time on geometric mean (0.835-1.019; 32
+// faster by over 1 %, one slower). Within the margin the model ranks kernels no better than the device does
+// (30784 x 2112 x 7168: 128x176 2.5 % ahead in the model, 0.6 % behind measured; 23168 x 2048 x 2048: 2.4 %
+// ahead, 1.9 % behind).
+constexpr double kLongMMargin = 0.03;
+
 // Candidates are dropped while the remaining ones keep the mean relative cost over the M intervals within
 // this of the best of all candidates, and every single interval within kDropMaxLoss. The mean weighs each
 // interval by the logarithm of its M range (ln((hi + 1) / lo)), so that every doubling of M counts alike: a
@@ -621,7 +632,8 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
       plan.buckets.push_back({lo, hi, 0});
     }
   }
-  // M above the sampled range takes the kept candidate cheapest on average over the range's upper half.
+  // M above the sampled range takes the kept candidate cheapest on average over the range's upper half (the
+  // tail), but for the inference form's long M (kLongMMargin).
   size_t tail = nc;
   double tail_cost = 0;
   for (size_t c = 0; c < nc; ++c) {
@@ -634,12 +646,31 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
       tail_cost = sum;
     }
   }
-  if (bucket_cand.back() == tail) {
-    plan.buckets.back().m_hi = kFp8GemmUnboundedM;
-  } else {
-    bucket_cand.push_back(tail);
-    plan.buckets.push_back({sampled_max_m + 1, kFp8GemmUnboundedM, 0});
-  }
+  const auto append = [&](size_t c, int64_t lo, int64_t hi) {
+    if (bucket_cand.back() == c) {
+      plan.buckets.back().m_hi = hi;
+    } else {
+      bucket_cand.push_back(c);
+      plan.buckets.push_back({lo, hi, 0});
+    }
+  };
+  int64_t assigned = sampled_max_m;
+  if (form == Fp8GemmForm::kInference)
+    for (int64_t hi = sampled_max_m + kIntervalM; hi <= kFp8GemmLongMaxM; hi += kIntervalM) {
+      size_t c = tail;
+      double best = fp8_gemm_estimate_us(target, hi, n, k, cands[tail]) * (1.0 - kLongMMargin);
+      for (size_t d = 0; d < nc; ++d) {
+        if (!kept[d]) continue;
+        const double us = fp8_gemm_estimate_us(target, hi, n, k, cands[d]);
+        if (us < best) {
+          best = us;
+          c = d;
+        }
+      }
+      append(c, hi - kIntervalM + 1, hi);
+      assigned = hi;
+    }
+  append(tail, assigned + 1, kFp8GemmUnboundedM);
 
   // Number the kernels in order of first use.
   std::vector<int> index(nc, -1);

@@ -24,7 +24,9 @@
 //      doubling of M counts alike) and within 2 % at every interval; the intervals are
 //      re-assigned to the cheapest remaining one and equal neighbours joined into buckets; past the bounds,
 //      while more than kFp8GemmMaxKernels remain, the cheapest loss goes anyway. M above that range
-//      takes the remaining candidate with the lowest mean cost over its upper half (8193..16384);
+//      takes the remaining candidate with the lowest mean cost over its upper half (8193..16384), except that
+//      the inference form's intervals up to kFp8GemmLongMaxM take another remaining one where the model puts it
+//      over 3 % ahead;
 //   5. a kernel that serves one m block only (a 64-row tile up to M = 64) runs with fewer stages than fit
 //      (fewer bytes in flight per SM stream B faster after a flush of L2).
 // DG_PRINT_CONFIGS=1 makes the op print each kernel choice once, when it is first loaded.
@@ -41,11 +43,14 @@
 namespace kiln::ops {
 
 constexpr int kFp8GemmMaxKernels = 8;            // distinct kernels per (target, N, K) over all M, at most
-constexpr int64_t kFp8GemmSampledMaxM = 16384;   // M is modelled up to this; above it the tail kernel serves
+constexpr int64_t kFp8GemmSampledMaxM = 16384;   // M is modelled (and kernels pruned) up to this
 // The weight-gradient form's M is a weight's rows (up to 32768 in DeepSeek-V3: 32768 x 512, 24576 x 1536), not a
 // token count, so its plans model M that far: one tail kernel for M = 16385.. ran 128x128 at 32768 x 512, 2.3 % (K =
 // 4096) and 4.7 % (8192) slower than the 128x176 the model picks there (thirty-third session, H200).
 constexpr int64_t kFp8GemmAccumulateSampledMaxM = 32768;
+// The inference form's M from kFp8GemmSampledMaxM to here takes, per 64-row interval, the cheapest of the kernels
+// kept for M <= kFp8GemmSampledMaxM where the model puts it clearly ahead of the tail kernel: no kernel is added.
+constexpr int64_t kFp8GemmLongMaxM = 32768;
 constexpr int64_t kFp8GemmUnboundedM = INT64_MAX;  // the last bucket's upper end
 
 // One kernel configuration: the template arguments of kiln::kernels::Fp8Gemm besides N and K.
