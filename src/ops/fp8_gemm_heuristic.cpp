@@ -136,13 +136,20 @@ constexpr int64_t kTwoWaveFillMaxKBlocks = 24;
 // The inference form's long M (kFp8GemmSampledMaxM < M <= kFp8GemmLongMaxM: long prefills, training steps) is
 // assigned per 64-row interval among the kernels the pruning kept: the model's cheapest where it is ahead of the
 // tail kernel by more than this, else the tail. One tail kernel chosen over 8193..16384 left whole rounds on the
-// table at other M (at N = 256 the 256x128 pairs, one cluster per 256 rows, against 128x128's finer rounds). Timed
-// on the H200 (2026-12-01, thirty-fourth session, kLongMMoves in the unit tests): one M drawn at random from 36
-// moved intervals of N 256..2304 x K 512..16384, 0.943 of the tail's time on geometric mean (0.835-1.019; 32
-// faster by over 1 %, one slower). Within the margin the model ranks kernels no better than the device does
-// (30784 x 2112 x 7168: 128x176 2.5 % ahead in the model, 0.6 % behind measured; 23168 x 2048 x 2048: 2.4 %
-// ahead, 1.9 % behind).
+// table at other M (at N = 256 the 256x128 pairs, one cluster per 256 rows, against 128x128's finer rounds) and,
+// further up, 128x128 where wider tiles or the pairs are cheaper per output. Timed on the H200 (2026-12-01,
+// thirty-fourth session, kLongMMoves in the unit tests) at one M drawn at random from each of 36 moved intervals
+// up to 32768 and 30 from 32769 to 65536 (N 256..2304 x K 512..16384): 0.943 (0.835-1.019; 32 faster by over 1 %,
+// one slower) and 0.928 (0.889-0.983; all 30 faster by over 1 %) of the tail's time on geometric mean. Within the
+// margin the model ranks kernels no better than the device does (30784 x 2112 x 7168: 128x176 2.5 % ahead in the
+// model, 0.6 % behind measured; 23168 x 2048 x 2048: 2.4 % ahead, 1.9 % behind).
 constexpr double kLongMMargin = 0.03;
+// Above kFp8GemmLongMaxM the inference form takes the kept kernel the model puts cheapest at this M, where a
+// tile's rounds are whole within 1 % (at N = 256 and 128x128, 124 of them): its cost per output. In the model, over
+// N 256..32768 x nine K from 512 to 16384 and M from 65536 to 2^20, it moved 86 of 693 (N, K) off the tail rule's
+// kernel (the mean over 8193..16384), to 0.962 of its time on geometric mean, no (N, K) over 0.3 % slower; the mean
+// over 32769..65536 instead would have moved N = 256 from the pairs to 128x128, 4-7 % slower further up.
+constexpr int64_t kAsymptoticM = int64_t{1} << 20;
 
 // Candidates are dropped while the remaining ones keep the mean relative cost over the M intervals within
 // this of the best of all candidates, and every single interval within kDropMaxLoss. The mean weighs each
@@ -655,22 +662,26 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
     }
   };
   int64_t assigned = sampled_max_m;
-  if (form == Fp8GemmForm::kInference)
+  size_t beyond = tail;  // the kernel past the last assigned interval
+  if (form == Fp8GemmForm::kInference) {
+    std::vector<double> us(nc, 0.0);
     for (int64_t hi = sampled_max_m + kIntervalM; hi <= kFp8GemmLongMaxM; hi += kIntervalM) {
-      size_t c = tail;
-      double best = fp8_gemm_estimate_us(target, hi, n, k, cands[tail]) * (1.0 - kLongMMargin);
-      for (size_t d = 0; d < nc; ++d) {
-        if (!kept[d]) continue;
-        const double us = fp8_gemm_estimate_us(target, hi, n, k, cands[d]);
-        if (us < best) {
-          best = us;
-          c = d;
-        }
-      }
-      append(c, hi - kIntervalM + 1, hi);
+      for (size_t d = 0; d < nc; ++d)
+        if (kept[d]) us[d] = fp8_gemm_estimate_us(target, hi, n, k, cands[d]);
+      size_t cheapest = tail;
+      for (size_t d = 0; d < nc; ++d)
+        if (kept[d] && us[d] < us[cheapest] * (1.0 - 1e-9)) cheapest = d;
+      append(us[cheapest] < us[tail] * (1.0 - kLongMMargin) ? cheapest : tail, hi - kIntervalM + 1, hi);
       assigned = hi;
     }
-  append(tail, assigned + 1, kFp8GemmUnboundedM);
+    // Past kFp8GemmLongMaxM, the kept candidate cheapest where every tile's rounds are nearly whole
+    // (kAsymptoticM): the cheapest per output.
+    for (size_t d = 0; d < nc; ++d)
+      if (kept[d]) us[d] = fp8_gemm_estimate_us(target, kAsymptoticM, n, k, cands[d]);
+    for (size_t d = 0; d < nc; ++d)
+      if (kept[d] && us[d] < us[beyond] * (1.0 - 1e-9)) beyond = d;
+  }
+  append(beyond, assigned + 1, kFp8GemmUnboundedM);
 
   // Number the kernels in order of first use.
   std::vector<int> index(nc, -1);

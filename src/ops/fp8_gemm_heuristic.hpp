@@ -26,7 +26,7 @@
 //      while more than kFp8GemmMaxKernels remain, the cheapest loss goes anyway. M above that range
 //      takes the remaining candidate with the lowest mean cost over its upper half (8193..16384), except that
 //      the inference form's intervals up to kFp8GemmLongMaxM take another remaining one where the model puts it
-//      over 3 % ahead;
+//      over 3 % ahead, and its M beyond them the remaining one cheapest per output (at M = 2^20);
 //   5. a kernel that serves one m block only (a 64-row tile up to M = 64) runs with fewer stages than fit
 //      (fewer bytes in flight per SM stream B faster after a flush of L2).
 // DG_PRINT_CONFIGS=1 makes the op print each kernel choice once, when it is first loaded.
@@ -49,8 +49,9 @@ constexpr int64_t kFp8GemmSampledMaxM = 16384;   // M is modelled (and kernels p
 // 4096) and 4.7 % (8192) slower than the 128x176 the model picks there (thirty-third session, H200).
 constexpr int64_t kFp8GemmAccumulateSampledMaxM = 32768;
 // The inference form's M from kFp8GemmSampledMaxM to here takes, per 64-row interval, the cheapest of the kernels
-// kept for M <= kFp8GemmSampledMaxM where the model puts it clearly ahead of the tail kernel: no kernel is added.
-constexpr int64_t kFp8GemmLongMaxM = 32768;
+// kept for M <= kFp8GemmSampledMaxM where the model puts it clearly ahead of the tail kernel, and M above it the
+// kept kernel cheapest per output (at M = 2^20): no kernel is added.
+constexpr int64_t kFp8GemmLongMaxM = 65536;
 constexpr int64_t kFp8GemmUnboundedM = INT64_MAX;  // the last bucket's upper end
 
 // One kernel configuration: the template arguments of kiln::kernels::Fp8Gemm besides N and K.
