@@ -147,8 +147,9 @@ constexpr double kLongMMargin = 0.03;
 // Above kFp8GemmLongMaxM the inference form takes the kept kernel the model puts cheapest at this M, where a
 // tile's rounds are whole within 1 % (at N = 256 and 128x128, 124 of them): its cost per output. In the model, over
 // N 256..32768 x nine K from 512 to 16384 and M from 65536 to 2^20, it moved 86 of 693 (N, K) off the tail rule's
-// kernel (the mean over 8193..16384), to 0.962 of its time on geometric mean, no (N, K) over 0.3 % slower; the mean
-// over 32769..65536 instead would have moved N = 256 from the pairs to 128x128, 4-7 % slower further up.
+// kernel (the mean over 8193..16384), to 0.962 of its time on geometric mean, no (N, K) over 0.3 % slower; timed at
+// ten of them (M 70000..200000, kBeyondLongM) 0.937, all faster. The mean over 32769..65536 instead would have
+// moved N = 256 from the pairs to 128x128, 4-7 % slower further up.
 constexpr int64_t kAsymptoticM = int64_t{1} << 20;
 
 // Candidates are dropped while the remaining ones keep the mean relative cost over the M intervals within
@@ -640,7 +641,7 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
     }
   }
   // M above the sampled range takes the kept candidate cheapest on average over the range's upper half (the
-  // tail), but for the inference form's long M (kLongMMargin).
+  // tail), but the inference form's long M is assigned per interval first (kLongMMargin, then kAsymptoticM).
   size_t tail = nc;
   double tail_cost = 0;
   for (size_t c = 0; c < nc; ++c) {
