@@ -627,19 +627,19 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
     }
   }
 
-  // Buckets from the intervals' picks, then the tail.
+  // Buckets from the intervals' picks, then the tail. M in [lo, hi] taken by candidate c extends the last bucket
+  // where that is c's, else starts one.
   std::vector<size_t> bucket_cand;  // candidate index per bucket
   Fp8GemmPlan plan;
-  for (size_t i = 0; i < intervals; ++i) {
-    const size_t c = pick(i);
-    const int64_t lo = iv[i].lo, hi = iv[i].hi;
+  const auto append = [&](size_t c, int64_t lo, int64_t hi) {
     if (!bucket_cand.empty() && bucket_cand.back() == c) {
       plan.buckets.back().m_hi = hi;
     } else {
       bucket_cand.push_back(c);
       plan.buckets.push_back({lo, hi, 0});
     }
-  }
+  };
+  for (size_t i = 0; i < intervals; ++i) append(pick(i), iv[i].lo, iv[i].hi);
   // M above the sampled range takes the kept candidate cheapest on average over the range's upper half (the
   // tail), but the inference form's long M is assigned per interval first (kLongMMargin, then kAsymptoticM).
   size_t tail = nc;
@@ -654,14 +654,6 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
       tail_cost = sum;
     }
   }
-  const auto append = [&](size_t c, int64_t lo, int64_t hi) {
-    if (bucket_cand.back() == c) {
-      plan.buckets.back().m_hi = hi;
-    } else {
-      bucket_cand.push_back(c);
-      plan.buckets.push_back({lo, hi, 0});
-    }
-  };
   int64_t assigned = sampled_max_m;
   size_t beyond = tail;  // the kernel past the last assigned interval
   if (form == Fp8GemmForm::kInference) {
