@@ -657,22 +657,24 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
   int64_t assigned = sampled_max_m;
   size_t beyond = tail;  // the kernel past the last assigned interval
   if (form == Fp8GemmForm::kInference) {
+    // The kept candidate the model puts cheapest at M = m (the tail on a tie).
     std::vector<double> us(nc, 0.0);
-    for (int64_t hi = sampled_max_m + kIntervalM; hi <= kFp8GemmLongMaxM; hi += kIntervalM) {
+    const auto cheapest_at = [&](int64_t m) {
       for (size_t d = 0; d < nc; ++d)
-        if (kept[d]) us[d] = fp8_gemm_estimate_us(target, hi, n, k, cands[d]);
+        if (kept[d]) us[d] = fp8_gemm_estimate_us(target, m, n, k, cands[d]);
       size_t cheapest = tail;
       for (size_t d = 0; d < nc; ++d)
         if (kept[d] && us[d] < us[cheapest] * (1.0 - 1e-9)) cheapest = d;
+      return cheapest;
+    };
+    for (int64_t hi = sampled_max_m + kIntervalM; hi <= kFp8GemmLongMaxM; hi += kIntervalM) {
+      const size_t cheapest = cheapest_at(hi);
       append(us[cheapest] < us[tail] * (1.0 - kLongMMargin) ? cheapest : tail, hi - kIntervalM + 1, hi);
       assigned = hi;
     }
     // Past kFp8GemmLongMaxM, the kept candidate cheapest where every tile's rounds are nearly whole
     // (kAsymptoticM): the cheapest per output.
-    for (size_t d = 0; d < nc; ++d)
-      if (kept[d]) us[d] = fp8_gemm_estimate_us(target, kAsymptoticM, n, k, cands[d]);
-    for (size_t d = 0; d < nc; ++d)
-      if (kept[d] && us[d] < us[beyond] * (1.0 - 1e-9)) beyond = d;
+    beyond = cheapest_at(kAsymptoticM);
   }
   append(beyond, assigned + 1, kFp8GemmUnboundedM);
 
