@@ -227,6 +227,15 @@ double expect_within_misses(const std::vector<Judged>& judged, const std::vector
   }
   return log_loss;
 }
+// For a table of moves (each shape's rows: the previous plan's tile, then the one the change moved it to): the plan
+// of `form` takes the second row's tile at every judged shape.
+void expect_moved_to_second_rows(const std::vector<Judged>& judged, Fp8GemmForm form = Fp8GemmForm::kInference) {
+  for (const Judged& j : judged) {
+    const Measured& moved_to = j.shape[1];
+    expect_tile_at(fp8_gemm_plan(kH200, moved_to.n, moved_to.k, {}, form), moved_to.m, moved_to.block_m,
+                   moved_to.block_n);
+  }
+}
 const Measured kSweep[] = {
     {1, 576, 7168, 64, 32, 13.3}, {1, 576, 7168, 64, 64, 14.3}, {1, 576, 7168, 64, 128, 17.1},
     {1, 576, 7168, 128, 128, 25.7}, {1, 2112, 7168, 64, 32, 13.4}, {1, 2112, 7168, 64, 64, 15.1},
@@ -2283,11 +2292,7 @@ TEST(Fp8GemmHeuristic, AccumulatingFormPlansWeightRowsTo32768) {
   EXPECT_EQ(shapes, 74u);
   EXPECT_EQ(judged.size(), 74u);  // the plan takes the new tile at every shape
   EXPECT_LT(expect_within_misses(judged, {}, 1.02), 0.08);  // 0.075: the three that lost 1.3-1.6 %
-  for (const Judged& j : judged) {
-    const Measured& moved_to = j.shape[1];  // each shape's rows: the previous plan's tile, then the new one
-    expect_tile_at(fp8_gemm_plan(kH200, moved_to.n, moved_to.k, {}, Fp8GemmForm::kAccumulate), moved_to.m,
-                   moved_to.block_m, moved_to.block_n);
-  }
+  expect_moved_to_second_rows(judged, Fp8GemmForm::kAccumulate);
   // Beyond the modelled M the last kernel still serves, and every plan keeps to eight kernels.
   for (const auto& [n, k] : {std::pair{512, 4096}, {1536, 8192}, {7168, 4096}, {2112, 8192}}) {
     const Fp8GemmPlan plan = fp8_gemm_plan(kH200, n, k, {}, Fp8GemmForm::kAccumulate);
@@ -2361,10 +2366,7 @@ TEST(Fp8GemmHeuristic, LongMTakesTheKeptKernelsPerInterval) {
   EXPECT_EQ(shapes, 66u);
   EXPECT_EQ(judged.size(), 66u);
   EXPECT_LT(expect_within_misses(judged, {}, 1.02), 0.03);  // 0.024: the four that were not faster
-  for (const Judged& j : judged) {
-    const Measured& moved_to = j.shape[1];  // each shape's rows: the tail's tile, then the new one
-    expect_tile_at(fp8_gemm_plan(kH200, moved_to.n, moved_to.k), moved_to.m, moved_to.block_m, moved_to.block_n);
-  }
+  expect_moved_to_second_rows(judged);  // each shape's rows: the tail's tile, then the new one
   // No kernel is added for long M: every kernel serving M above kFp8GemmSampledMaxM serves some M at or below it,
   // and above kFp8GemmLongMaxM the tail kernel serves alone.
   for (const int64_t n : {256, 576, 1536, 2112, 4096, 7168, 24576})
@@ -2402,10 +2404,7 @@ TEST(Fp8GemmHeuristic, BeyondLongMTheKeptKernelCheapestPerOutputServes) {
   EXPECT_EQ(shapes, 10u);
   EXPECT_EQ(judged.size(), 10u);
   EXPECT_EQ(expect_within_misses(judged, {}, 1.0), 0.0);  // the new tile is the faster at every shape
-  for (const Judged& j : judged) {
-    const Measured& moved_to = j.shape[1];
-    expect_tile_at(fp8_gemm_plan(kH200, moved_to.n, moved_to.k), moved_to.m, moved_to.block_m, moved_to.block_n);
-  }
+  expect_moved_to_second_rows(judged);
 }
 
 // The tile order's group height, 8 (the kernel's default) against 16 m units (H200, 2026-11-30, fp8_gemm_test
