@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -152,6 +153,29 @@ constexpr double kLongMMargin = 0.03;
 // moved N = 256 from the pairs to 128x128, 4-7 % slower further up.
 constexpr int64_t kAsymptoticM = int64_t{1} << 20;
 
+// The fill tiles (kFillTiles: 64x96, 64x144, 128x80, 128x96) fill the SMs where the pruning's tiles leave some
+// idle at little N and mid M: 2048 x 576 x 7168 makes 80 tiles of 128x128 and 128 of 64x144 (25.6 against 20.9
+// us), 1024 x 1536 x 7168 96 tiles of 128x96 where 128x128 makes 96 with 2 more columns each (26.0 against 24.0).
+// Offered to the pruning as candidates they moved runs everywhere (the greedy drop is not an optimum: with more
+// candidates it ended worse in the model at 12013 intervals). So they enter a pruned plan only by swaps: up to
+// kFillMaxSwaps rounds, each the swap of a kept kernel (never the tail) for a fill tile, or the tile added while
+// fewer than kFp8GemmMaxKernels are kept, that lowers the pruning's weighted mean by over kFillMinGain and costs no
+// interval over kFillMaxLoss against the pruned plan. A fill tile serves an interval only where the model puts
+// it over kFillMargin ahead of the kept kernels (within it, the model ranked 128x96 for 128x160 the wrong way
+// round at K = 512: 3-8 % slower); a 128-row one never at M <= 128 (128x96 at 128 x 24576 x 1536 and 2048, 80 x
+// 24576 x 2048: 1.9-2.4 % slower than 64x128, the model 3.6 % faster), and none above N = kFillMaxN (at 9216..12288
+// 64x96 for the one-m-block 64x128 at M <= 64 was 0-2.6 % slower, the model 3 % faster) nor past the sampled range
+// (128x80 at 27407 x 320 x 512 15 % slower than the tail's 128x160). Timed on the H200 (2026-12-01, thirty-fifth
+// session, kFillMoves in the unit tests): 149 moved shapes, 0.933 of the previous plan's time on geometric mean,
+// 148 faster by over 1 %, the other 0.5 % slower. Within the eight kernels the warm-up's (N, K) have no room:
+// at 576 x 7168 every swap costs the decode kernels more of the log-weighted mean than 64x144 gains at M =
+// 1793..2112 (20 %).
+constexpr double kFillMinGain = 0.002;
+constexpr double kFillMaxLoss = 0.02;
+constexpr double kFillMargin = 0.03;
+constexpr int64_t kFillMaxN = 6144;
+constexpr int kFillMaxSwaps = 2;
+
 // Candidates are dropped while the remaining ones keep the mean relative cost over the M intervals within
 // this of the best of all candidates, and every single interval within kDropMaxLoss. The mean weighs each
 // interval by the logarithm of its M range (ln((hi + 1) / lo)), so that every doubling of M counts alike: a
@@ -221,6 +245,8 @@ int tile_order_group_m(int64_t n, int64_t k, const Fp8GemmConfig& c) {
 struct Tile {
   int block_m, block_n;
 };
+
+constexpr std::array<Tile, 4> kFillTiles = {{{64, 96}, {64, 144}, {128, 80}, {128, 96}}};
 
 Fp8GemmConfig make_config(const Tile& t, const TargetInfo& target, const Fp8GemmOverrides& o, Fp8GemmForm form) {
   const int bm = t.block_m, bn = t.block_n;
@@ -347,6 +373,21 @@ std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, int64_t n, int64
                                " bytes of shared memory per block (tile " + std::to_string(t.block_m) + "x" +
                                std::to_string(t.block_n) + ": at most " + std::to_string(c.stages) + " stages fit" +
                                (o.stages > 0 ? ", " + std::to_string(o.stages) + " were asked for" : "") + ")");
+  }
+  return out;
+}
+
+// The fill tiles (see kFillMinGain): for the inference form up to N = kFillMaxN, with the tile, split and clusters
+// left to the heuristic.
+std::vector<Fp8GemmConfig> fill_tiles(const TargetInfo& target, int64_t n, const Fp8GemmOverrides& o,
+                                      Fp8GemmForm form) {
+  std::vector<Fp8GemmConfig> out;
+  if (form != Fp8GemmForm::kInference || n > kFillMaxN || o.block_m != 0 || o.block_n != 0 || o.split_k > 1 ||
+      o.cluster_m > 1 || o.cluster_n > 1)
+    return out;
+  for (const Tile& t : kFillTiles) {
+    const Fp8GemmConfig c = make_config(t, target, o, form);
+    if (c.stages > 0) out.push_back(c);
   }
   return out;
 }
@@ -533,6 +574,9 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
             "cluster_n must be 0 (heuristic) or 1 for the accumulating form (its kernel adds into fp32 D without a "
             "cluster), got " + std::to_string(overrides.cluster_n));
   std::vector<Fp8GemmConfig> cands = candidates(target, n, k, overrides, form);
+  // The pruning's candidates first, then the fill tiles, which enter the plan only by the swaps below.
+  const size_t pruned = cands.size();
+  for (const Fp8GemmConfig& c : fill_tiles(target, n, overrides, form)) cands.push_back(c);
   for (Fp8GemmConfig& c : cands) c.group_m = tile_order_group_m(n, k, c);
   const size_t nc = cands.size();
 
@@ -558,22 +602,30 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
     double best = 0;
     for (size_t c = 0; c < nc; ++c) {
       rel[i * nc + c] = fp8_gemm_estimate_us(target, m, n, k, cands[c]);
-      if (c == 0 || rel[i * nc + c] < best) best = rel[i * nc + c];
+      if (c < pruned && (c == 0 || rel[i * nc + c] < best)) best = rel[i * nc + c];
     }
     for (size_t c = 0; c < nc; ++c) rel[i * nc + c] /= best;
   }
-  // The cheapest kept candidate for interval i (the first in candidate order on a tie).
-  std::vector<bool> kept(nc, true);
+  // The cheapest kept candidate for interval i (the first in candidate order on a tie). Only the pruning's
+  // candidates are kept at first.
+  std::vector<bool> kept(nc, false);
+  std::fill_n(kept.begin(), pruned, true);
+  // A fill tile is the cheapest only where it is ahead by over kFillMargin, and one of 128 rows never at M <= 128.
+  const auto picked_at = [&](size_t i, size_t c) {
+    if (c < pruned) return rel[i * nc + c];
+    if (cands[c].block_m == 128 && iv[i].hi <= 128) return std::numeric_limits<double>::infinity();
+    return rel[i * nc + c] * (1.0 + kFillMargin);
+  };
   auto pick = [&](size_t i) {
     size_t best = nc;
     for (size_t c = 0; c < nc; ++c)
-      if (kept[c] && (best == nc || rel[i * nc + c] < rel[i * nc + best] * (1.0 - 1e-9))) best = c;
+      if (kept[c] && (best == nc || picked_at(i, c) < picked_at(i, best) * (1.0 - 1e-9))) best = c;
     return best;
   };
 
   // Drop candidates, the one whose loss is smallest first, while the losses stay within bounds, and past them
   // while more candidates remain than kernels are allowed.
-  for (size_t remaining = nc; remaining > 1; --remaining) {
+  for (size_t remaining = pruned; remaining > 1; --remaining) {
     // The cheapest drop (the smallest mean loss, the first in candidate order on a tie) among the candidates
     // within the bounds, among those within kForcedDropMaxLoss of every interval's best, and among all.
     struct Cheapest {
@@ -605,6 +657,66 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
       drop = bounded.candidate != nc ? bounded.candidate : any.candidate;
     }
     kept[drop] = false;
+  }
+
+  // M above the sampled range takes the pruned candidate cheapest on average over the range's upper half (the
+  // tail), but the inference form's long M is assigned per interval first (kLongMMargin, then kAsymptoticM).
+  size_t tail = nc;
+  double tail_cost = 0;
+  for (size_t c = 0; c < pruned; ++c) {
+    if (!kept[c]) continue;
+    double sum = 0;
+    for (size_t i = 0; i < intervals; ++i)
+      if (iv[i].lo > sampled_max_m / 2) sum += rel[i * nc + c];
+    if (tail == nc || sum < tail_cost * (1.0 - 1e-9)) {
+      tail = c;
+      tail_cost = sum;
+    }
+  }
+
+  // The fill tiles by swaps (kFillMinGain): each round takes the swap of a kept kernel other than the tail for a
+  // fill tile (or the fill tile beside them, while fewer than kFp8GemmMaxKernels are kept) that lowers the
+  // pruning's mean the most, where it lowers it by over kFillMinGain and costs no interval over kFillMaxLoss
+  // against the pruned plan.
+  std::vector<double> pruned_cost(intervals);
+  for (size_t i = 0; i < intervals; ++i) pruned_cost[i] = rel[i * nc + pick(i)];
+  // The mean with `in` kept instead of `out` (out == nc: nothing out), infinite past the loss bound.
+  const auto swapped_mean = [&](size_t out, size_t in) {
+    if (out < nc) kept[out] = false;
+    kept[in] = true;
+    double sum = 0;
+    bool bounded = true;
+    for (size_t i = 0; i < intervals && bounded; ++i) {
+      const double v = rel[i * nc + pick(i)];
+      sum += v * iv[i].weight;
+      bounded = v <= pruned_cost[i] * (1.0 + kFillMaxLoss);
+    }
+    kept[in] = false;
+    if (out < nc) kept[out] = true;
+    return bounded ? sum / total_weight : std::numeric_limits<double>::infinity();
+  };
+  double mean = 0;
+  for (size_t i = 0; i < intervals; ++i) mean += pruned_cost[i] * iv[i].weight / total_weight;
+  for (int round = 0; round < kFillMaxSwaps; ++round) {
+    const size_t kept_count = static_cast<size_t>(std::count(kept.begin(), kept.end(), true));
+    size_t best_out = nc, best_in = nc;
+    double best_mean = mean * (1.0 - kFillMinGain);
+    for (size_t in = pruned; in < nc; ++in) {
+      if (kept[in]) continue;
+      for (size_t out = 0; out <= nc; ++out) {
+        if (out < nc ? !kept[out] || out == tail : kept_count >= static_cast<size_t>(kFp8GemmMaxKernels)) continue;
+        const double m = swapped_mean(out, in);
+        if (m < best_mean * (1.0 - 1e-9)) {
+          best_mean = m;
+          best_out = out;
+          best_in = in;
+        }
+      }
+    }
+    if (best_in == nc) break;
+    if (best_out < nc) kept[best_out] = false;
+    kept[best_in] = true;
+    mean = best_mean;
   }
 
   // 128x144 for 128x160 where 144 divides N and K is long (see kWhole144Penalty): the same buckets, each
@@ -640,30 +752,16 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
     }
   };
   for (size_t i = 0; i < intervals; ++i) append(pick(i), iv[i].lo, iv[i].hi);
-  // M above the sampled range takes the kept candidate cheapest on average over the range's upper half (the
-  // tail), but the inference form's long M is assigned per interval first (kLongMMargin, then kAsymptoticM).
-  size_t tail = nc;
-  double tail_cost = 0;
-  for (size_t c = 0; c < nc; ++c) {
-    if (!kept[c]) continue;
-    double sum = 0;
-    for (size_t i = 0; i < intervals; ++i)
-      if (iv[i].lo > sampled_max_m / 2) sum += rel[i * nc + c];
-    if (tail == nc || sum < tail_cost * (1.0 - 1e-9)) {
-      tail = c;
-      tail_cost = sum;
-    }
-  }
   int64_t assigned = sampled_max_m;
   size_t beyond = tail;  // the kernel past the last assigned interval
   if (form == Fp8GemmForm::kInference) {
-    // The kept candidate the model puts cheapest at M = m (the tail on a tie).
+    // The kept candidate of the pruning's the model puts cheapest at M = m (the tail on a tie).
     std::vector<double> us(nc, 0.0);
     const auto cheapest_at = [&](int64_t m) {
-      for (size_t d = 0; d < nc; ++d)
+      for (size_t d = 0; d < pruned; ++d)
         if (kept[d]) us[d] = fp8_gemm_estimate_us(target, m, n, k, cands[d]);
       size_t cheapest = tail;
-      for (size_t d = 0; d < nc; ++d)
+      for (size_t d = 0; d < pruned; ++d)
         if (kept[d] && us[d] < us[cheapest] * (1.0 - 1e-9)) cheapest = d;
       return cheapest;
     };

@@ -27,7 +27,10 @@
 //      takes the remaining candidate with the lowest mean cost over its upper half (8193..16384), except that
 //      the inference form's intervals up to kFp8GemmLongMaxM take another remaining one where the model puts it
 //      over 3 % ahead, and its M beyond them the remaining one cheapest per output (at M = 2^20);
-//   5. a kernel that serves one m block only (a 64-row tile up to M = 64) runs with fewer stages than fit
+//   5. the inference form up to N = 6144 then swaps up to two kept kernels (never the tail) for fill tiles,
+//      64 x {96, 144} and 128 x {80, 96}, where a swap lowers that mean by over 0.2 % and costs no interval over
+//      2 %; a fill tile serves only intervals where it is over 3 % ahead, and never M above 16384;
+//   6. a kernel that serves one m block only (a 64-row tile up to M = 64) runs with fewer stages than fit
 //      (fewer bytes in flight per SM stream B faster after a flush of L2).
 // DG_PRINT_CONFIGS=1 makes the op print each kernel choice once, when it is first loaded.
 #pragma once

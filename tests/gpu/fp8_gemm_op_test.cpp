@@ -561,6 +561,13 @@ int main(int argc, char** argv) {
       padded_all.ldb_pad = 16;
       padded_all.sfa_pad = 8;
       cases.push_back(padded_all);
+      // The plan's own fill tiles: 64x96 at 400 x 1536 x 2048, 128x96 at 2881 x 1024 x 2048 (ragged M).
+      Case fill_64{400, 1536, 2048};
+      fill_64.note = "the plan's 64x96 fill tile";
+      cases.push_back(fill_64);
+      Case fill_128{2881, 1024, 2048};
+      fill_128.note = "the plan's 128x96 fill tile";
+      cases.push_back(fill_128);
       if (!quick) {
         Case few_sms{1000, 576, 512};
         few_sms.note = "set_num_sms(7)";
@@ -568,8 +575,9 @@ int main(int argc, char** argv) {
         few_sms.after = [] { kiln::set_num_sms(0); };
         cases.push_back(few_sms);
         // A case run under kernel overrides (and, with num_sms > 0, set_num_sms), cleared again after it.
-        const auto forced = [](int64_t m, const char* note, kiln::Fp8GemmOverrides o, int num_sms = 0) {
-          Case c{m, 576, 512};
+        const auto forced_at = [](int64_t m, int64_t n, int64_t k, const char* note, kiln::Fp8GemmOverrides o,
+                                  int num_sms = 0) {
+          Case c{m, n, k};
           c.note = note;
           c.before = [o, num_sms] {
             if (num_sms > 0) kiln::set_num_sms(num_sms);
@@ -580,6 +588,9 @@ int main(int argc, char** argv) {
             kiln::set_fp8_gemm_overrides({});
           };
           return c;
+        };
+        const auto forced = [&forced_at](int64_t m, const char* note, kiln::Fp8GemmOverrides o, int num_sms = 0) {
+          return forced_at(m, 576, 512, note, o, num_sms);
         };
         cases.push_back(forced(1000, "overrides block_m=64 block_n=32 stages=3", {64, 32, 3, 0}));
         cases.push_back(forced(200, "overrides block_m=128 block_n=144", {128, 144, 0, 0}));
@@ -593,6 +604,14 @@ int main(int argc, char** argv) {
                                {256, 64, 0, 0, 2}));
         cases.push_back(forced(200, "overrides block_n=64 split_k=2 (split-K pairs on 128x64 and 64x64)",
                                {0, 64, 0, 0, 0, 2}));
+        // The fill tiles the plan swaps in at little N (kFillTiles), each with a ragged last tile in M, N and K
+        // (584 = 6 x 96 + 8 = 4 x 144 + 8, 1000 = 10 x 96 + 40 = 12 x 80 + 40; 720 = 5 x 128 + 80) and, for one,
+        // a few SMs walking many tiles.
+        cases.push_back(forced_at(1000, 584, 720, "overrides block_m=64 block_n=96", {64, 96, 0, 0}));
+        cases.push_back(forced_at(1000, 584, 720, "overrides block_m=64 block_n=144", {64, 144, 0, 0}));
+        cases.push_back(forced_at(999, 1000, 2048, "overrides block_m=128 block_n=80", {128, 80, 0, 0}));
+        cases.push_back(forced_at(999, 1000, 2048, "overrides block_m=128 block_n=96, set_num_sms(5)",
+                                  {128, 96, 0, 0}, 5));
       }
       run_group(cases, seed++, &timing);
       run_group({Case{37, 576, 720}, Case{1000, 576, 720}}, seed++, &timing);  // K tail: 720 = 5 x 128 + 80
