@@ -349,6 +349,20 @@ void run_group(const std::vector<Case>& cases, uint64_t seed, Timing* timing) {
   }
 }
 
+// Cases of several (N, K): one group per (N, K), in order of first appearance, each with a seed of its own.
+void run_groups(const std::vector<Case>& cases, uint64_t& seed, Timing* timing) {
+  std::vector<std::vector<Case>> groups;
+  for (const Case& c : cases) {
+    auto same = std::find_if(groups.begin(), groups.end(),
+                             [&](const std::vector<Case>& g) { return g[0].n == c.n && g[0].k == c.k; });
+    if (same == groups.end())
+      groups.push_back({c});
+    else
+      same->push_back(c);
+  }
+  for (const std::vector<Case>& g : groups) run_group(g, seed++, timing);
+}
+
 // ---- the casts feeding the GEMM on the GPU ------------------------------------------------------------------------
 
 void test_casts_then_gemm(int64_t m, int64_t n, int64_t k) {
@@ -613,7 +627,7 @@ int main(int argc, char** argv) {
         cases.push_back(forced_at(999, 1000, 2048, "overrides block_m=128 block_n=96, set_num_sms(5)",
                                   {128, 96, 0, 0}, 5));
       }
-      run_group(cases, seed++, &timing);
+      run_groups(cases, seed, &timing);
       run_group({Case{37, 576, 720}, Case{1000, 576, 720}}, seed++, &timing);  // K tail: 720 = 5 x 128 + 80
       if (!quick) {
         // The third: the plan's 128x32 split-K pairs (2112 x 7168 at M = 65..128) with A's box short of the tile.
