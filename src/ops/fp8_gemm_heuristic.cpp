@@ -623,6 +623,18 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
     return best;
   };
 
+  // The kept candidates' cost over the intervals, each interval's relative cost weighed as the pruning weighs it;
+  // each(i, cost) sees every interval's.
+  const auto kept_mean = [&](auto&& each) {
+    double sum = 0;
+    for (size_t i = 0; i < intervals; ++i) {
+      const double v = rel[i * nc + pick(i)];
+      sum += v * iv[i].weight;
+      each(i, v);
+    }
+    return sum / total_weight;
+  };
+
   // Drop candidates, the one whose loss is smallest first, while the losses stay within bounds, and past them
   // while more candidates remain than kernels are allowed.
   for (size_t remaining = pruned; remaining > 1; --remaining) {
@@ -639,14 +651,9 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
     for (size_t c = 0; c < nc; ++c) {
       if (!kept[c]) continue;
       kept[c] = false;
-      double sum = 0, worst = 0;
-      for (size_t i = 0; i < intervals; ++i) {
-        const double v = rel[i * nc + pick(i)];
-        sum += v * iv[i].weight;
-        worst = std::max(worst, v);
-      }
+      double worst = 0;
+      const double mean = kept_mean([&worst](size_t, double v) { worst = std::max(worst, v); });
       kept[c] = true;
-      const double mean = sum / total_weight;
       offer(any, c, mean);
       if (worst <= kForcedDropMaxLoss) offer(bounded, c, mean);
       if (mean <= kDropMeanLoss && worst <= kDropMaxLoss) offer(within, c, mean);
@@ -679,24 +686,19 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
   // pruning's mean the most, where it lowers it by over kFillMinGain and costs no interval over kFillMaxLoss
   // against the pruned plan.
   std::vector<double> pruned_cost(intervals);
-  for (size_t i = 0; i < intervals; ++i) pruned_cost[i] = rel[i * nc + pick(i)];
+  double mean = kept_mean([&pruned_cost](size_t i, double v) { pruned_cost[i] = v; });
   // The mean with `in` kept instead of `out` (out == nc: nothing out), infinite past the loss bound.
   const auto swapped_mean = [&](size_t out, size_t in) {
     if (out < nc) kept[out] = false;
     kept[in] = true;
-    double sum = 0;
     bool bounded = true;
-    for (size_t i = 0; i < intervals && bounded; ++i) {
-      const double v = rel[i * nc + pick(i)];
-      sum += v * iv[i].weight;
-      bounded = v <= pruned_cost[i] * (1.0 + kFillMaxLoss);
-    }
+    const double m = kept_mean([&](size_t i, double v) {
+      bounded = bounded && v <= pruned_cost[i] * (1.0 + kFillMaxLoss);
+    });
     kept[in] = false;
     if (out < nc) kept[out] = true;
-    return bounded ? sum / total_weight : std::numeric_limits<double>::infinity();
+    return bounded ? m : std::numeric_limits<double>::infinity();
   };
-  double mean = 0;
-  for (size_t i = 0; i < intervals; ++i) mean += pruned_cost[i] * iv[i].weight / total_weight;
   for (int round = 0; round < kFillMaxSwaps; ++round) {
     const size_t kept_count = static_cast<size_t>(std::count(kept.begin(), kept.end(), true));
     size_t best_out = nc, best_in = nc;
