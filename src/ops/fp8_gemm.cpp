@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -330,10 +331,58 @@ int narrow(const Problem& problem, const char* name) {
   return static_cast<int>(v);
 }
 
+// The most values of k a range may cover (multiples of 16): a plan each, about 0.4 ms apiece.
+constexpr int64_t kMaxTokenCounts = 65536;
+
+// The weight-gradient form over a range of k (token counts) at one m: each multiple of 16 in the range is planned,
+// and the kernel serving m is listed with the pieces of the range it serves. Its kernels take K at run time, so
+// the list is short (at most eight for every n tried up to k = 65536, across all m as well).
+std::vector<KernelUse> token_count_uses(const ProblemValue& m, int64_t n, const ProblemValue& k,
+                                        const Fp8GemmOverrides& overrides, const TargetInfo& target) {
+  const std::string who = std::string(kOp) + ": ";
+  if (m.is_range())
+    throw Error(ErrorKind::kValueError, who + "give a range for m or for k, not both (got m=" + m.text() + " and k=" +
+                                            k.text() + ")");
+  const int64_t first = (k.lo + 15) / 16 * 16, last = k.hi / 16 * 16;
+  if (first < 16 || first > last)
+    throw Error(ErrorKind::kValueError, who + "parameter k must be a range holding a positive multiple of 16, got " +
+                                            k.text());
+  if ((last - first) / 16 + 1 > kMaxTokenCounts)
+    throw Error(ErrorKind::kValueError, who + "parameter k's range may hold at most " + std::to_string(kMaxTokenCounts) +
+                                            " multiples of 16, got " + k.text() + " (" +
+                                            std::to_string((last - first) / 16 + 1) + ")");
+  std::vector<KernelUse> uses;
+  if (m.hi == 0 || n == 0) {
+    (void)fp8_gemm_plan(target, n, first, overrides, Fp8GemmForm::kAccumulate);  // still validates n and the overrides
+    return uses;
+  }
+  std::map<std::string, size_t> by_spec;  // rendered source -> index in uses
+  for (int64_t kk = first; kk <= last; kk += 16) {
+    const Fp8GemmPlan plan = fp8_gemm_plan(target, n, kk, overrides, Fp8GemmForm::kAccumulate);
+    const Fp8GemmConfig& config = plan.kernels[static_cast<size_t>(plan.bucket_of(m.lo).kernel)];
+    codegen::KernelSpec spec = fp8_gemm_spec(n, kk, config);
+    auto [it, fresh] = by_spec.emplace(codegen::render_source(spec), uses.size());
+    if (fresh) {
+      KernelUse use;
+      use.spec = std::move(spec);
+      use.range_param = "k";
+      use.detail = "n=" + std::to_string(n) + " m=" + std::to_string(m.lo) + " (k at run time): " + config.describe();
+      uses.push_back(std::move(use));
+    }
+    auto& ranges = uses[it->second].ranges;
+    if (!ranges.empty() && ranges.back().second == kk - 16)
+      ranges.back().second = kk;
+    else
+      ranges.emplace_back(kk, kk);
+  }
+  return uses;  // in order of first use as k grows
+}
+
 std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target) {
   validate_problem(find_op(kOp), problem);
   const ProblemValue m = problem.at("m");
-  const int64_t n = problem.at("n").lo, k = problem.at("k").lo;
+  const ProblemValue k_value = problem.at("k");
+  const int64_t n = problem.at("n").lo, k = k_value.lo;
   Fp8GemmOverrides overrides;
   overrides.block_m = narrow(problem, "block_m");
   overrides.block_n = narrow(problem, "block_n");
@@ -350,6 +399,12 @@ std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target)
                                             ": parameter accumulate must be 0 (the bf16 form) or 1 (the weight-gradient "
                                             "form, D (fp32) += A . B^T), got " + std::to_string(accumulate));
   const Fp8GemmForm form = accumulate ? Fp8GemmForm::kAccumulate : Fp8GemmForm::kInference;
+  if (k_value.is_range() && !accumulate)
+    throw Error(ErrorKind::kValueError,
+                std::string(kOp) + ": parameter k may be a range only with accumulate=1 (the weight-gradient form's "
+                                   "kernels take k at run time; the bf16 form's are specialised on it), got " +
+                    k_value.text());
+  if (k_value.is_range()) return token_count_uses(m, n, k_value, overrides, t);
   const Fp8GemmPlan plan = fp8_gemm_plan(t, n, k, overrides, form);  // validates n, k and the overrides
   std::vector<KernelUse> uses;
   if (m.hi == 0 || n == 0) return uses;  // m = 0: nothing to launch
@@ -531,6 +586,8 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   params.m = w32(c.m);
   params.last_box_rows = last_box_rows;
   params.last_b_box_rows = b_boxes.last_b_box_rows;
+  params.num_k_blocks = w32(k_blocks);  // read by the kernels with K at run time (the weight-gradient form's)
+  params.group_m = w32(cfg.group_m);
 
   cuda::LaunchConfig config;
   config.grid[0] = fp8_gemm_grid(cfg, c.m, c.n, entry->sm_count);
@@ -554,8 +611,11 @@ codegen::KernelSpec fp8_gemm_spec(int64_t n, int64_t k, const Fp8GemmConfig& c) 
   spec.header = "kiln/kernels/fp8_gemm.cuh";
   spec.kernel_template = "kiln::kernels::Fp8Gemm";
   spec.params_type = "kiln::Fp8GemmParams";
+  // The weight-gradient form's kernels take K (a token count) and the tile order's group height at run time, so one
+  // kernel serves a weight's gradient over every token count (a plan is still made per K: the tile may differ).
+  const bool run_time_k = c.accumulate;
   spec.arg("n", n)
-      .arg("k", k)
+      .arg("k", run_time_k ? int64_t{kernels::kFp8GemmRunTimeK} : k)
       .arg("block_m", int64_t{c.block_m})
       .arg("block_n", int64_t{c.block_n})
       .arg("stages", int64_t{c.stages})
@@ -568,7 +628,7 @@ codegen::KernelSpec fp8_gemm_spec(int64_t n, int64_t k, const Fp8GemmConfig& c) 
       .arg("split_k", int64_t{c.split_k});
   // Rendered only where it is not the kernel's default, so every other kernel's source (and cache key) stays
   // what it was before the parameter existed.
-  if (c.group_m != static_cast<int>(kernels::kFp8GemmDefaultGroupM)) spec.arg("group_m", int64_t{c.group_m});
+  if (!run_time_k && c.group_m != static_cast<int>(kernels::kFp8GemmDefaultGroupM)) spec.arg("group_m", int64_t{c.group_m});
   spec.block_threads = static_cast<int>(fp8_gemm_threads(c));
   spec.min_blocks_per_sm = 1;
   // The 256-row kernels (two waves, serial promotion) with ptxas's most register-hungry scheduling, as
@@ -589,7 +649,9 @@ OpDescriptor fp8_gemm_nt_descriptor() {
   op.params = {
       {"m", "rows of A and D, or a range lo..hi (a serving warm-up: m=1..16384); m = 0 needs no kernel", true, true},
       {"n", "rows of B, columns of D: a positive multiple of 8 (the kernel is specialised on it)", true},
-      {"k", "the reduction: a positive multiple of 16 (the kernel is specialised on it)", true},
+      {"k", "the reduction: a positive multiple of 16 (the bf16 form's kernels are specialised on it); with "
+            "accumulate=1 (tokens: its kernels take k at run time) also a range lo..hi, every multiple of 16 in it",
+       true, true},
       {"block_m", "override: 64, 128 or 256 rows per tile (0: heuristic; 256 only on request, bf16 form)", false},
       {"block_n", "override: columns per tile, a multiple of 16 in 16..192 (0: heuristic)", false},
       {"stages", "override: pipeline stages, 1..16 (0: as many as fit)", false},

@@ -14,7 +14,8 @@ namespace kiln::ops {
 // The spec of kiln::kernels::Fp8Gemm<n, k, config...>: op "fp8_gemm_nt" (both forms), template arguments n,
 // k, block_m, block_n, stages, math_warpgroups, tma_store, cluster_m, cluster_n, overlap_promotion, accumulate,
 // split_k (in that order) and group_m where it is not the kernel's default, the config's threads per CTA and one
-// CTA per SM.
+// CTA per SM. The weight-gradient form's (config.accumulate) renders k as kernels::kFp8GemmRunTimeK and no group_m:
+// its kernels take both at run time, so the spec (and the compiled kernel) is the same for every k.
 codegen::KernelSpec fp8_gemm_spec(int64_t n, int64_t k, const Fp8GemmConfig& config);
 
 // Registry entry: m (a value or a range), n, k, and the optional overrides block_m, block_n, stages,

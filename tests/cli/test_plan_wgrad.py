@@ -22,7 +22,9 @@ def test_plan_lists_the_accumulating_kernels_for_the_whole_range(kiln):
     assert 1 <= len(kernels) <= 8
     for k in kernels:
         assert k["op"] == "fp8_gemm_nt" and k["arch"] == ARCH and k["cached"] is False
-        assert "n=2112 k=4096" in k["spec"] and "accumulate=true" in k["spec"], k
+        # K is a run-time value of this form's kernels (k=0 in the spec); the plan's choice was made at k=4096.
+        assert "n=2112 k=0 " in k["spec"] and "accumulate=true" in k["spec"], k
+        assert "n=2112 k=4096: " in k["detail"], k
         assert "tma_store=false cluster_m=1" in k["spec"], k
         assert "fp32 accumulate into D" in k["detail"], k
     pieces_tile(kernels, 1, 16384)
@@ -65,7 +67,27 @@ def test_shapes_file_with_accumulate(kiln, tmp_path):
     assert {k["spec"].split(" ")[0] for k in kernels} == {"n=576", "n=2112"}
 
 
+def test_plan_over_a_range_of_token_counts(kiln):
+    out = kiln.json("plan", "fp8_gemm_nt", "n=2112", "m=7168", "k=1..65536", "accumulate=1", "--arch", ARCH)
+    kernels = out["kernels"]
+    assert 1 <= len(kernels) <= 3, kernels
+    pieces = sorted(tuple(p) for k in kernels for p in k["k_ranges"])
+    assert pieces[0][0] == 16 and pieces[-1][1] == 65536, pieces
+    for a, b in zip(pieces, pieces[1:]):
+        assert b[0] == a[1] + 16, pieces
+    assert all("n=2112 k=0 " in k["spec"] and "(k at run time)" in k["detail"] for k in kernels), kernels
+    # One token count's kernel is one of the range's, under the same key.
+    single = kiln.json("plan", "fp8_gemm_nt", "n=2112", "m=7168", "k=5008", "accumulate=1", "--arch", ARCH)["kernels"]
+    assert len(single) == 1 and single[0]["key"] in {k["key"] for k in kernels}
+    result = kiln.run("plan", "fp8_gemm_nt", "n=2112", "m=7168", "k=16..65536", "accumulate=1", "--arch", ARCH)
+    assert result.returncode == 0 and "k" in result.stdout.splitlines()[1].split(), result  # the ranged column
+
+
 def test_errors(kiln):
+    assert_error(kiln.run("plan", "fp8_gemm_nt", "n=2112", "m=64", "k=16..4096", "--arch", ARCH),
+                 "parameter k may be a range only with accumulate=1")
+    assert_error(kiln.run("plan", "fp8_gemm_nt", "n=2112", "m=1..64", "k=16..4096", "accumulate=1", "--arch", ARCH),
+                 "give a range for m or for k, not both")
     assert_error(kiln.run("plan", *WGRAD[:3], "m=1", "accumulate=2"), "accumulate must be 0", "got 2")
     assert_error(kiln.run("plan", *WGRAD, "m=1", "cluster_m=2"), "cluster_m must be 0 (heuristic) or 1",
                  "accumulating form")

@@ -564,6 +564,32 @@ int main(int argc, char** argv) {
       run_shape({Case{200, 584, 720, Form::kWgradSelf}}, salt++, timing);
     }
     kiln::set_fp8_gemm_overrides({});
+
+    // One kernel for every token count: the form's kernels take K at run time, so problems that differ only in K
+    // (one block of 16, whole blocks, tails, odd and even block counts) run the kernel the first one loaded, with
+    // no compile and no read of the disk cache.
+    {
+      kiln::Fp8GemmOverrides o;
+      o.block_m = 128;
+      o.block_n = 128;
+      kiln::set_fp8_gemm_overrides(o);
+      run_shape({Case{300, 1024, 4096, Form::kAccumulateApi}}, salt++, timing);
+      const kiln::CacheStats before = kiln::cache_stats();
+      for (const int64_t k : {16, 112, 128, 1040, 2960, 6160})
+        run_shape({Case{300, 1024, k, k % 128 == 0 ? Form::kWgradSelf : Form::kWgradZero}}, salt++, timing);
+      const kiln::CacheStats after = kiln::cache_stats();
+      char line[240];
+      std::snprintf(line, sizeof line,
+                    "six token counts (k = 16..6160) on the kernel of k = 4096: compiles %llu -> %llu, disk hits %llu -> "
+                    "%llu, misses %llu -> %llu (all unchanged)",
+                    static_cast<unsigned long long>(before.compiles), static_cast<unsigned long long>(after.compiles),
+                    static_cast<unsigned long long>(before.hits), static_cast<unsigned long long>(after.hits),
+                    static_cast<unsigned long long>(before.misses), static_cast<unsigned long long>(after.misses));
+      report(before.compiles == after.compiles && before.hits == after.hits && before.misses == after.misses, line);
+      kiln::set_fp8_gemm_overrides({});
+    }
+    // The plan's own tiles at token counts no other case has (its choice may differ with K; the kernels do not).
+    for (const int64_t k : {1008, 3088, 5136}) run_shape({Case{1536, 2112, k, Form::kWgradSelf}}, salt++, timing);
   } catch (const std::exception& e) {
     report(false, std::string("fp8_gemm_wgrad_test: ") + e.what());
   }

@@ -436,6 +436,38 @@ def test_weight_gradient_form_details():
         kiln.fp8_gemm_nt(a, (p.b_fp8, block_sfb), p.d)
 
 
+def test_weight_gradient_form_token_slices_share_one_kernel():
+    """Per-expert weight gradients over slices of one token axis (MoE): K differs per call, the kernel does not.
+
+    A and B hold 4096 tokens; each expert's slice [k0, k1) (a multiple of 128 tokens) is a column view of the fp8
+    tensors and of their MN-major scales, and its gradient D_e = A[:, k0:k1] . B[:, k0:k1]^T. After the first
+    slice, the others (other K, the same forced tile) compile nothing and read nothing from the disk cache."""
+    m, n, total = 512, 1536, 4096
+    p = WgradProblem(m, n, total, seed=61)
+    kiln.set_fp8_gemm_overrides(block_m=128, block_n=128)
+    try:
+        bounds = (0, 1024, 1408, 1536, 4096)  # 1024, 384, 128 and 2560 tokens
+        stats = None
+        for e, (k0, k1) in enumerate(zip(bounds, bounds[1:])):
+            a = (p.a_fp8[:, k0:k1], p.sfa[:, k0 // 128 : k1 // 128])
+            b = (p.b_fp8[:, k0:k1], p.sfb[:, k0 // 128 : k1 // 128])
+            d = torch.full((m, n), float("nan"), device="cuda")
+            kiln.fp8_gemm_nt(a, b, d)
+            torch.cuda.synchronize()
+            reference = dequantised(a[0], a[1], 1) @ dequantised(b[0], b[1], 1).T
+            assert torch.isfinite(d).all(), f"expert {e} (tokens {k0}..{k1}): NaN or Inf in D"
+            diff = calc_diff(d, reference)
+            assert diff < MAX_DIFF_DEQUANTISED, f"expert {e} (tokens {k0}..{k1}): calc_diff {diff:.3g}"
+            print(f"  expert {e}: tokens {k0}..{k1}, calc_diff {diff:.2e}")
+            if stats is None:
+                stats = kiln.cache_stats()
+        after = kiln.cache_stats()
+        for field in ("compiles", "hits", "misses"):
+            assert after[field] == stats[field], f"{field}: {stats[field]} -> {after[field]} after the first expert"
+    finally:
+        kiln.set_fp8_gemm_overrides()
+
+
 def test_weight_gradient_form_in_a_graph():
     m, n, k = 256, 2112, 4096
     p = WgradProblem(m, n, k, seed=51)

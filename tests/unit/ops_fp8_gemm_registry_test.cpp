@@ -114,8 +114,11 @@ TEST(Fp8GemmRegistry, OverridesAndSmCountAreProblemParameters) {
 
 TEST(Fp8GemmRegistry, BadProblemsNameTheParameter) {
   EXPECT_THAT(error_of([] { uses({{"m", 1}, {"n", 7168}, {"k", ProblemValue::range(128, 256)}}); }),
-              HasSubstr("fp8_gemm_nt: parameter k must be a single value, got the range 128..256 (fp8_gemm_nt accepts "
-                        "ranges for: m)"));
+              HasSubstr("fp8_gemm_nt: parameter k may be a range only with accumulate=1 (the weight-gradient form's "
+                        "kernels take k at run time; the bf16 form's are specialised on it), got 128..256"));
+  EXPECT_THAT(error_of([] { uses({{"m", 1}, {"n", 7168}, {"k", 128}, {"accumulate", ProblemValue::range(0, 1)}}); }),
+              HasSubstr("fp8_gemm_nt: parameter accumulate must be a single value, got the range 0..1 (fp8_gemm_nt "
+                        "accepts ranges for: m, k)"));
   EXPECT_THAT(error_of([] { uses({{"m", ProblemValue::range(10, 5)}, {"n", 7168}, {"k", 2048}}); }),
               HasSubstr("parameter m must be a range lo..hi with lo <= hi, got 10..5"));
   EXPECT_THAT(error_of([] { uses({{"m", ProblemValue::range(-3, 5)}, {"n", 7168}, {"k", 2048}}); }),

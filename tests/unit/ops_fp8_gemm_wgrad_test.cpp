@@ -1,7 +1,8 @@
 // The weight-gradient form of the FP8 GEMM (D fp32 += A . B^T, B scaled per row per 128 K) on the host:
 // every argument check of fp8_gemm_nt_accumulate / fp8_gemm_nt_wgrad (one case per check, each naming the
 // function, the argument, what was expected and what was given, all before any device query), the plan and
-// registry entry for accumulate=1, the golden source of one spec, and real compiles of every candidate tile of
+// registry entry for accumulate=1 (with k a range of token counts: its kernels take K at run time), the golden
+// source of one spec, and real compiles of every candidate tile of
 // the form for sm_90a with NVCC and NVRTC (no local memory or spills, setmaxnreg honoured, QGMMA in the SASS
 // where a disassembler is available).
 #include <gmock/gmock.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -338,6 +340,96 @@ TEST(Fp8GemmWgradRegistry, BadValuesNameTheParameter) {
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("cluster_m must be 0 (heuristic) or 1 for the accumulating form"));
   }
+}
+
+// ---- K at run time ------------------------------------------------------------------------------------------------
+
+// The form's kernels take K (a token count) and the tile order's group height at run time: the spec of a config is
+// the same at every k, with kFp8GemmRunTimeK in K's place; the bf16 form's stays specialised on k.
+TEST(Fp8GemmWgradRunTimeK, OneSpecServesEveryK) {
+  Fp8GemmConfig c = ops::fp8_gemm_plan(kH200, 2112, 4096, {128, 128, 0, 0}, Fp8GemmForm::kAccumulate).kernels.at(0);
+  const std::string source = codegen::render_source(ops::fp8_gemm_spec(2112, 4096, c));
+  EXPECT_THAT(source, HasSubstr("Fp8Gemm<2112, " + std::to_string(kernels::kFp8GemmRunTimeK) + ", 128, 128,"));
+  for (int64_t k : {16, 720, 8192, 1 << 20}) EXPECT_EQ(codegen::render_source(ops::fp8_gemm_spec(2112, k, c)), source);
+  // Nor does the group height render (the launch passes it): a tall-group config compiles to the same kernel.
+  c.group_m = 16;
+  EXPECT_EQ(codegen::render_source(ops::fp8_gemm_spec(2112, 4096, c)), source);
+  c.accumulate = false;
+  c.tma_store = true;
+  EXPECT_THAT(codegen::render_source(ops::fp8_gemm_spec(2112, 4096, c)), HasSubstr("Fp8Gemm<2112, 4096, "));
+  EXPECT_THAT(codegen::render_source(ops::fp8_gemm_spec(2112, 4096, c)), HasSubstr("16>::run"));
+  EXPECT_NE(codegen::render_source(ops::fp8_gemm_spec(2112, 4096, c)), codegen::render_source(ops::fp8_gemm_spec(2112, 8192, c)));
+}
+
+// What K at run time buys: the plans of every token count and every M of a weight share a handful of kernels. Over
+// k = 16..65536 (every multiple of 16 at n = 2112, every seventh elsewhere) and M = 1..32768 each n here needs at
+// most kFp8GemmMaxKernels, as one (n, k) does (with K compiled in, each k had its own).
+TEST(Fp8GemmWgradRunTimeK, EveryTokenCountOfAWeightFitsTheKernelBudget) {
+  for (const auto& [n, step] : {std::pair<int64_t, int64_t>{2112, 16}, {576, 112}, {1536, 112}, {7168, 112}, {24576, 112}}) {
+    std::set<std::string> sources;
+    for (int64_t k = 16; k <= 65536; k += step)
+      for (const Fp8GemmConfig& c : ops::fp8_gemm_plan(kH200, n, k, {}, Fp8GemmForm::kAccumulate).kernels)
+        sources.insert(codegen::render_source(ops::fp8_gemm_spec(n, k, c)));
+    EXPECT_LE(sources.size(), static_cast<size_t>(ops::kFp8GemmMaxKernels)) << "n = " << n;
+    EXPECT_GE(sources.size(), 4u) << "n = " << n;  // the plans do vary with k and m: this is not one kernel
+  }
+}
+
+// Ahead of time, k may be a range with accumulate=1: every multiple of 16 in it is planned at the one m, and each
+// kernel is listed once with the pieces of the range it serves, which together cover it exactly.
+TEST(Fp8GemmWgradRunTimeK, RegistryTakesARangeOfTokenCounts) {
+  const std::vector<KernelUse> all =
+      uses({{"m", 7168}, {"n", 2112}, {"k", ProblemValue::range(1, 65536)}, {"accumulate", 1}});
+  ASSERT_FALSE(all.empty());
+  EXPECT_LE(all.size(), 3u);
+  std::vector<std::pair<int64_t, int64_t>> pieces;
+  for (const KernelUse& u : all) {
+    EXPECT_EQ(u.range_param, "k");
+    EXPECT_THAT(u.detail, HasSubstr("n=2112 m=7168 (k at run time): "));
+    for (const auto& [lo, hi] : u.ranges) {
+      pieces.emplace_back(lo, hi);
+      EXPECT_EQ(lo % 16, 0);
+      EXPECT_EQ(hi % 16, 0);
+      for (int64_t k : {lo, (lo + hi) / 32 * 16, hi}) {  // the plan at k agrees
+        const Fp8GemmPlan plan = ops::fp8_gemm_plan(kH200, 2112, k, {}, Fp8GemmForm::kAccumulate);
+        const Fp8GemmConfig& c = plan.kernels[static_cast<size_t>(plan.bucket_of(7168).kernel)];
+        EXPECT_EQ(codegen::render_source(u.spec), codegen::render_source(ops::fp8_gemm_spec(2112, k, c))) << "k = " << k;
+      }
+    }
+  }
+  std::sort(pieces.begin(), pieces.end());
+  EXPECT_EQ(pieces.front().first, 16);
+  EXPECT_EQ(pieces.back().second, 65536);
+  for (size_t i = 1; i < pieces.size(); ++i) EXPECT_EQ(pieces[i].first, pieces[i - 1].second + 16);
+  // A single k lists the kernel its range lists there.
+  const std::vector<KernelUse> one = uses({{"m", 7168}, {"n", 2112}, {"k", 4096}, {"accumulate", 1}});
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_TRUE(std::any_of(all.begin(), all.end(), [&](const KernelUse& u) {
+    return codegen::render_source(u.spec) == codegen::render_source(one[0].spec);
+  }));
+  EXPECT_TRUE(uses({{"m", 0}, {"n", 2112}, {"k", ProblemValue::range(16, 4096)}, {"accumulate", 1}}).empty());
+}
+
+TEST(Fp8GemmWgradRunTimeK, RangeErrorsNameTheParameter) {
+  const auto expect_error = [](const Problem& p, const std::string& what) {
+    try {
+      uses(p);
+      ADD_FAILURE() << "no error for " << what;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kValueError);
+      EXPECT_THAT(e.what(), HasSubstr(what));
+    }
+  };
+  expect_error({{"m", 7168}, {"n", 2112}, {"k", ProblemValue::range(16, 4096)}},
+               "fp8_gemm_nt: parameter k may be a range only with accumulate=1");
+  expect_error({{"m", ProblemValue::range(1, 64)}, {"n", 2112}, {"k", ProblemValue::range(16, 4096)}, {"accumulate", 1}},
+               "give a range for m or for k, not both (got m=1..64 and k=16..4096)");
+  expect_error({{"m", 64}, {"n", 2112}, {"k", ProblemValue::range(1, 15)}, {"accumulate", 1}},
+               "parameter k must be a range holding a positive multiple of 16, got 1..15");
+  expect_error({{"m", 64}, {"n", 2112}, {"k", ProblemValue::range(16, 16 * 65537)}, {"accumulate", 1}},
+               "parameter k's range may hold at most 65536 multiples of 16, got 16..1048592 (65537)");
+  expect_error({{"m", 64}, {"n", 2110}, {"k", ProblemValue::range(16, 64)}, {"accumulate", 1}},
+               "n must be a positive multiple of 8, got 2110");
 }
 
 // ---- golden source -----------------------------------------------------------------------------------------------

@@ -31,8 +31,9 @@
 //     fragment with masked plain stores (no staging memory, one more pipeline stage).
 //
 // Edges: M is a runtime value (TMA zero-fills rows of A beyond M, or loads only align(M, 8) rows when
-// M < BLOCK_M; stores are masked). N and K are compile-time: N % 8 == 0, K % 16 == 0 (TMA strides are
-// 16-byte multiples); a K tail inside the last 128-block is zero-filled by TMA and contributes nothing.
+// M < BLOCK_M; stores are masked). N is compile-time, N % 8 == 0; K is compile-time in the inference form and a
+// run-time value in the weight-gradient form (kK = kFp8GemmRunTimeK), K % 16 == 0 (TMA strides are 16-byte
+// multiples); a K tail inside the last 128-block is zero-filled by TMA and contributes nothing.
 #pragma once
 
 #include "kiln/kernels/fp8_gemm_layout.h"
@@ -49,7 +50,8 @@
 
 namespace kiln::kernels {
 
-// kN, kK: the problem's N and K. kBlockM = 64 * kNumMathWarpgroups rows (or 256 with two warpgroups: two
+// kN, kK: the problem's N and K, or for K kFp8GemmRunTimeK (0): K at run time (Fp8GemmParams::num_k_blocks),
+// which only the weight-gradient form takes (its K is a token count: one kernel serves every count). kBlockM = 64 * kNumMathWarpgroups rows (or 256 with two warpgroups: two
 // waves) and kBlockN columns per tile;
 // kStages pipeline slots (fp8_gemm_max_stages gives the most that fit). Launch with
 // fp8_gemm_num_threads(kNumMathWarpgroups) threads, fp8_gemm_layout(...).total_bytes of dynamic shared
@@ -81,6 +83,10 @@ template <u32 kN, u32 kK, u32 kBlockM, u32 kBlockN, u32 kStages, u32 kNumMathWar
 struct Fp8Gemm {
   static constexpr u32 kBlockK = kFp8GemmBlockK;
   static constexpr u32 kNumThreads = fp8_gemm_num_threads(kNumMathWarpgroups);
+  // K at run time: the K loop's count and the tile order's group height come from the params (Schedule). Every
+  // K-dependent choice of this form already ran at run time (one-wave tiles walk their K blocks in a run-time
+  // loop, B's scales arrive by TMA), so nothing is lost by it; kNumKBlocks is 0 and must not be used then.
+  static constexpr bool kRunTimeK = kK == kFp8GemmRunTimeK;
   static constexpr u32 kNumKBlocks = (kK + kBlockK - 1) / kBlockK;
   static constexpr u32 kNumNBlocks = (kN + kBlockN - 1) / kBlockN;
   static constexpr u32 kNumSfbRows = (kN + 127) / 128;
@@ -194,7 +200,9 @@ struct Fp8Gemm {
   static_assert(kStages >= 1 && kStages <= kFp8GemmMaxStages, "stages: 1..16");
   static_assert(kLayout.total_bytes <= kHopperSmemPerBlock, "the stages do not fit in shared memory");
   static_assert(kN % 8 == 0 && kN > 0, "N must be a positive multiple of 8");
-  static_assert(kK % 16 == 0 && kK > 0, "K must be a positive multiple of 16 (TMA strides are 16-byte units)");
+  static_assert(kRunTimeK || kK % 16 == 0, "K must be a positive multiple of 16 (TMA strides are 16-byte units)");
+  static_assert(!kRunTimeK || kAccumulate, "K at run time is the weight-gradient form's (the inference form's "
+                                           "two-wave tiles unroll a compile-time K loop, its B scales are indexed by it)");
   static_assert(kClusterM == 1 || kClusterM == 2, "clusters of one or two CTAs along M");
   static_assert(kClusterN == 1 || kClusterN == 2, "clusters of one or two CTAs along N");
   static_assert(kMulticast <= 2, "multicast in pairs: along M (B shared) or along N (A shared), not both");
@@ -206,7 +214,7 @@ struct Fp8Gemm {
                 "the weight-gradient form adds into fp32 D with plain stores, without a cluster");
   static_assert(kSplitK == 1 || kSplitK == 2, "split-K in halves or not at all");
   static_assert(kSplitK == 1 || kMulticast == 1, "split-K and multicast both use the cluster");
-  static_assert((kSplitK - 1) * kKBlocksPerSplit < kNumKBlocks, "every split of K needs K blocks");
+  static_assert(kSplitK == 1 || (kSplitK - 1) * kKBlocksPerSplit < kNumKBlocks, "every split of K needs K blocks");
 
   // The tile-local column where B's second 128-column scale block starts in the tile of n block `n_block` (a
   // multiple of gcd(BLOCK_N, 128); >= kBlockN: never).
@@ -221,14 +229,15 @@ struct Fp8Gemm {
       return origin + c;
   }
 
-  // Unit index -> (m unit, n unit) on the grid of num_m_units x kNumNUnits. Groups of kGroupM m units; inside
-  // a group m varies fastest, so consecutive CTAs share B panels and a wave touches about kGroupM A panels.
-  static __device__ __forceinline__ void unit_coords(u32 unit, u32 num_m_units, u32 num_n_units, u32& m_unit,
-                                                     u32& n_unit) {
-    const u32 group = unit / (kGroupM * num_n_units);
-    const u32 first_m = group * kGroupM;
-    const u32 group_m = num_m_units - first_m < kGroupM ? num_m_units - first_m : kGroupM;
-    const u32 in_group = unit - group * (kGroupM * num_n_units);
+  // Unit index -> (m unit, n unit) on the grid of num_m_units x kNumNUnits. Groups of `height` m units (kGroupM,
+  // or with K at run time the params' group_m); inside a group m varies fastest, so consecutive CTAs share B
+  // panels and a wave touches about `height` A panels.
+  static __device__ __forceinline__ void unit_coords(u32 unit, u32 num_m_units, u32 num_n_units, u32 height,
+                                                     u32& m_unit, u32& n_unit) {
+    const u32 group = unit / (height * num_n_units);
+    const u32 first_m = group * height;
+    const u32 group_m = num_m_units - first_m < height ? num_m_units - first_m : height;
+    const u32 in_group = unit - group * (height * num_n_units);
     m_unit = first_m + in_group % group_m;
     n_unit = in_group / group_m;
   }
@@ -242,14 +251,17 @@ struct Fp8Gemm {
   // With split-K, both CTAs of a cluster walk the same tiles, CTA `rank` over K blocks [kb_begin, kb_begin +
   // kb_count).
   struct Schedule {
-    u32 num_m_units, num_n_units, num_units, first, stride, rank, kb_begin, kb_count;
-    __device__ __forceinline__ explicit Schedule(u32 m) {
-      const u32 num_m_blocks = (m + kBlockM - 1) / kBlockM;
+    u32 num_m_units, num_n_units, num_units, first, stride, rank, kb_begin, kb_count, group_m;
+    __device__ __forceinline__ explicit Schedule(const Fp8GemmParams& p) {
+      const u32 num_m_blocks = (p.m + kBlockM - 1) / kBlockM;
       num_m_units = (num_m_blocks + kClusterM - 1) / kClusterM;
       const u32 cluster = blockIdx.x / kClusterSize, clusters = gridDim.x / kClusterSize;
       rank = kClusterSize == 1 ? 0 : ptx::cluster_cta_rank();  // cluster (kClusterSize, 1, 1): consecutive blocks
       kb_begin = kSplitK == 1 ? 0 : rank * kKBlocksPerSplit;
-      kb_count = kSplitK == 1 ? kNumKBlocks : (kNumKBlocks - kb_begin < kKBlocksPerSplit ? kNumKBlocks - kb_begin : kKBlocksPerSplit);
+      kb_count = kRunTimeK     ? p.num_k_blocks
+                 : kSplitK == 1 ? kNumKBlocks
+                                : (kNumKBlocks - kb_begin < kKBlocksPerSplit ? kNumKBlocks - kb_begin : kKBlocksPerSplit);
+      group_m = kRunTimeK ? p.group_m : kGroupM;
       num_n_units = kNumNUnits;
       num_units = num_m_units * kNumNUnits;
       first = cluster;
@@ -257,7 +269,7 @@ struct Fp8Gemm {
     }
     __device__ __forceinline__ void coords(u32 unit, u32& m_block, u32& n_block) const {
       u32 m_unit, n_unit;
-      unit_coords(unit, num_m_units, num_n_units, m_unit, n_unit);
+      unit_coords(unit, num_m_units, num_n_units, group_m, m_unit, n_unit);
       m_block = kClusterM == 1 ? m_unit : m_unit * kClusterM + rank;
       n_block = n_block_of(n_unit);
     }
@@ -333,7 +345,7 @@ struct Fp8Gemm {
     // producer's 40 registers would otherwise spill it).
     if (warpgroup == kNumMathWarpgroups) {
       ptx::setmaxnreg_dec<kProducerRegisters>();
-      const Schedule schedule(p.m);
+      const Schedule schedule(p);
       const u32 warp = threadIdx.x / 32;
       if (warp == kProducerWarp && ptx::elect_one_sync()) produce(p, smem, full, empty, schedule);
       if constexpr (!kAccumulate)
@@ -346,7 +358,7 @@ struct Fp8Gemm {
       return;
     } else {
       ptx::setmaxnreg_inc<kMathRegisters>();
-      const Schedule schedule(p.m);
+      const Schedule schedule(p);
       // Read through a shuffle so that the compiler knows it is the same in every lane: the operand
       // descriptors built from it then stay in uniform registers, off the WGMMA issue path.
       consume(p, smem, full, empty, schedule, __shfl_sync(0xffffffffu, warpgroup, 0));

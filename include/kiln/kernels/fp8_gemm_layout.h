@@ -22,6 +22,7 @@ namespace kiln::kernels {
 
 constexpr u32 kFp8GemmBlockK = 128;         // K per stage: one scale block, one 128-byte swizzle row
 constexpr u32 kFp8GemmDefaultGroupM = 8;    // the tile order's group height, m units (Fp8Gemm's kGroupM)
+constexpr u32 kFp8GemmRunTimeK = 0;         // Fp8Gemm's kK for a kernel that takes K at run time (weight gradients)
 constexpr u32 kFp8GemmMaxStages = 16;
 constexpr u32 kHopperSmemPerBlock = 232448; // 227 KB: the opt-in dynamic shared memory limit of H100/H200
 constexpr u32 kFp8GemmProducerThreads = 128;

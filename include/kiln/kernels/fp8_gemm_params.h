@@ -7,7 +7,8 @@
 // A and B are K-major. A's scales: one fp32 per row per 128 K (1 x 128), MN-major and TMA-aligned: element
 // (row m, K block kb) at sfa[kb * align(M, 4) + m]. B's scales, inference form: one fp32 per 128 x 128 block,
 // row-major [ceil(N / 128)][ceil(K / 128)]; weight-gradient form: per row per 128 K (1 x 128), laid out like
-// A's (sfb[kb * align(N, 4) + n]). N and K are compile-time template arguments of the kernel; M is here.
+// A's (sfb[kb * align(N, 4) + n]). N is a compile-time template argument of the kernel, and K in the inference
+// form; M is here, and K in the weight-gradient form (num_k_blocks).
 #pragma once
 
 #include "kiln/ptx/types.cuh"
@@ -65,6 +66,10 @@ struct alignas(64) Fp8GemmParams {
   u32 last_b_box_rows;
   // The L2 policy of B's loads (a value from kiln/ptx/cache_policy.cuh): fp8_gemm_b_cache_policy(BLOCK_M, m).
   u64 b_cache_policy;
+  // Kernels that take K at run time (the weight-gradient form, kK = kFp8GemmRunTimeK): ceil(K / 128) >= 1, and
+  // the tile order's group height in m units (>= 1; the compile-time kernels' kGroupM). Unused by the others.
+  u32 num_k_blocks;
+  u32 group_m;
 };
 
 }  // namespace kiln
