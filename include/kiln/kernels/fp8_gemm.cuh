@@ -83,9 +83,11 @@ template <u32 kN, u32 kK, u32 kBlockM, u32 kBlockN, u32 kStages, u32 kNumMathWar
 struct Fp8Gemm {
   static constexpr u32 kBlockK = kFp8GemmBlockK;
   static constexpr u32 kNumThreads = fp8_gemm_num_threads(kNumMathWarpgroups);
-  // K at run time: the K loop's count and the tile order's group height come from the params (Schedule). Every
-  // K-dependent choice of this form already ran at run time (one-wave tiles walk their K blocks in a run-time
-  // loop, B's scales arrive by TMA), so nothing is lost by it; kNumKBlocks is 0 and must not be used then.
+  // K at run time: the K loop's count and the tile order's group height come from the params (Schedule);
+  // kNumKBlocks is 0 and must not be used then. This form's one-wave tiles already walked their K blocks in a
+  // run-time loop and took B's scales by TMA, so the code is nearly the same (9 more instructions in 128x160's
+  // 706-instruction walk); on the H200 (thirty-sixth session, 3 A/B rounds) 128x160 ran 1.1-1.9 % slower than
+  // with K compiled in at K = 4096 and 8192, 128x192 0-1.5 %, 128x176, 128x128 and 64x128 within 0.5 %.
   static constexpr bool kRunTimeK = kK == kFp8GemmRunTimeK;
   static constexpr u32 kNumKBlocks = (kK + kBlockK - 1) / kBlockK;
   static constexpr u32 kNumNBlocks = (kN + kBlockN - 1) / kBlockN;
@@ -145,7 +147,8 @@ struct Fp8Gemm {
                 "two waves: serial promotion (one partial beside the two waves' accumulators), TMA-store epilogue, "
                 "bf16 form, no split-K");
   static_assert(kNumMathWarpgroups == 1 || kNumMathWarpgroups == 2, "one or two math warpgroups");
-  static_assert(kGroupM >= 1, "a group holds at least one m unit");
+  static_assert(kGroupM >= 1 && (kGroupM & (kGroupM - 1)) == 0, "a group holds a power of two of m units");
+  static constexpr u32 kGroupShift = fp8_gemm_log2(kGroupM);
   static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "BLOCK_N: a multiple of 16 in 16..256");
   // A tile starts at a multiple of kBlockN, so n0 % 128 <= 128 - gcd(kBlockN, 128): it spans at most two
   // 128-column blocks when kBlockN <= 128 + gcd(kBlockN, 128) (112, 144, 160, 192), and three in places
@@ -229,12 +232,14 @@ struct Fp8Gemm {
       return origin + c;
   }
 
-  // Unit index -> (m unit, n unit) on the grid of num_m_units x kNumNUnits. Groups of `height` m units (kGroupM,
-  // or with K at run time the params' group_m); inside a group m varies fastest, so consecutive CTAs share B
-  // panels and a wave touches about `height` A panels.
-  static __device__ __forceinline__ void unit_coords(u32 unit, u32 num_m_units, u32 num_n_units, u32 height,
+  // Unit index -> (m unit, n unit) on the grid of num_m_units x kNumNUnits. Groups of 2^height_shift m units
+  // (kGroupM, or with K at run time the params' group_m); inside a group m varies fastest, so consecutive CTAs
+  // share B panels and a wave touches about that many A panels. The group is a shift and a division by the
+  // constant kNumNUnits (num_n_units), as cheap with a run-time height as with a compile-time one.
+  static __device__ __forceinline__ void unit_coords(u32 unit, u32 num_m_units, u32 num_n_units, u32 height_shift,
                                                      u32& m_unit, u32& n_unit) {
-    const u32 group = unit / (height * num_n_units);
+    const u32 height = 1u << height_shift;
+    const u32 group = (unit >> height_shift) / num_n_units;  // = unit / (height * num_n_units)
     const u32 first_m = group * height;
     const u32 group_m = num_m_units - first_m < height ? num_m_units - first_m : height;
     const u32 in_group = unit - group * (height * num_n_units);
@@ -251,7 +256,7 @@ struct Fp8Gemm {
   // With split-K, both CTAs of a cluster walk the same tiles, CTA `rank` over K blocks [kb_begin, kb_begin +
   // kb_count).
   struct Schedule {
-    u32 num_m_units, num_n_units, num_units, first, stride, rank, kb_begin, kb_count, group_m;
+    u32 num_m_units, num_n_units, num_units, first, stride, rank, kb_begin, kb_count, group_shift;
     __device__ __forceinline__ explicit Schedule(const Fp8GemmParams& p) {
       const u32 num_m_blocks = (p.m + kBlockM - 1) / kBlockM;
       num_m_units = (num_m_blocks + kClusterM - 1) / kClusterM;
@@ -261,7 +266,7 @@ struct Fp8Gemm {
       kb_count = kRunTimeK     ? p.num_k_blocks
                  : kSplitK == 1 ? kNumKBlocks
                                 : (kNumKBlocks - kb_begin < kKBlocksPerSplit ? kNumKBlocks - kb_begin : kKBlocksPerSplit);
-      group_m = kRunTimeK ? p.group_m : kGroupM;
+      group_shift = kRunTimeK ? __ffs(p.group_m) - 1 : kGroupShift;
       num_n_units = kNumNUnits;
       num_units = num_m_units * kNumNUnits;
       first = cluster;
@@ -269,7 +274,7 @@ struct Fp8Gemm {
     }
     __device__ __forceinline__ void coords(u32 unit, u32& m_block, u32& n_block) const {
       u32 m_unit, n_unit;
-      unit_coords(unit, num_m_units, num_n_units, group_m, m_unit, n_unit);
+      unit_coords(unit, num_m_units, num_n_units, group_shift, m_unit, n_unit);
       m_block = kClusterM == 1 ? m_unit : m_unit * kClusterM + rank;
       n_block = n_block_of(n_unit);
     }

@@ -29,6 +29,9 @@ constexpr u32 kFp8GemmProducerThreads = 128;
 
 constexpr u32 fp8_gemm_align_up(u32 x, u32 a) { return (x + a - 1) / a * a; }
 
+// log2 of a power of two (the tile order's group height).
+KILN_HOST_DEVICE constexpr u32 fp8_gemm_log2(u32 x) { return x <= 1 ? 0 : 1 + fp8_gemm_log2(x / 2); }
+
 // Columns of D per TMA store box with the TMA-store epilogue: the widest of 64 / 32 / 16 that divides
 // BLOCK_N, so a box never reaches into the next tile. The staging swizzle is store_cols * 2 bytes (128, 64
 // or 32), which keeps the stmatrix writes free of bank conflicts.

@@ -67,7 +67,8 @@ struct alignas(64) Fp8GemmParams {
   // The L2 policy of B's loads (a value from kiln/ptx/cache_policy.cuh): fp8_gemm_b_cache_policy(BLOCK_M, m).
   u64 b_cache_policy;
   // Kernels that take K at run time (the weight-gradient form, kK = kFp8GemmRunTimeK): ceil(K / 128) >= 1, and
-  // the tile order's group height in m units (>= 1; the compile-time kernels' kGroupM). Unused by the others.
+  // the tile order's group height in m units (a power of two; the compile-time kernels' kGroupM). Unused by the
+  // others.
   u32 num_k_blocks;
   u32 group_m;
 };
