@@ -76,7 +76,10 @@ void fp8_gemm_nt(const TensorView& a, const TensorView& sfa, const TensorView& b
 // All on one CUDA device of compute capability 9.0; every precondition is checked before anything is
 // enqueued; m = 0 or n = 0 enqueues nothing (k must still be a positive multiple of 16 when m, n > 0: k = 0
 // is an error, not "D unchanged"). The kernels are planned per (device, n, k, m bucket) like fp8_gemm_nt's,
-// as a table of their own (`kiln plan fp8_gemm_nt ... accumulate=1` lists them); errors name
+// as a table of their own (`kiln plan fp8_gemm_nt ... accumulate=1` lists them), but take k (the token count)
+// at run time: a new k makes a plan (about 0.4 ms of host time, once) and compiles nothing unless it picks a
+// tile no earlier call used (at most eight kernels per n over k = 16..65536 and every m). A, B and their scales
+// may be column views of longer token axes (per-expert slices at multiples of 128 tokens). Errors name
 // fp8_gemm_nt_accumulate.
 void fp8_gemm_nt_accumulate(const TensorView& a, const TensorView& sfa, const TensorView& b, const TensorView& sfb,
                             const TensorView& d, Stream stream = nullptr);
