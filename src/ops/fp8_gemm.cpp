@@ -348,9 +348,9 @@ std::vector<KernelUse> token_count_uses(const ProblemValue& m, int64_t n, const 
     throw Error(ErrorKind::kValueError, who + "parameter k must be a range holding a positive multiple of 16, got " +
                                             k.text());
   if ((last - first) / 16 + 1 > kMaxTokenCounts)
-    throw Error(ErrorKind::kValueError, who + "parameter k's range may hold at most " + std::to_string(kMaxTokenCounts) +
-                                            " multiples of 16, got " + k.text() + " (" +
-                                            std::to_string((last - first) / 16 + 1) + ")");
+    throw Error(ErrorKind::kValueError, who + "parameter k's range may hold at most " +
+                                            std::to_string(kMaxTokenCounts) + " multiples of 16, got " + k.text() +
+                                            " (" + std::to_string((last - first) / 16 + 1) + ")");
   std::vector<KernelUse> uses;
   if (m.hi == 0 || n == 0) {
     (void)fp8_gemm_plan(target, n, first, overrides, Fp8GemmForm::kAccumulate);  // still validates n and the overrides
@@ -628,7 +628,8 @@ codegen::KernelSpec fp8_gemm_spec(int64_t n, int64_t k, const Fp8GemmConfig& c) 
       .arg("split_k", int64_t{c.split_k});
   // Rendered only where it is not the kernel's default, so every other kernel's source (and cache key) stays
   // what it was before the parameter existed.
-  if (!run_time_k && c.group_m != static_cast<int>(kernels::kFp8GemmDefaultGroupM)) spec.arg("group_m", int64_t{c.group_m});
+  if (!run_time_k && c.group_m != static_cast<int>(kernels::kFp8GemmDefaultGroupM))
+    spec.arg("group_m", int64_t{c.group_m});
   spec.block_threads = static_cast<int>(fp8_gemm_threads(c));
   spec.min_blocks_per_sm = 1;
   // The 256-row kernels (two waves, serial promotion) with ptxas's most register-hungry scheduling, as

@@ -229,7 +229,8 @@ constexpr int64_t kTallGroupMinBBytes = int64_t{32} << 20;
 constexpr int64_t kTallGroupMaxABytes = int64_t{8} << 20;
 constexpr int kTallGroupM = 16;
 // The kernel walks groups by a shift (Fp8Gemm::unit_coords): heights are powers of two.
-static_assert((kTallGroupM & (kTallGroupM - 1)) == 0 && (kernels::kFp8GemmDefaultGroupM & (kernels::kFp8GemmDefaultGroupM - 1)) == 0,
+static_assert((kTallGroupM & (kTallGroupM - 1)) == 0 &&
+                  (kernels::kFp8GemmDefaultGroupM & (kernels::kFp8GemmDefaultGroupM - 1)) == 0,
               "group heights must be powers of two");
 
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }

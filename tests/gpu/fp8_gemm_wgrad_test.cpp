@@ -580,8 +580,8 @@ int main(int argc, char** argv) {
       const kiln::CacheStats after = kiln::cache_stats();
       char line[240];
       std::snprintf(line, sizeof line,
-                    "six token counts (k = 16..6160) on the kernel of k = 4096: compiles %llu -> %llu, disk hits %llu -> "
-                    "%llu, misses %llu -> %llu (all unchanged)",
+                    "six token counts (k = 16..6160) on the kernel of k = 4096: compiles %llu -> %llu, disk hits "
+                    "%llu -> %llu, misses %llu -> %llu (all unchanged)",
                     static_cast<unsigned long long>(before.compiles), static_cast<unsigned long long>(after.compiles),
                     static_cast<unsigned long long>(before.hits), static_cast<unsigned long long>(after.hits),
                     static_cast<unsigned long long>(before.misses), static_cast<unsigned long long>(after.misses));

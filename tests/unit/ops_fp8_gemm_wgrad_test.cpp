@@ -358,14 +358,16 @@ TEST(Fp8GemmWgradRunTimeK, OneSpecServesEveryK) {
   c.tma_store = true;
   EXPECT_THAT(codegen::render_source(ops::fp8_gemm_spec(2112, 4096, c)), HasSubstr("Fp8Gemm<2112, 4096, "));
   EXPECT_THAT(codegen::render_source(ops::fp8_gemm_spec(2112, 4096, c)), HasSubstr("16>::run"));
-  EXPECT_NE(codegen::render_source(ops::fp8_gemm_spec(2112, 4096, c)), codegen::render_source(ops::fp8_gemm_spec(2112, 8192, c)));
+  EXPECT_NE(codegen::render_source(ops::fp8_gemm_spec(2112, 4096, c)),
+            codegen::render_source(ops::fp8_gemm_spec(2112, 8192, c)));
 }
 
 // What K at run time buys: the plans of every token count and every M of a weight share a handful of kernels. Over
 // k = 16..65536 (every multiple of 16 at n = 2112, every seventh elsewhere) and M = 1..32768 each n here needs at
 // most kFp8GemmMaxKernels, as one (n, k) does (with K compiled in, each k had its own).
 TEST(Fp8GemmWgradRunTimeK, EveryTokenCountOfAWeightFitsTheKernelBudget) {
-  for (const auto& [n, step] : {std::pair<int64_t, int64_t>{2112, 16}, {576, 112}, {1536, 112}, {7168, 112}, {24576, 112}}) {
+  for (const auto& [n, step] :
+       {std::pair<int64_t, int64_t>{2112, 16}, {576, 112}, {1536, 112}, {7168, 112}, {24576, 112}}) {
     std::set<std::string> sources;
     for (int64_t k = 16; k <= 65536; k += step)
       for (const Fp8GemmConfig& c : ops::fp8_gemm_plan(kH200, n, k, {}, Fp8GemmForm::kAccumulate).kernels)
@@ -393,7 +395,8 @@ TEST(Fp8GemmWgradRunTimeK, RegistryTakesARangeOfTokenCounts) {
       for (int64_t k : {lo, (lo + hi) / 32 * 16, hi}) {  // the plan at k agrees
         const Fp8GemmPlan plan = ops::fp8_gemm_plan(kH200, 2112, k, {}, Fp8GemmForm::kAccumulate);
         const Fp8GemmConfig& c = plan.kernels[static_cast<size_t>(plan.bucket_of(7168).kernel)];
-        EXPECT_EQ(codegen::render_source(u.spec), codegen::render_source(ops::fp8_gemm_spec(2112, k, c))) << "k = " << k;
+        EXPECT_EQ(codegen::render_source(u.spec), codegen::render_source(ops::fp8_gemm_spec(2112, k, c)))
+            << "k = " << k;
       }
     }
   }
@@ -422,8 +425,9 @@ TEST(Fp8GemmWgradRunTimeK, RangeErrorsNameTheParameter) {
   };
   expect_error({{"m", 7168}, {"n", 2112}, {"k", ProblemValue::range(16, 4096)}},
                "fp8_gemm_nt: parameter k may be a range only with accumulate=1");
-  expect_error({{"m", ProblemValue::range(1, 64)}, {"n", 2112}, {"k", ProblemValue::range(16, 4096)}, {"accumulate", 1}},
-               "give a range for m or for k, not both (got m=1..64 and k=16..4096)");
+  expect_error(
+      {{"m", ProblemValue::range(1, 64)}, {"n", 2112}, {"k", ProblemValue::range(16, 4096)}, {"accumulate", 1}},
+      "give a range for m or for k, not both (got m=1..64 and k=16..4096)");
   expect_error({{"m", 64}, {"n", 2112}, {"k", ProblemValue::range(1, 15)}, {"accumulate", 1}},
                "parameter k must be a range holding a positive multiple of 16, got 1..15");
   expect_error({{"m", 64}, {"n", 2112}, {"k", ProblemValue::range(16, 16 * 65537)}, {"accumulate", 1}},

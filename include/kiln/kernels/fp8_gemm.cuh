@@ -51,8 +51,8 @@
 namespace kiln::kernels {
 
 // kN, kK: the problem's N and K, or for K kFp8GemmRunTimeK (0): K at run time (Fp8GemmParams::num_k_blocks),
-// which only the weight-gradient form takes (its K is a token count: one kernel serves every count). kBlockM = 64 * kNumMathWarpgroups rows (or 256 with two warpgroups: two
-// waves) and kBlockN columns per tile;
+// which only the weight-gradient form takes (its K is a token count: one kernel serves every count).
+// kBlockM = 64 * kNumMathWarpgroups rows (or 256 with two warpgroups: two waves) and kBlockN columns per tile;
 // kStages pipeline slots (fp8_gemm_max_stages gives the most that fit). Launch with
 // fp8_gemm_num_threads(kNumMathWarpgroups) threads, fp8_gemm_layout(...).total_bytes of dynamic shared
 // memory and at most one CTA per SM; with kClusterM = 2, clusters of (2, 1, 1), an even grid, and B's
@@ -204,8 +204,9 @@ struct Fp8Gemm {
   static_assert(kLayout.total_bytes <= kHopperSmemPerBlock, "the stages do not fit in shared memory");
   static_assert(kN % 8 == 0 && kN > 0, "N must be a positive multiple of 8");
   static_assert(kRunTimeK || kK % 16 == 0, "K must be a positive multiple of 16 (TMA strides are 16-byte units)");
-  static_assert(!kRunTimeK || kAccumulate, "K at run time is the weight-gradient form's (the inference form's "
-                                           "two-wave tiles unroll a compile-time K loop, its B scales are indexed by it)");
+  static_assert(!kRunTimeK || kAccumulate,
+                "K at run time is the weight-gradient form's (the inference form's two-wave tiles unroll a "
+                "compile-time K loop, its B scales are indexed by it)");
   static_assert(kClusterM == 1 || kClusterM == 2, "clusters of one or two CTAs along M");
   static_assert(kClusterN == 1 || kClusterN == 2, "clusters of one or two CTAs along N");
   static_assert(kMulticast <= 2, "multicast in pairs: along M (B shared) or along N (A shared), not both");
@@ -263,9 +264,8 @@ struct Fp8Gemm {
       const u32 cluster = blockIdx.x / kClusterSize, clusters = gridDim.x / kClusterSize;
       rank = kClusterSize == 1 ? 0 : ptx::cluster_cta_rank();  // cluster (kClusterSize, 1, 1): consecutive blocks
       kb_begin = kSplitK == 1 ? 0 : rank * kKBlocksPerSplit;
-      kb_count = kRunTimeK     ? p.num_k_blocks
-                 : kSplitK == 1 ? kNumKBlocks
-                                : (kNumKBlocks - kb_begin < kKBlocksPerSplit ? kNumKBlocks - kb_begin : kKBlocksPerSplit);
+      const u32 split_blocks = kNumKBlocks - kb_begin < kKBlocksPerSplit ? kNumKBlocks - kb_begin : kKBlocksPerSplit;
+      kb_count = kRunTimeK ? p.num_k_blocks : kSplitK == 1 ? kNumKBlocks : split_blocks;
       group_shift = kRunTimeK ? __ffs(p.group_m) - 1 : kGroupShift;
       num_n_units = kNumNUnits;
       num_units = num_m_units * kNumNUnits;
