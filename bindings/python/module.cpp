@@ -9,6 +9,7 @@
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <array>
 #include <cstdint>
@@ -278,6 +279,28 @@ NB_MODULE(_native, m) {
       "D (bf16) = (A * sfa) . (B * sfb)^T, or for a float32 d D = C + (A * sfa) . (B * sfb)^T with sfb per row "
       "(c: None, d itself or another tensor); recipe 0: from d's dtype, 1: (1, 1, 128), 128: (1, 128, 128) "
       "(see kiln.fp8_gemm_nt).");
+  m.def(
+      "k_grouped_fp8_gemm_nt_contiguous",
+      [](nb::handle a, nb::handle sfa, nb::handle b, nb::handle sfb, nb::handle d, const std::vector<int64_t>& ks,
+         nb::handle c, nb::handle stream) {
+        constexpr const char* kFunction = "k_grouped_fp8_gemm_nt_contiguous";
+        KeepAlive keep;
+        const kiln::TensorView av = to_view(a, kFunction, "a", keep);
+        const kiln::TensorView sfav = to_view(sfa, kFunction, "sfa", keep);
+        const kiln::TensorView bv = to_view(b, kFunction, "b", keep);
+        const kiln::TensorView sfbv = to_view(sfb, kFunction, "sfb", keep);
+        const kiln::TensorView dv = to_view(d, kFunction, "d", keep);
+        kiln::TensorView cv;
+        if (!c.is_none()) cv = to_view(c, kFunction, "c", keep);
+        const uintptr_t s = resolve_stream(stream, a, av, kFunction);
+        nb::gil_scoped_release release;
+        kiln::k_grouped_fp8_gemm_nt_contiguous(av, sfav, bv, sfbv, dv, ks, c.is_none() ? nullptr : &cv,
+                                               reinterpret_cast<kiln::Stream>(s));
+      },
+      "a"_a.none(), "sfa"_a.none(), "b"_a.none(), "sfb"_a.none(), "d"_a.none(), "ks"_a, "c"_a.none() = nb::none(),
+      "stream"_a.none() = nb::none(),
+      "D[g] (float32) = C[g] + A_g . B_g^T per group of ks[g] tokens, A and B flat (see "
+      "kiln.k_grouped_fp8_gemm_nt_contiguous).");
   m.def("per_token_scales_storage", &kiln::per_token_scales_storage, "m"_a, "k"_a,
         "Floats of storage behind per_token_cast_to_fp8's scales: (k / 128) * get_tma_aligned_size(m, 4).");
   m.def(

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "kiln/tensor.hpp"
 
@@ -95,6 +96,26 @@ void fp8_gemm_nt_accumulate(const TensorView& a, const TensorView& sfa, const Te
 // kernel is compiled or loaded), so an error never leaves D half-prepared. Errors name fp8_gemm_nt_wgrad.
 void fp8_gemm_nt_wgrad(const TensorView& a, const TensorView& sfa, const TensorView& b, const TensorView& sfb,
                        const TensorView& d, const TensorView* c, Stream stream = nullptr);
+
+// DeepGEMM's k_grouped_fp8_gemm_nt_contiguous (recipe (1, 1, 128)): the weight gradients of G groups (MoE experts)
+// at once, D[g] (float32 [m, n]) = C[g] + (A_g * sfa_g) . (B_g * sfb_g)^T, where group g has ks[g] tokens (a
+// multiple of 128; 0: no product, D[g] = C[g]):
+// a:   float8_e4m3 [m * sum(ks)], contiguous: A_g is [m, ks[g]] row-major from element m * (ks[0] + ... +
+//      ks[g-1]) on (each group's A K-major, the groups one after the other);
+// sfa: float32 [m, sum(ks) / 128], MN-major and TMA-aligned as fp8_gemm_nt's: A_g's scales are its columns
+//      (ks[0] + ... + ks[g-1]) / 128 onwards;
+// b, sfb: the same with n rows;
+// d:   float32 [G, m, n]: each group's rows dense and 16-byte aligned (strides (s0, s1, 1), s1 >= n and s0 multiples
+//      of 4, groups apart: s0 >= (m - 1) * s1 + n);
+// c:   nullptr (D[g] = A_g . B_g^T, D zeroed first), d itself (D += ...), or float32 [G, m, n] with dense rows not
+//      overlapping d (copied into D first); ks: the token counts, on the host (ks.size() == G).
+// Every check (of the grouped tensors, then each group's views as fp8_gemm_nt_wgrad checks its arguments, an error
+// naming the group) and every group's kernel come before anything is enqueued. Then each group is one launch of
+// the weight-gradient kernel (with its memset or copy of C) on `stream`: the kernels take K at run time, so the
+// groups share them. m = 0, n = 0 or G = 0 enqueue nothing. Errors name k_grouped_fp8_gemm_nt_contiguous.
+void k_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa, const TensorView& b,
+                                      const TensorView& sfb, const TensorView& d, const std::vector<int64_t>& ks,
+                                      const TensorView* c, Stream stream = nullptr);
 
 // Overrides of the FP8 GEMM heuristic, process-wide (0: the heuristic decides). Applied to every later
 // fp8_gemm_nt launch (both forms) and to plan/precompile of fp8_gemm_nt (where the problem parameters block_m,

@@ -41,6 +41,7 @@ __version__: str = _native.version()
 __all__ = [
     # DeepGEMM's names
     "fp8_gemm_nt",
+    "k_grouped_fp8_gemm_nt_contiguous",
     "per_token_cast_to_fp8",
     "per_block_cast_to_fp8",
     "get_mn_major_tma_aligned_tensor",
@@ -247,13 +248,13 @@ def to_mn_major_scales(sf: Any, out: Any, *, stream: Any = None) -> None:
 _RECIPES = {(1, 128, 128): 128, (1, 1, 128): 1}
 
 
-def _pair(value: Any, name: str) -> Tuple[Any, Any]:
+def _pair(value: Any, name: str, function: str = "fp8_gemm_nt") -> Tuple[Any, Any]:
     # A tuple or a list only: unpacking a tensor of two rows would "work" and hide the mistake.
     if isinstance(value, (tuple, list)) and len(value) == 2:
         return value[0], value[1]
     given = f"a {type(value).__name__} of {len(value)}" if isinstance(value, (tuple, list)) else \
         f"{type(value).__module__}.{type(value).__qualname__}"
-    raise KilnTypeError(f"fp8_gemm_nt: {name} must be a pair ({name}_fp8, sf{name}) of tensors, got {given}")
+    raise KilnTypeError(f"{function}: {name} must be a pair ({name}_fp8, sf{name}) of tensors, got {given}")
 
 
 def _gemm_recipe(recipe: Any, compiled_dims: Any) -> int:
@@ -299,9 +300,10 @@ def fp8_gemm_nt(a: Sequence[Any], b: Sequence[Any], d: Any, c: Any = None, recip
     * ``d``: ``[m, n]``, row stride >= n and 16-byte rows (a multiple of 8 bfloat16 or 4 float32), 16-byte aligned.
     * ``c``: None, ``d``, or float32 ``[m, n]`` with dense rows (any row stride >= n) on d's device.
 
-    ``m`` may be anything (0 launches nothing); ``n`` and ``k`` are compiled into the kernel, so the first call
-    for an ``(n, k)`` and form compiles (``precompile("fp8_gemm_nt", n=..., k=..., m=...)`` does it ahead of
-    time; add ``accumulate=1`` for the weight-gradient form).
+    ``m`` may be anything (0 launches nothing); ``n`` and ``k`` are compiled into the bfloat16 form's kernels, so the
+    first call for an ``(n, k)`` compiles (``precompile("fp8_gemm_nt", n=..., k=..., m=...)`` does it ahead of
+    time; add ``accumulate=1`` for the weight-gradient form, whose kernels take ``k``, a token count, at run time
+    and are shared by every ``k`` that picks the same tile).
 
     **Per-row scales** (A's, and B's in the weight-gradient form). The kernel reads them MN-major and
     TMA-aligned: strides ``(1, s)`` with ``s >= m`` (or n) a multiple of 4, which is what
@@ -325,7 +327,7 @@ def fp8_gemm_nt(a: Sequence[Any], b: Sequence[Any], d: Any, c: Any = None, recip
             ``d``) or ``(1, 1, 128)`` (float32 ``d``); anything else, or a recipe that does not match ``d``,
             raises ValueError.
         compiled_dims: DeepGEMM's choice of compile-time dimensions, a string of ``m``/``n``/``k``. A hint only:
-            kiln always compiles ``n`` and ``k`` into the kernel and never ``m`` (the result is the same).
+            kiln compiles ``n`` into the kernel, ``k`` in the bfloat16 form, never ``m`` (the result is the same).
         disable_ue8m0_cast: DeepGEMM's switch for converting float32 scales to UE8M0 on sm_100; on sm_90 with
             float32 scales there is no such cast, so it has no effect (as in DeepGEMM).
         stream: where to enqueue: None for the caller's current stream (torch's current stream on a's device),
@@ -351,6 +353,48 @@ def fp8_gemm_nt(a: Sequence[Any], b: Sequence[Any], d: Any, c: Any = None, recip
         a_fp8, sfa = _pair(a, "a")
         b_fp8, sfb = _pair(b, "b")
         _gemm_native(a_fp8, _gemm_sfa(sfa), b_fp8, _gemm_sfb(sfb, d), d, c, stream, form)
+
+
+def k_grouped_fp8_gemm_nt_contiguous(a: Sequence[Any], b: Sequence[Any], d: Any, ks: Sequence[int],
+                                     ks_tensor: Any = None, c: Any = None, recipe: Sequence[int] = (1, 1, 128),
+                                     compiled_dims: str = "mn", *, stream: Any = None) -> None:
+    """The weight gradients of many groups (MoE experts) at once, in place (DeepGEMM's
+    ``k_grouped_fp8_gemm_nt_contiguous``, same arguments): for each group ``g`` of ``ks[g]`` tokens,
+    ``D[g] = C[g] + (A_g * sfa_g) . (B_g * sfb_g)^T`` in float32, both operands scaled per 1x128 (recipe
+    ``(1, 1, 128)``).
+
+    * ``a = (a_fp8, sfa)``: float8_e4m3fn ``[m * sum(ks)]``, flat: group ``g``'s A is ``[m, ks[g]]`` row-major,
+      the groups one after the other; float32 scales ``[m, sum(ks) / 128]`` (group ``g``'s are its columns from
+      ``(ks[0] + ... + ks[g-1]) / 128``), MN-major and TMA-aligned as ``fp8_gemm_nt`` takes them (row-major scales
+      are converted, as there).
+    * ``b = (b_fp8, sfb)``: the same with ``n`` rows.
+    * ``d``: float32 ``[G, m, n]``, each group's rows 16-byte aligned. ``c``: None (``D[g] = A_g . B_g^T``), ``d``
+      (``D += ...``), or float32 ``[G, m, n]`` not overlapping ``d``.
+    * ``ks``: the token counts (``len(ks) == G``), each a multiple of 128 (0: no product, ``D[g] = C[g]``).
+      ``ks_tensor`` (DeepGEMM's copy of ``ks`` on the device) is accepted and not read: kiln plans on the host.
+
+    Every check comes before anything is enqueued; then each group is one launch of the weight-gradient kernel
+    (``fp8_gemm_nt`` with a float32 ``d``), whose kernels take K at run time, so all groups share them. Errors name
+    ``k_grouped_fp8_gemm_nt_contiguous`` (and the group, for one group's problem).
+    """
+    try:
+        given = tuple(operator.index(v) for v in recipe)
+    except TypeError:
+        given = None
+    if given != (1, 1, 128):
+        raise KilnValueError(f"k_grouped_fp8_gemm_nt_contiguous: recipe must be (1, 1, 128) (both operands scaled per "
+                             f"1x128), got {recipe!r}")
+    if not isinstance(compiled_dims, str) or not set(compiled_dims) <= set("mnk"):
+        raise KilnValueError(f"k_grouped_fp8_gemm_nt_contiguous: compiled_dims must be a string of the letters m, n "
+                             f"and k (DeepGEMM's default is 'mn'), got {compiled_dims!r}")
+    try:
+        counts = [operator.index(k) for k in ks]
+    except TypeError:
+        raise KilnTypeError(f"k_grouped_fp8_gemm_nt_contiguous: ks must be a sequence of ints, got {ks!r}") from None
+    del ks_tensor  # DeepGEMM's device copy of ks: the launches are planned from ks on the host
+    a_fp8, sfa = _pair(a, "a", "k_grouped_fp8_gemm_nt_contiguous")
+    b_fp8, sfb = _pair(b, "b", "k_grouped_fp8_gemm_nt_contiguous")
+    _native.k_grouped_fp8_gemm_nt_contiguous(a_fp8, _gemm_sfa(sfa), b_fp8, _gemm_sfa(sfb), d, counts, c, stream)
 
 
 # ---- Settings ----------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "cuda/driver.hpp"
 #include "cuda/kernel.hpp"
@@ -494,11 +495,14 @@ void prepare_d(const char* function, const Checked& c, const TensorView& d, cons
   cuda::check(api.cuMemcpy2DAsync(&copy, stream), "cuMemcpy2DAsync", what + ", copying c (" + c_tensor->describe() + ")");
 }
 
-// Everything after the checks, for both forms: the plan and kernel (the first call per shape checks the
-// device and compiles or loads), D's preparation (weight-gradient form), tensor maps, launch. m, n > 0.
-void launch(const char* function, const Checked& c, const TensorView& a, const TensorView& sfa, const TensorView& b,
-            const TensorView& sfb, const TensorView& d, CUstream stream, bool accumulate, CMode mode,
-            const TensorView* c_tensor) {
+// The plan's entry and the loaded kernel for a checked problem: a table lookup and an atomic load on a hit; the
+// first call per shape checks the device and plans, the first per kernel compiles or loads it.
+struct Resolved {
+  const ShapeEntry* entry;
+  const GemmKernel* kernel;
+};
+
+Resolved resolve(const char* function, const Checked& c, const TensorView& a, CUstream stream, bool accumulate) {
   const int usable_limit = get_num_sms();
   Table::Key key;
   key.words[0] = accumulate ? kGemmAccumulateKeyId : kGemmKeyId;
@@ -513,6 +517,15 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   const Fp8GemmBucket& bucket = entry->plan.bucket_of(c.m);
   const GemmKernel* kernel = entry->kernels[static_cast<size_t>(bucket.kernel)].load(std::memory_order_acquire);
   if (!kernel) kernel = resolve_kernel(*entry, bucket.kernel, stream);
+  return {entry, kernel};
+}
+
+// Everything after the checks, for both forms: the plan and kernel (resolve), D's preparation (weight-gradient
+// form), tensor maps, launch. m, n > 0.
+void launch(const char* function, const Checked& c, const TensorView& a, const TensorView& sfa, const TensorView& b,
+            const TensorView& sfb, const TensorView& d, CUstream stream, bool accumulate, CMode mode,
+            const TensorView* c_tensor) {
+  const auto [entry, kernel] = resolve(function, c, a, stream, accumulate);
   const Fp8GemmConfig& cfg = kernel->config;
 
   Fp8GemmParams params;
@@ -601,6 +614,132 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   config.stream = stream;
   prepare_d(function, c, d, c_tensor, mode, a.device, stream);
   kernel->kernel->launch(config, &params);
+}
+
+// ---- the k-grouped weight-gradient GEMM (one weight gradient per MoE expert) --------------------------------------
+
+constexpr const char* kKGroupedOp = "k_grouped_fp8_gemm_nt_contiguous";
+
+// One group's problem: views of its part of the grouped tensors, checked as fp8_gemm_nt_wgrad checks its own.
+struct GroupProblem {
+  int64_t k = 0;
+  TensorView a, sfa, b, sfb, d, c;
+  Checked checked{};
+};
+
+// A [rows, cols] view with strides (s0, s1) of `t`'s memory from element `offset` on.
+TensorView view_2d(const TensorView& t, int64_t offset, int64_t rows, int64_t cols, int64_t s0, int64_t s1) {
+  TensorView v = t;
+  v.data = static_cast<char*>(t.data) + offset * element_size(t.dtype);
+  v.ndim = 2;
+  v.shape = {rows, cols, 0, 0};
+  v.strides = {s0, s1, 0, 0};
+  return v;
+}
+
+[[noreturn]] void fail_grouped(const std::string& what) {
+  throw Error(ErrorKind::kValueError, std::string(kKGroupedOp) + ": " + what);
+}
+
+// Every check of the grouped call, in the order its errors are reported (the grouped tensors, then each group's
+// views as fp8_gemm_nt_wgrad would check them); what it does with D (C's mode) comes back in `mode`.
+std::vector<GroupProblem> check_k_grouped(const TensorView& a, const TensorView& sfa, const TensorView& b,
+                                          const TensorView& sfb, const TensorView& d, const std::vector<int64_t>& ks,
+                                          const TensorView* c_tensor, CMode& mode) {
+  const char* fn = kKGroupedOp;
+  const Arg aa{fn, "a"}, asfa{fn, "sfa"}, ab{fn, "b"}, asfb{fn, "sfb"}, ad{fn, "d"}, ac{fn, "c"};
+  check_dtype(aa, a, DType::kFloat8E4M3);
+  check_dtype(asfa, sfa, DType::kFloat32);
+  check_dtype(ab, b, DType::kFloat8E4M3);
+  check_dtype(asfb, sfb, DType::kFloat32);
+  check_dtype(ad, d, DType::kFloat32);
+  if (c_tensor) check_dtype(ac, *c_tensor, DType::kFloat32);
+  check_on_cuda(aa, a);
+  check_same_device(asfa, sfa, aa, a);
+  check_same_device(ab, b, aa, a);
+  check_same_device(asfb, sfb, aa, a);
+  check_same_device(ad, d, aa, a);
+  if (c_tensor) check_same_device(ac, *c_tensor, aa, a);
+  check_ndim(aa, a, 1);
+  check_ndim(ab, b, 1);
+  check_ndim(ad, d, 3);
+  const int64_t groups = d.shape[0], m = d.shape[1], n = d.shape[2];
+  if (c_tensor) check_shape(ac, *c_tensor, {groups, m, n}, "(groups, m, n), as d");
+  if (static_cast<int64_t>(ks.size()) != groups)
+    fail_grouped("ks must hold one token count per group (d.size(0) == " + std::to_string(groups) + "), got " +
+                 std::to_string(ks.size()) + " counts");
+  int64_t total = 0;
+  for (size_t g = 0; g < ks.size(); ++g) {
+    if (ks[g] < 0 || ks[g] % kScaleBlock != 0)
+      fail_grouped("ks[" + std::to_string(g) + "] must be a non-negative multiple of 128 (a group's tokens are whole "
+                   "blocks of the 1x128 scales), got " + std::to_string(ks[g]));
+    total += ks[g];
+  }
+  const int64_t k_blocks = total / kScaleBlock;
+  const auto check_operand = [&](const Arg& arg, const TensorView& t, int64_t rows, const char* r) {
+    if (t.shape[0] != rows * total)
+      fail(ErrorKind::kValueError, arg, t,
+           "of " + std::to_string(rows * total) + " elements (" + r + " * sum(ks): group g's rows of ks[g] tokens, " +
+               "row-major, after the groups before it)",
+           "size " + std::to_string(t.shape[0]));
+    check_contiguous(arg, t);
+  };
+  check_operand(aa, a, m, "m");
+  check_operand(ab, b, n, "n");
+  check_shape(asfa, sfa, {m, k_blocks}, "(m, sum(ks) / 128)");
+  check_shape(asfb, sfb, {n, k_blocks}, "(n, sum(ks) / 128)");
+  const int64_t sfa_stride = check_mn_major_scales(asfa, sfa, m, k_blocks, "m");
+  const int64_t sfb_stride = check_mn_major_scales(asfb, sfb, n, k_blocks, "n");
+  // D and C: groups of [m, n] apart from each other; D's each 16-byte aligned (its rows are checked per group).
+  const auto check_groups = [&](const Arg& arg, const TensorView& t, bool aligned) {
+    if (groups > 1 && m > 0 && n > 0 &&
+        ((aligned && t.strides[0] % 4 != 0) || t.strides[0] < (m - 1) * t.strides[1] + n))
+      fail(ErrorKind::kValueError, arg, t,
+           std::string("groups that do not overlap: stride(0) >= (m - 1) * stride(1) + n") +
+               (aligned ? ", a multiple of 4 (each group's D 16-byte aligned)" : ""),
+           "strides " + format_dims(t.strides.data(), 3));
+  };
+  check_groups(ad, d, true);
+  if (c_tensor) check_groups(ac, *c_tensor, false);
+  mode = CMode::kZero;
+  if (c_tensor) {
+    const bool same = c_tensor->data == d.data && c_tensor->strides == d.strides;
+    if (!same && m > 0 && n > 0 && groups > 0 && spans_overlap(*c_tensor, d))
+      fail(ErrorKind::kValueError, ac, *c_tensor, "d itself or memory that does not overlap d's (d is " + d.describe() + ")",
+           "a tensor overlapping d");
+    mode = same ? CMode::kAccumulate : CMode::kCopy;
+  }
+
+  std::vector<GroupProblem> out(static_cast<size_t>(groups));
+  int64_t k_offset = 0;
+  for (int64_t g = 0; g < groups; ++g) {
+    GroupProblem& p = out[static_cast<size_t>(g)];
+    p.k = ks[static_cast<size_t>(g)];
+    const int64_t kb0 = k_offset / kScaleBlock, kb = p.k / kScaleBlock;
+    p.a = view_2d(a, m * k_offset, m, p.k, p.k, 1);
+    p.b = view_2d(b, n * k_offset, n, p.k, p.k, 1);
+    p.sfa = view_2d(sfa, kb0 * sfa_stride, m, kb, 1, sfa_stride);
+    p.sfb = view_2d(sfb, kb0 * sfb_stride, n, kb, 1, sfb_stride);
+    p.d = view_2d(d, g * d.strides[0], m, n, d.strides[1], 1);
+    if (c_tensor) p.c = view_2d(*c_tensor, g * c_tensor->strides[0], m, n, c_tensor->strides[1], 1);
+    const TensorView* c_view = mode == CMode::kCopy ? &p.c : mode == CMode::kAccumulate ? &p.d : nullptr;
+    try {
+      if (p.k > 0) {
+        p.checked = check_arguments(fn, p.a, p.sfa, p.b, p.sfb, p.d, true, c_view);
+      } else {  // no product: D is only zeroed, copied into or left alone
+        p.checked.m = m;
+        p.checked.n = n;
+        p.checked.ldd = check_rows_dense(ad, p.d, 16);
+        check_pointer_aligned(ad, p.d, 16);
+        if (mode == CMode::kCopy) p.checked.ldc = check_rows_dense(ac, p.c, 4);
+      }
+    } catch (const Error& e) {
+      throw Error(e.kind(), std::string(e.what()) + " (group " + std::to_string(g) + " of " + std::to_string(groups) +
+                                ", ks[" + std::to_string(g) + "] = " + std::to_string(p.k) + ")");
+    }
+    k_offset += p.k;
+  }
+  return out;
 }
 
 }  // namespace
@@ -708,6 +847,26 @@ void fp8_gemm_nt_wgrad(const TensorView& a, const TensorView& sfa, const TensorV
   const ops::CMode mode = ops::check_c_against_d(ops::kWgradOp, c_tensor, d, c);
   if (c.m == 0 || c.n == 0) return;
   ops::launch(ops::kWgradOp, c, a, sfa, b, sfb, d, static_cast<CUstream>(stream), true, mode, c_tensor);
+}
+
+void k_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa, const TensorView& b,
+                                      const TensorView& sfb, const TensorView& d, const std::vector<int64_t>& ks,
+                                      const TensorView* c, Stream stream) {
+  ops::CMode mode = ops::CMode::kZero;
+  const std::vector<ops::GroupProblem> groups = ops::check_k_grouped(a, sfa, b, sfb, d, ks, c, mode);
+  if (groups.empty() || d.shape[1] == 0 || d.shape[2] == 0) return;
+  const auto s = static_cast<CUstream>(stream);
+  // Every group's kernel first (a first call plans and may compile), so that an error leaves D untouched. The
+  // groups differ only in K, which the kernels take at run time: they share one kernel, or a few.
+  for (const ops::GroupProblem& p : groups)
+    if (p.k > 0) ops::resolve(ops::kKGroupedOp, p.checked, p.a, s, true);
+  for (const ops::GroupProblem& p : groups) {
+    const TensorView* c_view = mode == ops::CMode::kCopy ? &p.c : nullptr;
+    if (p.k > 0)
+      ops::launch(ops::kKGroupedOp, p.checked, p.a, p.sfa, p.b, p.sfb, p.d, s, true, mode, c_view);
+    else
+      ops::prepare_d(ops::kKGroupedOp, p.checked, p.d, c_view, mode, a.device, s);
+  }
 }
 
 }  // namespace kiln

@@ -372,3 +372,68 @@ def test_numpy_float32_d_selects_the_weight_gradient_form():
         GEMM((a, sfa), (b, sfb), d, c=d)
     # A float32 d is left alone by the torch-only scale conversion.
     assert kiln._tensors.gemm_sfb(sfb, d) is sfb
+
+
+# ---- The k-grouped weight-gradient GEMM (k_grouped_fp8_gemm_nt_contiguous), through DLPack tensors "on the GPU" ---
+
+KGROUPED = kiln.k_grouped_fp8_gemm_nt_contiguous
+
+
+def grouped_fakes(m: int = 256, n: int = 576, ks=(1024, 384, 0, 640), **changes):
+    """(a, sfa), (b, sfb), d for DeepGEMM's k-grouped layout: a and b flat, their scales over every group's K
+    blocks, MN-major and TMA-aligned; d float32 [G, m, n]."""
+    total = sum(ks)
+    t = {
+        "a": FakeDLPack((m * total,), "float8_e4m3fn", ptr=BASE),
+        "sfa": FakeDLPack((m, total // 128), "float32", strides=(1, cdiv(m, 4) * 4), ptr=SFA),
+        "b": FakeDLPack((n * total,), "float8_e4m3fn", ptr=B),
+        "sfb": FakeDLPack((n, total // 128), "float32", strides=(1, cdiv(n, 4) * 4), ptr=SFB),
+        "d": FakeDLPack((len(ks), m, n), "float32", ptr=D),
+    }
+    t.update(changes)
+    return (t["a"], t["sfa"]), (t["b"], t["sfb"]), t["d"], list(ks)
+
+
+def test_k_grouped_arguments_kiln_checks_itself():
+    a, b, d, ks = grouped_fakes()
+    with pytest.raises(ValueError, match=r"k_grouped_fp8_gemm_nt_contiguous: recipe must be \(1, 1, 128\)"):
+        KGROUPED(a, b, d, ks, None, recipe=(1, 128, 128))
+    with pytest.raises(ValueError, match="compiled_dims must be a string of the letters m, n and k"):
+        KGROUPED(a, b, d, ks, None, compiled_dims="x")
+    with pytest.raises(TypeError, match="k_grouped_fp8_gemm_nt_contiguous: ks must be a sequence of ints"):
+        KGROUPED(a, b, d, [1.5], None)
+    with pytest.raises(TypeError, match=r"k_grouped_fp8_gemm_nt_contiguous: a must be a pair \(a_fp8, sfa\)"):
+        KGROUPED(a[0], b, d, ks, None)
+
+
+@pytest.mark.parametrize("changes, ks, message", [
+    ({"d": FakeDLPack((3, 256, 576), "float32", ptr=D)}, (1024, 384, 0, 640),
+     r"ks must hold one token count per group \(d.size\(0\) == 3\), got 4 counts"),
+    ({}, (1024, 400, 0, 640), r"ks\[1\] must be a non-negative multiple of 128"),
+    ({"a": FakeDLPack((256 * 2048 + 16,), "float8_e4m3fn", ptr=BASE)}, (1024, 384, 0, 640),
+     r"a must be of 524288 elements \(m \* sum\(ks\)"),
+    ({"d": FakeDLPack((256, 576), "float32", ptr=D)}, (1024, 384, 0, 640), "d must be 3-dimensional"),
+])
+def test_k_grouped_preconditions(changes, ks, message):
+    a, b, d, _ = grouped_fakes(**changes)
+    with pytest.raises(ValueError, match=message):
+        KGROUPED(a, b, d, list(ks), None)
+
+
+def test_k_grouped_group_errors_name_the_group():
+    a, b, d, ks = grouped_fakes(d=FakeDLPack((4, 256, 576), "float32", strides=(256 * 578, 578, 1), ptr=D))
+    with pytest.raises(ValueError, match=r"\(group 0 of 4, ks\[0\] = 1024\)"):
+        KGROUPED(a, b, d, ks, None, c=d)
+
+
+def test_k_grouped_empty_problems_are_no_ops_without_a_gpu():
+    for m, n in ((0, 576), (256, 0)):
+        a, b, d, ks = grouped_fakes(m=m, n=n)
+        assert KGROUPED(a, b, d, ks, None) is None
+
+
+@pytest.mark.skipif(not NO_GPU, reason="would launch on fake pointers: only meaningful without a GPU")
+def test_k_grouped_valid_call_without_a_gpu_is_a_cuda_error():
+    a, b, d, ks = grouped_fakes()
+    with pytest.raises(kiln.CudaError):
+        KGROUPED(a, b, d, ks, None, c=d)

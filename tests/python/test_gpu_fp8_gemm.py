@@ -468,6 +468,79 @@ def test_weight_gradient_form_token_slices_share_one_kernel():
         kiln.set_fp8_gemm_overrides()
 
 
+def grouped_operands(m: int, n: int, ks, seed: int):
+    """DeepGEMM's k-grouped layout from per-group bf16 operands: a, b flat fp8 (group g's [rows, ks[g]] row-major
+    after the groups before it), their scales MN-major and TMA-aligned over every group's K blocks; and per group
+    the float64 product of the dequantised operands."""
+    torch.manual_seed(seed)
+    total_kb = sum(ks) // 128
+    flats, scales, products = {}, {}, []
+    for name, rows in (("a", m), ("b", n)):
+        flats[name], buf = [], torch.empty(total_kb, kiln.get_tma_aligned_size(rows, 4), device="cuda")
+        scales[name] = buf.T[:rows]  # [rows, total_kb], strides (1, s): the MN-major, TMA-aligned layout
+    kb0 = 0
+    for k in ks:
+        group = {}
+        for name, rows in (("a", m), ("b", n)):
+            x = torch.randn(rows, k, device="cuda") * torch.exp2(torch.randint(-3, 4, (rows, 1), device="cuda"))
+            x_fp8, sf = kiln.per_token_cast_to_fp8(x.bfloat16()) if k else (x.to(torch.float8_e4m3fn), x[:, :0])
+            flats[name].append(x_fp8.reshape(-1))
+            scales[name][:, kb0 : kb0 + k // 128] = sf
+            group[name] = dequantised(x_fp8, sf, 1) if k else torch.zeros(rows, 0, device="cuda", dtype=torch.float64)
+        products.append(group["a"] @ group["b"].T)
+        kb0 += k // 128
+    a = (torch.cat(flats["a"]), scales["a"])
+    b = (torch.cat(flats["b"]), scales["b"])
+    return a, b, products
+
+
+def test_k_grouped_weight_gradients():
+    """k_grouped_fp8_gemm_nt_contiguous against each group's float64 product: c=None, c=d and a separate c, an
+    empty group (D[g] = C[g]), row-major scales (converted), and the groups sharing their kernels."""
+    m, n = 384, 1536
+    ks = [1024, 384, 0, 640, 128]
+    a, b, products = grouped_operands(m, n, ks, seed=71)
+    groups = len(ks)
+    scale = max(p.std().item() for p in products if p.numel())
+    c = ((torch.rand(groups, m, n, device="cuda", dtype=torch.float64) * 2 - 1) * scale).float()
+    ks_tensor = torch.tensor(ks, dtype=torch.int32, device="cuda")
+
+    def check(d, with_c: bool, what: str):
+        torch.cuda.synchronize()
+        assert torch.isfinite(d).all(), f"{what}: NaN or Inf in D"
+        for g in range(groups):
+            expected = products[g] + (c[g].double() if with_c else 0)
+            if ks[g] == 0:
+                assert torch.equal(d[g].double(), expected), f"{what}: group {g} (no tokens) is not C[g]"
+                continue
+            diff = calc_diff(d[g], expected)
+            assert diff < MAX_DIFF_DEQUANTISED, f"{what}: group {g} (k = {ks[g]}) calc_diff {diff:.3g}"
+        print(f"  {what}: every group within calc_diff {MAX_DIFF_DEQUANTISED}")
+
+    d = torch.full((groups, m, n), float("nan"), device="cuda")
+    kiln.k_grouped_fp8_gemm_nt_contiguous(a, b, d, ks, ks_tensor)
+    check(d, False, "c=None")
+    before = kiln.cache_stats()
+    d.copy_(c)
+    kiln.k_grouped_fp8_gemm_nt_contiguous(a, b, d, ks, ks_tensor, c=d)
+    check(d, True, "c=d")
+    d.fill_(float("nan"))
+    kiln.k_grouped_fp8_gemm_nt_contiguous(a, b, d, ks, ks_tensor, c=c, recipe=(1, 1, 128))
+    check(d, True, "c separate")
+    after = kiln.cache_stats()
+    assert after["compiles"] == before["compiles"], "the second and third calls compiled"
+    # Row-major scales (DeepGEMM's own per_token_cast_to_fp8 returns those) are converted: the same bits.
+    expected = d.clone()
+    d.fill_(float("nan"))
+    kiln.k_grouped_fp8_gemm_nt_contiguous((a[0], a[1].contiguous()), (b[0], b[1].contiguous()), d, ks, ks_tensor, c=c)
+    torch.cuda.synchronize()
+    assert torch.equal(d, expected), "row-major scales changed the result"
+    # A bad group count is refused before anything is enqueued: D keeps its values.
+    with raises(ValueError, match=r"ks\[2\] must be a non-negative multiple of 128"):
+        kiln.k_grouped_fp8_gemm_nt_contiguous(a, b, d, [1024, 384, 64, 576, 128], ks_tensor, c=c)
+    assert torch.equal(d, expected), "a refused call changed D"
+
+
 def test_weight_gradient_form_in_a_graph():
     m, n, k = 256, 2112, 4096
     p = WgradProblem(m, n, k, seed=51)
