@@ -178,9 +178,9 @@ def main() -> int:
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         v = r.get("speedup_vs_cublas_bw_add")
-        print(f"| {r['weight']} | {r['m']} x {r['n']} | {r['groups']} | {r['tokens']} | {r.get('kiln_us', float('nan')):.1f}"
-              f" | {r.get('kiln_tflops', float('nan')):.0f} | {r.get('cublas_bw_add_us', float('nan')):.1f} | "
-              f"{f'{v:.2f}' if v else 'n/a'} |")
+        nan = float("nan")
+        print(f"| {r['weight']} | {r['m']} x {r['n']} | {r['groups']} | {r['tokens']} | {r.get('kiln_us', nan):.1f} | "
+              f"{r.get('kiln_tflops', nan):.0f} | {r.get('cublas_bw_add_us', nan):.1f} | {f'{v:.2f}' if v else 'n/a'} |")
     return 0 if failures == 0 else 1
 
 

@@ -705,8 +705,8 @@ std::vector<GroupProblem> check_k_grouped(const TensorView& a, const TensorView&
   if (c_tensor) {
     const bool same = c_tensor->data == d.data && c_tensor->strides == d.strides;
     if (!same && m > 0 && n > 0 && groups > 0 && spans_overlap(*c_tensor, d))
-      fail(ErrorKind::kValueError, ac, *c_tensor, "d itself or memory that does not overlap d's (d is " + d.describe() + ")",
-           "a tensor overlapping d");
+      fail(ErrorKind::kValueError, ac, *c_tensor,
+           "d itself or memory that does not overlap d's (d is " + d.describe() + ")", "a tensor overlapping d");
     mode = same ? CMode::kAccumulate : CMode::kCopy;
   }
 

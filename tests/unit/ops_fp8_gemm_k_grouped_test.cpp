@@ -65,7 +65,8 @@ TEST(Fp8GemmKGroupedValidate, Dtypes) {
 }
 
 TEST(Fp8GemmKGroupedValidate, DevicesAndRanks) {
-  EXPECT_THAT(error_with([](Grouped& g) { g.b.device = 1; }), HasSubstr("b must be on the same device as a (cuda:0), got cuda:1"));
+  EXPECT_THAT(error_with([](Grouped& g) { g.b.device = 1; }),
+              HasSubstr("b must be on the same device as a (cuda:0), got cuda:1"));
   EXPECT_THAT(error_with([](Grouped& g) { g.a.device_kind = DeviceKind::kCpu; }), HasSubstr("a must be"));
   EXPECT_THAT(error_with([](Grouped& g) { g.a = TensorView::contiguous(g.a.data, g.a.dtype, {256, 2048}); }),
               HasSubstr("a must be 1-dimensional, got 2 dimensions"));
@@ -81,7 +82,8 @@ TEST(Fp8GemmKGroupedValidate, TokenCounts) {
   EXPECT_THAT(error_with([](Grouped& g) { g.ks[1] = 400; }),
               HasSubstr("ks[1] must be a non-negative multiple of 128 (a group's tokens are whole blocks of the 1x128 "
                         "scales), got 400"));
-  EXPECT_THAT(error_with([](Grouped& g) { g.ks[2] = -128; }), HasSubstr("ks[2] must be a non-negative multiple of 128"));
+  EXPECT_THAT(error_with([](Grouped& g) { g.ks[2] = -128; }),
+              HasSubstr("ks[2] must be a non-negative multiple of 128"));
   // Counts that disagree with the operands' sizes.
   EXPECT_THAT(error_with([](Grouped& g) { g.ks[2] = 128; }),
               HasSubstr("a must be of 557056 elements (m * sum(ks): group g's rows of ks[g] tokens, row-major, after "
