@@ -690,8 +690,12 @@ std::vector<GroupProblem> check_k_grouped(const TensorView& a, const TensorView&
   check_shape(asfb, sfb, {n, k_blocks}, "(n, sum(ks) / 128)");
   const int64_t sfa_stride = check_mn_major_scales(asfa, sfa, m, k_blocks, "m");
   const int64_t sfb_stride = check_mn_major_scales(asfb, sfb, n, k_blocks, "n");
-  // D and C: groups of [m, n] apart from each other; D's each 16-byte aligned (its rows are checked per group).
+  // D and C: groups of [m, n] with dense rows, apart from each other; D's each 16-byte aligned (the row strides are
+  // checked per group, on views that take stride(2) as 1).
   const auto check_groups = [&](const Arg& arg, const TensorView& t, bool aligned) {
+    if (groups > 0 && m > 0 && n > 1 && t.strides[2] != 1)
+      fail(ErrorKind::kValueError, arg, t, "of dense rows: stride(2) == 1",
+           "strides " + format_dims(t.strides.data(), 3));
     if (groups > 1 && m > 0 && n > 0 &&
         ((aligned && t.strides[0] % 4 != 0) || t.strides[0] < (m - 1) * t.strides[1] + n))
       fail(ErrorKind::kValueError, arg, t,

@@ -105,6 +105,10 @@ TEST(Fp8GemmKGroupedValidate, GroupsOfDAndC) {
                         "(each group's D 16-byte aligned), got strides (147458, 576, 1)"));
   EXPECT_THAT(error_with([](Grouped& g) { g.d.strides = {576 * 200, 576, 1, 0}; }),
               HasSubstr("d must be groups that do not overlap"));
+  EXPECT_THAT(error_with([](Grouped& g) { g.d.strides = {256 * 576 * 2, 576 * 2, 2, 0}; }),
+              HasSubstr("d must be of dense rows: stride(2) == 1, got strides (294912, 1152, 2)"));
+  EXPECT_THAT(error_with([](Grouped& g) { g.c.strides = {256 * 576 * 2, 1, 256, 0}; }),
+              HasSubstr("c must be of dense rows: stride(2) == 1, got strides (294912, 1, 256)"));
   EXPECT_THAT(error_with([](Grouped& g) { g.c.data = static_cast<char*>(g.d.data) + 4 * 576; }),
               HasSubstr("c must be d itself or memory that does not overlap d's"));
   // Each group's own checks (fp8_gemm_nt_wgrad's) name the group: D's rows 16-byte apart.
