@@ -168,6 +168,19 @@ void cast_op(const char* function, nb::handle x, nb::handle out, nb::handle out_
   Op(xv, ov, sv, reinterpret_cast<Stream>(s));
 }
 
+// The FP8 GEMMs' operands as views, in argument order (a non-tensor or an unknown dtype is a TypeError naming the
+// argument); c only when given.
+struct GemmViews {
+  TensorView a, sfa, b, sfb, d, c;
+  GemmViews(nb::handle a_, nb::handle sfa_, nb::handle b_, nb::handle sfb_, nb::handle d_, const char* function,
+            KeepAlive& keep)
+      : a(to_view(a_, function, "a", keep)),
+        sfa(to_view(sfa_, function, "sfa", keep)),
+        b(to_view(b_, function, "b", keep)),
+        sfb(to_view(sfb_, function, "sfb", keep)),
+        d(to_view(d_, function, "d", keep)) {}
+};
+
 // fp8_gemm_nt's form against what the caller asked for: c (the accumulating form) needs a float32 d, and a
 // recipe given explicitly must be the one d's dtype selects (1: DeepGEMM's (1, 1, 128), B per row; 128: its
 // (1, 128, 128), B per 128x128 block; 0: none given).
@@ -253,23 +266,19 @@ NB_MODULE(_native, m) {
         // dtype picks the form: float32 is the weight-gradient form (D = C + A . B^T, B scaled per row).
         constexpr const char* kFunction = "fp8_gemm_nt";
         KeepAlive keep;
-        const kiln::TensorView av = to_view(a, kFunction, "a", keep);
-        const kiln::TensorView sfav = to_view(sfa, kFunction, "sfa", keep);
-        const kiln::TensorView bv = to_view(b, kFunction, "b", keep);
-        const kiln::TensorView sfbv = to_view(sfb, kFunction, "sfb", keep);
-        const kiln::TensorView dv = to_view(d, kFunction, "d", keep);
-        const bool wgrad = dv.dtype == kiln::DType::kFloat32;
-        check_gemm_form(wgrad, !c.is_none(), recipe, dv);
-        kiln::TensorView cv;
-        if (!c.is_none()) cv = to_view(c, kFunction, "c", keep);
-        const uintptr_t s = resolve_stream(stream, a, av, kFunction);
+        GemmViews v(a, sfa, b, sfb, d, kFunction, keep);
+        const bool wgrad = v.d.dtype == kiln::DType::kFloat32;
+        check_gemm_form(wgrad, !c.is_none(), recipe, v.d);
+        if (!c.is_none()) v.c = to_view(c, kFunction, "c", keep);
+        const uintptr_t s = resolve_stream(stream, a, v.a, kFunction);
         nb::gil_scoped_release release;
         if (!wgrad) {
-          kiln::fp8_gemm_nt(av, sfav, bv, sfbv, dv, reinterpret_cast<kiln::Stream>(s));
+          kiln::fp8_gemm_nt(v.a, v.sfa, v.b, v.sfb, v.d, reinterpret_cast<kiln::Stream>(s));
           return;
         }
         try {
-          kiln::fp8_gemm_nt_wgrad(av, sfav, bv, sfbv, dv, c.is_none() ? nullptr : &cv, reinterpret_cast<kiln::Stream>(s));
+          kiln::fp8_gemm_nt_wgrad(v.a, v.sfa, v.b, v.sfb, v.d, c.is_none() ? nullptr : &v.c,
+                                  reinterpret_cast<kiln::Stream>(s));
         } catch (const kiln::Error& e) {
           rethrow_as_fp8_gemm_nt(e);
         }
@@ -285,16 +294,11 @@ NB_MODULE(_native, m) {
          nb::handle c, nb::handle stream) {
         constexpr const char* kFunction = "k_grouped_fp8_gemm_nt_contiguous";
         KeepAlive keep;
-        const kiln::TensorView av = to_view(a, kFunction, "a", keep);
-        const kiln::TensorView sfav = to_view(sfa, kFunction, "sfa", keep);
-        const kiln::TensorView bv = to_view(b, kFunction, "b", keep);
-        const kiln::TensorView sfbv = to_view(sfb, kFunction, "sfb", keep);
-        const kiln::TensorView dv = to_view(d, kFunction, "d", keep);
-        kiln::TensorView cv;
-        if (!c.is_none()) cv = to_view(c, kFunction, "c", keep);
-        const uintptr_t s = resolve_stream(stream, a, av, kFunction);
+        GemmViews v(a, sfa, b, sfb, d, kFunction, keep);
+        if (!c.is_none()) v.c = to_view(c, kFunction, "c", keep);
+        const uintptr_t s = resolve_stream(stream, a, v.a, kFunction);
         nb::gil_scoped_release release;
-        kiln::k_grouped_fp8_gemm_nt_contiguous(av, sfav, bv, sfbv, dv, ks, c.is_none() ? nullptr : &cv,
+        kiln::k_grouped_fp8_gemm_nt_contiguous(v.a, v.sfa, v.b, v.sfb, v.d, ks, c.is_none() ? nullptr : &v.c,
                                                reinterpret_cast<kiln::Stream>(s));
       },
       "a"_a.none(), "sfa"_a.none(), "b"_a.none(), "sfb"_a.none(), "d"_a.none(), "ks"_a, "c"_a.none() = nb::none(),

@@ -220,6 +220,18 @@ enum class CMode {
   kZero,        // no C: D = 0, then D += A . B^T
 };
 
+// Every operand on a CUDA device, a's (c when given).
+void check_devices(const char* function, const TensorView& a, const TensorView& sfa, const TensorView& b,
+                   const TensorView& sfb, const TensorView& d, const TensorView* c) {
+  const Arg aa{function, "a"};
+  check_on_cuda(aa, a);
+  check_same_device(Arg{function, "sfa"}, sfa, aa, a);
+  check_same_device(Arg{function, "b"}, b, aa, a);
+  check_same_device(Arg{function, "sfb"}, sfb, aa, a);
+  check_same_device(Arg{function, "d"}, d, aa, a);
+  if (c) check_same_device(Arg{function, "c"}, *c, aa, a);
+}
+
 // The checks both forms share, in the order their errors are reported: dtypes, devices, shapes, strides,
 // alignment. `accumulate` selects the weight-gradient form's d (fp32), sfb (per row, MN-major) and c.
 Checked check_arguments(const char* function, const TensorView& a, const TensorView& sfa, const TensorView& b,
@@ -239,12 +251,7 @@ Checked check_arguments(const char* function, const TensorView& a, const TensorV
          to_string(d.dtype));
   }
   if (c_tensor) check_dtype(ac, *c_tensor, DType::kFloat32);
-  check_on_cuda(aa, a);
-  check_same_device(asfa, sfa, aa, a);
-  check_same_device(ab, b, aa, a);
-  check_same_device(asfb, sfb, aa, a);
-  check_same_device(ad, d, aa, a);
-  if (c_tensor) check_same_device(ac, *c_tensor, aa, a);
+  check_devices(function, a, sfa, b, sfb, d, c_tensor);
   check_ndim(aa, a, 2);
   check_ndim(ab, b, 2);
   Checked c{};
@@ -654,12 +661,7 @@ std::vector<GroupProblem> check_k_grouped(const TensorView& a, const TensorView&
   check_dtype(asfb, sfb, DType::kFloat32);
   check_dtype(ad, d, DType::kFloat32);
   if (c_tensor) check_dtype(ac, *c_tensor, DType::kFloat32);
-  check_on_cuda(aa, a);
-  check_same_device(asfa, sfa, aa, a);
-  check_same_device(ab, b, aa, a);
-  check_same_device(asfb, sfb, aa, a);
-  check_same_device(ad, d, aa, a);
-  if (c_tensor) check_same_device(ac, *c_tensor, aa, a);
+  check_devices(fn, a, sfa, b, sfb, d, c_tensor);
   check_ndim(aa, a, 1);
   check_ndim(ab, b, 1);
   check_ndim(ad, d, 3);
