@@ -12,10 +12,16 @@
 //   store16     TMA stores of the kernel's boxes instead (writes only: no read of D; the result is 1, not D + 1)
 //   pf+reduce16 the tile's D prefetched into L2 (cp.async.bulk.prefetch.tensor) before the spin, then reduce16/2
 //   pfnext      the next tile's D prefetched at each tile's start (the first tile's own too), then reduce16/2
-//   red.v4      every thread adds its share with red.global.add.v4.f32 (no shared memory, no TMA)
+//   pfrows      the tile's D prefetched into L2 row by row before the spin (cp.async.bulk.prefetch.L2, TILE_N x 4
+//               contiguous bytes a row: each row's piece requested at once), then reduce16/2
+//   red.v4      every thread adds its share with red.global.add.v4.f32 (no shared memory, no TMA), a warp covering
+//               512 contiguous bytes of one row per instruction
+//   red.v4frag  the same in the kernel's fragment order (interleaved B): a warp instruction covers 64 bytes of
+//               each of 8 rows, and a thread issues its two rows' TILE_N / 16 pieces back to back
 // Each variant is checked once on a zeroed D (every element 1 after one call) before it is timed after the
 // benchmark's 1 GB write flush. "TB/s" counts D's read and write (its write only for store16).
-//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o reduce_add_probe bench/probes/reduce_add_probe.cu -lcuda
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o reduce_add_probe \
+//     bench/probes/reduce_add_probe.cu -lcuda
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -36,7 +42,16 @@
     }                                                                           \
   } while (0)
 
-enum Mode : int { kNone, kReduce, kStore, kPrefetchReduce, kPrefetchNextReduce, kRed };
+enum Mode : int {
+  kNone,
+  kReduce,
+  kStore,
+  kPrefetchReduce,
+  kPrefetchNextReduce,
+  kPrefetchRowsReduce,
+  kRed,
+  kRedFragment
+};
 
 constexpr int kGroupRows = 64, kGroups = 2, kThreads = kGroups * 128;
 
@@ -74,10 +89,32 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int c = 0; c < tile_n; c += 16) prefetch_box(&map, n0 + c, m0);
       const int next = unit + gridDim.x;
       if (next < units)
-        for (int c = 0; c < tile_n; c += 16) prefetch_box(&map, next % num_n * tile_n + c, next / num_n * 128 + group * kGroupRows);
+        for (int c = 0; c < tile_n; c += 16)
+          prefetch_box(&map, next % num_n * tile_n + c, next / num_n * 128 + group * kGroupRows);
+    }
+    if (mode == kPrefetchRowsReduce && t < kGroupRows) {
+      const int cols = n0 + tile_n <= n ? tile_n : n - n0;
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(d + static_cast<size_t>(m0 + t) * n + n0),
+                   "r"(cols * 4)
+                   : "memory");
     }
     if (spin) spin_ns(spin);
     if (mode == kNone) continue;
+    if (mode == kRedFragment) {
+      // Warp w of the group holds rows 16w + lane / 4 and + 8; lane % 4 = q holds columns 16c + 4q .. + 3.
+      const int w = t / 32, lane = t % 32, q = lane % 4;
+      for (int r = 0; r < 2; ++r) {
+        float* const row = d + static_cast<size_t>(m0 + 16 * w + lane / 4 + 8 * r) * n;
+        for (int c = 0; c < tile_n / 16; ++c) {
+          const int col = n0 + 16 * c + 4 * q;
+          if (col < n)
+            asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(row + col), "f"(1.f), "f"(1.f),
+                         "f"(1.f), "f"(1.f)
+                         : "memory");
+        }
+      }
+      continue;
+    }
     if (mode == kRed) {
       const int quads = tile_n / 4;
       for (int i = t; i < kGroupRows * quads; i += 128) {
@@ -129,10 +166,18 @@ int main() {
   const FlushedTimer timer;
   CHECK(cudaFuncSetAttribute(epilogue_probe, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
   const Variant variants[] = {
-      {"none", kNone, 16, 2},          {"reduce16/2", kReduce, 16, 2},    {"reduce16/10", kReduce, 16, 10},
-      {"reduce32/2", kReduce, 32, 2},  {"reduce32/5", kReduce, 32, 5},    {"reduce64/2", kReduce, 64, 2},
-      {"store16/2", kStore, 16, 2},    {"pf+reduce16/2", kPrefetchReduce, 16, 2},
-      {"pfnext+reduce16/2", kPrefetchNextReduce, 16, 2},                  {"red.v4", kRed, 16, 2},
+      {"none", kNone, 16, 2},
+      {"reduce16/2", kReduce, 16, 2},
+      {"reduce16/10", kReduce, 16, 10},
+      {"reduce32/2", kReduce, 32, 2},
+      {"reduce32/5", kReduce, 32, 5},
+      {"reduce64/2", kReduce, 64, 2},
+      {"store16/2", kStore, 16, 2},
+      {"pf+reduce16/2", kPrefetchReduce, 16, 2},
+      {"pfnext+reduce16/2", kPrefetchNextReduce, 16, 2},
+      {"pfrows+reduce16/2", kPrefetchRowsReduce, 16, 2},
+      {"red.v4", kRed, 16, 2},
+      {"red.v4frag", kRedFragment, 16, 2},
   };
   struct Shape {
     int m, n, tile_n;
