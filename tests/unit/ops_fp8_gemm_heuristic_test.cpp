@@ -153,8 +153,8 @@ TEST(Fp8GemmHeuristic, BucketLookupIsTheLinearScan) {
   EXPECT_EQ(plan.covering(5, 5).size(), 1u);
 }
 
-// The H200 sweep of 2026-11-29 (docs/FP8_GEMM.md; the overlapped-promotion kernel with the scale loader, TMA
-// store, CUDA events with L2 flushed, median of 20): every candidate tile the sweep ran at M = 1, 64, 128,
+// The H200 sweep of 2026-11-29 (docs/FP8_GEMM.md, "Host side"; the overlapped-promotion kernel with the scale
+// loader, TMA store, CUDA events with L2 flushed, median of 20): every candidate tile the sweep ran at M = 1, 64, 128,
 // 256, 1024 and 4096 on the dense_fp8 shapes (64-row tiles up to M = 128, 128-row tiles from M = 64 on).
 // The M = 1 rows are from the third session's sweep of the kernel whose A box is align(M, 8) rows.
 struct Measured {
