@@ -1,6 +1,8 @@
-// The probes' CUDA runtime check: prints the error with its place and exits (probes are standalone programs).
+// The probes' CUDA runtime and driver checks: print the error with its place and exit (probes are standalone
+// programs).
 #pragma once
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -13,4 +15,13 @@
       std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
       std::exit(1);                                                                        \
     }                                                                                      \
+  } while (0)
+
+#define CU_CHECK(x)                                                             \
+  do {                                                                          \
+    CUresult r_ = (x);                                                          \
+    if (r_ != CUDA_SUCCESS) {                                                   \
+      std::printf("CUDA driver error %d at %s:%d\n", r_, __FILE__, __LINE__); \
+      std::exit(1);                                                             \
+    }                                                                           \
   } while (0)

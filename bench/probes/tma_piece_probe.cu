@@ -17,15 +17,6 @@
 #include "probe_check.h"
 #include "probe_stream.cuh"
 
-#define CU_CHECK(x)                                                             \
-  do {                                                                          \
-    CUresult r_ = (x);                                                          \
-    if (r_ != CUDA_SUCCESS) {                                                   \
-      std::printf("CUDA driver error %d at %s:%d\n", r_, __FILE__, __LINE__); \
-      std::exit(1);                                                             \
-    }                                                                           \
-  } while (0)
-
 constexpr int kMaxStages = 64;
 
 // One thread per CTA: rows [rows * blockIdx.x, + rows) of B, K blocks in boxes of j, a ring of `stages` boxes.
