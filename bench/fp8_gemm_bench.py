@@ -74,6 +74,29 @@ def parse_shapes(path: Path):
     return list(dense["m"]), [tuple(nk) for nk in dense["nk"]]
 
 
+def add_timing_arguments(parser, out_what: str = "the JSON") -> None:
+    """The timing options every benchmark here takes (flushed_median_us's): --reps (at least 30, main() raises it),
+    --warmup, --idle-ms, and --out for what it writes."""
+    parser.add_argument("--reps", type=int, default=30, help="timed calls per measurement (median; at least 30)")
+    parser.add_argument("--warmup", type=int, default=3, help="warm-up calls per measurement, at least")
+    parser.add_argument("--idle-ms", type=float, default=300.0,
+                        help="the GPU idles this long before each measurement, so none inherits the one before's heat")
+    parser.add_argument("--out", default=os.environ.get("OUT"), help=f"where {out_what} goes (default $OUT)")
+
+
+def cuda_torch(name: str):
+    """PyTorch with a CUDA GPU, or None after printing the SKIP line of benchmark `name` (exit status 77)."""
+    try:
+        import torch
+    except ImportError:
+        print(f"SKIP {name}: PyTorch is not installed")
+        return None
+    if not torch.cuda.is_available():
+        print(f"SKIP {name}: no CUDA GPU")
+        return None
+    return torch
+
+
 def calc_diff(x, y) -> float:
     x, y = x.double(), y.double()
     denominator = (x * x + y * y).sum()
@@ -82,26 +105,17 @@ def calc_diff(x, y) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--reps", type=int, default=30, help="timed calls per measurement (median; at least 30)")
-    parser.add_argument("--warmup", type=int, default=3, help="warm-up calls per measurement, at least")
+    add_timing_arguments(parser, "the JSON and the PNG")
     parser.add_argument("--warmup-ms", type=float, default=0.0,
                         help="and at least this long (flush and call, as timed): 200 measures sustained load")
-    parser.add_argument("--idle-ms", type=float, default=300.0,
-                        help="the GPU idles this long before each measurement, so none inherits the one before's heat")
-    parser.add_argument("--out", default=os.environ.get("OUT"), help="where the JSON and the PNG go (default $OUT)")
     parser.add_argument("--shapes", type=Path, help="shapes.json to read dense_fp8 from (default: the built-in copy)")
     parser.add_argument("--peers", type=Path, help="peers-h200.md to read DeepGEMM's µs from (default: built-in copy)")
     parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1), help="parallel precompile threads")
     args = parser.parse_args()
     args.reps = max(args.reps, 30)
 
-    try:
-        import torch
-    except ImportError:
-        print("SKIP fp8_gemm_bench: PyTorch is not installed")
-        return 77
-    if not torch.cuda.is_available():
-        print("SKIP fp8_gemm_bench: no CUDA GPU")
+    torch = cuda_torch("fp8_gemm_bench")
+    if torch is None:
         return 77
     import kiln
     from flushed_timing import flushed_median_us

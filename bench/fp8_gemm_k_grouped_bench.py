@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from pathlib import Path
 SHAPES = [("gate/up", 4096, 7168, 8, 32768), ("down", 7168, 2048, 8, 32768),
           ("gate/up", 4096, 7168, 32, 32768), ("down", 7168, 2048, 32, 32768)]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fp8_gemm_bench import MAX_DIFF, calc_diff, geomean  # noqa: E402 - the inference form's benchmark, beside this
+from fp8_gemm_bench import MAX_DIFF, add_timing_arguments, calc_diff, cuda_torch, geomean  # noqa: E402 - beside this
 
 
 def token_counts(groups: int, tokens: int, seed: int) -> list[int]:
@@ -46,22 +45,14 @@ def token_counts(groups: int, tokens: int, seed: int) -> list[int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--reps", type=int, default=30, help="timed calls per measurement (median; at least 30)")
-    parser.add_argument("--warmup", type=int, default=3, help="warm-up calls per measurement")
-    parser.add_argument("--idle-ms", type=float, default=300.0, help="the GPU idles this long before each measurement")
-    parser.add_argument("--out", default=os.environ.get("OUT"), help="where the JSON goes (default $OUT)")
+    add_timing_arguments(parser)
     args = parser.parse_args()
     args.reps = max(args.reps, 30)
 
-    try:
-        import torch
-        import torch.nn.functional as F
-    except ImportError:
-        print("SKIP fp8_gemm_k_grouped_bench: PyTorch is not installed")
+    torch = cuda_torch("fp8_gemm_k_grouped_bench")
+    if torch is None:
         return 77
-    if not torch.cuda.is_available():
-        print("SKIP fp8_gemm_k_grouped_bench: no CUDA GPU")
-        return 77
+    import torch.nn.functional as F
     import kiln
     from flushed_timing import flushed_median_us
 

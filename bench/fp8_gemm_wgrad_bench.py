@@ -36,29 +36,21 @@ from pathlib import Path
 WEIGHTS = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048), (576, 7168)]
 TOKENS = [4096, 8192]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fp8_gemm_bench import MAX_DIFF, calc_diff, geomean  # noqa: E402 - the inference form's benchmark, beside this
+from fp8_gemm_bench import MAX_DIFF, add_timing_arguments, calc_diff, cuda_torch, geomean  # noqa: E402 - beside this
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--reps", type=int, default=30, help="timed calls per measurement (median; at least 30)")
-    parser.add_argument("--warmup", type=int, default=3, help="warm-up calls per measurement")
-    parser.add_argument("--idle-ms", type=float, default=300.0, help="the GPU idles this long before each measurement")
+    add_timing_arguments(parser)
     parser.add_argument("--tokens", type=int, nargs="+", default=TOKENS, help="K values (tokens)")
-    parser.add_argument("--out", default=os.environ.get("OUT"), help="where the JSON goes (default $OUT)")
     parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1), help="parallel precompile threads")
     args = parser.parse_args()
     args.reps = max(args.reps, 30)
 
-    try:
-        import torch
-        import torch.nn.functional as F
-    except ImportError:
-        print("SKIP fp8_gemm_wgrad_bench: PyTorch is not installed")
+    torch = cuda_torch("fp8_gemm_wgrad_bench")
+    if torch is None:
         return 77
-    if not torch.cuda.is_available():
-        print("SKIP fp8_gemm_wgrad_bench: no CUDA GPU")
-        return 77
+    import torch.nn.functional as F
     import kiln
     from flushed_timing import flushed_median_us
 

@@ -28,19 +28,16 @@ import statistics
 import sys
 import time
 
+from fp8_gemm_bench import cuda_torch  # beside this script (on sys.path as its directory)
+
 CALLS = 1000
 REPEATS = 7
 TARGET_US = 18.0
 
 
 def main() -> int:
-    try:
-        import torch
-    except ImportError:
-        print("SKIP python_overhead: PyTorch is not installed")
-        return 77
-    if not torch.cuda.is_available():
-        print("SKIP python_overhead: no CUDA GPU")
+    torch = cuda_torch("python_overhead")
+    if torch is None:
         return 77
     import kiln
 
