@@ -52,6 +52,23 @@ __device__ __forceinline__ void spin_ns(uint32_t ns) {
   do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); while (t - t0 < ns);
 }
 
+// cp.async.bulk.wait_group.read with a run-time count (the instruction takes an immediate): at most `pending` bulk
+// groups may still read their shared memory. Counts past 9 wait for 9, which is stricter and so as safe.
+__device__ __forceinline__ void wait_reads_pending_at_most(int pending) {
+  switch (pending < 9 ? pending : 9) {
+    case 0: asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); break;
+    case 1: asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory"); break;
+    case 2: asm volatile("cp.async.bulk.wait_group.read 2;" ::: "memory"); break;
+    case 3: asm volatile("cp.async.bulk.wait_group.read 3;" ::: "memory"); break;
+    case 4: asm volatile("cp.async.bulk.wait_group.read 4;" ::: "memory"); break;
+    case 5: asm volatile("cp.async.bulk.wait_group.read 5;" ::: "memory"); break;
+    case 6: asm volatile("cp.async.bulk.wait_group.read 6;" ::: "memory"); break;
+    case 7: asm volatile("cp.async.bulk.wait_group.read 7;" ::: "memory"); break;
+    case 8: asm volatile("cp.async.bulk.wait_group.read 8;" ::: "memory"); break;
+    default: asm volatile("cp.async.bulk.wait_group.read 9;" ::: "memory"); break;
+  }
+}
+
 __device__ __forceinline__ void prefetch_box(const CUtensorMap* map, int col, int row) {
   asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];" ::"l"(map), "r"(col), "r"(row)
                : "memory");
@@ -121,14 +138,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int c = 0; c * box_cols < tile_n; ++c) {
       // As the kernel: a tile's first chunk waits for every earlier read of the ring, later ones for the one
       // before the previous chunk (a ring of `buffers`).
-      if (c == 0 || buffers == 1)
-        asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-      else if (buffers == 2)
-        asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
-      else if (buffers <= 5)
-        asm volatile("cp.async.bulk.wait_group.read 4;" ::: "memory");  // rings of 5 (and 3, 4: as deep as 5)
-      else
-        asm volatile("cp.async.bulk.wait_group.read 9;" ::: "memory");  // rings of 10 or more
+      wait_reads_pending_at_most(c == 0 ? 0 : buffers - 1);
       const uint32_t src = smem_u32(ring + (c % buffers) * box_bytes);
       const int col = n0 + c * box_cols;
       if (col < n) {
