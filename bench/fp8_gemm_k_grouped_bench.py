@@ -21,7 +21,6 @@ without a GPU.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -30,6 +29,7 @@ SHAPES = [("gate/up", 4096, 7168, 8, 32768), ("down", 7168, 2048, 8, 32768),
           ("gate/up", 4096, 7168, 32, 32768), ("down", 7168, 2048, 32, 32768)]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fp8_gemm_bench import MAX_DIFF, add_timing_arguments, calc_diff, cuda_torch, geomean  # noqa: E402 - beside this
+from fp8_gemm_wgrad_bench import write_report  # noqa: E402 - the dense weight-gradient benchmark, beside this
 
 
 def token_counts(groups: int, tokens: int, seed: int) -> list[int]:
@@ -156,15 +156,8 @@ def main() -> int:
     if summary["cublas_bw_add"]:
         print(f"RESULT fp8_gemm_k_grouped kiln vs cublas_bw_add: {summary['cublas_bw_add']:.3f}x (geometric mean over "
               f"{len(rows)} shapes)")
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "fp8_gemm_k_grouped_bench.json").write_text(json.dumps(
-            {"device": props.name, "torch": torch.__version__, "kiln": kiln.__version__, "reps": args.reps,
-             "l2_flush_bytes": 1 << 30, "max_calc_diff": MAX_DIFF, "blockwise_missing": blockwise_missing,
-             "rows": rows, "summary": summary}, indent=1))
-    print(("PASS" if failures == 0 else "FAIL") + f" fp8_gemm_k_grouped_bench: {len(rows) - failures} of {len(rows)} "
-          f"results verified against float64 (calc_diff < {MAX_DIFF:g})")
+    write_report("fp8_gemm_k_grouped_bench", args.out, props, torch, kiln, args.reps, blockwise_missing, rows,
+                 summary, failures)
     print("| weight | m x n | groups | tokens | kiln µs | TFLOPS | cuBLAS bw + add per group µs | x cuBLAS |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:

@@ -39,6 +39,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fp8_gemm_bench import MAX_DIFF, add_timing_arguments, calc_diff, cuda_torch, geomean  # noqa: E402 - beside this
 
 
+def write_report(name: str, out, props, torch, kiln, reps: int, blockwise_missing, rows, summary,
+                 failures: int) -> None:
+    """A weight-gradient benchmark's JSON (<name>.json in `out`, when set) and its PASS/FAIL line."""
+    if out:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{name}.json").write_text(json.dumps(
+            {"device": props.name, "torch": torch.__version__, "kiln": kiln.__version__, "reps": reps,
+             "l2_flush_bytes": 1 << 30, "max_calc_diff": MAX_DIFF, "blockwise_missing": blockwise_missing,
+             "rows": rows, "summary": summary}, indent=1))
+    print(("PASS" if failures == 0 else "FAIL") + f" {name}: {len(rows) - failures} of {len(rows)} results verified "
+          f"against float64 (calc_diff < {MAX_DIFF:g})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_timing_arguments(parser)
@@ -133,15 +147,8 @@ def main() -> int:
     for peer, value in summary.items():
         if value:
             print(f"RESULT fp8_gemm_wgrad kiln vs {peer}: {value:.3f}x (geometric mean over {len(rows)} shapes)")
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "fp8_gemm_wgrad_bench.json").write_text(json.dumps(
-            {"device": props.name, "torch": torch.__version__, "kiln": kiln.__version__, "reps": args.reps,
-             "l2_flush_bytes": 1 << 30, "max_calc_diff": MAX_DIFF, "blockwise_missing": blockwise_missing,
-             "rows": rows, "summary": summary}, indent=1))
-    print(("PASS" if failures == 0 else "FAIL") + f" fp8_gemm_wgrad_bench: {len(rows) - failures} of {len(rows)} "
-          f"results verified against float64 (calc_diff < {MAX_DIFF:g})")
+    write_report("fp8_gemm_wgrad_bench", args.out, props, torch, kiln, args.reps, blockwise_missing, rows, summary,
+                 failures)
     print("| M | N | K | tile | kiln µs | TFLOPS | x cuBLAS bw + add | x cuBLAS bw alone | x cuBLAS pt + add |")
     print("|---:|---:|---:|---|---:|---:|---:|---:|---:|")
     for r in rows:
