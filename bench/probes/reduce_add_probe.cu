@@ -88,18 +88,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
   const int num_m = m / 128, num_n = (n + tile_n - 1) / tile_n, units = num_m * num_n;
   const bool issuer = t == 0;
+  // This group's rows of unit u's tile into L2, in the reduce boxes.
+  const auto prefetch_tile = [&](int u) {
+    const int row = u / num_n * 128 + group * kGroupRows;
+    for (int c = 0; c < tile_n; c += 16) prefetch_box(&map, u % num_n * tile_n + c, row);
+  };
   for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
     const int m0 = unit / num_n * 128 + group * kGroupRows, n0 = unit % num_n * tile_n;
-    if (issuer && mode == kPrefetchReduce)
-      for (int c = 0; c < tile_n; c += 16) prefetch_box(&map, n0 + c, m0);
-    if (issuer && mode == kPrefetchNextReduce) {
-      if (unit == static_cast<int>(blockIdx.x))
-        for (int c = 0; c < tile_n; c += 16) prefetch_box(&map, n0 + c, m0);
-      const int next = unit + gridDim.x;
-      if (next < units)
-        for (int c = 0; c < tile_n; c += 16)
-          prefetch_box(&map, next % num_n * tile_n + c, next / num_n * 128 + group * kGroupRows);
-    }
+    if (issuer && (mode == kPrefetchReduce || (mode == kPrefetchNextReduce && unit == static_cast<int>(blockIdx.x))))
+      prefetch_tile(unit);
+    if (issuer && mode == kPrefetchNextReduce && unit + static_cast<int>(gridDim.x) < units)
+      prefetch_tile(unit + gridDim.x);
     if (mode == kPrefetchRowsReduce && t < kGroupRows) {
       const int cols = n0 + tile_n <= n ? tile_n : n - n0;
       asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(d + static_cast<size_t>(m0 + t) * n + n0),
