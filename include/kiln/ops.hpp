@@ -110,9 +110,10 @@ void fp8_gemm_nt_wgrad(const TensorView& a, const TensorView& sfa, const TensorV
 // c:   nullptr (D[g] = A_g . B_g^T, D zeroed first), d itself (D += ...), or float32 [G, m, n] with dense rows not
 //      overlapping d (copied into D first); ks: the token counts, on the host (ks.size() == G).
 // Every check (of the grouped tensors, then each group's views as fp8_gemm_nt_wgrad checks its arguments, an error
-// naming the group) and every group's kernel come before anything is enqueued. Then each group is one launch of
-// the weight-gradient kernel (with its memset or copy of C) on `stream`: the kernels take K at run time, so the
-// groups share them. m = 0, n = 0 or G = 0 enqueue nothing. Errors name k_grouped_fp8_gemm_nt_contiguous.
+// naming the group) and the kernel come before anything is enqueued. Then, on `stream`, each group's memset or
+// copy of C, and one launch of the weight-gradient form's k-grouped kernel for every 32 groups with tokens (each
+// group with its own maps of A and B and its own K, the tile chosen at the groups' mean K rounded up to a power of
+// two: k_grouped_plan_k). m = 0, n = 0 or G = 0 enqueue nothing. Errors name k_grouped_fp8_gemm_nt_contiguous.
 void k_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa, const TensorView& b,
                                       const TensorView& sfb, const TensorView& d, const std::vector<int64_t>& ks,
                                       const TensorView* c, Stream stream = nullptr);

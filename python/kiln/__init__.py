@@ -373,9 +373,9 @@ def k_grouped_fp8_gemm_nt_contiguous(a: Sequence[Any], b: Sequence[Any], d: Any,
     * ``ks``: the token counts (``len(ks) == G``), each a multiple of 128 (0: no product, ``D[g] = C[g]``).
       ``ks_tensor`` (DeepGEMM's copy of ``ks`` on the device) is accepted and not read: kiln plans on the host.
 
-    Every check comes before anything is enqueued; then each group is one launch of the weight-gradient kernel
-    (``fp8_gemm_nt`` with a float32 ``d``), whose kernels take K at run time, so all groups share them. Errors name
-    ``k_grouped_fp8_gemm_nt_contiguous`` (and the group, for one group's problem).
+    Every check comes before anything is enqueued; then one launch of the weight-gradient form's k-grouped kernel
+    serves up to 32 groups, each tile with its group's K. Errors name ``k_grouped_fp8_gemm_nt_contiguous`` (and the
+    group, for one group's problem).
     """
     try:
         given = tuple(operator.index(v) for v in recipe)

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,8 +42,10 @@ constexpr const char* kOp = "fp8_gemm_nt";
 // they have a word each.
 constexpr int64_t kGemmKeyId = 3;
 constexpr int64_t kGemmAccumulateKeyId = 4;
+constexpr int64_t kGemmKGroupedKeyId = 5;  // the weight-gradient form's plan, its kernels k-grouped
 constexpr const char* kAccumulateOp = "fp8_gemm_nt_accumulate";
 constexpr const char* kWgradOp = "fp8_gemm_nt_wgrad";
+constexpr const char* kKGroupedOp = "k_grouped_fp8_gemm_nt_contiguous";
 constexpr int64_t kScaleBlock = 128;  // K (and N, for B) per scale
 
 
@@ -159,12 +162,15 @@ const ShapeEntry* resolve_shape(const Table::Key& key, const TensorView& a, int6
   entry->n = n;
   entry->k = k;
   entry->device_name = info.name;
-  const Fp8GemmForm form = key.words[0] == kGemmAccumulateKeyId ? Fp8GemmForm::kAccumulate : Fp8GemmForm::kInference;
+  const bool k_grouped = key.words[0] == kGemmKGroupedKeyId;
+  const Fp8GemmForm form =
+      key.words[0] == kGemmAccumulateKeyId || k_grouped ? Fp8GemmForm::kAccumulate : Fp8GemmForm::kInference;
   // The process-wide overrides serve both forms; the weight-gradient kernel has no cluster variant, so a
   // cluster_m, cluster_n or split_k set for the bf16 form does not apply to it (a plan request asking for both is
   // refused instead).
   if (form == Fp8GemmForm::kAccumulate) overrides.cluster_m = overrides.cluster_n = overrides.split_k = 0;
   entry->plan = fp8_gemm_plan(target_of(info, entry->sm_count), n, k, overrides, form);
+  for (Fp8GemmConfig& cfg : entry->plan.kernels) cfg.k_grouped = k_grouped;
   return table().insert(key, entry);
 }
 
@@ -189,7 +195,8 @@ const GemmKernel* resolve_kernel(const ShapeEntry& entry, int index, CUstream st
     std::fprintf(stderr,
                  "kiln: %s on cuda:%d (%s, %d SMs usable): n=%lld k=%lld, m in %s: %s; %u threads/CTA, %u bytes shared "
                  "memory, persistent grid <= %d CTAs, PDL %s (kernel %d of %zu for this shape)\n",
-                 cfg.accumulate ? kWgradOp : kOp, entry.device, entry.device_name.c_str(), entry.sm_count, static_cast<long long>(entry.n),
+                 cfg.k_grouped ? kKGroupedOp : cfg.accumulate ? kWgradOp : kOp, entry.device, entry.device_name.c_str(),
+                 entry.sm_count, static_cast<long long>(entry.n),
                  static_cast<long long>(entry.k), ranges.c_str(), cfg.describe().c_str(), k.threads, k.shared_bytes,
                  entry.sm_count, get_pdl() ? "on" : "off", index + 1,
                  entry.plan.kernels.size());
@@ -346,7 +353,7 @@ constexpr int64_t kMaxTokenCounts = 65536;
 // and the kernel serving m is listed with the pieces of the range it serves. Its kernels take K at run time, so
 // the list is short (at most eight for every n tried up to k = 65536, across all m as well).
 std::vector<KernelUse> token_count_uses(const ProblemValue& m, int64_t n, const ProblemValue& k,
-                                        const Fp8GemmOverrides& overrides, const TargetInfo& target) {
+                                        const Fp8GemmOverrides& overrides, const TargetInfo& target, bool k_grouped) {
   const std::string who = std::string(kOp) + ": ";
   if (m.is_range())
     throw Error(ErrorKind::kValueError, who + "give a range for m or for k, not both (got m=" + m.text() + " and k=" +
@@ -367,7 +374,8 @@ std::vector<KernelUse> token_count_uses(const ProblemValue& m, int64_t n, const 
   std::map<std::string, size_t> by_spec;  // rendered source -> index in uses
   for (int64_t kk = first; kk <= last; kk += 16) {
     const Fp8GemmPlan plan = fp8_gemm_plan(target, n, kk, overrides, Fp8GemmForm::kAccumulate);
-    const Fp8GemmConfig& config = plan.kernels[static_cast<size_t>(plan.bucket_of(m.lo).kernel)];
+    Fp8GemmConfig config = plan.kernels[static_cast<size_t>(plan.bucket_of(m.lo).kernel)];
+    config.k_grouped = k_grouped;
     codegen::KernelSpec spec = fp8_gemm_spec(n, kk, config);
     auto [it, fresh] = by_spec.emplace(codegen::render_source(spec), uses.size());
     if (fresh) {
@@ -412,7 +420,16 @@ std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target)
                 std::string(kOp) + ": parameter k may be a range only with accumulate=1 (the weight-gradient form's "
                                    "kernels take k at run time; the bf16 form's are specialised on it), got " +
                     k_value.text());
-  if (k_value.is_range()) return token_count_uses(m, n, k_value, overrides, t);
+  const int64_t k_grouped = value_of(problem, "k_grouped", 0);
+  if (k_grouped != 0 && k_grouped != 1)
+    throw Error(ErrorKind::kValueError, std::string(kOp) + ": parameter k_grouped must be 0 or 1 (the k-grouped "
+                                                           "kernels of k_grouped_fp8_gemm_nt_contiguous), got " +
+                                            std::to_string(k_grouped));
+  if (k_grouped && !accumulate)
+    throw Error(ErrorKind::kValueError,
+                std::string(kOp) + ": parameter k_grouped=1 needs accumulate=1 (the k-grouped kernels are the weight-"
+                                   "gradient form's), got accumulate=0");
+  if (k_value.is_range()) return token_count_uses(m, n, k_value, overrides, t, k_grouped != 0);
   const Fp8GemmPlan plan = fp8_gemm_plan(t, n, k, overrides, form);  // validates n, k and the overrides
   std::vector<KernelUse> uses;
   if (m.hi == 0 || n == 0) return uses;  // m = 0: nothing to launch
@@ -422,7 +439,8 @@ std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target)
     for (const Fp8GemmBucket& b : covered)
       if (b.kernel == static_cast<int>(index)) use.ranges.emplace_back(b.m_lo, b.m_hi);
     if (use.ranges.empty()) continue;
-    const Fp8GemmConfig& config = plan.kernels[index];
+    Fp8GemmConfig config = plan.kernels[index];
+    config.k_grouped = k_grouped != 0;
     use.spec = fp8_gemm_spec(n, k, config);
     use.range_param = "m";
     use.detail = "n=" + std::to_string(n) + " k=" + std::to_string(k) + ": " + config.describe();
@@ -509,10 +527,11 @@ struct Resolved {
   const GemmKernel* kernel;
 };
 
-Resolved resolve(const char* function, const Checked& c, const TensorView& a, CUstream stream, bool accumulate) {
+// `key_id`: the form (kGemmKeyId, kGemmAccumulateKeyId or kGemmKGroupedKeyId).
+Resolved resolve(const char* function, const Checked& c, const TensorView& a, CUstream stream, int64_t key_id) {
   const int usable_limit = get_num_sms();
   Table::Key key;
-  key.words[0] = accumulate ? kGemmAccumulateKeyId : kGemmKeyId;
+  key.words[0] = key_id;
   key.words[1] = a.device;
   key.words[2] = c.n;
   key.words[3] = c.k;
@@ -532,7 +551,7 @@ Resolved resolve(const char* function, const Checked& c, const TensorView& a, CU
 void launch(const char* function, const Checked& c, const TensorView& a, const TensorView& sfa, const TensorView& b,
             const TensorView& sfb, const TensorView& d, CUstream stream, bool accumulate, CMode mode,
             const TensorView* c_tensor) {
-  const auto [entry, kernel] = resolve(function, c, a, stream, accumulate);
+  const auto [entry, kernel] = resolve(function, c, a, stream, accumulate ? kGemmAccumulateKeyId : kGemmKeyId);
   const Fp8GemmConfig& cfg = kernel->config;
 
   Fp8GemmParams params;
@@ -624,8 +643,6 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
 }
 
 // ---- the k-grouped weight-gradient GEMM (one weight gradient per MoE expert) --------------------------------------
-
-constexpr const char* kKGroupedOp = "k_grouped_fp8_gemm_nt_contiguous";
 
 // One group's problem: views of its part of the grouped tensors, checked as fp8_gemm_nt_wgrad checks its own.
 struct GroupProblem {
@@ -748,7 +765,107 @@ std::vector<GroupProblem> check_k_grouped(const TensorView& a, const TensorView&
   return out;
 }
 
+// One launch of the k-grouped kernel `r` for the groups `launch_groups` of `groups` (each with tokens): the maps
+// every group shares (the scales over all K blocks, D as [G, M, N]) and each group's A and B, in one
+// Fp8GemmGroupedParams. D was prepared before (prepare_d).
+void launch_k_grouped(const std::vector<GroupProblem>& groups, const std::vector<size_t>& launch_groups,
+                      const Resolved& r, const TensorView& sfa, const TensorView& sfb, const TensorView& d,
+                      CUstream stream) {
+  const Fp8GemmConfig& cfg = r.kernel->config;
+  const Checked& c = groups[launch_groups.front()].checked;  // m, n, ldd and the scales' strides: every group's
+  const auto w64 = [](int64_t v) { return static_cast<uint64_t>(v); };
+  const auto w32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  int64_t total_k = 0;
+  for (const GroupProblem& p : groups) total_k += p.k;
+  const uint64_t total_kb = w64(total_k / kScaleBlock);
+  const uint32_t block_m = w32(cfg.block_m), block_n = w32(cfg.block_n);
+
+  Fp8GemmGroupedParams params{};
+  Fp8GemmParams& base = params.base;
+  // Whole boxes only: a group's own maps have no short variant for the last m or n block (TMA zero-fills the rows
+  // past M and N, which are never stored).
+  copy_map(base.tma_sfa, tensor_map_2d({reinterpret_cast<uint64_t>(sfa.data), w64(c.m), total_kb,
+                                        w64(c.sfa_stride * 4), block_m, 1, CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                                        CU_TENSOR_MAP_SWIZZLE_NONE},
+                                       "sfa"));
+  copy_map(base.tma_sfb, tensor_map_2d({reinterpret_cast<uint64_t>(sfb.data), w64(c.n), total_kb,
+                                        w64(c.sfb_stride * 4), block_n, 1, CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                                        CU_TENSOR_MAP_SWIZZLE_NONE},
+                                       "sfb"));
+  TensorMapKey d_key{reinterpret_cast<uint64_t>(d.data), w64(c.n), w64(c.m), w64(c.ldd * 4),
+                     kernels::kFp8GemmReduceCols, kernels::kFp8GemmReduceRows, CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                     CU_TENSOR_MAP_SWIZZLE_64B};
+  d_key.planes = w64(d.shape[0]);
+  d_key.plane_bytes = w64(d.strides[0] * 4);
+  copy_map(base.tma_d, tensor_map_2d(d_key, "d"));
+  base.d = d.data;
+  base.ldd = w64(c.ldd);
+  base.m = w32(c.m);
+  base.last_box_rows = block_m;
+  base.last_b_box_rows = block_n;
+  base.b_cache_policy = kernels::fp8_gemm_b_cache_policy(block_m, w32(c.m));
+  base.num_k_blocks = 0;  // each group's own (k_blocks)
+  base.group_m = w32(cfg.group_m);
+
+  const bool interleaved_b = kernels::fp8_gemm_interleaved_b(true, w32(c.n), block_n);
+  int64_t kb_offset = 0;
+  size_t next = 0;  // the next of launch_groups
+  for (size_t g = 0; g < groups.size() && next < launch_groups.size(); ++g) {
+    const GroupProblem& p = groups[g];
+    if (g == launch_groups[next]) {
+      const Checked& gc = p.checked;
+      copy_map(params.tma_a[next], tensor_map_2d({reinterpret_cast<uint64_t>(p.a.data), w64(gc.k), w64(gc.m),
+                                                  w64(gc.lda), 128, block_m, CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                                                  CU_TENSOR_MAP_SWIZZLE_128B},
+                                                 "a"));
+      copy_map(params.tma_b[next], tensor_map_2d({reinterpret_cast<uint64_t>(p.b.data), w64(gc.k), w64(gc.n),
+                                                  w64(gc.ldb), 128, block_n, CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                                                  CU_TENSOR_MAP_SWIZZLE_128B, interleaved_b},
+                                                 "b"));
+      params.k_blocks[next] = w32(p.k / kScaleBlock);
+      params.kb_offset[next] = w32(kb_offset / kScaleBlock);
+      params.d_group[next] = w32(g);
+      ++next;
+    }
+    kb_offset += p.k;
+  }
+  params.num_groups = w32(launch_groups.size());
+
+  cuda::LaunchConfig config;
+  const int64_t units = cfg.units(c.m, c.n) * static_cast<int64_t>(launch_groups.size());
+  config.grid[0] = static_cast<uint32_t>(std::min<int64_t>(units, r.entry->sm_count));
+  config.block[0] = r.kernel->threads;
+  config.shared_bytes = r.kernel->shared_bytes;
+  config.pdl = get_pdl();  // as launch(): the kernel waits for earlier work (D's preparation too) before reading
+  config.stream = stream;
+  r.kernel->kernel->launch(config, &params);
+}
+
 }  // namespace
+
+int64_t k_grouped_plan_k(const std::vector<int64_t>& ks) {
+  int64_t total = 0, groups = 0;
+  for (int64_t k : ks)
+    if (k > 0) {
+      total += k;
+      ++groups;
+    }
+  if (groups == 0) return 0;
+  const int64_t mean = cdiv(total, groups);
+  int64_t k = kScaleBlock;
+  while (k < mean) k *= 2;
+  return k;
+}
+
+std::vector<std::vector<size_t>> k_grouped_launches(const std::vector<int64_t>& ks) {
+  std::vector<std::vector<size_t>> launches;
+  for (size_t g = 0; g < ks.size(); ++g) {
+    if (ks[g] <= 0) continue;
+    if (launches.empty() || launches.back().size() == kFp8GemmMaxLaunchGroups) launches.emplace_back();
+    launches.back().push_back(g);
+  }
+  return launches;
+}
 
 codegen::KernelSpec fp8_gemm_spec(int64_t n, int64_t k, const Fp8GemmConfig& c) {
   codegen::KernelSpec spec;
@@ -775,6 +892,12 @@ codegen::KernelSpec fp8_gemm_spec(int64_t n, int64_t k, const Fp8GemmConfig& c) 
   // what it was before the parameter existed.
   if (!run_time_k && c.group_m != static_cast<int>(kernels::kFp8GemmDefaultGroupM))
     spec.arg("group_m", int64_t{c.group_m});
+  // The k-grouped kernel takes Fp8GemmGroupedParams; its template argument follows the group height's (whose
+  // default it spells out: the kernel reads the height from its parameters, as every kernel with K at run time).
+  if (c.k_grouped) {
+    spec.params_type = "kiln::Fp8GemmGroupedParams";
+    spec.arg("group_m", int64_t{kernels::kFp8GemmDefaultGroupM}).arg("k_grouped", true);
+  }
   spec.block_threads = static_cast<int>(fp8_gemm_threads(c));
   spec.min_blocks_per_sm = 1;
   // The 256-row kernels (two waves, serial promotion) with ptxas's most register-hungry scheduling, as
@@ -807,6 +930,9 @@ OpDescriptor fp8_gemm_nt_descriptor() {
       {"num_sms", "SMs the kernel may use, as set_num_sms (0: all of the target's)", false},
       {"accumulate", "1: the weight-gradient form, D (fp32) += A . B^T with B's scales per row per 128 K "
                      "(fp8_gemm_nt_accumulate / fp8_gemm_nt_wgrad); 0 (default): the bf16 form", false},
+      {"k_grouped", "1 (with accumulate=1): that form's k-grouped kernels, every MoE expert's weight gradient in one "
+                    "launch (k_grouped_fp8_gemm_nt_contiguous, which picks them at k = the groups' mean token count "
+                    "rounded up to a power of two); 0 (default): one GEMM's", false},
   };
   op.uses = uses_of;
   op.kernels = [](const Problem& problem, const TargetInfo& target) {
@@ -862,17 +988,21 @@ void k_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa
   const std::vector<ops::GroupProblem> groups = ops::check_k_grouped(a, sfa, b, sfb, d, ks, c, mode);
   if (groups.empty() || d.shape[1] == 0 || d.shape[2] == 0) return;
   const auto s = static_cast<CUstream>(stream);
-  // Every group's kernel first (a first call plans and may compile), so that an error leaves D untouched. The
-  // groups differ only in K, which the kernels take at run time: they share one kernel, or a few.
-  for (const ops::GroupProblem& p : groups)
-    if (p.k > 0) ops::resolve(ops::kKGroupedOp, p.checked, p.a, s, true);
-  for (const ops::GroupProblem& p : groups) {
-    const TensorView* c_view = mode == ops::CMode::kCopy ? &p.c : nullptr;
-    if (p.k > 0)
-      ops::launch(ops::kKGroupedOp, p.checked, p.a, p.sfa, p.b, p.sfb, p.d, s, true, mode, c_view);
-    else
-      ops::prepare_d(ops::kKGroupedOp, p.checked, p.d, c_view, mode, a.device, s);
+  // The kernel first (a first call plans and may compile), so that an error leaves D untouched: one k-grouped
+  // kernel for every group, chosen by the plan at the groups' typical K (k_grouped_plan_k).
+  const std::vector<std::vector<size_t>> launches = ops::k_grouped_launches(ks);
+  std::optional<ops::Resolved> kernel;
+  if (!launches.empty()) {
+    const ops::GroupProblem& first = groups[launches.front().front()];
+    ops::Checked planned = first.checked;
+    planned.k = ops::k_grouped_plan_k(ks);
+    kernel = ops::resolve(ops::kKGroupedOp, planned, first.a, s, ops::kGemmKGroupedKeyId);
   }
+  // Every group's D (zeros, or a copy of C; nothing for c=d), then the launches, each of up to
+  // kFp8GemmMaxLaunchGroups groups.
+  for (const ops::GroupProblem& p : groups)
+    ops::prepare_d(ops::kKGroupedOp, p.checked, p.d, mode == ops::CMode::kCopy ? &p.c : nullptr, mode, a.device, s);
+  for (const std::vector<size_t>& launch : launches) ops::launch_k_grouped(groups, launch, *kernel, sfa, sfb, d, s);
 }
 
 }  // namespace kiln

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "codegen/kernel_spec.hpp"
 #include "ops/fp8_gemm_heuristic.hpp"
@@ -15,12 +16,25 @@ namespace kiln::ops {
 // k, block_m, block_n, stages, math_warpgroups, tma_store, cluster_m, cluster_n, overlap_promotion, accumulate,
 // split_k (in that order) and group_m where it is not the kernel's default, the config's threads per CTA and one
 // CTA per SM. The weight-gradient form's (config.accumulate) renders k as kernels::kFp8GemmRunTimeK and no group_m:
-// its kernels take both at run time, so the spec (and the compiled kernel) is the same for every k.
+// its kernels take both at run time, so the spec (and the compiled kernel) is the same for every k. A k-grouped
+// kernel (config.k_grouped) also renders group_m (the default: read at run time) and k_grouped, and takes
+// kiln::Fp8GemmGroupedParams.
 codegen::KernelSpec fp8_gemm_spec(int64_t n, int64_t k, const Fp8GemmConfig& config);
 
+// The K a k-grouped call's plan (and so its kernel) is chosen at: the mean token count of the groups that have
+// tokens, rounded up to a power of two and at least 128, so that calls whose counts change from step to step share
+// a handful of plans. 0 when no group has tokens.
+int64_t k_grouped_plan_k(const std::vector<int64_t>& ks);
+
+// The launches of a k-grouped call: the groups with tokens, in order, cut into runs of at most
+// kFp8GemmMaxLaunchGroups (one launch each).
+std::vector<std::vector<size_t>> k_grouped_launches(const std::vector<int64_t>& ks);
+
 // Registry entry: m (a value or a range), n, k, and the optional overrides block_m, block_n, stages,
-// cluster_m, cluster_n and num_sms (as set_num_sms: 0 for all of the target's SMs), and accumulate (1: the
-// weight-gradient form's kernels, as fp8_gemm_nt_accumulate / fp8_gemm_nt_wgrad launch them).
+// cluster_m, cluster_n and num_sms (as set_num_sms: 0 for all of the target's SMs), accumulate (1: the
+// weight-gradient form's kernels, as fp8_gemm_nt_accumulate / fp8_gemm_nt_wgrad launch them) and k_grouped (1, with
+// accumulate=1: those kernels k-grouped, as k_grouped_fp8_gemm_nt_contiguous launches them at k =
+// k_grouped_plan_k(ks)).
 OpDescriptor fp8_gemm_nt_descriptor();
 
 }  // namespace kiln::ops

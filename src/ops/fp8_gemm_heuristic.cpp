@@ -402,7 +402,10 @@ std::string Fp8GemmConfig::describe() const {
   char s[192];
   std::snprintf(s, sizeof s, "%dx%d, %d stages, %d math warpgroup%s, %s%s%s%s", block_m, block_n, stages,
                 math_warpgroups, math_warpgroups == 1 ? "" : "s",
-                accumulate ? "fp32 accumulate into D" : tma_store ? "TMA store" : "direct store",
+                k_grouped    ? "fp32 accumulate into D, K groups in one launch"
+                : accumulate ? "fp32 accumulate into D"
+                : tma_store  ? "TMA store"
+                             : "direct store",
                 overlap_promotion ? ", overlapped promotion" : "",
                 cluster_m > 1 ? (", B multicast x" + std::to_string(cluster_m)).c_str()
                 : cluster_n > 1 ? (", A multicast x" + std::to_string(cluster_n)).c_str()

@@ -77,6 +77,10 @@ struct Fp8GemmConfig {
   // The tile order's group height in m units (the default unless the heuristic's tall-group rule applies): B
   // is read from DRAM about once per group.
   int group_m = static_cast<int>(kernels::kFp8GemmDefaultGroupM);
+  // The weight-gradient form's k-grouped kernel (kiln::k_grouped_fp8_gemm_nt_contiguous): every group of one call
+  // in one launch, each with its own maps of A and B and its own K (Fp8GemmGroupedParams). Set by the launch path
+  // and the registry's k_grouped=1 on an accumulate plan's kernels; the heuristic never sets it.
+  bool k_grouped = false;
 
   bool operator==(const Fp8GemmConfig&) const = default;
   // "128x128, 5 stages, 2 math warpgroups, TMA store, overlapped promotion" (+ ", B multicast x2", + ",

@@ -25,7 +25,7 @@ std::atomic<uint64_t> g_encodes{0};
 uint64_t hash_key(const TensorMapKey& k) {
   uint64_t h = k.address * 0x9e3779b97f4a7c15ull;
   for (uint64_t w : {k.inner, k.outer, k.row_bytes, (uint64_t{k.box_inner} << 32) | k.box_outer,
-                     (uint64_t{k.dtype} << 32) | k.swizzle, uint64_t{k.interleave_rows16}}) {
+                     (uint64_t{k.dtype} << 32) | k.swizzle, uint64_t{k.interleave_rows16}, k.planes, k.plane_bytes}) {
     h ^= w + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
     h *= 0xff51afd7ed558ccdull;
   }
@@ -64,12 +64,19 @@ const CUtensorMap& tensor_map_2d(const TensorMapKey& key, const char* what, Tens
     throw Error(ErrorKind::kInternal, std::string("tensor map for ") + what + ": rows interleaved in 16s need whole " +
                                           "16-row groups, got " + std::to_string(key.outer) + " rows, boxes of " +
                                           std::to_string(key.box_outer));
+  if (key.interleave_rows16 && key.planes > 0)
+    throw Error(ErrorKind::kInternal, std::string("tensor map for ") + what + ": rows interleaved in 16s and planes");
   const uint64_t r = key.row_bytes;
-  const cuuint64_t dims[5] = {key.inner, key.interleave_rows16 ? 2 : key.outer, 4, 2, key.outer / 16};
-  const cuuint64_t strides[4] = {r, 4 * r, 2 * r, 16 * r};
-  const cuuint32_t box[5] = {key.box_inner, key.interleave_rows16 ? 2 : key.box_outer, 4, 2, key.box_outer / 16};
+  cuuint64_t dims[5] = {key.inner, key.interleave_rows16 ? 2 : key.outer, 4, 2, key.outer / 16};
+  cuuint64_t strides[4] = {r, 4 * r, 2 * r, 16 * r};
+  cuuint32_t box[5] = {key.box_inner, key.interleave_rows16 ? 2 : key.box_outer, 4, 2, key.box_outer / 16};
   const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
-  const cuuint32_t rank = key.interleave_rows16 ? 5 : 2;
+  const cuuint32_t rank = key.interleave_rows16 ? 5 : key.planes > 0 ? 3 : 2;
+  if (key.planes > 0) {
+    dims[2] = key.planes;
+    strides[1] = key.plane_bytes;
+    box[2] = 1;
+  }
   slot.last_use = 0;  // empty until the encode succeeds
   const CUresult result =
       encode(&slot.map, static_cast<CUtensorMapDataType>(key.dtype), rank, reinterpret_cast<void*>(key.address), dims,
@@ -78,9 +85,11 @@ const CUtensorMap& tensor_map_2d(const TensorMapKey& key, const char* what, Tens
   if (result != CUDA_SUCCESS)
     cuda::check(result, "cuTensorMapEncodeTiled",
                 std::string(" for ") + what + (key.interleave_rows16 ? ", rows interleaved in 16s" : "") + " (dims {" +
-                    std::to_string(key.inner) + ", " + std::to_string(key.outer) + "}, row stride " +
-                    std::to_string(key.row_bytes) + " bytes, box {" + std::to_string(key.box_inner) + ", " +
-                    std::to_string(key.box_outer) + "})");
+                    std::to_string(key.inner) + ", " + std::to_string(key.outer) +
+                    (key.planes > 0 ? ", " + std::to_string(key.planes) : std::string()) + "}, row stride " +
+                    std::to_string(key.row_bytes) + " bytes" +
+                    (key.planes > 0 ? ", plane stride " + std::to_string(key.plane_bytes) + " bytes" : std::string()) +
+                    ", box {" + std::to_string(key.box_inner) + ", " + std::to_string(key.box_outer) + "})");
   slot.key = key;
   slot.last_use = now;
   g_encodes.fetch_add(1, std::memory_order_relaxed);

@@ -14,8 +14,8 @@
 
 namespace kiln::ops {
 
-// Everything an encoded 2-D tiled map depends on (besides the constant choices: interleave none, L2
-// promotion 256 B, out-of-bounds fill with zeros, element strides 1).
+// Everything an encoded tiled map depends on (besides the constant choices: interleave none, L2 promotion 256 B,
+// out-of-bounds fill with zeros, element strides 1): 2-D, or 5-D (rows interleaved) or 3-D (planes) below.
 struct TensorMapKey {
   uint64_t address = 0;
   uint64_t inner = 0;      // elements along the contiguous dimension
@@ -29,6 +29,10 @@ struct TensorMapKey {
   // row strides {1, 4, 2, 16}, box {box_inner, 2, 4, 2, box_outer / 16}, so that box row w = 8a + 2q + e is row
   // 4q + 2a + e of its 16. outer and box_outer must be multiples of 16.
   bool interleave_rows16 = false;
+  // A third dimension (planes > 0): a 3-D map {inner, outer, planes} with plane stride plane_bytes (a multiple of
+  // 16), box {box_inner, box_outer, 1}: one plane per box, the plane its third coordinate. Not with interleaved rows.
+  uint64_t planes = 0;
+  uint64_t plane_bytes = 0;
   bool operator==(const TensorMapKey&) const = default;
 };
 

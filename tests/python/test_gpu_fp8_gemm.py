@@ -19,6 +19,8 @@ the product's size), c another tensor (C unchanged afterwards), a view sharing d
 row-major B scales (converted, bit-identical), a padded row stride of D, on typical weight-gradient shapes
 (7168 x 2112 x 4096, 2048 x 7168 x 2048) and ragged ones; each against the float64 C + dequantised product
 (< 1e-5), D - C against the dequantised product alone (< 1e-5) and against the bf16 inputs' product (< 1e-3).
+The k-grouped call (k_grouped_fp8_gemm_nt_contiguous, every group in one launch of up to 32 groups): each group
+against its float64 product, with an empty group, and 70 groups in three launches.
 
 Runs under pytest, or alone: `python3 tests/python/test_gpu_fp8_gemm.py` (one PASS/FAIL line per test).
 """
@@ -540,6 +542,32 @@ def test_k_grouped_weight_gradients():
         kiln.k_grouped_fp8_gemm_nt_contiguous(a, b, d, [1024, 384, 64, 576, 128], ks_tensor, c=c)
     assert torch.equal(d, expected), "a refused call changed D"
 
+
+def test_k_grouped_many_groups_in_several_launches():
+    """More groups than one launch's parameter table holds (kFp8GemmMaxLaunchGroups = 32): 70 groups, some empty,
+    token counts from 128 to 1536, so the call makes three launches of one k-grouped kernel; D accumulated into
+    (c=d), then every group against its float64 product."""
+    m, n = 256, 512
+    rng = torch.Generator().manual_seed(97)
+    ks = [int(x) * 128 for x in torch.randint(0, 13, (70,), generator=rng)]
+    ks[0], ks[33], ks[69] = 0, 1536, 128
+    a, b, products = grouped_operands(m, n, ks, seed=97)
+    groups = len(ks)
+    scale = max(p.std().item() for p in products if p.numel())
+    c = ((torch.rand(groups, m, n, device="cuda", dtype=torch.float64) * 2 - 1) * scale).float()
+    d = c.clone()
+    kiln.k_grouped_fp8_gemm_nt_contiguous(a, b, d, ks, torch.tensor(ks, dtype=torch.int32, device="cuda"), c=d)
+    torch.cuda.synchronize()
+    assert torch.isfinite(d).all(), "NaN or Inf in D"
+    for g in range(groups):
+        expected = products[g] + c[g].double()
+        if ks[g] == 0:
+            assert torch.equal(d[g].double(), expected), f"group {g} (no tokens) changed"
+            continue
+        diff = calc_diff(d[g], expected)
+        assert diff < MAX_DIFF_DEQUANTISED, f"group {g} (k = {ks[g]}) calc_diff {diff:.3g}"
+    print(f"  {groups} groups ({sum(1 for k in ks if k)} with tokens): every group within calc_diff "
+          f"{MAX_DIFF_DEQUANTISED}")
 
 def test_weight_gradient_form_in_a_graph():
     m, n, k = 256, 2112, 4096

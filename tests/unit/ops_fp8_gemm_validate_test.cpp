@@ -304,6 +304,37 @@ TEST(TensorMapCache, RowsInterleavedInSixteensAreAFiveDimensionalView) {
               HasSubstr("b: rows interleaved in 16s need whole 16-row groups, got 2120 rows, boxes of 192"));
 }
 
+// The k-grouped call's D ([G, M, N] fp32): a third dimension of planes, one plane per box, with its own stride.
+TEST(TensorMapCache, PlanesAreAThirdDimension) {
+  ops::TensorMapKey d{0x400000, 2048, 7168, 2048 * 4, 16, 64, CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                      CU_TENSOR_MAP_SWIZZLE_64B};
+  ops::tensor_map_2d(d, "d", recording_encode);
+  EXPECT_EQ(g_geometry.rank, 2u);
+  d.planes = 8;
+  d.plane_bytes = 7168 * 2048 * 4 + 4096;  // groups need not be packed
+  g_encodes = 0;
+  ops::tensor_map_2d(d, "d", recording_encode);
+  EXPECT_EQ(g_encodes, 1);  // not the 2-D map's cache entry
+  EXPECT_EQ(g_geometry.rank, 3u);
+  EXPECT_EQ(g_geometry.dims, (std::vector<cuuint64_t>{2048, 7168, 8}));
+  EXPECT_EQ(g_geometry.strides, (std::vector<cuuint64_t>{2048 * 4, 7168 * 2048 * 4 + 4096}));
+  EXPECT_EQ(g_geometry.box, (std::vector<cuuint32_t>{16, 64, 1}));
+  ops::TensorMapKey other = d;
+  other.plane_bytes += 16;
+  ops::tensor_map_2d(other, "d", recording_encode);
+  EXPECT_EQ(g_encodes, 2);
+  // A failure names the planes too.
+  ops::TensorMapKey bad = d;
+  bad.box_inner = 512;
+  EXPECT_THAT(error_of([&] { ops::tensor_map_2d(bad, "d", fake_encode); }, ErrorKind::kCudaError),
+              HasSubstr("for d (dims {2048, 7168, 8}, row stride 8192 bytes, plane stride 58724352 bytes, box {512, "
+                        "64})"));
+  ops::TensorMapKey both = d;
+  both.interleave_rows16 = true;
+  EXPECT_THAT(error_of([&] { ops::tensor_map_2d(both, "d", recording_encode); }, ErrorKind::kInternal),
+              HasSubstr("d: rows interleaved in 16s and planes"));
+}
+
 TEST(TensorMapCache, AnEncodeFailureNamesTheTensorAndTheGeometry) {
   const ops::TensorMapKey bad{0x100000, 512, 256, 512, 512, 128, CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_SWIZZLE_128B};
   EXPECT_THAT(error_of([&] { ops::tensor_map_2d(bad, "b", fake_encode); }, ErrorKind::kCudaError),

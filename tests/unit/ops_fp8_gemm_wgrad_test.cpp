@@ -20,6 +20,7 @@
 #include "kernel_compile_check.hpp"
 #include "kiln/error.hpp"
 #include "kiln/kernels/fp8_gemm_layout.h"
+#include "kiln/kernels/fp8_gemm_params.h"
 #include "kiln/ops.hpp"
 #include "ops/fp8_gemm.hpp"
 #include "ops/registry.hpp"
@@ -436,12 +437,81 @@ TEST(Fp8GemmWgradRunTimeK, RangeErrorsNameTheParameter) {
                "n must be a positive multiple of 8, got 2110");
 }
 
+// ---- K groups in one launch (k_grouped_fp8_gemm_nt_contiguous) ----------------------------------------------------
+
+// The plan of a k-grouped call is made at the groups' mean token count rounded up to a power of two (at least one K
+// block), so that calls whose counts move from step to step share a few plans and kernels.
+TEST(Fp8GemmKGroupedLaunch, PlanKIsTheMeanOfTheGroupsWithTokensUpToAPowerOfTwo) {
+  EXPECT_EQ(ops::k_grouped_plan_k({}), 0);
+  EXPECT_EQ(ops::k_grouped_plan_k({0, 0}), 0);
+  EXPECT_EQ(ops::k_grouped_plan_k({128}), 128);
+  EXPECT_EQ(ops::k_grouped_plan_k({128, 0, 128}), 128);  // empty groups do not count
+  EXPECT_EQ(ops::k_grouped_plan_k({256, 128}), 256);      // mean 192
+  EXPECT_EQ(ops::k_grouped_plan_k({1024, 384, 0, 640}), 1024);  // mean 682.7
+  EXPECT_EQ(ops::k_grouped_plan_k({4096, 4096}), 4096);
+  EXPECT_EQ(ops::k_grouped_plan_k({4224}), 8192);
+}
+
+// One launch per run of at most kFp8GemmMaxLaunchGroups groups with tokens, in order; empty groups launch nothing.
+TEST(Fp8GemmKGroupedLaunch, GroupsWithTokensGoInRunsOfTheParameterTablesSize) {
+  EXPECT_TRUE(ops::k_grouped_launches({}).empty());
+  EXPECT_TRUE(ops::k_grouped_launches({0, 0, 0}).empty());
+  EXPECT_EQ(ops::k_grouped_launches({128, 0, 256}), (std::vector<std::vector<size_t>>{{0, 2}}));
+  std::vector<int64_t> ks(80, 128);
+  ks[3] = ks[40] = 0;
+  const auto launches = ops::k_grouped_launches(ks);
+  ASSERT_EQ(launches.size(), 3u);
+  EXPECT_EQ(launches[0].size(), kFp8GemmMaxLaunchGroups);
+  EXPECT_EQ(launches[1].size(), kFp8GemmMaxLaunchGroups);
+  EXPECT_EQ(launches[2].size(), 78 - 2 * kFp8GemmMaxLaunchGroups);
+  std::vector<size_t> all;
+  for (const auto& l : launches) all.insert(all.end(), l.begin(), l.end());
+  ASSERT_EQ(all.size(), 78u);
+  for (size_t i = 1; i < all.size(); ++i) EXPECT_LT(all[i - 1], all[i]);
+  EXPECT_EQ(std::count(all.begin(), all.end(), 3u), 0);
+  EXPECT_EQ(std::count(all.begin(), all.end(), 40u), 0);
+  // Its parameters fit what a launch may pass (32764 bytes since CUDA 12.1).
+  EXPECT_LE(sizeof(Fp8GemmGroupedParams), 32764u);
+}
+
+// The registry's k_grouped=1: the accumulate plan's kernels, k-grouped (their own sources and keys), and errors
+// that name the parameter.
+TEST(Fp8GemmKGroupedLaunch, RegistryTakesKGrouped) {
+  const auto plain = uses({{"m", 7168}, {"n", 2112}, {"k", 1024}, {"accumulate", 1}});
+  const auto grouped = uses({{"m", 7168}, {"n", 2112}, {"k", 1024}, {"accumulate", 1}, {"k_grouped", 1}});
+  ASSERT_EQ(plain.size(), 1u);
+  ASSERT_EQ(grouped.size(), 1u);
+  EXPECT_THAT(grouped[0].spec.describe(), HasSubstr("group_m=8 k_grouped=true"));
+  EXPECT_EQ(grouped[0].spec.params_type, "kiln::Fp8GemmGroupedParams");
+  EXPECT_THAT(grouped[0].detail, HasSubstr("K groups in one launch"));
+  EXPECT_NE(codegen::render_source(grouped[0].spec), codegen::render_source(plain[0].spec));
+  // The same tile as the plain kernel.
+  EXPECT_THAT(grouped[0].spec.describe(), HasSubstr(plain[0].spec.describe().substr(0, 40)));
+  // A range of token counts too (the kernels take K at run time).
+  const auto range =
+      uses({{"m", 7168}, {"n", 2112}, {"k", ProblemValue::range(16, 8192)}, {"accumulate", 1}, {"k_grouped", 1}});
+  ASSERT_FALSE(range.empty());
+  for (const KernelUse& u : range) EXPECT_THAT(u.spec.describe(), HasSubstr("k_grouped=true"));
+  EXPECT_THAT(error_of([] { uses({{"m", 7168}, {"n", 2112}, {"k", 1024}, {"accumulate", 1}, {"k_grouped", 2}}); },
+                       ErrorKind::kValueError),
+              HasSubstr("fp8_gemm_nt: parameter k_grouped must be 0 or 1"));
+  EXPECT_THAT(error_of([] { uses({{"m", 7168}, {"n", 2112}, {"k", 1024}, {"k_grouped", 1}}); }, ErrorKind::kValueError),
+              HasSubstr("parameter k_grouped=1 needs accumulate=1"));
+}
+
 // ---- golden source -----------------------------------------------------------------------------------------------
 
 TEST(Fp8GemmWgradGolden, SourceOfOneSpec) {
   const Fp8GemmPlan plan = ops::fp8_gemm_plan(kH200, 2112, 4096, {128, 128, 0, 0}, Fp8GemmForm::kAccumulate);
   ASSERT_EQ(plan.kernels.size(), 1u);
   test::expect_golden_text("ops_fp8_gemm_wgrad_golden.cu", codegen::render_source(ops::fp8_gemm_spec(2112, 4096, plan.kernels[0])));
+}
+
+TEST(Fp8GemmWgradGolden, SourceOfOneKGroupedSpec) {
+  Fp8GemmConfig c = ops::fp8_gemm_plan(kH200, 2112, 4096, {128, 128, 0, 0}, Fp8GemmForm::kAccumulate).kernels.at(0);
+  c.k_grouped = true;
+  test::expect_golden_text("ops_fp8_gemm_k_grouped_golden.cu",
+                           codegen::render_source(ops::fp8_gemm_spec(2112, 4096, c)));
 }
 
 // ---- real compiles -------------------------------------------------------------------------------------------------
@@ -473,6 +543,23 @@ TEST_P(Fp8GemmWgradCompile, EveryCandidateTileFitsInRegisters) {
     const Fp8GemmPlan plan = ops::fp8_gemm_plan(kH200, 576, 720, {tile[0], tile[1], 0, 0}, Fp8GemmForm::kAccumulate);
     ASSERT_EQ(plan.kernels.size(), 1u);
     const codegen::KernelSpec spec = ops::fp8_gemm_spec(576, 720, plan.kernels[0]);
+    SCOPED_TRACE(spec.describe());
+    compiler::CompiledKernel k = test::compile_for_sm90a_and_check(GetParam(), spec, home_.path(), state_.path());
+    EXPECT_EQ(k.log.find("C7508"), std::string::npos) << "setmaxnreg ignored:\n" << k.log;
+    EXPECT_EQ(k.log.find("C7514"), std::string::npos) << "wgmma serialised:\n" << k.log;
+    expect_qgmma(k, spec.describe());
+  }
+}
+
+// The k-grouped kernels of the same tiles (each group's maps, K count and scale columns from the 9 KB parameter
+// table, D's group as a third coordinate): the same register budget, no spills, QGMMA.
+TEST_P(Fp8GemmWgradCompile, EveryKGroupedCandidateTileFitsInRegisters) {
+  static constexpr int kTiles[][2] = {{128, 128}, {128, 64}, {128, 160}, {128, 176}, {128, 192}, {64, 128}, {64, 32}};
+  for (const auto& tile : kTiles) {
+    Fp8GemmConfig c =
+        ops::fp8_gemm_plan(kH200, 576, 720, {tile[0], tile[1], 0, 0}, Fp8GemmForm::kAccumulate).kernels.at(0);
+    c.k_grouped = true;
+    const codegen::KernelSpec spec = ops::fp8_gemm_spec(576, 720, c);
     SCOPED_TRACE(spec.describe());
     compiler::CompiledKernel k = test::compile_for_sm90a_and_check(GetParam(), spec, home_.path(), state_.path());
     EXPECT_EQ(k.log.find("C7508"), std::string::npos) << "setmaxnreg ignored:\n" << k.log;

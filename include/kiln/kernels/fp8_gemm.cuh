@@ -50,6 +50,21 @@
 
 namespace kiln::kernels {
 
+// OnlyIf<kOn, T>: T, or an empty struct when !kOn. A base that adds members to a struct only in the kernels that
+// use them (an empty base takes no room).
+namespace detail {
+template <bool kOn, typename T>
+struct OnlyIfImpl {
+  using type = T;
+};
+template <typename T>
+struct OnlyIfImpl<false, T> {
+  struct type {};
+};
+}  // namespace detail
+template <bool kOn, typename T>
+using OnlyIf = typename detail::OnlyIfImpl<kOn, T>::type;
+
 // kN, kK: the problem's N and K, or for K kFp8GemmRunTimeK (0): K at run time (Fp8GemmParams::num_k_blocks),
 // which only the weight-gradient form takes (its K is a token count: one kernel serves every count).
 // kBlockM = 64 * kNumMathWarpgroups rows (or 256 with two warpgroups: two waves) and kBlockN columns per tile;
@@ -77,9 +92,13 @@ namespace kiln::kernels {
 //
 // kGroupM: the tile order's group height, in m units (unit_coords). Taller groups read B from DRAM fewer
 // times per call and hold more of A's panels in L2 at once: worth it where B is large and K short.
+//
+// kKGrouped: the k-grouped weight-gradient GEMM in one launch (Fp8GemmGroupedParams, run(const
+// Fp8GemmGroupedParams&)): the work units of every group one after the other, each tile with its group's maps of
+// A and B, its K count and its columns of the scales, and D's group as the third coordinate of its reduce-adds.
 template <u32 kN, u32 kK, u32 kBlockM, u32 kBlockN, u32 kStages, u32 kNumMathWarpgroups, bool kTmaStore,
           u32 kClusterM, u32 kClusterN, bool kOverlapPromotion, bool kAccumulate, u32 kSplitK,
-          u32 kGroupM = kFp8GemmDefaultGroupM>
+          u32 kGroupM = kFp8GemmDefaultGroupM, bool kKGrouped = false>
 struct Fp8Gemm {
   static constexpr u32 kBlockK = kFp8GemmBlockK;
   static constexpr u32 kNumThreads = fp8_gemm_num_threads(kNumMathWarpgroups);
@@ -217,6 +236,8 @@ struct Fp8Gemm {
   static_assert(!kAccumulate || (!kTmaStore && kMulticast == 1 && kSplitK == 1),
                 "the weight-gradient form adds into fp32 D with plain stores, without a cluster");
   static_assert(kSplitK == 1 || kSplitK == 2, "split-K in halves or not at all");
+  static_assert(!kKGrouped || (kAccumulate && kRunTimeK),
+                "one launch for K groups is the weight-gradient form's, with K at run time");
   static_assert(kSplitK == 1 || kMulticast == 1, "split-K and multicast both use the cluster");
   static_assert(kSplitK == 1 || (kSplitK - 1) * kKBlocksPerSplit < kNumKBlocks, "every split of K needs K blocks");
 
@@ -248,6 +269,13 @@ struct Fp8Gemm {
     n_unit = in_group / group_m;
   }
 
+  // What the walk keeps of K groups in one launch (kKGrouped): the table, and the work units of one group (group
+  // g's are g * units_per_group ..). A base of Schedule only there, so that the other kernels' code stays as it was.
+  struct ScheduleGroups {
+    const Fp8GemmGroupedParams* groups;
+    u32 units_per_group;
+  };
+
   // The walk over output tiles, shared by the producer and the math warpgroups of a CTA (they must agree
   // exactly) and by the CTAs of a cluster (they must run the same number of K blocks). Work units are
   // kClusterM vertically or kClusterN horizontally adjacent tiles; unit u goes to cluster u mod (clusters),
@@ -255,10 +283,11 @@ struct Fp8Gemm {
   // n) + rank). With an odd number of m (n) blocks the last units' second tile lies beyond M (N): it is
   // computed on TMA's zero fill (beyond N: on stale shared memory, B not loaded) and never stored.
   // With split-K, both CTAs of a cluster walk the same tiles, CTA `rank` over K blocks [kb_begin, kb_begin +
-  // kb_count).
-  struct Schedule {
+  // kb_count). K groups in one launch: group g's work units follow group g - 1's, each walked like a problem of its
+  // own, with its own K count (kb_count_of).
+  struct Schedule : OnlyIf<kKGrouped, ScheduleGroups> {
     u32 num_m_units, num_n_units, num_units, first, stride, rank, kb_begin, kb_count, group_shift;
-    __device__ __forceinline__ explicit Schedule(const Fp8GemmParams& p) {
+    __device__ __forceinline__ Schedule(const Fp8GemmParams& p, const Fp8GemmGroupedParams* grouped) {
       const u32 num_m_blocks = (p.m + kBlockM - 1) / kBlockM;
       num_m_units = (num_m_blocks + kClusterM - 1) / kClusterM;
       const u32 cluster = blockIdx.x / kClusterSize, clusters = gridDim.x / kClusterSize;
@@ -269,11 +298,31 @@ struct Fp8Gemm {
       group_shift = kRunTimeK ? __ffs(p.group_m) - 1 : kGroupShift;
       num_n_units = kNumNUnits;
       num_units = num_m_units * kNumNUnits;
+      if constexpr (kKGrouped) {
+        this->groups = grouped;
+        this->units_per_group = num_units;
+        num_units *= grouped->num_groups;
+      }
       first = cluster;
       stride = clusters;
     }
+    // The K group of work unit `unit` (0 unless kKGrouped).
+    __device__ __forceinline__ u32 group_of(u32 unit) const {
+      if constexpr (kKGrouped)
+        return unit / this->units_per_group;
+      else
+        return 0;
+    }
+    // The K blocks of the tile of work unit `unit`.
+    __device__ __forceinline__ u32 kb_count_of(u32 unit) const {
+      if constexpr (kKGrouped)
+        return this->groups->k_blocks[group_of(unit)];
+      else
+        return kb_count;
+    }
     __device__ __forceinline__ void coords(u32 unit, u32& m_block, u32& n_block) const {
       u32 m_unit, n_unit;
+      if constexpr (kKGrouped) unit -= group_of(unit) * this->units_per_group;  // the unit within its group
       unit_coords(unit, num_m_units, num_n_units, group_shift, m_unit, n_unit);
       m_block = kClusterM == 1 ? m_unit : m_unit * kClusterM + rank;
       n_block = n_block_of(n_unit);
@@ -296,6 +345,15 @@ struct Fp8Gemm {
   };
 
   static __device__ __forceinline__ void run(const Fp8GemmParams& p) {
+    static_assert(!kKGrouped, "a k-grouped kernel takes Fp8GemmGroupedParams");
+    run_with(p, nullptr);
+  }
+  static __device__ __forceinline__ void run(const Fp8GemmGroupedParams& grouped) {
+    static_assert(kKGrouped, "only a k-grouped kernel takes Fp8GemmGroupedParams");
+    run_with(grouped.base, &grouped);
+  }
+
+  static __device__ __forceinline__ void run_with(const Fp8GemmParams& p, const Fp8GemmGroupedParams* grouped) {
     extern __shared__ __align__(1024) u8 smem[];
     u64* full = reinterpret_cast<u64*>(smem + kLayout.full_barrier_offset);
     u64* empty = reinterpret_cast<u64*>(smem + kLayout.empty_barrier_offset);
@@ -305,7 +363,7 @@ struct Fp8Gemm {
       // A's whole-box maps serve every m block but a last one with a short box (fp8_gemm_last_box_rows).
       const bool short_last = p.last_box_rows != kBlockM;
       if (!short_last || p.m > kBlockM) {
-        ptx::tma_prefetch_descriptor(&p.tma_a);
+        if constexpr (!kKGrouped) ptx::tma_prefetch_descriptor(&p.tma_a);  // k-grouped: each group's own
         ptx::tma_prefetch_descriptor(&p.tma_sfa);
       }
       if (short_last) {
@@ -314,8 +372,10 @@ struct Fp8Gemm {
       }
       // B's likewise: the whole-box map serves every n block but a last one with a short box.
       // (Column-mapped tiles use both: piece 0's boxes and the narrower pieces'.)
-      if (kColumnMap || p.last_b_box_rows == kBlockN || kN > kBlockN) ptx::tma_prefetch_descriptor(&p.tma_b);
-      if (kColumnMap || p.last_b_box_rows != kBlockN) ptx::tma_prefetch_descriptor(&p.tma_b_last);
+      if constexpr (!kKGrouped) {
+        if (kColumnMap || p.last_b_box_rows == kBlockN || kN > kBlockN) ptx::tma_prefetch_descriptor(&p.tma_b);
+        if (kColumnMap || p.last_b_box_rows != kBlockN) ptx::tma_prefetch_descriptor(&p.tma_b_last);
+      }
       if constexpr (kColumnMap && kPieces > 2) ptx::tma_prefetch_descriptor(&p.tma_b_narrow);
       if constexpr (kAccumulate) ptx::tma_prefetch_descriptor(&p.tma_sfb);
       if constexpr (kTmaStore || kAccumulate) ptx::tma_prefetch_descriptor(&p.tma_d);
@@ -350,7 +410,7 @@ struct Fp8Gemm {
     // producer's 40 registers would otherwise spill it).
     if (warpgroup == kNumMathWarpgroups) {
       ptx::setmaxnreg_dec<kProducerRegisters>();
-      const Schedule schedule(p);
+      const Schedule schedule(p, grouped);
       const u32 warp = threadIdx.x / 32;
       if (warp == kProducerWarp && ptx::elect_one_sync()) produce(p, smem, full, empty, schedule);
       if constexpr (!kAccumulate)
@@ -363,7 +423,7 @@ struct Fp8Gemm {
       return;
     } else {
       ptx::setmaxnreg_inc<kMathRegisters>();
-      const Schedule schedule(p);
+      const Schedule schedule(p, grouped);
       // Read through a shuffle so that the compiler knows it is the same in every lane: the operand
       // descriptors built from it then stay in uniform registers, off the WGMMA issue path.
       consume(p, smem, full, empty, schedule, __shfl_sync(0xffffffffu, warpgroup, 0));
@@ -397,14 +457,24 @@ struct Fp8Gemm {
                                  (beyond_n ? kLayout.b_stage_bytes
                                   : last_n ? last_n_missing_bytes
                                            : kColumnMap ? b_bytes_past_n(n_block) : 0);
-      const void* const tma_a = last ? &p.tma_a_last : &p.tma_a;
+      const void* tma_a = last ? &p.tma_a_last : &p.tma_a;
       const void* const tma_sfa = last ? &p.tma_sfa_last : &p.tma_sfa;
-      const void* const tma_b = last_n ? &p.tma_b_last : &p.tma_b;
+      const void* tma_b = last_n ? &p.tma_b_last : &p.tma_b;
+      // K groups in one launch: the group's own maps of A and B (whole boxes: the host sets last_box_rows and
+      // last_b_box_rows to BLOCK_M and BLOCK_N), its K count, and its first K block in the scales.
+      u32 scale_kb_offset = 0;
+      if constexpr (kKGrouped) {
+        const u32 g = schedule.group_of(unit);
+        tma_a = &schedule.groups->tma_a[g];
+        tma_b = &schedule.groups->tma_b[g];
+        scale_kb_offset = schedule.groups->kb_offset[g];
+      }
+      const u32 kb_count = schedule.kb_count_of(unit);
       const i32 m0 = static_cast<i32>(m_block * kBlockM);
       const i32 n0 = static_cast<i32>(n_block * kBlockN);
       // Not unrolled: one thread issues, and an unrolled copy per K block overflows the 40 registers.
 #pragma unroll 1
-      for (u32 i = 0; i < schedule.kb_count; ++i, slot.advance()) {
+      for (u32 i = 0; i < kb_count; ++i, slot.advance()) {
         const u32 kb = schedule.kb_begin + i;
         const u32 stage = slot.stage;
         // Wait until every math warp has released this slot (passes at once on the first round), asleep: the
@@ -432,11 +502,11 @@ struct Fp8Gemm {
           if (schedule.rank == 0)
             ptx::tma_load_2d_multicast(sfa_slot, tma_sfa, &full[stage], m0, static_cast<i32>(kb), u16{0b11});
         } else {
-          ptx::tma_load_2d(sfa_slot, tma_sfa, &full[stage], m0, static_cast<i32>(kb));
+          ptx::tma_load_2d(sfa_slot, tma_sfa, &full[stage], m0, static_cast<i32>(kb + scale_kb_offset));
         }
         if constexpr (kAccumulate)
           ptx::tma_load_2d(smem + kLayout.sfb_offset + stage * kLayout.sfb_stage_bytes, &p.tma_sfb, &full[stage], n0,
-                           static_cast<i32>(kb));
+                           static_cast<i32>(kb + scale_kb_offset));
       }
     }
   }
@@ -582,7 +652,11 @@ struct Fp8Gemm {
   }
 
   // What the math warpgroups need to know about the tile they are on.
-  struct Tile {
+  // K groups in one launch: the tile's K blocks and its group's index in D (a base of Tile only there).
+  struct TileGroup {
+    u32 kb_count, d_group;
+  };
+  struct Tile : OnlyIf<kKGrouped, TileGroup> {
     u32 m_block, n_origin;  // n_origin: tile_origin of its n block
     u32 sfb_switch;  // switch_column_of the tile (contiguous tiles)
     __device__ __forceinline__ Tile(const Schedule& schedule, u32 unit) {
@@ -590,6 +664,11 @@ struct Fp8Gemm {
       schedule.coords(unit, m_block, n_block);
       n_origin = tile_origin(n_block);
       sfb_switch = switch_column_of(n_block);
+      if constexpr (kKGrouped) {
+        const u32 g = schedule.group_of(unit);
+        this->kb_count = schedule.groups->k_blocks[g];
+        this->d_group = schedule.groups->d_group[g];
+      }
     }
   };
 
@@ -758,6 +837,20 @@ struct Fp8Gemm {
         sc.region[r][0] = sc.a0[0] * b[r];
         sc.region[r][1] = sc.a1[0] * b[r];
       }
+    }
+
+    // The K blocks of the tile being walked, and its group's index in D (0 but for K groups in one launch).
+    __device__ __forceinline__ u32 tile_kb_count() const {
+      if constexpr (kKGrouped)
+        return tile.kb_count;
+      else
+        return schedule.kb_count;
+    }
+    __device__ __forceinline__ u32 tile_d_group() const {
+      if constexpr (kKGrouped)
+        return tile.d_group;
+      else
+        return 0;
     }
 
     // Issues the block in the next slot (issue()) and makes it the block being promoted.
@@ -1000,7 +1093,7 @@ struct Fp8Gemm {
       bool tile_ends = false;
       if constexpr (kLastSlice) {
         next_kb = kb + 1;
-        if (next_kb == schedule.kb_count) {
+        if (next_kb == tile_kb_count()) {
           next_kb = 0;
           next_unit += schedule.stride;
         }
@@ -1047,7 +1140,8 @@ struct Fp8Gemm {
           if constexpr (kTmaStore)
             store_tile_tma(p, smem, accum, warpgroup, (threadIdx.x / 32) % 4, lane, tile.m_block, tile.n_origin);
           else if constexpr (kAccumulate)
-            reduce_tile_tma(p, smem, accum, warpgroup, (threadIdx.x / 32) % 4, lane, tile.m_block, tile.n_origin);
+            reduce_tile_tma(p, smem, accum, warpgroup, (threadIdx.x / 32) % 4, lane, tile.m_block, tile.n_origin,
+                            tile_d_group());
           else
             store_tile_direct(p, accum, tile.m_block * kBlockM + row_in_tile, tile.n_origin, (lane % 4) * 2);
         };
@@ -1099,7 +1193,12 @@ struct Fp8Gemm {
     // step()s.
     __device__ __forceinline__ void walk_blocks(float (&partial0)[kPartialPerThread]) {
       const u32 num_tiles = (schedule.num_units - schedule.first + schedule.stride - 1) / schedule.stride;
-      const u32 num_blocks = num_tiles * schedule.kb_count;
+      u32 num_blocks = num_tiles * schedule.kb_count;
+      if constexpr (kKGrouped) {  // each tile its group's K count
+        num_blocks = 0;
+        for (u32 u = schedule.first; u < schedule.num_units; u += schedule.stride)
+          num_blocks += schedule.kb_count_of(u);
+      }
       issue_next_block(partial0);
       if constexpr (kOverlapPromotion) {
         // The steps alternate between two named partials, two per iteration, so every register index is
@@ -1226,7 +1325,8 @@ struct Fp8Gemm {
   static_assert(kBlockN % kFp8GemmReduceCols == 0, "whole reduce chunks");
   static __device__ __forceinline__ void reduce_tile_tma(const Fp8GemmParams& p, u8* smem,
                                                          const float (&accum)[kAccumPerThread], u32 warpgroup,
-                                                         u32 warp_in_group, u32 lane, u32 m_block, u32 n_origin) {
+                                                         u32 warp_in_group, u32 lane, u32 m_block, u32 n_origin,
+                                                         u32 d_group) {
     static_assert(!kColumnMap && kWaves == 1 && kFp8GemmReduceRows == 64,
                   "the weight-gradient form's tiles are contiguous, one 64-row wave per warpgroup");
     const bool issuer = warp_in_group == 0 && lane == 0;
@@ -1274,8 +1374,12 @@ struct Fp8Gemm {
       ptx::named_barrier_sync(1 + warpgroup, 128);
       if (issuer) {
         const u32 col = n_origin + c * kFp8GemmReduceCols;
-        if ((!kNTail || col < kN) && static_cast<u32>(first_row) < p.m)
-          ptx::tma_reduce_add_2d(&p.tma_d, buffer, static_cast<i32>(col), first_row);
+        if ((!kNTail || col < kN) && static_cast<u32>(first_row) < p.m) {
+          if constexpr (kKGrouped)  // D is [G, M, N]: the group is the third coordinate
+            ptx::tma_reduce_add_3d(&p.tma_d, buffer, static_cast<i32>(col), first_row, static_cast<i32>(d_group));
+          else
+            ptx::tma_reduce_add_2d(&p.tma_d, buffer, static_cast<i32>(col), first_row);
+        }
         ptx::tma_store_commit();
       }
     }

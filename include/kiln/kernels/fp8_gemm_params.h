@@ -73,4 +73,25 @@ struct alignas(64) Fp8GemmParams {
   u32 group_m;
 };
 
+// The k-grouped weight-gradient GEMM in one launch (Fp8Gemm<..., kKGrouped = true>): group g computes
+// D[d_group[g]] += A_g . B_g^T, where A_g is [M, K_g] and B_g [N, K_g], each row-major with its own row stride
+// K_g, so each group has its own maps of A and B (boxed whole: no short last box, TMA zero-fills past M and N).
+// Their scales are columns [kb_offset[g], + K_g / 128) of one MN-major tensor each (base.tma_sfa and
+// base.tma_sfb over every group's K blocks), and D is [G, M, N] (base.tma_d: fp32, dims {N, M, G}, box
+// {kFp8GemmReduceCols, kFp8GemmReduceRows, 1}). Groups with no K are left out by the host (D[g] = C[g] needs no
+// kernel), so every k_blocks[g] >= 1. One launch takes at most kFp8GemmMaxLaunchGroups groups: the struct is
+// the kernel's only parameter, 8.8 KB of the 32 KB a launch may pass (CUDA 12.1 and later).
+constexpr u32 kFp8GemmMaxLaunchGroups = 32;
+
+struct alignas(64) Fp8GemmGroupedParams {
+  Fp8GemmParams base;  // as above, less tma_a, tma_b and their last-block maps, which come per group
+  TmaDescriptor tma_a[kFp8GemmMaxLaunchGroups];  // group g's A: u8 dims {K_g, M}, box {128, BLOCK_M}, 128B swizzle
+  TmaDescriptor tma_b[kFp8GemmMaxLaunchGroups];  // its B: dims {K_g, N} box {128, BLOCK_N} (or the 5-D view)
+  u32 k_blocks[kFp8GemmMaxLaunchGroups];         // K_g / 128 >= 1
+  u32 kb_offset[kFp8GemmMaxLaunchGroups];        // the group's first K block in the scales
+  u32 d_group[kFp8GemmMaxLaunchGroups];          // its index along D's first dimension
+  u32 num_groups;                                // 1..kFp8GemmMaxLaunchGroups
+  u32 units_per_group;                           // tiles (work units) of one group's M x N
+};
+
 }  // namespace kiln

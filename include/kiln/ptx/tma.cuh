@@ -77,6 +77,15 @@ __device__ __forceinline__ void tma_reduce_add_2d(const void* tensor_map, const 
       : "memory");
 }
 
+// The same over a 3-D map (coordinates innermost first): D[c2][box at (c0, c1)] += smem.
+__device__ __forceinline__ void tma_reduce_add_3d(const void* tensor_map, const void* smem_src, i32 c0, i32 c1,
+                                                  i32 c2) {
+  asm volatile(
+      "cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(tensor_map),
+      "r"(static_cast<u32>(__cvta_generic_to_shared(smem_src))), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+
 // cp.async.bulk.commit_group: closes the bulk stores issued since the last commit into one group.
 __device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 
