@@ -1194,10 +1194,16 @@ struct Fp8Gemm {
     __device__ __forceinline__ void walk_blocks(float (&partial0)[kPartialPerThread]) {
       const u32 num_tiles = (schedule.num_units - schedule.first + schedule.stride - 1) / schedule.stride;
       u32 num_blocks = num_tiles * schedule.kb_count;
-      if constexpr (kKGrouped) {  // each tile its group's K count
+      if constexpr (kKGrouped) {
+        // Each tile its group's K count: group g's units are [g * upg, (g + 1) * upg), and below x this CTA has
+        // before(x) of its units first + j * stride.
+        const u32 upg = schedule.units_per_group;
+        const auto before = [&](u32 x) -> u32 {
+          return x > schedule.first ? (x - schedule.first - 1) / schedule.stride + 1 : 0;
+        };
         num_blocks = 0;
-        for (u32 u = schedule.first; u < schedule.num_units; u += schedule.stride)
-          num_blocks += schedule.kb_count_of(u);
+        for (u32 g = 0; g < schedule.groups->num_groups; ++g)
+          num_blocks += schedule.groups->k_blocks[g] * (before((g + 1) * upg) - before(g * upg));
       }
       issue_next_block(partial0);
       if constexpr (kOverlapPromotion) {
