@@ -4,6 +4,8 @@
 #   Before the call, put main's tree beside this one (untracked, so it travels with the working tree):
 #     rm -rf probe/old && mkdir -p probe/old && git archive main | tar -x -C probe/old
 #   Then: bash bench/probes/k_grouped_one_launch_ab.sh   (logs under $OUT, a table last)
+# The C++ GPU test covers the k-grouped call too, under NVCC and NVRTC (run_k_grouped in
+# tests/gpu/fp8_gemm_wgrad_test.cpp): a second call, ONLY='fp8_gemm_wgrad_test' bash scripts/device-run.sh tests.
 set -u
 out=${OUT:-/tmp/out}; mkdir -p "$out"
 [[ -d probe/old ]] || { echo "probe/old (main's tree) is missing: see this script's header"; exit 2; }

@@ -23,6 +23,9 @@
 // sums and column sums of D - C against the reference's (calc_diff < 1e-4: a tile missing or added twice
 // anywhere moves them by ~1e-3); padding, guard row and a separate C unchanged.
 //
+// The k-grouped call (kiln::k_grouped_fp8_gemm_nt_contiguous, one launch per 32 groups with tokens) is checked
+// per group the same way (run_k_grouped), with D's groups apart (a poisoned gap row between them) and empty groups.
+//
 // Timing (informational): the two large shapes, CUDA events, 512 MB memset before each call (L2 flush),
 // median of 20 after 3 warm-ups, TFLOPS printed.
 //
@@ -449,6 +452,151 @@ void run_shape(const std::vector<Case>& cases, uint64_t salt, Timing& timing) {
   for (const Case& c : cases) run_case(c, s, ref, timing);
 }
 
+// ---- the k-grouped call (k_grouped_fp8_gemm_nt_contiguous) ------------------------------------------------------
+
+enum class GroupedC { kSelf, kSeparate, kNone };
+
+// G groups of ks[g] tokens in DeepGEMM's layout: A and B flat (group g's [rows, ks[g]] row-major after the groups
+// before it), their scales MN-major over every group's K blocks, D [G, m, n] with a poisoned gap row between the
+// groups (its plane stride (m + 1) * n: not packed) and C [G, m, n] packed. Checks per group with tokens: the
+// checked rows against C + the float64 dequantised product (< 1e-5), D - C against that product (< 1e-5) and all of
+// the group's row and column sums (< 1e-4); per empty group D = C bit for bit (zeros without C); the gap rows and
+// a separate C untouched; nothing non-finite.
+void run_k_grouped(int64_t m, int64_t n, const std::vector<int64_t>& ks, GroupedC mode, uint64_t salt,
+                   const char* note = "") {
+  const auto groups = static_cast<int64_t>(ks.size());
+  int64_t total = 0, with_tokens = 0;
+  for (int64_t k : ks) {
+    total += k;
+    with_tokens += k > 0 ? 1 : 0;
+  }
+  const int64_t total_kb = total / 128;
+  char name[320];
+  std::snprintf(name, sizeof name,
+                "k_grouped_fp8_gemm_nt_contiguous m=%lld n=%lld, %lld groups (%lld with tokens, %lld tokens), c=%s%s", static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(groups),
+                static_cast<long long>(with_tokens), static_cast<long long>(total),
+                mode == GroupedC::kSelf ? "d" : mode == GroupedC::kSeparate ? "C" : "None", note);
+  try {
+    std::vector<Operand> as, bs;
+    std::vector<Reference> refs;
+    const std::vector<int64_t> rows = rows_to_check(m, static_cast<uint64_t>(m * 131 + n));
+    const int64_t sfa_stride = kiln::get_tma_aligned_size(m, 4), sfb_stride = kiln::get_tma_aligned_size(n, 4);
+    std::vector<uint8_t> a_flat, b_flat;
+    std::vector<float> sfa(static_cast<size_t>(std::max<int64_t>(total_kb, 1) * sfa_stride), std::nanf(""));
+    std::vector<float> sfb(static_cast<size_t>(std::max<int64_t>(total_kb, 1) * sfb_stride), std::nanf(""));
+    int64_t kb0 = 0;
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t k = ks[static_cast<size_t>(g)];
+      as.push_back(k ? make_operand(m, k, mix(g_seed ^ (salt * 977 + static_cast<uint64_t>(2 * g + 1)))) : Operand{});
+      bs.push_back(k ? make_operand(n, k, mix(g_seed ^ (salt * 977 + static_cast<uint64_t>(2 * g + 2)))) : Operand{});
+      refs.push_back(k ? reference(as.back(), bs.back(), rows) : Reference{});
+      if (!k) continue;
+      a_flat.insert(a_flat.end(), as.back().q.begin(), as.back().q.end());
+      b_flat.insert(b_flat.end(), bs.back().q.begin(), bs.back().q.end());
+      const int64_t kb = k / 128;
+      for (int64_t b = 0; b < kb; ++b) {
+        for (int64_t r = 0; r < m; ++r)
+          sfa[static_cast<size_t>((kb0 + b) * sfa_stride + r)] = as.back().scale[static_cast<size_t>(r * kb + b)];
+        for (int64_t r = 0; r < n; ++r)
+          sfb[static_cast<size_t>((kb0 + b) * sfb_stride + r)] = bs.back().scale[static_cast<size_t>(r * kb + b)];
+      }
+      kb0 += k / 128;
+    }
+    // C per group, of the products' size.
+    double rms = 0;
+    size_t count = 0;
+    for (const Reference& r : refs)
+      for (double v : r.q) {
+        rms += v * v;
+        ++count;
+      }
+    rms = count ? std::sqrt(rms / static_cast<double>(count)) : 1.0;
+    std::vector<float> c_host(static_cast<size_t>(groups * m * n));
+    for (size_t i = 0; i < c_host.size(); ++i)
+      c_host[i] = static_cast<float>(rms) * uniform_nonzero(mix(g_seed * 7919 + salt * 131 + i));
+    // D: G planes of m rows and a gap row each, poisoned; with c=d its rows hold C.
+    const int64_t plane = (m + 1) * n;
+    std::vector<float> d_host(static_cast<size_t>(groups * plane));
+    for (float& v : d_host) std::memcpy(&v, &kPoison, 4);
+    if (mode == GroupedC::kSelf)
+      for (int64_t g = 0; g < groups; ++g)
+        std::memcpy(&d_host[static_cast<size_t>(g * plane)], &c_host[static_cast<size_t>(g * m * n)],
+                    static_cast<size_t>(m * n) * 4);
+    DeviceBuffer da(std::max<size_t>(a_flat.size(), 16)), db(std::max<size_t>(b_flat.size(), 16));
+    DeviceBuffer dsfa(sfa.size() * 4), dsfb(sfb.size() * 4), dd(d_host.size() * 4), dc(c_host.size() * 4);
+    if (!a_flat.empty()) da.upload(a_flat.data(), a_flat.size());
+    if (!b_flat.empty()) db.upload(b_flat.data(), b_flat.size());
+    dsfa.upload(sfa.data(), sfa.size() * 4);
+    dsfb.upload(sfb.data(), sfb.size() * 4);
+    dd.upload(d_host.data(), d_host.size() * 4);
+    dc.upload(c_host.data(), c_host.size() * 4);
+
+    kiln::TensorView ta = kiln::TensorView::contiguous(da.data(), kiln::DType::kFloat8E4M3, {m * total});
+    kiln::TensorView tb = kiln::TensorView::contiguous(db.data(), kiln::DType::kFloat8E4M3, {n * total});
+    const kiln::TensorView tsfa = view(dsfa.data(), kiln::DType::kFloat32, m, total_kb, 1, sfa_stride);
+    const kiln::TensorView tsfb = view(dsfb.data(), kiln::DType::kFloat32, n, total_kb, 1, sfb_stride);
+    kiln::TensorView td = kiln::TensorView::contiguous(dd.data(), kiln::DType::kFloat32, {groups, m, n});
+    td.strides = {plane, n, 1, 0};
+    const kiln::TensorView tc = kiln::TensorView::contiguous(dc.data(), kiln::DType::kFloat32, {groups, m, n});
+    const kiln::TensorView* c_arg = mode == GroupedC::kSelf ? &td : mode == GroupedC::kSeparate ? &tc : nullptr;
+    kiln::k_grouped_fp8_gemm_nt_contiguous(ta, tsfa, tb, tsfb, td, ks, c_arg, nullptr);
+    KILN_CU_CHECK(cu().cuCtxSynchronize());
+
+    std::vector<float> out(d_host.size()), c_after(c_host.size());
+    dd.download(out.data());
+    dc.download(c_after.data());
+    bool finite = true, gaps = true, empties = true;
+    double worst_total = 0, worst_q = 0, worst_sums = 0;
+    const bool has_c = mode != GroupedC::kNone;
+    for (int64_t g = 0; g < groups; ++g) {
+      const float* dg = &out[static_cast<size_t>(g * plane)];
+      const float* cg = &c_host[static_cast<size_t>(g * m * n)];
+      for (int64_t col = 0; col < n; ++col) gaps = gaps && bits_of(dg[m * n + col]) == kPoison;
+      const int64_t k = ks[static_cast<size_t>(g)];
+      if (!k) {
+        for (int64_t i = 0; i < m * n; ++i) empties = empties && bits_of(dg[i]) == bits_of(has_c ? cg[i] : 0.0f);
+        continue;
+      }
+      const Reference& ref = refs[static_cast<size_t>(g)];
+      std::vector<double> row_sums(static_cast<size_t>(m), 0.0), col_sums(static_cast<size_t>(n), 0.0);
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t col = 0; col < n; ++col) {
+          const float v = dg[r * n + col];
+          finite = finite && std::isfinite(v);
+          const double p = static_cast<double>(v) - (has_c ? static_cast<double>(cg[r * n + col]) : 0.0);
+          row_sums[static_cast<size_t>(r)] += p;
+          col_sums[static_cast<size_t>(col)] += p;
+        }
+      std::vector<double> got, got_minus_c, want_total, want_q;
+      for (int64_t r : rows) {
+        const size_t at = ref.index.at(r) * static_cast<size_t>(n);
+        for (int64_t col = 0; col < n; ++col) {
+          const double v = dg[r * n + col], cv = has_c ? static_cast<double>(cg[r * n + col]) : 0.0;
+          got.push_back(v);
+          got_minus_c.push_back(v - cv);
+          want_total.push_back(cv + ref.q[at + static_cast<size_t>(col)]);
+          want_q.push_back(ref.q[at + static_cast<size_t>(col)]);
+        }
+      }
+      worst_total = std::max(worst_total, calc_diff(got, want_total));
+      worst_q = std::max(worst_q, calc_diff(got_minus_c, want_q));
+      worst_sums = std::max({worst_sums, calc_diff(row_sums, ref.row_sums), calc_diff(col_sums, ref.col_sums)});
+    }
+    const bool c_kept = std::memcmp(c_after.data(), c_host.data(), c_host.size() * 4) == 0;
+    const bool ok = finite && gaps && empties && c_kept && worst_total < 1e-5 && worst_q < 1e-5 && worst_sums < 1e-4;
+    char line[900];
+    std::snprintf(line, sizeof line,
+                  "%s: worst group calc_diff %.3g (D vs C + dequantised product, < 1e-5), %.3g (D - C vs the product, "
+                  "< 1e-5), sums %.3g (< 1e-4)%s%s%s%s%s",
+                  name, worst_total, worst_q, worst_sums, finite ? "" : ", NON-FINITE OUTPUT",
+                  gaps ? "" : ", WROTE INTO THE GAP ROWS", empties ? "" : ", AN EMPTY GROUP IS NOT C",
+                  c_kept ? "" : ", C CHANGED", ok ? "" : (", seed " + std::to_string(g_seed)).c_str());
+    report(ok, line);
+  } catch (const std::exception& e) {
+    report(false, std::string(name) + ": " + e.what() + " (seed " + std::to_string(g_seed) + ")");
+  }
+}
+
 // The test's own quantiser and reference: the dequantised product is close to the exact one, and the
 // all-elements sums agree with a direct sum of the product.
 void check_host_reference() {
@@ -590,6 +738,30 @@ int main(int argc, char** argv) {
     }
     // The plan's own tiles at token counts no other case has (its choice may differ with K; the kernels do not).
     for (const int64_t k : {1008, 3088, 5136}) run_shape({Case{1536, 2112, k, Form::kWgradSelf}}, salt++, timing);
+
+    // The k-grouped call: one launch per 32 groups with tokens, each tile with its group's K. Ragged M and N (a
+    // partial last m block, N = 576 no multiple of the tile), an empty group, the three ways of giving C; 40 groups
+    // (two launches, one of them of 8); then forced tiles: 128x160 reads B interleaved (N a multiple of 16), 128x192
+    // issues each K block in two slices, 64x128 runs one math warpgroup.
+    const std::vector<int64_t> ks = {1024, 384, 0, 640, 128};
+    run_k_grouped(200, 576, ks, GroupedC::kSelf, salt++);
+    run_k_grouped(200, 576, ks, GroupedC::kNone, salt++);
+    run_k_grouped(200, 576, ks, GroupedC::kSeparate, salt++);
+    std::vector<int64_t> many;
+    for (uint64_t g = 0; g < 40; ++g) many.push_back(static_cast<int64_t>(mix(g_seed + g * 31) % 9) * 128);
+    many[5] = 0;
+    many[33] = 1152;
+    run_k_grouped(128, 256, many, GroupedC::kSelf, salt++);
+    for (const auto& [block_m, block_n] : {std::pair{128, 160}, {128, 192}, {64, 128}}) {
+      kiln::Fp8GemmOverrides o;
+      o.block_m = block_m;
+      o.block_n = block_n;
+      kiln::set_fp8_gemm_overrides(o);
+      char note[64];
+      std::snprintf(note, sizeof note, ", %dx%d forced", block_m, block_n);
+      run_k_grouped(200, 576, ks, GroupedC::kSelf, salt++, note);
+    }
+    kiln::set_fp8_gemm_overrides({});
   } catch (const std::exception& e) {
     report(false, std::string("fp8_gemm_wgrad_test: ") + e.what());
   }
