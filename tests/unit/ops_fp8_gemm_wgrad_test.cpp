@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -472,6 +473,22 @@ TEST(Fp8GemmKGroupedLaunch, GroupsWithTokensGoInRunsOfTheParameterTablesSize) {
   EXPECT_EQ(std::count(all.begin(), all.end(), 40u), 0);
   // Its parameters fit what a launch may pass (32764 bytes since CUDA 12.1).
   EXPECT_LE(sizeof(Fp8GemmGroupedParams), 32764u);
+}
+
+// The K blocks a CTA of the k-grouped kernel walks (a closed form per group) are those of its work units one by one,
+// for grids smaller and larger than a group, and group sizes of one unit and more.
+TEST(Fp8GemmKGroupedLaunch, ACtasBlocksAreItsUnitsBlocks) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 3000; ++trial) {
+    const uint32_t groups = 1 + rng() % kFp8GemmMaxLaunchGroups, upg = 1 + rng() % 200, stride = 1 + rng() % 264;
+    const uint32_t first = rng() % stride;
+    std::vector<uint32_t> k_blocks(groups);
+    for (uint32_t& k : k_blocks) k = 1 + rng() % 64;
+    uint32_t expected = 0;
+    for (uint32_t u = first; u < groups * upg; u += stride) expected += k_blocks[u / upg];
+    ASSERT_EQ(kernels::fp8_gemm_grouped_blocks(k_blocks.data(), groups, upg, first, stride), expected)
+        << groups << " groups of " << upg << " units, CTA " << first << " of " << stride;
+  }
 }
 
 // The registry's k_grouped=1: the accumulate plan's kernels, k-grouped (their own sources and keys), and errors

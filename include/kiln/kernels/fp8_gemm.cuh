@@ -1194,17 +1194,9 @@ struct Fp8Gemm {
     __device__ __forceinline__ void walk_blocks(float (&partial0)[kPartialPerThread]) {
       const u32 num_tiles = (schedule.num_units - schedule.first + schedule.stride - 1) / schedule.stride;
       u32 num_blocks = num_tiles * schedule.kb_count;
-      if constexpr (kKGrouped) {
-        // Each tile its group's K count: group g's units are [g * upg, (g + 1) * upg), and below x this CTA has
-        // before(x) of its units first + j * stride.
-        const u32 upg = schedule.units_per_group;
-        const auto before = [&](u32 x) -> u32 {
-          return x > schedule.first ? (x - schedule.first - 1) / schedule.stride + 1 : 0;
-        };
-        num_blocks = 0;
-        for (u32 g = 0; g < schedule.groups->num_groups; ++g)
-          num_blocks += schedule.groups->k_blocks[g] * (before((g + 1) * upg) - before(g * upg));
-      }
+      if constexpr (kKGrouped)  // each tile its group's K count
+        num_blocks = fp8_gemm_grouped_blocks(schedule.groups->k_blocks, schedule.groups->num_groups,
+                                             schedule.units_per_group, schedule.first, schedule.stride);
       issue_next_block(partial0);
       if constexpr (kOverlapPromotion) {
         // The steps alternate between two named partials, two per iteration, so every register index is

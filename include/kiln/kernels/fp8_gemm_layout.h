@@ -92,6 +92,18 @@ KILN_HOST_DEVICE constexpr u32 fp8_gemm_map_column(u32 block_n, u32 num_tiles, u
   return first * num_tiles + fp8_gemm_map_piece_cols(block_n, j) * tile + (c - first);
 }
 
+// K groups in one launch (Fp8Gemm's kKGrouped): the K blocks a CTA walks whose work units are first, first +
+// stride, ... below num_groups * units_per_group, group g's units being [g * units_per_group, (g + 1) *
+// units_per_group) with k_blocks[g] blocks each. A closed form per group: below x the CTA has before(x) units.
+KILN_HOST_DEVICE constexpr u32 fp8_gemm_grouped_blocks(const u32* k_blocks, u32 num_groups, u32 units_per_group,
+                                                       u32 first, u32 stride) {
+  const auto before = [first, stride](u32 x) -> u32 { return x > first ? (x - first - 1) / stride + 1 : 0; };
+  u32 blocks = 0;
+  for (u32 g = 0; g < num_groups; ++g)
+    blocks += k_blocks[g] * (before((g + 1) * units_per_group) - before(g * units_per_group));
+  return blocks;
+}
+
 // The weight-gradient form's epilogue adds each warpgroup's 64 rows of the tile into D through TMA's
 // reduce-add (cp.reduce.async.bulk.tensor .add, done in L2), kFp8GemmReduceCols columns at a time, staged in
 // kFp8GemmReduceBuffers alternating buffers per warpgroup: 64-byte rows with a 64-byte swizzle. The fragment's
