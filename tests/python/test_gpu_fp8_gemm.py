@@ -20,7 +20,7 @@ row-major B scales (converted, bit-identical), a padded row stride of D, on typi
 (7168 x 2112 x 4096, 2048 x 7168 x 2048) and ragged ones; each against the float64 C + dequantised product
 (< 1e-5), D - C against the dequantised product alone (< 1e-5) and against the bf16 inputs' product (< 1e-3).
 The k-grouped call (k_grouped_fp8_gemm_nt_contiguous, every group in one launch of up to 32 groups): each group
-against its float64 product, with an empty group, and 70 groups in three launches.
+against its float64 product, with an empty group, 70 groups in three launches, and replayed from a CUDA graph.
 
 Runs under pytest, or alone: `python3 tests/python/test_gpu_fp8_gemm.py` (one PASS/FAIL line per test).
 """
@@ -584,6 +584,37 @@ def test_weight_gradient_form_in_a_graph():
     p.d.fill_(float("nan"))
     graph.replay()
     p.check(True, "second replay")
+
+
+def test_k_grouped_weight_gradients_in_a_graph():
+    """The k-grouped call captured after a warm-up: each group's copy of C and its launch are recorded, and
+    replays recompute every group (an empty one's D = C) from the same inputs."""
+    m, n = 256, 1024
+    ks = [512, 0, 256, 768]
+    a, b, products = grouped_operands(m, n, ks, seed=83)
+    groups = len(ks)
+    ks_tensor = torch.tensor(ks, dtype=torch.int32, device="cuda")
+    scale = max(p.std().item() for p in products if p.numel())
+    c = ((torch.rand(groups, m, n, device="cuda", dtype=torch.float64) * 2 - 1) * scale).float()
+    d = torch.empty(groups, m, n, device="cuda")
+    kiln.k_grouped_fp8_gemm_nt_contiguous(a, b, d, ks, ks_tensor, c=c)  # warm-up: kernels compiled and loaded
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        kiln.k_grouped_fp8_gemm_nt_contiguous(a, b, d, ks, ks_tensor, c=c)
+    for replay in range(2):
+        d.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.isfinite(d).all(), f"replay {replay}: NaN or Inf in D"
+        for g in range(groups):
+            expected = products[g] + c[g].double()
+            if ks[g] == 0:
+                assert torch.equal(d[g].double(), expected), f"replay {replay}: group {g} (no tokens) is not C[g]"
+                continue
+            diff = calc_diff(d[g], expected)
+            assert diff < MAX_DIFF_DEQUANTISED, f"replay {replay}: group {g} (k = {ks[g]}) calc_diff {diff:.3g}"
+    print(f"  two replays: every group within calc_diff {MAX_DIFF_DEQUANTISED}")
 
 
 if __name__ == "__main__":
