@@ -561,9 +561,13 @@ TEST_P(Fp8GemmWgradCompile, EveryCandidateTileFitsInRegisters) {
     ASSERT_EQ(plan.kernels.size(), 1u);
     const codegen::KernelSpec spec = ops::fp8_gemm_spec(576, 720, plan.kernels[0]);
     SCOPED_TRACE(spec.describe());
-    compiler::CompiledKernel k = test::compile_for_sm90a_and_check(GetParam(), spec, home_.path(), state_.path());
+    compiler::CompiledKernel k =
+        test::compile_for_sm90a_and_check(GetParam(), spec, home_.path(), state_.path(), /*keep_ptx=*/true);
     EXPECT_EQ(k.log.find("C7508"), std::string::npos) << "setmaxnreg ignored:\n" << k.log;
     EXPECT_EQ(k.log.find("C7514"), std::string::npos) << "wgmma serialised:\n" << k.log;
+    // D's tile is prefetched into L2 ahead of its reduce-adds (the producer, near the tile's last K block).
+    EXPECT_NE(k.ptx.find("cp.async.bulk.prefetch.tensor.2d.L2.global.tile"), std::string::npos)
+        << "no prefetch of D through its map";
     expect_qgmma(k, spec.describe());
   }
 }
@@ -578,9 +582,13 @@ TEST_P(Fp8GemmWgradCompile, EveryKGroupedCandidateTileFitsInRegisters) {
     c.k_grouped = true;
     const codegen::KernelSpec spec = ops::fp8_gemm_spec(576, 720, c);
     SCOPED_TRACE(spec.describe());
-    compiler::CompiledKernel k = test::compile_for_sm90a_and_check(GetParam(), spec, home_.path(), state_.path());
+    compiler::CompiledKernel k =
+        test::compile_for_sm90a_and_check(GetParam(), spec, home_.path(), state_.path(), /*keep_ptx=*/true);
     EXPECT_EQ(k.log.find("C7508"), std::string::npos) << "setmaxnreg ignored:\n" << k.log;
     EXPECT_EQ(k.log.find("C7514"), std::string::npos) << "wgmma serialised:\n" << k.log;
+    // D's tile is prefetched into L2 ahead of its reduce-adds through D's 3-D map (the group's plane).
+    EXPECT_NE(k.ptx.find("cp.async.bulk.prefetch.tensor.3d.L2.global.tile"), std::string::npos)
+        << "no prefetch of D through its map";
     expect_qgmma(k, spec.describe());
   }
 }

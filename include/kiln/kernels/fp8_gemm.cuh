@@ -472,11 +472,24 @@ struct Fp8Gemm {
       const u32 kb_count = schedule.kb_count_of(unit);
       const i32 m0 = static_cast<i32>(m_block * kBlockM);
       const i32 n0 = static_cast<i32>(n_block * kBlockN);
+      // The weight-gradient form reads D back in its epilogue (reduce-adds done in L2): without help each
+      // reduce-add misses L2 and waits on DRAM, and D's traffic ran at half a copy's rate, behind the math at
+      // small K. So D's tile is prefetched into L2 just before the producer waits for the slot of the tile's last
+      // K block, about a pipeline's depth of K blocks before the epilogue: late enough that the lines neither
+      // compete with A and B for the whole main loop nor get evicted, early enough to arrive in time. Measured on
+      // the H200 (bench/RESULTS.md, thirty-eighth session) against prefetching 0-3, 4, 8 blocks earlier or at the
+      // tile's first block: 16-19 % faster at K = 512-1024, 1-2 % at K = 4096-8192; issued after the last
+      // block's loads instead, it gained nothing.
+      [[maybe_unused]] const u32 d_prefetch_at = kb_count > 0 ? kb_count - 1 : 0;
+      [[maybe_unused]] u32 d_group = 0;
+      if constexpr (kKGrouped) d_group = schedule.groups->d_group[schedule.group_of(unit)];
       // Not unrolled: one thread issues, and an unrolled copy per K block overflows the 40 registers.
 #pragma unroll 1
       for (u32 i = 0; i < kb_count; ++i, slot.advance()) {
         const u32 kb = schedule.kb_begin + i;
         const u32 stage = slot.stage;
+        if constexpr (kAccumulate)
+          if (i == d_prefetch_at) prefetch_d_tile(p, m_block, n_block, d_group);
         // Wait until every math warp has released this slot (passes at once on the first round), asleep: the
         // producer runs ahead and waits most of a block for each slot.
         ptx::mbarrier_wait_parity_sleep(&empty[stage], slot.phase ^ 1);
@@ -509,6 +522,23 @@ struct Fp8Gemm {
                            static_cast<i32>(kb + scale_kb_offset));
       }
     }
+  }
+
+  // D's tile into L2, in the reduce-adds' boxes (64 rows x kFp8GemmReduceCols fp32) through D's map: 2-D, or 3-D
+  // with the group's plane as the third coordinate when K groups share the launch. Parts past M and N are ignored.
+  static __device__ __forceinline__ void prefetch_d_tile(const Fp8GemmParams& p, u32 m_block, u32 n_block,
+                                                         u32 d_group) {
+#pragma unroll 1
+    for (u32 h = 0; h < kBlockM / 64; ++h)
+#pragma unroll 1
+      for (u32 c = 0; c < kBlockN / kFp8GemmReduceCols; ++c) {
+        const i32 col = static_cast<i32>(n_block * kBlockN + c * kFp8GemmReduceCols);
+        const i32 row = static_cast<i32>(m_block * kBlockM + h * 64);
+        if constexpr (kKGrouped)
+          ptx::tma_prefetch_l2_3d(&p.tma_d, col, row, static_cast<i32>(d_group));
+        else
+          ptx::tma_prefetch_l2_2d(&p.tma_d, col, row);
+      }
   }
 
   // One operand's tile of kRows K-major rows from row0: loaded whole, with L2 policy `policy`, or, shared by

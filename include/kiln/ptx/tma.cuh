@@ -14,6 +14,19 @@ __device__ __forceinline__ void tma_prefetch_descriptor(const void* tensor_map) 
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(tensor_map) : "memory");
 }
 
+// cp.async.bulk.prefetch.tensor.{2d,3d}.L2.global.tile: the box at the coordinates (c0 innermost) brought into
+// L2 ahead of a later access; nothing signals its completion (a hint: out-of-bounds parts are ignored).
+__device__ __forceinline__ void tma_prefetch_l2_2d(const void* tensor_map, i32 c0, i32 c1) {
+  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];\n" ::"l"(tensor_map), "r"(c0),
+               "r"(c1)
+               : "memory");
+}
+__device__ __forceinline__ void tma_prefetch_l2_3d(const void* tensor_map, i32 c0, i32 c1, i32 c2) {
+  asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];\n" ::"l"(tensor_map), "r"(c0),
+               "r"(c1), "r"(c2)
+               : "memory");
+}
+
 // cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes: the box at coordinates
 // (c0 innermost, c1) of `tensor_map` into `smem_dst`, signalling `bar` with the bytes delivered (the full box:
 // out-of-bounds elements are filled with zeros and counted). `smem_dst` 128-byte aligned (1024 with
