@@ -87,12 +87,12 @@ void fp8_gemm_nt_accumulate(const TensorView& a, const TensorView& sfa, const Te
 
 // DeepGEMM's general form with an optional C: D (float32) = C + (A * sfa) . (B * sfb)^T, arguments as for
 // fp8_gemm_nt_accumulate, plus
-// c:   nullptr: D = A . B^T (D is zeroed on `stream` first, cuMemsetD2D32Async); d's own view (or any view with
+// c:   nullptr: D = A . B^T (the kernel stores D, which is not read); d's own view (or any view with
 //      d's data pointer, shape and strides): D += A . B^T, exactly fp8_gemm_nt_accumulate; another float32
 //      [m, n] tensor with dense rows (strides (ldc, 1), ldc >= n; 4-byte aligned) on the same device that does
 //      not overlap D: C is copied into D on `stream` first (cuMemcpy2DAsync), then accumulated into. Nothing is
 //      allocated. A c sharing d's address with other strides, or overlapping d, is refused.
-// The memset or copy and the kernel are enqueued in that order on `stream` after every check (and after the
+// The copy and the kernel are enqueued in that order on `stream` after every check (and after the
 // kernel is compiled or loaded), so an error never leaves D half-prepared. Errors name fp8_gemm_nt_wgrad.
 void fp8_gemm_nt_wgrad(const TensorView& a, const TensorView& sfa, const TensorView& b, const TensorView& sfb,
                        const TensorView& d, const TensorView* c, Stream stream = nullptr);
@@ -107,11 +107,12 @@ void fp8_gemm_nt_wgrad(const TensorView& a, const TensorView& sfa, const TensorV
 // b, sfb: the same with n rows;
 // d:   float32 [G, m, n]: each group's rows dense and 16-byte aligned (strides (s0, s1, 1), s1 >= n and s0 multiples
 //      of 4, groups apart: s0 >= (m - 1) * s1 + n);
-// c:   nullptr (D[g] = A_g . B_g^T, D zeroed first), d itself (D += ...), or float32 [G, m, n] with dense rows not
+// c:   nullptr (D[g] = A_g . B_g^T: stored, or zeroed for groups without tokens), d itself (D += ...), or float32
+//      [G, m, n] with dense rows not
 //      overlapping d (copied into D first); ks: the token counts, on the host (ks.size() == G).
 // Every check (of the grouped tensors, then each group's views as fp8_gemm_nt_wgrad checks its arguments, an error
-// naming the group) and the kernel come before anything is enqueued. Then, on `stream`, each group's memset or
-// copy of C, and one launch of the weight-gradient form's k-grouped kernel for every 32 groups with tokens (each
+// naming the group) and the kernel come before anything is enqueued. Then, on `stream`, each group's copy of C
+// (or, with no C, a memset of each group without tokens), and one launch of the weight-gradient form's k-grouped kernel for every 32 groups with tokens (each
 // group with its own maps of A and B and its own K, the tile chosen at the groups' mean K rounded up to a power of
 // two: k_grouped_plan_k). m = 0, n = 0 or G = 0 enqueue nothing. Errors name k_grouped_fp8_gemm_nt_contiguous.
 void k_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa, const TensorView& b,

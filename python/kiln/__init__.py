@@ -284,8 +284,8 @@ def fp8_gemm_nt(a: Sequence[Any], b: Sequence[Any], d: Any, c: Any = None, recip
     * ``d`` bfloat16: ``D = (A * sfa) . (B * sfb)^T``, A scaled per 1x128 and B per 128x128 block, summed in
       float32 one 128-wide K block at a time, rounded to bfloat16 (DeepGEMM's default recipe ``(1, 128, 128)``).
     * ``d`` float32, the weight-gradient form: ``D = C + (A * sfa) . (B * sfb)^T``, **both** operands scaled per
-      1x128 (DeepGEMM's recipe ``(1, 1, 128)``), accumulated in float32. ``c=None``: ``D = A . B^T`` (D is zeroed
-      first); ``c=d`` (the same tensor, or one with d's data pointer, shape and strides): ``D += A . B^T``;
+      1x128 (DeepGEMM's recipe ``(1, 1, 128)``), accumulated in float32. ``c=None``: ``D = A . B^T`` (D is only
+      written); ``c=d`` (the same tensor, or one with d's data pointer, shape and strides): ``D += A . B^T``;
       ``c`` another float32 ``[m, n]`` tensor: C is copied into D on the stream, then accumulated into (no
       allocation; C must not overlap D).
 

@@ -220,11 +220,12 @@ struct Checked {
   int64_t ldc = 0;         // weight-gradient form with a separate C: its row stride
 };
 
-// What the weight-gradient form does with D before accumulating into it.
+// What the weight-gradient form does with D.
 enum class CMode {
   kAccumulate,  // C is D: D += A . B^T
   kCopy,        // C is another tensor: D = C, then D += A . B^T
-  kZero,        // no C: D = 0, then D += A . B^T
+  kZero,        // no C: D = A . B^T, stored by the kernel (Fp8GemmParams::store_d); zeroed only where no kernel
+                // writes (the k-grouped call's groups without tokens)
 };
 
 // Every operand on a CUDA device, a's (c when given).
@@ -492,8 +493,8 @@ class StreamContext {
   bool switched_ = false;
 };
 
-// The weight-gradient form's D before the kernel adds into it: zeros (no C) or a copy of C, enqueued on the
-// caller's stream ahead of the kernel. Nothing is allocated.
+// The weight-gradient form's D before the kernel adds into it (a copy of C), or where no kernel writes it (zeros
+// for no C), enqueued on the caller's stream ahead of the kernel. Nothing is allocated.
 void prepare_d(const char* function, const Checked& c, const TensorView& d, const TensorView* c_tensor, CMode mode,
                int device, CUstream stream) {
   if (mode == CMode::kAccumulate) return;
@@ -627,6 +628,7 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   params.last_b_box_rows = b_boxes.last_b_box_rows;
   params.num_k_blocks = w32(k_blocks);  // read by the kernels with K at run time (the weight-gradient form's)
   params.group_m = w32(cfg.group_m);
+  params.store_d = accumulate && mode == CMode::kZero;  // no C: the kernel stores D rather than adding to zeros
 
   cuda::LaunchConfig config;
   config.grid[0] = fp8_gemm_grid(cfg, c.m, c.n, entry->sm_count);
@@ -635,10 +637,10 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   config.shared_bytes = kernel->shared_bytes;
   // The kernel executes griddepcontrol.wait before its first global read, so with set_pdl(true) it may start
   // (barrier set-up, descriptor prefetch) while the previous kernel on the stream finishes -- including the
-  // memset or copy of D below, which it waits for like any earlier work on the stream.
+  // copy of C into D below, which it waits for like any earlier work on the stream.
   config.pdl = get_pdl();
   config.stream = stream;
-  prepare_d(function, c, d, c_tensor, mode, a.device, stream);
+  if (mode == CMode::kCopy) prepare_d(function, c, d, c_tensor, mode, a.device, stream);
   kernel->kernel->launch(config, &params);
 }
 
@@ -767,10 +769,11 @@ std::vector<GroupProblem> check_k_grouped(const TensorView& a, const TensorView&
 
 // One launch of the k-grouped kernel `r` for the groups `launch_groups` of `groups` (each with tokens): the maps
 // every group shares (the scales over all K blocks, D as [G, M, N]) and each group's A and B, in one
-// Fp8GemmGroupedParams. D was prepared before (prepare_d).
+// Fp8GemmGroupedParams. D was prepared before where needed (prepare_d); with no C (`store_d`) the kernel stores
+// its groups' planes instead of adding into them.
 void launch_k_grouped(const std::vector<GroupProblem>& groups, const std::vector<size_t>& launch_groups,
                       const Resolved& r, const TensorView& sfa, const TensorView& sfb, const TensorView& d,
-                      CUstream stream) {
+                      bool store_d, CUstream stream) {
   const Fp8GemmConfig& cfg = r.kernel->config;
   const Checked& c = groups[launch_groups.front()].checked;  // m, n, ldd and the scales' strides: every group's
   const auto w64 = [](int64_t v) { return static_cast<uint64_t>(v); };
@@ -806,6 +809,7 @@ void launch_k_grouped(const std::vector<GroupProblem>& groups, const std::vector
   base.b_cache_policy = kernels::fp8_gemm_b_cache_policy(block_m, w32(c.m));
   base.num_k_blocks = 0;  // each group's own (k_blocks)
   base.group_m = w32(cfg.group_m);
+  base.store_d = store_d ? 1u : 0u;
 
   const bool interleaved_b = kernels::fp8_gemm_interleaved_b(true, w32(c.n), block_n);
   int64_t kb_offset = 0;
@@ -998,11 +1002,15 @@ void k_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa
     planned.k = ops::k_grouped_plan_k(ks);
     kernel = ops::resolve(ops::kKGroupedOp, planned, first.a, s, ops::kGemmKGroupedKeyId);
   }
-  // Every group's D (zeros, or a copy of C; nothing for c=d), then the launches, each of up to
-  // kFp8GemmMaxLaunchGroups groups.
+  // Every group's D where the kernel adds into it (a copy of C; nothing for c=d) or does not write it at all (zeros
+  // for the groups without tokens when there is no C: the others' planes the kernel stores whole), then the
+  // launches, each of up to kFp8GemmMaxLaunchGroups groups.
+  const bool store_d = mode == ops::CMode::kZero;
   for (const ops::GroupProblem& p : groups)
-    ops::prepare_d(ops::kKGroupedOp, p.checked, p.d, mode == ops::CMode::kCopy ? &p.c : nullptr, mode, a.device, s);
-  for (const std::vector<size_t>& launch : launches) ops::launch_k_grouped(groups, launch, *kernel, sfa, sfb, d, s);
+    if (mode == ops::CMode::kCopy || (store_d && p.k == 0))
+      ops::prepare_d(ops::kKGroupedOp, p.checked, p.d, mode == ops::CMode::kCopy ? &p.c : nullptr, mode, a.device, s);
+  for (const std::vector<size_t>& launch : launches)
+    ops::launch_k_grouped(groups, launch, *kernel, sfa, sfb, d, store_d, s);
 }
 
 }  // namespace kiln

@@ -8,7 +8,7 @@
 // a ragged 200 x 576 x 720 (M, N not multiples of any tile, a K tail), N = 584 (an odd multiple of 8: B's rows
 // in plain order, not interleaved), M = 1 and 37, padded row strides of D
 // and C and padded column strides of both scale tensors, a created non-blocking stream, PDL switched on (the
-// kernel must still see D's memset or copy).
+// kernel must still see the copy of C into D).
 //
 // Inputs are fresh random data every run (the seed is printed; `--seed N` repeats a run), never zeros: A and
 // B have magnitudes spread over 2^-4..2^4 per row and 128-K block, and are quantised the DeepSeek way, per
@@ -226,7 +226,7 @@ struct Case {
   int64_t ldd_pad = 0, ldc_pad = 0, sfa_pad = 0, sfb_pad = 0;  // elements beyond the tight strides
   bool timed = false;
   bool on_stream = false;  // a created non-blocking stream instead of the legacy default stream
-  bool pdl = false;        // set_pdl(true) around the call: the kernel must still wait for D's memset or copy
+  bool pdl = false;        // set_pdl(true) around the call: the kernel must still wait for the copy of C
 };
 
 int g_failures = 0;

@@ -14,7 +14,7 @@ captured too); m = 0; the casts feeding the GEMM with PDL on and fewer SMs; Pyth
 errors that the wrapper raises on the GPU path.
 
 The weight-gradient form (float32 d: D = C + A . B^T with B scaled per row too, both operands cast with
-kiln.per_token_cast_to_fp8): c=None (D poisoned first, so the zeroing is checked), c=d (D filled with a random C of
+kiln.per_token_cast_to_fp8): c=None (D poisoned first: every element must be stored), c=d (D filled with a random C of
 the product's size), c another tensor (C unchanged afterwards), a view sharing d's memory as c, recipe=(1, 1, 128),
 row-major B scales (converted, bit-identical), a padded row stride of D, on typical weight-gradient shapes
 (7168 x 2112 x 4096, 2048 x 7168 x 2048) and ragged ones; each against the float64 C + dequantised product

@@ -568,6 +568,9 @@ TEST_P(Fp8GemmWgradCompile, EveryCandidateTileFitsInRegisters) {
     // D's tile is prefetched into L2 ahead of its reduce-adds (the producer, near the tile's last K block).
     EXPECT_NE(k.ptx.find("cp.async.bulk.prefetch.tensor.2d.L2.global.tile"), std::string::npos)
         << "no prefetch of D through its map";
+    // Its epilogue adds D's boxes, or with no C (Fp8GemmParams::store_d) stores them.
+    EXPECT_NE(k.ptx.find("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add"), std::string::npos);
+    EXPECT_NE(k.ptx.find("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group"), std::string::npos);
     expect_qgmma(k, spec.describe());
   }
 }
@@ -589,6 +592,9 @@ TEST_P(Fp8GemmWgradCompile, EveryKGroupedCandidateTileFitsInRegisters) {
     // D's tile is prefetched into L2 ahead of its reduce-adds through D's 3-D map (the group's plane).
     EXPECT_NE(k.ptx.find("cp.async.bulk.prefetch.tensor.3d.L2.global.tile"), std::string::npos)
         << "no prefetch of D through its map";
+    // Its epilogue adds D's boxes, or with no C (Fp8GemmParams::store_d) stores them.
+    EXPECT_NE(k.ptx.find("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add"), std::string::npos);
+    EXPECT_NE(k.ptx.find("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group"), std::string::npos);
     expect_qgmma(k, spec.describe());
   }
 }

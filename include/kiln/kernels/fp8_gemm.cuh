@@ -479,7 +479,7 @@ struct Fp8Gemm {
       // compete with A and B for the whole main loop nor get evicted, early enough to arrive in time. Measured on
       // the H200 (bench/RESULTS.md, thirty-eighth session) against prefetching 0-3, 4, 8 blocks earlier or at the
       // tile's first block: 16-19 % faster at K = 512-1024, 1-2 % at K = 4096-8192; issued after the last
-      // block's loads instead, it gained nothing.
+      // block's loads instead, it gained nothing. With no C (store_d) D is only written: nothing to prefetch.
       [[maybe_unused]] const u32 d_prefetch_at = kb_count > 0 ? kb_count - 1 : 0;
       [[maybe_unused]] u32 d_group = 0;
       if constexpr (kKGrouped) d_group = schedule.groups->d_group[schedule.group_of(unit)];
@@ -489,7 +489,7 @@ struct Fp8Gemm {
         const u32 kb = schedule.kb_begin + i;
         const u32 stage = slot.stage;
         if constexpr (kAccumulate)
-          if (i == d_prefetch_at) prefetch_d_tile(p, m_block, n_block, d_group);
+          if (i == d_prefetch_at && !p.store_d) prefetch_d_tile(p, m_block, n_block, d_group);
         // Wait until every math warp has released this slot (passes at once on the first round), asleep: the
         // producer runs ahead and waits most of a block for each slot.
         ptx::mbarrier_wait_parity_sleep(&empty[stage], slot.phase ^ 1);
@@ -1342,7 +1342,8 @@ struct Fp8Gemm {
   }
 
   // The weight-gradient epilogue: D (fp32) += accum through TMA's reduce-add, which reads, adds and writes D in
-  // L2 while the math warps go on with the next tile. Each warpgroup stages its 64 rows kFp8GemmReduceCols
+  // L2 while the math warps go on with the next tile (with no C, p.store_d: D = accum through TMA stores of the
+  // same boxes). Each warpgroup stages its 64 rows kFp8GemmReduceCols
   // columns at a time in its kFp8GemmReduceBuffers alternating buffers (64-byte rows, 16-byte unit u of row r
   // at u ^ ((r >> 1) & 3): the 64-byte swizzle its map declares; on the bank conflicts of the 8-byte writes see
   // kFp8GemmReduceCols). Rows past M and columns past N are the map's bounds.
@@ -1403,10 +1404,19 @@ struct Fp8Gemm {
       if (issuer) {
         const u32 col = n_origin + c * kFp8GemmReduceCols;
         if ((!kNTail || col < kN) && static_cast<u32>(first_row) < p.m) {
-          if constexpr (kKGrouped)  // D is [G, M, N]: the group is the third coordinate
-            ptx::tma_reduce_add_3d(&p.tma_d, buffer, static_cast<i32>(col), first_row, static_cast<i32>(d_group));
-          else
-            ptx::tma_reduce_add_2d(&p.tma_d, buffer, static_cast<i32>(col), first_row);
+          // D is [G, M, N] when K groups share the launch: the group is the third coordinate. With no C the box
+          // is stored, not added (store_d).
+          const i32 c0 = static_cast<i32>(col);
+          if constexpr (kKGrouped) {
+            if (p.store_d)
+              ptx::tma_store_3d(&p.tma_d, buffer, c0, first_row, static_cast<i32>(d_group));
+            else
+              ptx::tma_reduce_add_3d(&p.tma_d, buffer, c0, first_row, static_cast<i32>(d_group));
+          } else if (p.store_d) {
+            ptx::tma_store_2d(&p.tma_d, buffer, c0, first_row);
+          } else {
+            ptx::tma_reduce_add_2d(&p.tma_d, buffer, c0, first_row);
+          }
         }
         ptx::tma_store_commit();
       }

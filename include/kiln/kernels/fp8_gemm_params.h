@@ -71,6 +71,10 @@ struct alignas(64) Fp8GemmParams {
   // others.
   u32 num_k_blocks;
   u32 group_m;
+  // The weight-gradient form with no C (D = A . B^T): 1 makes its epilogue store D's boxes through tma_d instead
+  // of adding them into D, which then needs no zeroing first (4 bytes of D traffic an element, not a memset's 4
+  // and a read-modify-write's 8) and no prefetch. 0 everywhere else.
+  u32 store_d;
 };
 
 // The k-grouped weight-gradient GEMM in one launch (Fp8Gemm<..., kKGrouped = true>): group g computes

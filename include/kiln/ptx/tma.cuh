@@ -81,6 +81,13 @@ __device__ __forceinline__ void tma_store_2d(const void* tensor_map, const void*
                : "memory");
 }
 
+// The same over a 3-D map (coordinates innermost first): the box at (c0, c1) of plane c2.
+__device__ __forceinline__ void tma_store_3d(const void* tensor_map, const void* smem_src, i32 c0, i32 c1, i32 c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(tensor_map),
+               "r"(static_cast<u32>(__cvta_generic_to_shared(smem_src))), "r"(c0), "r"(c1), "r"(c2)
+               : "memory");
+}
+
 // cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.bulk_group: element-wise D[box] += smem (the
 // accumulating, FP32-output form of a GEMM).
 __device__ __forceinline__ void tma_reduce_add_2d(const void* tensor_map, const void* smem_src, i32 c0, i32 c1) {
