@@ -10,7 +10,8 @@
 //   reduceC/B   TMA reduce-add boxes of C columns (16: the kernel's; 32: one 128-byte line a row; 64: 256 bytes,
 //               no swizzle) through a ring of B buffers
 //   store16     TMA stores of the kernel's boxes instead (writes only: no read of D; the result is 1, not D + 1)
-//   pf+reduce16 the tile's D prefetched into L2 (cp.async.bulk.prefetch.tensor) before the spin, then reduce16/2
+//   pf+reduceC  the tile's D prefetched into L2 (cp.async.bulk.prefetch.tensor) before the spin, in the boxes of
+//               C columns, then reduceC/2 (the kernel prefetches since ab07b1f: do wider boxes still help then?)
 //   pfnext      the next tile's D prefetched at each tile's start (the first tile's own too), then reduce16/2
 //   pfrows      the tile's D prefetched into L2 row by row before the spin (cp.async.bulk.prefetch.L2, TILE_N x 4
 //               contiguous bytes a row: each row's piece requested at once), then reduce16/2
@@ -91,7 +92,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // This group's rows of unit u's tile into L2, in the reduce boxes.
   const auto prefetch_tile = [&](int u) {
     const int row = u / num_n * 128 + group * kGroupRows;
-    for (int c = 0; c < tile_n; c += 16) prefetch_box(&map, u % num_n * tile_n + c, row);
+    for (int c = 0; c < tile_n; c += box_cols) prefetch_box(&map, u % num_n * tile_n + c, row);
   };
   for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
     const int m0 = unit / num_n * 128 + group * kGroupRows, n0 = unit % num_n * tile_n;
@@ -174,6 +175,7 @@ int main() {
       {"reduce64/2", kReduce, 64, 2},
       {"store16/2", kStore, 16, 2},
       {"pf+reduce16/2", kPrefetchReduce, 16, 2},
+      {"pf+reduce32/2", kPrefetchReduce, 32, 2},
       {"pfnext+reduce16/2", kPrefetchNextReduce, 16, 2},
       {"pfrows+reduce16/2", kPrefetchRowsReduce, 16, 2},
       {"red.v4", kRed, 16, 2},
