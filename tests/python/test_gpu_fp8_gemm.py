@@ -496,6 +496,26 @@ def grouped_operands(m: int, n: int, ks, seed: int):
     return a, b, products
 
 
+def grouped_c(products, m: int, n: int):
+    """A random float32 C [groups, m, n] on the scale of the groups' products."""
+    scale = max(p.std().item() for p in products if p.numel())
+    return ((torch.rand(len(products), m, n, device="cuda", dtype=torch.float64) * 2 - 1) * scale).float()
+
+
+def check_groups(d, ks, products, c, what: str):
+    """D [groups, m, n] against each group's float64 product plus C[g] (c None: plus nothing): finite everywhere,
+    within calc_diff per group, and a group without tokens exactly C[g]."""
+    torch.cuda.synchronize()
+    assert torch.isfinite(d).all(), f"{what}: NaN or Inf in D"
+    for g, k in enumerate(ks):
+        expected = products[g] + (c[g].double() if c is not None else 0)
+        if k == 0:
+            assert torch.equal(d[g].double(), expected), f"{what}: group {g} (no tokens) is not C[g]"
+            continue
+        diff = calc_diff(d[g], expected)
+        assert diff < MAX_DIFF_DEQUANTISED, f"{what}: group {g} (k = {k}) calc_diff {diff:.3g}"
+
+
 def test_k_grouped_weight_gradients():
     """k_grouped_fp8_gemm_nt_contiguous against each group's float64 product: c=None, c=d and a separate c, an
     empty group (D[g] = C[g]), row-major scales (converted), and the groups sharing their kernels."""
@@ -503,20 +523,11 @@ def test_k_grouped_weight_gradients():
     ks = [1024, 384, 0, 640, 128]
     a, b, products = grouped_operands(m, n, ks, seed=71)
     groups = len(ks)
-    scale = max(p.std().item() for p in products if p.numel())
-    c = ((torch.rand(groups, m, n, device="cuda", dtype=torch.float64) * 2 - 1) * scale).float()
+    c = grouped_c(products, m, n)
     ks_tensor = torch.tensor(ks, dtype=torch.int32, device="cuda")
 
     def check(d, with_c: bool, what: str):
-        torch.cuda.synchronize()
-        assert torch.isfinite(d).all(), f"{what}: NaN or Inf in D"
-        for g in range(groups):
-            expected = products[g] + (c[g].double() if with_c else 0)
-            if ks[g] == 0:
-                assert torch.equal(d[g].double(), expected), f"{what}: group {g} (no tokens) is not C[g]"
-                continue
-            diff = calc_diff(d[g], expected)
-            assert diff < MAX_DIFF_DEQUANTISED, f"{what}: group {g} (k = {ks[g]}) calc_diff {diff:.3g}"
+        check_groups(d, ks, products, c if with_c else None, what)
         print(f"  {what}: every group within calc_diff {MAX_DIFF_DEQUANTISED}")
 
     d = torch.full((groups, m, n), float("nan"), device="cuda")
@@ -553,19 +564,10 @@ def test_k_grouped_many_groups_in_several_launches():
     ks[0], ks[33], ks[69] = 0, 1536, 128
     a, b, products = grouped_operands(m, n, ks, seed=97)
     groups = len(ks)
-    scale = max(p.std().item() for p in products if p.numel())
-    c = ((torch.rand(groups, m, n, device="cuda", dtype=torch.float64) * 2 - 1) * scale).float()
+    c = grouped_c(products, m, n)
     d = c.clone()
     kiln.k_grouped_fp8_gemm_nt_contiguous(a, b, d, ks, torch.tensor(ks, dtype=torch.int32, device="cuda"), c=d)
-    torch.cuda.synchronize()
-    assert torch.isfinite(d).all(), "NaN or Inf in D"
-    for g in range(groups):
-        expected = products[g] + c[g].double()
-        if ks[g] == 0:
-            assert torch.equal(d[g].double(), expected), f"group {g} (no tokens) changed"
-            continue
-        diff = calc_diff(d[g], expected)
-        assert diff < MAX_DIFF_DEQUANTISED, f"group {g} (k = {ks[g]}) calc_diff {diff:.3g}"
+    check_groups(d, ks, products, c, "c=d")
     print(f"  {groups} groups ({sum(1 for k in ks if k)} with tokens): every group within calc_diff "
           f"{MAX_DIFF_DEQUANTISED}")
 
@@ -594,8 +596,7 @@ def test_k_grouped_weight_gradients_in_a_graph():
     a, b, products = grouped_operands(m, n, ks, seed=83)
     groups = len(ks)
     ks_tensor = torch.tensor(ks, dtype=torch.int32, device="cuda")
-    scale = max(p.std().item() for p in products if p.numel())
-    c = ((torch.rand(groups, m, n, device="cuda", dtype=torch.float64) * 2 - 1) * scale).float()
+    c = grouped_c(products, m, n)
     d = torch.empty(groups, m, n, device="cuda")
     kiln.k_grouped_fp8_gemm_nt_contiguous(a, b, d, ks, ks_tensor, c=c)  # warm-up: kernels compiled and loaded
     torch.cuda.synchronize()
@@ -605,15 +606,7 @@ def test_k_grouped_weight_gradients_in_a_graph():
     for replay in range(2):
         d.fill_(float("nan"))
         graph.replay()
-        torch.cuda.synchronize()
-        assert torch.isfinite(d).all(), f"replay {replay}: NaN or Inf in D"
-        for g in range(groups):
-            expected = products[g] + c[g].double()
-            if ks[g] == 0:
-                assert torch.equal(d[g].double(), expected), f"replay {replay}: group {g} (no tokens) is not C[g]"
-                continue
-            diff = calc_diff(d[g], expected)
-            assert diff < MAX_DIFF_DEQUANTISED, f"replay {replay}: group {g} (k = {ks[g]}) calc_diff {diff:.3g}"
+        check_groups(d, ks, products, c, f"replay {replay}")
     print(f"  two replays: every group within calc_diff {MAX_DIFF_DEQUANTISED}")
 
 
