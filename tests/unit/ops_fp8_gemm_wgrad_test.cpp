@@ -547,6 +547,22 @@ class Fp8GemmWgradCompile : public ::testing::TestWithParam<Backend> {
       noted_ = true;
     }
   }
+  // Compiles `spec` with this test's backend and checks what every kernel of the form must have: no spills or local
+  // memory, setmaxnreg honoured, no serialised WGMMA, QGMMA; and in the PTX D's prefetch into L2 ahead of the
+  // reduce-adds, the reduce-adds and the stores that replace them with no C, through D's `dims` map ("2d", or "3d"
+  // with the group's plane when K groups share the launch).
+  void expect_form_kernel(const codegen::KernelSpec& spec, const std::string& dims) {
+    SCOPED_TRACE(spec.describe());
+    compiler::CompiledKernel k =
+        test::compile_for_sm90a_and_check(GetParam(), spec, home_.path(), state_.path(), /*keep_ptx=*/true);
+    EXPECT_EQ(k.log.find("C7508"), std::string::npos) << "setmaxnreg ignored:\n" << k.log;
+    EXPECT_EQ(k.log.find("C7514"), std::string::npos) << "wgmma serialised:\n" << k.log;
+    EXPECT_NE(k.ptx.find("cp.async.bulk.prefetch.tensor." + dims + ".L2.global.tile"), std::string::npos)
+        << "no prefetch of D through its map";
+    EXPECT_NE(k.ptx.find("cp.reduce.async.bulk.tensor." + dims + ".global.shared::cta.add"), std::string::npos);
+    EXPECT_NE(k.ptx.find("cp.async.bulk.tensor." + dims + ".global.shared::cta.bulk_group"), std::string::npos);
+    expect_qgmma(k, spec.describe());
+  }
   test::TempDir home_, state_;
   bool noted_ = false;
 };
@@ -559,19 +575,7 @@ TEST_P(Fp8GemmWgradCompile, EveryCandidateTileFitsInRegisters) {
   for (const auto& tile : kTiles) {
     const Fp8GemmPlan plan = ops::fp8_gemm_plan(kH200, 576, 720, {tile[0], tile[1], 0, 0}, Fp8GemmForm::kAccumulate);
     ASSERT_EQ(plan.kernels.size(), 1u);
-    const codegen::KernelSpec spec = ops::fp8_gemm_spec(576, 720, plan.kernels[0]);
-    SCOPED_TRACE(spec.describe());
-    compiler::CompiledKernel k =
-        test::compile_for_sm90a_and_check(GetParam(), spec, home_.path(), state_.path(), /*keep_ptx=*/true);
-    EXPECT_EQ(k.log.find("C7508"), std::string::npos) << "setmaxnreg ignored:\n" << k.log;
-    EXPECT_EQ(k.log.find("C7514"), std::string::npos) << "wgmma serialised:\n" << k.log;
-    // D's tile is prefetched into L2 ahead of its reduce-adds (the producer, near the tile's last K block).
-    EXPECT_NE(k.ptx.find("cp.async.bulk.prefetch.tensor.2d.L2.global.tile"), std::string::npos)
-        << "no prefetch of D through its map";
-    // Its epilogue adds D's boxes, or with no C (Fp8GemmParams::store_d) stores them.
-    EXPECT_NE(k.ptx.find("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add"), std::string::npos);
-    EXPECT_NE(k.ptx.find("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group"), std::string::npos);
-    expect_qgmma(k, spec.describe());
+    expect_form_kernel(ops::fp8_gemm_spec(576, 720, plan.kernels[0]), "2d");
   }
 }
 
@@ -583,19 +587,7 @@ TEST_P(Fp8GemmWgradCompile, EveryKGroupedCandidateTileFitsInRegisters) {
     Fp8GemmConfig c =
         ops::fp8_gemm_plan(kH200, 576, 720, {tile[0], tile[1], 0, 0}, Fp8GemmForm::kAccumulate).kernels.at(0);
     c.k_grouped = true;
-    const codegen::KernelSpec spec = ops::fp8_gemm_spec(576, 720, c);
-    SCOPED_TRACE(spec.describe());
-    compiler::CompiledKernel k =
-        test::compile_for_sm90a_and_check(GetParam(), spec, home_.path(), state_.path(), /*keep_ptx=*/true);
-    EXPECT_EQ(k.log.find("C7508"), std::string::npos) << "setmaxnreg ignored:\n" << k.log;
-    EXPECT_EQ(k.log.find("C7514"), std::string::npos) << "wgmma serialised:\n" << k.log;
-    // D's tile is prefetched into L2 ahead of its reduce-adds through D's 3-D map (the group's plane).
-    EXPECT_NE(k.ptx.find("cp.async.bulk.prefetch.tensor.3d.L2.global.tile"), std::string::npos)
-        << "no prefetch of D through its map";
-    // Its epilogue adds D's boxes, or with no C (Fp8GemmParams::store_d) stores them.
-    EXPECT_NE(k.ptx.find("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add"), std::string::npos);
-    EXPECT_NE(k.ptx.find("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group"), std::string::npos);
-    expect_qgmma(k, spec.describe());
+    expect_form_kernel(ops::fp8_gemm_spec(576, 720, c), "3d");
   }
 }
 
