@@ -11,7 +11,8 @@
 //               no swizzle) through a ring of B buffers
 //   store16     TMA stores of the kernel's boxes instead (writes only: no read of D; the result is 1, not D + 1)
 //   pf+reduceC  the tile's D prefetched into L2 (cp.async.bulk.prefetch.tensor) before the spin, in the boxes of
-//               C columns, then reduceC/2 (the kernel prefetches since ab07b1f: do wider boxes still help then?)
+//               C columns, then reduceC/B (the kernel prefetches since ab07b1f: do wider boxes still help then? Two
+//               8 KB buffers per warpgroup would cost 128x128 and 128x192 a stage; one would not)
 //   pfnext      the next tile's D prefetched at each tile's start (the first tile's own too), then reduce16/2
 //   pfrows      the tile's D prefetched into L2 row by row before the spin (cp.async.bulk.prefetch.L2, TILE_N x 4
 //               contiguous bytes a row: each row's piece requested at once), then reduce16/2
@@ -176,6 +177,7 @@ int main() {
       {"store16/2", kStore, 16, 2},
       {"pf+reduce16/2", kPrefetchReduce, 16, 2},
       {"pf+reduce32/2", kPrefetchReduce, 32, 2},
+      {"pf+reduce32/1", kPrefetchReduce, 32, 1},
       {"pfnext+reduce16/2", kPrefetchNextReduce, 16, 2},
       {"pfrows+reduce16/2", kPrefetchRowsReduce, 16, 2},
       {"red.v4", kRed, 16, 2},
