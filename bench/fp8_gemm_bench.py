@@ -103,6 +103,25 @@ def calc_diff(x, y) -> float:
     return float(1 - 2 * (x * y).sum() / denominator) if float(denominator) != 0 else 0.0
 
 
+def not_available(e: Exception) -> str:
+    """Why a peer cannot run a shape, for its `_na` entry: the exception's type and first line."""
+    return f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+
+
+def time_into(row: dict, name: str, time_call, call, flops: float, nbytes: float | None = None) -> None:
+    """Times `call` with `time_call` (microseconds) into row[name_us] and _tflops (and _gbps given the bytes it
+    moves); a call that raises (a peer that cannot run this shape) gets row[name_na] instead."""
+    try:
+        us = time_call(call)
+    except Exception as e:  # noqa: BLE001 - a peer that cannot run this shape is n/a
+        row[f"{name}_na"] = not_available(e)
+        return
+    row[f"{name}_us"] = us
+    row[f"{name}_tflops"] = flops / us / 1e6
+    if nbytes is not None:
+        row[f"{name}_gbps"] = nbytes / us / 1e3
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_timing_arguments(parser, "the JSON and the PNG")
@@ -211,7 +230,7 @@ def main() -> int:
                     row["diff_cublas_blockwise"] = calc_diff(d, blockwise)
                     ok = ok and row["diff_cublas_blockwise"] < MAX_DIFF
             except Exception as e:  # unsupported shape (M = 1): n/a
-                row["cublas_blockwise_na"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+                row["cublas_blockwise_na"] = not_available(e)
         row["verified"] = ok
         if not ok:
             failures.append(row)
@@ -223,16 +242,8 @@ def main() -> int:
         if per_tensor_missing is None:
             measurements.append(("cublas_per_tensor", run_per_tensor, fp8_bytes, True))
         for name, fn, nbytes, runnable in measurements:
-            if not runnable:
-                continue
-            try:
-                us = timed_us(fn)
-            except Exception as e:
-                row[f"{name}_na"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
-                continue
-            row[f"{name}_us"] = us
-            row[f"{name}_tflops"] = flops / us / 1e6
-            row[f"{name}_gbps"] = nbytes / us / 1e3
+            if runnable:
+                time_into(row, name, timed_us, fn, flops, nbytes)
         if row.get("deepgemm_us"):
             row["deepgemm_tflops"] = flops / row["deepgemm_us"] / 1e6
         if row.get("kiln_us"):

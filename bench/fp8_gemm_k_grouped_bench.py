@@ -28,7 +28,8 @@ from pathlib import Path
 SHAPES = [("gate/up", 4096, 7168, 8, 32768), ("down", 7168, 2048, 8, 32768),
           ("gate/up", 4096, 7168, 32, 32768), ("down", 7168, 2048, 32, 32768)]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fp8_gemm_bench import MAX_DIFF, add_timing_arguments, calc_diff, cuda_torch, geomean  # noqa: E402 - beside this
+from fp8_gemm_bench import (MAX_DIFF, add_timing_arguments, calc_diff, cuda_torch, geomean,  # noqa: E402 - beside this
+                            time_into)
 from fp8_gemm_wgrad_bench import write_report  # noqa: E402 - the dense weight-gradient benchmark, beside this
 
 
@@ -66,6 +67,10 @@ def main() -> int:
         f"torch {torch.__version__} has no torch.nn.functional.scaled_mm / ScalingType"
 
     flush = torch.empty(1 << 30, dtype=torch.uint8, device=device)
+
+    def timed_us(call) -> float:
+        return flushed_median_us(call, flush, reps=args.reps, warmup=args.warmup, idle_s=args.idle_ms / 1000)
+
     rows, failures = [], 0
     for index, (name, m, n, groups, tokens) in enumerate(SHAPES):
         ks = token_counts(groups, tokens, seed=index)
@@ -132,15 +137,8 @@ def main() -> int:
             calls["cublas_bw_add"] = cublas_per_group
         flops = 2.0 * m * n * tokens
         for peer, call in calls.items():
-            if peer == "kiln" and "error" in row:
-                continue
-            try:
-                us = flushed_median_us(call, flush, reps=args.reps, warmup=args.warmup, idle_s=args.idle_ms / 1000)
-            except Exception as e:  # noqa: BLE001 - a peer that cannot run this shape is n/a
-                row[f"{peer}_na"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
-                continue
-            row[f"{peer}_us"] = us
-            row[f"{peer}_tflops"] = flops / us / 1e6
+            if peer != "kiln" or "error" not in row:
+                time_into(row, peer, timed_us, call, flops)
         if row.get("kiln_us") and row.get("cublas_bw_add_us"):
             row["speedup_vs_cublas_bw_add"] = row["cublas_bw_add_us"] / row["kiln_us"]
         rows.append(row)

@@ -36,7 +36,8 @@ from pathlib import Path
 WEIGHTS = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048), (576, 7168)]
 TOKENS = [4096, 8192]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fp8_gemm_bench import MAX_DIFF, add_timing_arguments, calc_diff, cuda_torch, geomean  # noqa: E402 - beside this
+from fp8_gemm_bench import (MAX_DIFF, add_timing_arguments, calc_diff, cuda_torch, geomean,  # noqa: E402 - beside this
+                            time_into)
 
 
 def write_report(name: str, out, props, torch, kiln, reps: int, blockwise_missing, rows, summary,
@@ -84,6 +85,10 @@ def main() -> int:
     print(f"precompile: {time.perf_counter() - t0:.1f} s", flush=True)
 
     flush = torch.empty(1 << 30, dtype=torch.uint8, device=device)
+
+    def timed_us(call) -> float:
+        return flushed_median_us(call, flush, reps=args.reps, warmup=args.warmup, idle_s=args.idle_ms / 1000)
+
     one = torch.ones((), device=device)
     rows, failures = [], 0
     for index, (m, n, k) in enumerate(shapes):
@@ -121,15 +126,8 @@ def main() -> int:
         calls["cublas_pt_add"] = lambda: d.add_(torch._scaled_mm(a_fp8, b_fp8.T, scale_a=one, scale_b=one,
                                                                  out_dtype=torch.float32))
         for name, call in calls.items():
-            if name == "kiln" and "error" in row:
-                continue
-            try:
-                us = flushed_median_us(call, flush, reps=args.reps, warmup=args.warmup, idle_s=args.idle_ms / 1000)
-            except Exception as e:  # noqa: BLE001 - a peer that cannot run this shape is n/a
-                row[f"{name}_na"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
-                continue
-            row[f"{name}_us"] = us
-            row[f"{name}_tflops"] = 2.0 * m * n * k / us / 1e6
+            if name != "kiln" or "error" not in row:
+                time_into(row, name, timed_us, call, 2.0 * m * n * k)
         for peer in ("cublas_bw_add", "cublas_bw", "cublas_pt_add"):
             if row.get("kiln_us") and row.get(f"{peer}_us"):
                 row[f"speedup_vs_{peer}"] = row[f"{peer}_us"] / row["kiln_us"]
