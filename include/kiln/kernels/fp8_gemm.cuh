@@ -461,13 +461,15 @@ struct Fp8Gemm {
       const void* const tma_sfa = last ? &p.tma_sfa_last : &p.tma_sfa;
       const void* tma_b = last_n ? &p.tma_b_last : &p.tma_b;
       // K groups in one launch: the group's own maps of A and B (whole boxes: the host sets last_box_rows and
-      // last_b_box_rows to BLOCK_M and BLOCK_N), its K count, and its first K block in the scales.
+      // last_b_box_rows to BLOCK_M and BLOCK_N), its K count, its first K block in the scales and its plane of D.
       u32 scale_kb_offset = 0;
+      [[maybe_unused]] u32 d_group = 0;
       if constexpr (kKGrouped) {
         const u32 g = schedule.group_of(unit);
         tma_a = &schedule.groups->tma_a[g];
         tma_b = &schedule.groups->tma_b[g];
         scale_kb_offset = schedule.groups->kb_offset[g];
+        d_group = schedule.groups->d_group[g];
       }
       const u32 kb_count = schedule.kb_count_of(unit);
       const i32 m0 = static_cast<i32>(m_block * kBlockM);
@@ -481,8 +483,6 @@ struct Fp8Gemm {
       // tile's first block: 16-19 % faster at K = 512-1024, 1-2 % at K = 4096-8192; issued after the last
       // block's loads instead, it gained nothing. With no C (store_d) D is only written: nothing to prefetch.
       [[maybe_unused]] const u32 d_prefetch_at = kb_count > 0 ? kb_count - 1 : 0;
-      [[maybe_unused]] u32 d_group = 0;
-      if constexpr (kKGrouped) d_group = schedule.groups->d_group[schedule.group_of(unit)];
       // Not unrolled: one thread issues, and an unrolled copy per K block overflows the 40 registers.
 #pragma unroll 1
       for (u32 i = 0; i < kb_count; ++i, slot.advance()) {
