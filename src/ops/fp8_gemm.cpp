@@ -204,8 +204,11 @@ const GemmKernel* resolve_kernel(const ShapeEntry& entry, int index, CUstream st
   return stored;
 }
 
-CUtensorMapSwizzle store_swizzle(uint32_t store_cols) {
-  return store_cols == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : store_cols == 32 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_32B;
+// The swizzle of a staged box whose rows are `row_bytes` wide (32, 64 or 128): the kernels' staging writes follow it.
+CUtensorMapSwizzle row_swizzle(uint32_t row_bytes) {
+  return row_bytes == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+         : row_bytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                           : CU_TENSOR_MAP_SWIZZLE_32B;
 }
 
 void copy_map(TmaDescriptor& dst, const CUtensorMap& src) { std::memcpy(&dst, &src, sizeof(dst)); }
@@ -219,6 +222,15 @@ struct Checked {
   int64_t sfb_stride = 0;  // weight-gradient form: the column stride of B's per-row scales
   int64_t ldc = 0;         // weight-gradient form with a separate C: its row stride
 };
+
+// The weight-gradient form's D as its epilogue's reduce-adds (or stores) address it: fp32 [m, n] with row stride
+// ldd, boxed {fp8_gemm_reduce_cols(BLOCK_N), 64} (fp8_gemm_layout.h).
+TensorMapKey reduce_d_key(const TensorView& d, const Checked& c, uint32_t block_n) {
+  const uint32_t cols = kernels::fp8_gemm_reduce_cols(block_n);
+  return {reinterpret_cast<uint64_t>(d.data), static_cast<uint64_t>(c.n), static_cast<uint64_t>(c.m),
+          static_cast<uint64_t>(c.ldd * 4), cols, kernels::kFp8GemmReduceRows, CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+          row_swizzle(cols * 4)};
+}
 
 // What the weight-gradient form does with D.
 enum class CMode {
@@ -614,13 +626,10 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   if (cfg.tma_store)
     copy_map(params.tma_d, tensor_map_2d({reinterpret_cast<uint64_t>(d.data), w64(c.n), w64(c.m), w64(c.ldd * 2),
                                           kernel->store_cols, kernels::kFp8GemmStoreRows,
-                                          CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, store_swizzle(kernel->store_cols)},
+                                          CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, row_swizzle(kernel->store_cols * 2)},
                                          "d"));
-  else if (accumulate)  // the weight-gradient form's reduce-add epilogue (kFp8GemmReduceCols, fp8_gemm_layout.h)
-    copy_map(params.tma_d, tensor_map_2d({reinterpret_cast<uint64_t>(d.data), w64(c.n), w64(c.m), w64(c.ldd * 4),
-                                          kernels::kFp8GemmReduceCols, kernels::kFp8GemmReduceRows,
-                                          CU_TENSOR_MAP_DATA_TYPE_FLOAT32, CU_TENSOR_MAP_SWIZZLE_64B},
-                                         "d"));
+  else if (accumulate)  // the weight-gradient form's reduce-add epilogue
+    copy_map(params.tma_d, tensor_map_2d(reduce_d_key(d, c, block_n), "d"));
   params.d = d.data;
   params.ldd = w64(c.ldd);
   params.m = w32(c.m);
@@ -795,9 +804,7 @@ void launch_k_grouped(const std::vector<GroupProblem>& groups, const std::vector
                                         w64(c.sfb_stride * 4), block_n, 1, CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
                                         CU_TENSOR_MAP_SWIZZLE_NONE},
                                        "sfb"));
-  TensorMapKey d_key{reinterpret_cast<uint64_t>(d.data), w64(c.n), w64(c.m), w64(c.ldd * 4),
-                     kernels::kFp8GemmReduceCols, kernels::kFp8GemmReduceRows, CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
-                     CU_TENSOR_MAP_SWIZZLE_64B};
+  TensorMapKey d_key = reduce_d_key(d, c, block_n);
   d_key.planes = w64(d.shape[0]);
   d_key.plane_bytes = w64(d.strides[0] * 4);
   copy_map(base.tma_d, tensor_map_2d(d_key, "d"));

@@ -388,9 +388,10 @@ TEST(Fp8GemmLayout, LastNBlocksBoxStopsAtTheNextSwizzleAtomPastN) {
   }
 }
 
-// The weight-gradient form's layout: the reduce-add epilogue's staging (two 64 x 16 fp32 buffers per 64-row
-// warpgroup) at the front of shared memory, before A's stages, which it must not overlap; B's per-row scales in
-// each stage. The stages that fit follow (5 at 128x160 and 128x192, 6 at 128x128, 8 at 64x128, 13 at 64x64).
+// The weight-gradient form's layout: the reduce-add epilogue's staging (8 KB per 64-row warpgroup: one 64 x 32
+// fp32 buffer where BLOCK_N is a multiple of 32, two 64 x 16 otherwise) at the front of shared memory, before A's
+// stages, which it must not overlap; B's per-row scales in each stage. The stages that fit follow (5 at 128x160
+// and 128x192, 6 at 128x128, 8 at 64x128, 13 at 64x64): the wider boxes cost no tile a stage.
 // B's rows are interleaved only for 128x160 and 128x176 at an N that is a multiple of 16.
 TEST(Fp8GemmLayout, WeightGradientFormStagesItsReduceAddAheadOfTheStages) {
   using kernels::fp8_gemm_layout;
@@ -398,8 +399,11 @@ TEST(Fp8GemmLayout, WeightGradientFormStagesItsReduceAddAheadOfTheStages) {
     for (uint32_t block_n : {32u, 64u, 128u, 160u, 176u, 192u}) {
       const auto l = fp8_gemm_layout(block_m, block_n, 4, false, true);
       EXPECT_EQ(l.d_offset, 0u);
-      EXPECT_EQ(l.d_bytes, block_m / 64 * kernels::kFp8GemmReduceBuffers * kernels::kFp8GemmReduceChunkBytes);
-      EXPECT_EQ(kernels::kFp8GemmReduceChunkBytes, 64u * 16u * 4u);
+      const uint32_t cols = kernels::fp8_gemm_reduce_cols(block_n);
+      EXPECT_EQ(cols, block_n == 176 ? 16u : 32u) << block_n;
+      EXPECT_EQ(kernels::fp8_gemm_reduce_buffers(block_n), cols == 32 ? 1u : 2u);
+      EXPECT_EQ(kernels::fp8_gemm_reduce_chunk_bytes(block_n), 64u * cols * 4u);
+      EXPECT_EQ(l.d_bytes, block_m / 64 * 8192u) << block_m << "x" << block_n;
       EXPECT_GE(l.a_offset, l.d_offset + l.d_bytes) << block_m << "x" << block_n;
       EXPECT_EQ(l.a_offset % 1024, 0u);  // A's stages stay 1024-byte aligned (128-byte swizzle)
       EXPECT_EQ(l.stage_tx_bytes, block_m * 128 + block_n * 128 + block_m * 4 + block_n * 4);

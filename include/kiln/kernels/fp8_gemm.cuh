@@ -524,15 +524,15 @@ struct Fp8Gemm {
     }
   }
 
-  // D's tile into L2, in the reduce-adds' boxes (64 rows x kFp8GemmReduceCols fp32) through D's map: 2-D, or 3-D
+  // D's tile into L2, in the reduce-adds' boxes (64 rows x kReduceCols fp32) through D's map: 2-D, or 3-D
   // with the group's plane as the third coordinate when K groups share the launch. Parts past M and N are ignored.
   static __device__ __forceinline__ void prefetch_d_tile(const Fp8GemmParams& p, u32 m_block, u32 n_block,
                                                          u32 d_group) {
 #pragma unroll 1
     for (u32 h = 0; h < kBlockM / 64; ++h)
 #pragma unroll 1
-      for (u32 c = 0; c < kBlockN / kFp8GemmReduceCols; ++c) {
-        const i32 col = static_cast<i32>(n_block * kBlockN + c * kFp8GemmReduceCols);
+      for (u32 c = 0; c < kReduceChunks; ++c) {
+        const i32 col = static_cast<i32>(n_block * kBlockN + c * kReduceCols);
         const i32 row = static_cast<i32>(m_block * kBlockM + h * 64);
         if constexpr (kKGrouped)
           ptx::tma_prefetch_l2_3d(&p.tma_d, col, row, static_cast<i32>(d_group));
@@ -1343,15 +1343,26 @@ struct Fp8Gemm {
 
   // The weight-gradient epilogue: D (fp32) += accum through TMA's reduce-add, which reads, adds and writes D in
   // L2 while the math warps go on with the next tile (with no C, p.store_d: D = accum through TMA stores of the
-  // same boxes). Each warpgroup stages its 64 rows kFp8GemmReduceCols
-  // columns at a time in its kFp8GemmReduceBuffers alternating buffers (64-byte rows, 16-byte unit u of row r
-  // at u ^ ((r >> 1) & 3): the 64-byte swizzle its map declares; on the bank conflicts of the 8-byte writes see
-  // kFp8GemmReduceCols). Rows past M and columns past N are the map's bounds.
+  // same boxes). Each warpgroup stages its 64 rows kReduceCols columns at a time (fp8_gemm_reduce_cols: 32 where
+  // BLOCK_N allows, whole 128-byte lines a row, else 16) in its kReduceBuffers buffers, swizzled as wide as a row
+  // (reduce_offset). Rows past M and columns past N are the map's bounds.
   // Before: 8-byte read-add-writes from the fragment, by the math warps, at the tile's end: each round of tiles
   // waited for its reads of D (the writes fill L2), 7168 x 2112 x 4096 173 us on the H200 (234.8 with every
   // read waited behind the previous pair's write).
-  static constexpr u32 kReduceChunks = kBlockN / kFp8GemmReduceCols;
-  static_assert(kBlockN % kFp8GemmReduceCols == 0, "whole reduce chunks");
+  static constexpr u32 kReduceCols = fp8_gemm_reduce_cols(kBlockN);
+  static constexpr u32 kReduceBuffers = fp8_gemm_reduce_buffers(kBlockN);
+  static constexpr u32 kReduceChunkBytes = fp8_gemm_reduce_chunk_bytes(kBlockN);
+  static constexpr u32 kReduceChunks = kBlockN / kReduceCols;
+  static_assert(kBlockN % kReduceCols == 0, "whole reduce chunks");
+
+  // Where 16-byte unit `unit` of staged row `row` lies in a reduce buffer: rows of kReduceCols fp32, swizzled as
+  // the map declares (a row's bytes, 64 or 128): the unit index XOR the row's address bits above the swizzle span.
+  static __device__ __forceinline__ u32 reduce_offset(u32 row, u32 unit) {
+    constexpr u32 kRowBytes = kReduceCols * 4;
+    constexpr u32 kUnitsPerRow = kRowBytes / 16;
+    return row * kRowBytes + (unit ^ ((row * kRowBytes >> 7) & (kUnitsPerRow - 1))) * 16;
+  }
+
   static __device__ __forceinline__ void reduce_tile_tma(const Fp8GemmParams& p, u8* smem,
                                                          const float (&accum)[kAccumPerThread], u32 warpgroup,
                                                          u32 warp_in_group, u32 lane, u32 m_block, u32 n_origin,
@@ -1359,50 +1370,76 @@ struct Fp8Gemm {
     static_assert(!kColumnMap && kWaves == 1 && kFp8GemmReduceRows == 64,
                   "the weight-gradient form's tiles are contiguous, one 64-row wave per warpgroup");
     const bool issuer = warp_in_group == 0 && lane == 0;
-    u8* const buffers = smem + kLayout.d_offset + warpgroup * kFp8GemmReduceBuffers * kFp8GemmReduceChunkBytes;
+    u8* const buffers = smem + kLayout.d_offset + warpgroup * kReduceBuffers * kReduceChunkBytes;
     const i32 first_row = static_cast<i32>(m_block * kBlockM + warpgroup * 64);
     const u32 q = lane % 4;
     const u32 rows[2] = {warp_in_group * 16 + lane / 4, warp_in_group * 16 + lane / 4 + 8};
+    // Rows r and r + 1 (one quarter- or half-warp's) alternate their order of the chunk's pieces below: at 128-byte
+    // rows the swizzle puts the same piece of two adjacent rows on the same banks.
+    const bool odd_row = (lane / 4) % 2 == 1;
 #pragma unroll
     for (u32 c = 0; c < kReduceChunks; ++c) {
-      u8* const buffer = buffers + (c % kFp8GemmReduceBuffers) * kFp8GemmReduceChunkBytes;
+      u8* const buffer = buffers + (c % kReduceBuffers) * kReduceChunkBytes;
       // The reduce that last read this buffer must be done reading it: at a tile's first chunk every earlier
-      // one (they ran under the whole tile's main loop), later the one before the previous chunk.
+      // one (they ran under the whole tile's main loop), later the one before the previous chunk (with one
+      // buffer, the previous chunk's).
       if (issuer) {
         if (c == 0)
           ptx::tma_store_wait_read<0>();
         else
-          ptx::tma_store_wait_read<kFp8GemmReduceBuffers - 1>();
+          ptx::tma_store_wait_read<kReduceBuffers - 1>();
       }
       ptx::named_barrier_sync(1 + warpgroup, 128);
       if constexpr (kInterleavedB) {
-        // Fragment chunks 2c, 2c + 1 hold D's columns 16c + 4q .. + 3 of rows r, r + 8: one 16-byte unit (q) each.
-        static_assert(kFp8GemmReduceCols == 16, "one 16-column group per staged chunk");
+        // 16-column group g of the tile: fragment chunks 2g, 2g + 1 hold D's columns 16g + 4q .. + 3 of rows r,
+        // r + 8, one 16-byte unit (q) of the group's 64 bytes each. A 32-column chunk holds groups 2c and 2c + 1,
+        // and odd rows write the second first: a quarter-warp's two rows then fill all of the banks.
+        constexpr u32 kGroups = kReduceCols / 16;
 #pragma unroll
-        for (u32 r = 0; r < 2; ++r) {
-          const u32 offset = rows[r] * (kFp8GemmReduceCols * 4) + ((q ^ ((rows[r] >> 1) & 3)) * 16);
-          const u32 i = 8 * c + 2 * r;
-          *reinterpret_cast<float4_t*>(buffer + offset) = float4_t{accum[i], accum[i + 1], accum[i + 4], accum[i + 5]};
-        }
-      } else {
-        // Fragment chunks j = 2c, 2c + 1 (8 columns each): this thread's columns 8j + 2q, + 1 of rows r, r + 8.
-#pragma unroll
-        for (u32 h = 0; h < kFp8GemmReduceCols / 8; ++h) {
-          const u32 j = c * (kFp8GemmReduceCols / 8) + h;
-          const u32 unit = h * 2 + q / 2;
+        for (u32 step = 0; step < kGroups; ++step)
 #pragma unroll
           for (u32 r = 0; r < 2; ++r) {
-            const u32 offset =
-                rows[r] * (kFp8GemmReduceCols * 4) + ((unit ^ ((rows[r] >> 1) & 3)) * 16) + (q % 2) * 8;
-            *reinterpret_cast<F32x2*>(buffer + offset) = F32x2{accum[4 * j + 2 * r], accum[4 * j + 2 * r + 1]};
+            const u32 i = 8 * (c * kGroups + step) + 2 * r;
+            if constexpr (kGroups == 1) {
+              *reinterpret_cast<float4_t*>(buffer + reduce_offset(rows[r], q)) =
+                  float4_t{accum[i], accum[i + 1], accum[i + 4], accum[i + 5]};
+            } else {
+              // Selected between two compile-time indices (never indexed by the lane: no local memory).
+              const u32 other = 8 * (c * kGroups + (kGroups - 1 - step)) + 2 * r;
+              const u32 unit = 4 * (odd_row ? kGroups - 1 - step : step) + q;
+              *reinterpret_cast<float4_t*>(buffer + reduce_offset(rows[r], unit)) =
+                  float4_t{odd_row ? accum[other] : accum[i], odd_row ? accum[other + 1] : accum[i + 1],
+                           odd_row ? accum[other + 4] : accum[i + 4], odd_row ? accum[other + 5] : accum[i + 5]};
+            }
           }
-        }
+      } else {
+        // 8-column fragment chunk j: this thread's columns 8j + 2q, + 1 of rows r, r + 8, half of unit 2h + q / 2
+        // for the chunk's h-th 8 columns. At 128-byte rows odd rows take the pieces in the order h ^ 2, so that a
+        // half-warp's four rows write four different pairs of units.
+        constexpr u32 kPieces = kReduceCols / 8;
+#pragma unroll
+        for (u32 h = 0; h < kPieces; ++h)
+#pragma unroll
+          for (u32 r = 0; r < 2; ++r) {
+            const u32 j = c * kPieces + h;
+            if constexpr (kPieces == 2) {
+              const u32 offset = reduce_offset(rows[r], h * 2 + q / 2) + (q % 2) * 8;
+              *reinterpret_cast<F32x2*>(buffer + offset) = F32x2{accum[4 * j + 2 * r], accum[4 * j + 2 * r + 1]};
+            } else {
+              const u32 other = c * kPieces + (h ^ 2);
+              const u32 piece = odd_row ? (h ^ 2) : h;
+              const u32 offset = reduce_offset(rows[r], piece * 2 + q / 2) + (q % 2) * 8;
+              *reinterpret_cast<F32x2*>(buffer + offset) =
+                  F32x2{odd_row ? accum[4 * other + 2 * r] : accum[4 * j + 2 * r],
+                        odd_row ? accum[4 * other + 2 * r + 1] : accum[4 * j + 2 * r + 1]};
+            }
+          }
       }
       // Generic-proxy writes -> visible to the TMA unit, then every writer is done before the issue.
       ptx::fence_proxy_async_shared_cta();
       ptx::named_barrier_sync(1 + warpgroup, 128);
       if (issuer) {
-        const u32 col = n_origin + c * kFp8GemmReduceCols;
+        const u32 col = n_origin + c * kReduceCols;
         if ((!kNTail || col < kN) && static_cast<u32>(first_row) < p.m) {
           // D is [G, M, N] when K groups share the launch: the group is the third coordinate. With no C the box
           // is stored, not added (store_d).

@@ -105,15 +105,21 @@ KILN_HOST_DEVICE constexpr u32 fp8_gemm_grouped_blocks(const u32* k_blocks, u32 
 }
 
 // The weight-gradient form's epilogue adds each warpgroup's 64 rows of the tile into D through TMA's
-// reduce-add (cp.reduce.async.bulk.tensor .add, done in L2), kFp8GemmReduceCols columns at a time, staged in
-// kFp8GemmReduceBuffers alternating buffers per warpgroup: 64-byte rows with a 64-byte swizzle. The fragment's
-// 16-byte writes (B interleaved) take 15 % more wavefronts than the minimum; its 8-byte ones put two of each
-// half-warp's four rows on the same banks (4.5 wavefronts a store where 2 would do; ncu on the H200), but
-// staging those conflict-free, as two boxes of 8 columns, measured level (thirty-first session).
-constexpr u32 kFp8GemmReduceCols = 16;
+// reduce-add (cp.reduce.async.bulk.tensor .add, done in L2), fp8_gemm_reduce_cols(BLOCK_N) columns at a time,
+// staged in fp8_gemm_reduce_buffers(BLOCK_N) buffers per warpgroup, rows swizzled as wide as they are (64 or 128
+// bytes). 32 columns, whole 128-byte lines a row, where BLOCK_N allows: the probe moved D 9 % faster so than in
+// 16 (bench/probes/reduce_add_probe.cu, thirty-eighth session). Through one 8 KB buffer, so that the staging
+// stays 8 KB a warpgroup and no tile loses a stage (two would cost 128x128 and 128x192 one); 16-column boxes
+// alternate between two 4 KB buffers. The fragment's 16-byte writes (B interleaved) take 15 % more wavefronts
+// than the minimum at 64-byte rows; its 8-byte ones put two of each half-warp's four rows on the same banks (4.5
+// wavefronts a store where 2 would do; ncu on the H200), but staging those conflict-free, as two boxes of 8
+// columns, measured level (thirty-first session).
 constexpr u32 kFp8GemmReduceRows = 64;
-constexpr u32 kFp8GemmReduceBuffers = 2;
-constexpr u32 kFp8GemmReduceChunkBytes = kFp8GemmReduceRows * kFp8GemmReduceCols * 4;
+constexpr u32 fp8_gemm_reduce_cols(u32 block_n) { return block_n % 32 == 0 ? 32 : 16; }
+constexpr u32 fp8_gemm_reduce_buffers(u32 block_n) { return fp8_gemm_reduce_cols(block_n) == 32 ? 1 : 2; }
+constexpr u32 fp8_gemm_reduce_chunk_bytes(u32 block_n) {
+  return kFp8GemmReduceRows * fp8_gemm_reduce_cols(block_n) * 4;
+}
 
 // The weight-gradient form's B tile with its rows interleaved (where N is a multiple of 16): within each 16 rows,
 // shared-memory row w = 8a + 2q + e holds B's row 4q + 2a + e (a, e in {0, 1}, q in 0..3), loaded through a 5-D
@@ -148,10 +154,10 @@ constexpr Fp8GemmLayout fp8_gemm_layout(u32 block_m, u32 block_n, u32 stages, bo
                                         bool sfb_per_row = false, u32 split_k = 1) {
   Fp8GemmLayout l;
   l.d_offset = 0;
-  // The weight-gradient form stages D in chunks for TMA's reduce-add: kFp8GemmReduceBuffers per 64-row
-  // warpgroup, each 64 rows x kFp8GemmReduceCols fp32.
+  // The weight-gradient form stages D in chunks for TMA's reduce-add: fp8_gemm_reduce_buffers per 64-row
+  // warpgroup, each 64 rows x fp8_gemm_reduce_cols fp32.
   l.d_bytes = tma_store     ? fp8_gemm_align_up(block_m * block_n * 2, 1024)
-              : sfb_per_row ? block_m / 64 * kFp8GemmReduceBuffers * kFp8GemmReduceChunkBytes
+              : sfb_per_row ? block_m / 64 * fp8_gemm_reduce_buffers(block_n) * fp8_gemm_reduce_chunk_bytes(block_n)
                             : 0;
   l.reduce_offset = l.d_offset + l.d_bytes;
   l.reduce_bytes = split_k > 1 ? fp8_gemm_align_up(block_m * block_n * 4, 1024) : 0;
