@@ -86,7 +86,8 @@ struct GemmKernel {
   Fp8GemmConfig config;
   uint32_t threads = 0;
   uint32_t shared_bytes = 0;
-  uint32_t store_cols = 0;
+  uint32_t store_cols = 0;   // the TMA-store epilogue's box columns
+  uint32_t reduce_cols = 0;  // the weight-gradient form's reduce-add box columns
 };
 
 // Everything one (device, n, k, usable SMs, overrides) needs: the plan and its kernels, loaded on first use.
@@ -186,6 +187,9 @@ const GemmKernel* resolve_kernel(const ShapeEntry& entry, int index, CUstream st
   k.threads = fp8_gemm_threads(cfg);
   k.shared_bytes = fp8_gemm_shared_bytes(cfg);
   k.store_cols = kernels::fp8_gemm_store_cols(static_cast<uint32_t>(cfg.block_n));
+  const auto w32 = [](int v) { return static_cast<uint32_t>(v); };
+  k.reduce_cols =
+      kernels::fp8_gemm_reduce_staging(w32(cfg.block_m), w32(cfg.block_n), w32(cfg.stages), w32(cfg.split_k)).cols;
   const GemmKernel* stored = store().add_kernel(k);
   entry.kernels[static_cast<size_t>(index)].store(stored, std::memory_order_release);
   if (config().print_configs) {
@@ -224,9 +228,8 @@ struct Checked {
 };
 
 // The weight-gradient form's D as its epilogue's reduce-adds (or stores) address it: fp32 [m, n] with row stride
-// ldd, boxed {fp8_gemm_reduce_cols(BLOCK_N), 64} (fp8_gemm_layout.h).
-TensorMapKey reduce_d_key(const TensorView& d, const Checked& c, uint32_t block_n) {
-  const uint32_t cols = kernels::fp8_gemm_reduce_cols(block_n);
+// ldd, boxed {cols, 64}: the kernel's reduce staging (GemmKernel::reduce_cols, fp8_gemm_layout.h).
+TensorMapKey reduce_d_key(const TensorView& d, const Checked& c, uint32_t cols) {
   return {reinterpret_cast<uint64_t>(d.data), static_cast<uint64_t>(c.n), static_cast<uint64_t>(c.m),
           static_cast<uint64_t>(c.ldd * 4), cols, kernels::kFp8GemmReduceRows, CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
           row_swizzle(cols * 4)};
@@ -629,7 +632,7 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
                                           CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, row_swizzle(kernel->store_cols * 2)},
                                          "d"));
   else if (accumulate)  // the weight-gradient form's reduce-add epilogue
-    copy_map(params.tma_d, tensor_map_2d(reduce_d_key(d, c, block_n), "d"));
+    copy_map(params.tma_d, tensor_map_2d(reduce_d_key(d, c, kernel->reduce_cols), "d"));
   params.d = d.data;
   params.ldd = w64(c.ldd);
   params.m = w32(c.m);
@@ -804,7 +807,7 @@ void launch_k_grouped(const std::vector<GroupProblem>& groups, const std::vector
                                         w64(c.sfb_stride * 4), block_n, 1, CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
                                         CU_TENSOR_MAP_SWIZZLE_NONE},
                                        "sfb"));
-  TensorMapKey d_key = reduce_d_key(d, c, block_n);
+  TensorMapKey d_key = reduce_d_key(d, c, r.kernel->reduce_cols);
   d_key.planes = w64(d.shape[0]);
   d_key.plane_bytes = w64(d.strides[0] * 4);
   copy_map(base.tma_d, tensor_map_2d(d_key, "d"));

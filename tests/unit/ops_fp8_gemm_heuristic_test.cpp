@@ -388,32 +388,47 @@ TEST(Fp8GemmLayout, LastNBlocksBoxStopsAtTheNextSwizzleAtomPastN) {
   }
 }
 
-// The weight-gradient form's layout: the reduce-add epilogue's staging (8 KB per 64-row warpgroup: one 64 x 32
-// fp32 buffer where BLOCK_N is a multiple of 32, two 64 x 16 otherwise) at the front of shared memory, before A's
-// stages, which it must not overlap; B's per-row scales in each stage. The stages that fit follow (5 at 128x160
-// and 128x192, 6 at 128x128, 8 at 64x128, 13 at 64x64): the wider boxes cost no tile a stage.
-// B's rows are interleaved only for 128x160 and 128x176 at an N that is a multiple of 16.
+// The weight-gradient form's layout: the reduce-add epilogue's staging at the front of shared memory, before A's
+// stages, which it must not overlap; B's per-row scales in each stage. The staging: 32-column boxes in two 8 KB
+// buffers per 64-row warpgroup where those fit beside the stages, else 16-column boxes in two 4 KB; the stage count
+// is that of the narrow staging (5 at 128x160 and 128x192, 6 at 128x128, 8 at 64x128, 13 at 64x64), so the wide
+// boxes cost no tile a stage. B's rows are interleaved only for 128x160 and 128x176 at an N that is a multiple
+// of 16.
 TEST(Fp8GemmLayout, WeightGradientFormStagesItsReduceAddAheadOfTheStages) {
   using kernels::fp8_gemm_layout;
+  using kernels::kHopperSmemPerBlock;
   for (uint32_t block_m : {64u, 128u})
-    for (uint32_t block_n : {32u, 64u, 128u, 160u, 176u, 192u}) {
-      const auto l = fp8_gemm_layout(block_m, block_n, 4, false, true);
-      EXPECT_EQ(l.d_offset, 0u);
-      const uint32_t cols = kernels::fp8_gemm_reduce_cols(block_n);
-      EXPECT_EQ(cols, block_n == 176 ? 16u : 32u) << block_n;
-      EXPECT_EQ(kernels::fp8_gemm_reduce_buffers(block_n), cols == 32 ? 1u : 2u);
-      EXPECT_EQ(kernels::fp8_gemm_reduce_chunk_bytes(block_n), 64u * cols * 4u);
-      EXPECT_EQ(l.d_bytes, block_m / 64 * 8192u) << block_m << "x" << block_n;
-      EXPECT_GE(l.a_offset, l.d_offset + l.d_bytes) << block_m << "x" << block_n;
-      EXPECT_EQ(l.a_offset % 1024, 0u);  // A's stages stay 1024-byte aligned (128-byte swizzle)
-      EXPECT_EQ(l.stage_tx_bytes, block_m * 128 + block_n * 128 + block_m * 4 + block_n * 4);
-      EXPECT_EQ(fp8_gemm_layout(block_m, block_n, 4, false, false).d_bytes, 0u);  // the bf16 form's direct store
-    }
-  EXPECT_EQ(kernels::fp8_gemm_max_stages(128, 192, false, kernels::kHopperSmemPerBlock, true), 5u);
-  EXPECT_EQ(kernels::fp8_gemm_max_stages(128, 160, false, kernels::kHopperSmemPerBlock, true), 5u);
-  EXPECT_EQ(kernels::fp8_gemm_max_stages(128, 128, false, kernels::kHopperSmemPerBlock, true), 6u);
-  EXPECT_EQ(kernels::fp8_gemm_max_stages(64, 128, false, kernels::kHopperSmemPerBlock, true), 8u);
-  EXPECT_EQ(kernels::fp8_gemm_max_stages(64, 64, false, kernels::kHopperSmemPerBlock, true), 13u);
+    for (uint32_t block_n : {32u, 64u, 128u, 160u, 176u, 192u})
+      for (uint32_t stages = 1; stages <= kernels::fp8_gemm_max_stages(block_m, block_n, false, kHopperSmemPerBlock,
+                                                                        true);
+           ++stages) {
+        const auto l = fp8_gemm_layout(block_m, block_n, stages, false, true);
+        const auto staging = kernels::fp8_gemm_reduce_staging(block_m, block_n, stages);
+        EXPECT_EQ(staging.buffers, 2u);
+        EXPECT_EQ(staging.buffer_bytes(), 64u * staging.cols * 4u);
+        // Wide exactly where BLOCK_N takes whole 32-column boxes and their 16 KB a warpgroup fit.
+        const uint32_t narrow_total = l.total_bytes - l.d_bytes + block_m / 64 * 8192u;
+        const bool wide_fits = narrow_total + block_m / 64 * 8192u <= kHopperSmemPerBlock;
+        EXPECT_EQ(staging.cols, block_n % 32 == 0 && wide_fits ? 32u : 16u) << block_m << "x" << block_n << " " << stages;
+        EXPECT_EQ(l.d_offset, 0u);
+        EXPECT_EQ(l.d_bytes, block_m / 64 * staging.warpgroup_bytes()) << block_m << "x" << block_n;
+        EXPECT_LE(l.total_bytes, kHopperSmemPerBlock);
+        EXPECT_GE(l.a_offset, l.d_offset + l.d_bytes) << block_m << "x" << block_n;
+        EXPECT_EQ(l.a_offset % 1024, 0u);  // A's stages stay 1024-byte aligned (128-byte swizzle)
+        EXPECT_EQ(l.stage_tx_bytes, block_m * 128 + block_n * 128 + block_m * 4 + block_n * 4);
+        EXPECT_EQ(fp8_gemm_layout(block_m, block_n, stages, false, false).d_bytes, 0u);  // the bf16 form's direct store
+      }
+  // The plans' tiles at their stage counts: 128x160 takes the wide boxes, 128x128, 128x176 and 128x192 do not.
+  EXPECT_EQ(kernels::fp8_gemm_reduce_staging(128, 160, 5).cols, 32u);
+  EXPECT_EQ(kernels::fp8_gemm_reduce_staging(128, 128, 6).cols, 16u);
+  EXPECT_EQ(kernels::fp8_gemm_reduce_staging(128, 176, 5).cols, 16u);
+  EXPECT_EQ(kernels::fp8_gemm_reduce_staging(128, 192, 5).cols, 16u);
+  EXPECT_EQ(kernels::fp8_gemm_reduce_staging(128, 192, 4).cols, 32u);
+  EXPECT_EQ(kernels::fp8_gemm_max_stages(128, 192, false, kHopperSmemPerBlock, true), 5u);
+  EXPECT_EQ(kernels::fp8_gemm_max_stages(128, 160, false, kHopperSmemPerBlock, true), 5u);
+  EXPECT_EQ(kernels::fp8_gemm_max_stages(128, 128, false, kHopperSmemPerBlock, true), 6u);
+  EXPECT_EQ(kernels::fp8_gemm_max_stages(64, 128, false, kHopperSmemPerBlock, true), 8u);
+  EXPECT_EQ(kernels::fp8_gemm_max_stages(64, 64, false, kHopperSmemPerBlock, true), 13u);
   using kernels::fp8_gemm_interleaved_b;
   EXPECT_TRUE(fp8_gemm_interleaved_b(true, 7168, 160));
   EXPECT_TRUE(fp8_gemm_interleaved_b(true, 2112, 176));

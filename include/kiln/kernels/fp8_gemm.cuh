@@ -1343,15 +1343,16 @@ struct Fp8Gemm {
 
   // The weight-gradient epilogue: D (fp32) += accum through TMA's reduce-add, which reads, adds and writes D in
   // L2 while the math warps go on with the next tile (with no C, p.store_d: D = accum through TMA stores of the
-  // same boxes). Each warpgroup stages its 64 rows kReduceCols columns at a time (fp8_gemm_reduce_cols: 32 where
-  // BLOCK_N allows, whole 128-byte lines a row, else 16) in its kReduceBuffers buffers, swizzled as wide as a row
-  // (reduce_offset). Rows past M and columns past N are the map's bounds.
+  // same boxes). Each warpgroup stages its 64 rows kReduceCols columns at a time (fp8_gemm_reduce_staging: 32,
+  // whole 128-byte lines a row, where two such buffers fit beside the stages, else 16) in its kReduceBuffers
+  // buffers, swizzled as wide as a row (reduce_offset). Rows past M and columns past N are the map's bounds.
   // Before: 8-byte read-add-writes from the fragment, by the math warps, at the tile's end: each round of tiles
   // waited for its reads of D (the writes fill L2), 7168 x 2112 x 4096 173 us on the H200 (234.8 with every
   // read waited behind the previous pair's write).
-  static constexpr u32 kReduceCols = fp8_gemm_reduce_cols(kBlockN);
-  static constexpr u32 kReduceBuffers = fp8_gemm_reduce_buffers(kBlockN);
-  static constexpr u32 kReduceChunkBytes = fp8_gemm_reduce_chunk_bytes(kBlockN);
+  static constexpr Fp8GemmReduceStaging kReduceStaging = fp8_gemm_reduce_staging(kBlockM, kBlockN, kStages, kSplitK);
+  static constexpr u32 kReduceCols = kReduceStaging.cols;
+  static constexpr u32 kReduceBuffers = kReduceStaging.buffers;
+  static constexpr u32 kReduceChunkBytes = kReduceStaging.buffer_bytes();
   static constexpr u32 kReduceChunks = kBlockN / kReduceCols;
   static_assert(kBlockN % kReduceCols == 0, "whole reduce chunks");
 
@@ -1381,8 +1382,7 @@ struct Fp8Gemm {
     for (u32 c = 0; c < kReduceChunks; ++c) {
       u8* const buffer = buffers + (c % kReduceBuffers) * kReduceChunkBytes;
       // The reduce that last read this buffer must be done reading it: at a tile's first chunk every earlier
-      // one (they ran under the whole tile's main loop), later the one before the previous chunk (with one
-      // buffer, the previous chunk's).
+      // one (they ran under the whole tile's main loop), later the one before the previous chunk.
       if (issuer) {
         if (c == 0)
           ptx::tma_store_wait_read<0>();

@@ -105,21 +105,30 @@ KILN_HOST_DEVICE constexpr u32 fp8_gemm_grouped_blocks(const u32* k_blocks, u32 
 }
 
 // The weight-gradient form's epilogue adds each warpgroup's 64 rows of the tile into D through TMA's
-// reduce-add (cp.reduce.async.bulk.tensor .add, done in L2), fp8_gemm_reduce_cols(BLOCK_N) columns at a time,
-// staged in fp8_gemm_reduce_buffers(BLOCK_N) buffers per warpgroup, rows swizzled as wide as they are (64 or 128
-// bytes). 32 columns, whole 128-byte lines a row, where BLOCK_N allows: the probe moved D 9 % faster so than in
-// 16 (bench/probes/reduce_add_probe.cu, thirty-eighth session). Through one 8 KB buffer, so that the staging
-// stays 8 KB a warpgroup and no tile loses a stage (two would cost 128x128 and 128x192 one); 16-column boxes
-// alternate between two 4 KB buffers. The fragment's 16-byte writes (B interleaved) take 15 % more wavefronts
-// than the minimum at 64-byte rows; its 8-byte ones put two of each half-warp's four rows on the same banks (4.5
-// wavefronts a store where 2 would do; ncu on the H200), but staging those conflict-free, as two boxes of 8
-// columns, measured level (thirty-first session).
+// reduce-add (cp.reduce.async.bulk.tensor .add, done in L2), one box of 64 rows x `cols` fp32 at a time, staged in
+// `buffers` alternating buffers per warpgroup at the front of shared memory, rows swizzled as wide as they are
+// (64 or 128 bytes). Chosen by fp8_gemm_reduce_staging, after the stages:
+//   - 32 columns (whole 128-byte lines a row) in two 8 KB buffers, where BLOCK_N is a multiple of 32 and the
+//     tile's stages leave room for them (128x160 at 5 stages; not 128x128 at 6 or 128x192 at 5);
+//   - else 16 columns in two 4 KB buffers: the 8 KB per warpgroup that every stage count is sized with.
+// Measured on the H200 against 16 columns everywhere (thirty-ninth session, A/B old-new-new-old, same bits):
+// 128x160 with two buffers 4096 x 7168 x 512 / 1024 4 % / 3 % faster, 32-expert gate/up gradient 6 %, level at
+// K = 4096. 32 columns through one 8 KB buffer (a stage kept everywhere, but each box waits for the previous
+// box's read) measured mixed: 128x160 at K = 1024 6 % and 128x128 2 % slower, 128x192 2.5 % faster.
+// The fragment's 16-byte writes (B interleaved) take 15 % more wavefronts than the minimum at 64-byte rows; its
+// 8-byte ones put two of each half-warp's four rows on the same banks at 64-byte rows (4.5 wavefronts a store
+// where 2 would do; ncu on the H200), but staging those conflict-free, as two boxes of 8 columns, measured level
+// (thirty-first session). At 128-byte rows odd rows write their pieces in another order (Fp8Gemm::reduce_tile_tma).
 constexpr u32 kFp8GemmReduceRows = 64;
-constexpr u32 fp8_gemm_reduce_cols(u32 block_n) { return block_n % 32 == 0 ? 32 : 16; }
-constexpr u32 fp8_gemm_reduce_buffers(u32 block_n) { return fp8_gemm_reduce_cols(block_n) == 32 ? 1 : 2; }
-constexpr u32 fp8_gemm_reduce_chunk_bytes(u32 block_n) {
-  return kFp8GemmReduceRows * fp8_gemm_reduce_cols(block_n) * 4;
-}
+
+struct Fp8GemmReduceStaging {
+  u32 cols = 16;    // fp32 columns of a box (and of a staged row)
+  u32 buffers = 2;  // alternating buffers per 64-row warpgroup
+  constexpr u32 buffer_bytes() const { return kFp8GemmReduceRows * cols * 4; }
+  constexpr u32 warpgroup_bytes() const { return buffers * buffer_bytes(); }
+};
+constexpr Fp8GemmReduceStaging kFp8GemmNarrowReduce{16, 2};
+constexpr Fp8GemmReduceStaging kFp8GemmWideReduce{32, 2};
 
 // The weight-gradient form's B tile with its rows interleaved (where N is a multiple of 16): within each 16 rows,
 // shared-memory row w = 8a + 2q + e holds B's row 4q + 2a + e (a, e in {0, 1}, q in 0..3), loaded through a 5-D
@@ -148,17 +157,14 @@ struct Fp8GemmLayout {
   u32 stage_tx_bytes = 0;  // bytes the TMA loads of one stage deliver (the full barrier's transaction count)
 };
 
-// The layout for one (BLOCK_M, BLOCK_N, stages, epilogue, B-scale form). BLOCK_M and BLOCK_N must be
-// multiples of 8 (whole swizzle atoms) and of 4 (a scale box is 16-byte granular).
-constexpr Fp8GemmLayout fp8_gemm_layout(u32 block_m, u32 block_n, u32 stages, bool tma_store,
-                                        bool sfb_per_row = false, u32 split_k = 1) {
+// The layout for one (BLOCK_M, BLOCK_N, stages, B-scale form) with `d_bytes` of D staging in front (fp8_gemm_layout
+// below says how many). BLOCK_M and BLOCK_N must be multiples of 8 (whole swizzle atoms) and of 4 (a scale box is
+// 16-byte granular).
+constexpr Fp8GemmLayout fp8_gemm_layout_with_d(u32 block_m, u32 block_n, u32 stages, u32 d_bytes,
+                                               bool sfb_per_row, u32 split_k) {
   Fp8GemmLayout l;
   l.d_offset = 0;
-  // The weight-gradient form stages D in chunks for TMA's reduce-add: fp8_gemm_reduce_buffers per 64-row
-  // warpgroup, each 64 rows x fp8_gemm_reduce_cols fp32.
-  l.d_bytes = tma_store     ? fp8_gemm_align_up(block_m * block_n * 2, 1024)
-              : sfb_per_row ? block_m / 64 * fp8_gemm_reduce_buffers(block_n) * fp8_gemm_reduce_chunk_bytes(block_n)
-                            : 0;
+  l.d_bytes = d_bytes;
   l.reduce_offset = l.d_offset + l.d_bytes;
   l.reduce_bytes = split_k > 1 ? fp8_gemm_align_up(block_m * block_n * 4, 1024) : 0;
   l.a_stage_bytes = block_m * kFp8GemmBlockK;
@@ -177,6 +183,27 @@ constexpr Fp8GemmLayout fp8_gemm_layout(u32 block_m, u32 block_n, u32 stages, bo
   l.total_bytes = l.reduce_barrier_offset + (split_k > 1 ? 2 * (block_m / 64) * 8 : 0);
   l.stage_tx_bytes = l.a_stage_bytes + l.b_stage_bytes + block_m * 4 + (sfb_per_row ? block_n * 4 : 0);
   return l;
+}
+
+// The weight-gradient form's reduce-add staging for a tile with `stages` stages (see kFp8GemmReduceRows): the wide
+// boxes where they fit beside the stages, else the narrow ones, whose 8 KB a warpgroup the stage count assumes.
+constexpr Fp8GemmReduceStaging fp8_gemm_reduce_staging(u32 block_m, u32 block_n, u32 stages, u32 split_k = 1) {
+  if (block_n % kFp8GemmWideReduce.cols != 0) return kFp8GemmNarrowReduce;
+  const u32 wide_bytes = block_m / 64 * kFp8GemmWideReduce.warpgroup_bytes();
+  return fp8_gemm_layout_with_d(block_m, block_n, stages, wide_bytes, true, split_k).total_bytes <= kHopperSmemPerBlock
+             ? kFp8GemmWideReduce
+             : kFp8GemmNarrowReduce;
+}
+
+// The layout for one (BLOCK_M, BLOCK_N, stages, epilogue, B-scale form). D's staging: the TMA-store epilogue's
+// bf16 tile, or the weight-gradient form's reduce-add buffers (fp8_gemm_reduce_staging), or none (direct stores).
+constexpr Fp8GemmLayout fp8_gemm_layout(u32 block_m, u32 block_n, u32 stages, bool tma_store,
+                                        bool sfb_per_row = false, u32 split_k = 1) {
+  const u32 d_bytes =
+      tma_store     ? fp8_gemm_align_up(block_m * block_n * 2, 1024)
+      : sfb_per_row ? block_m / 64 * fp8_gemm_reduce_staging(block_m, block_n, stages, split_k).warpgroup_bytes()
+                    : 0;
+  return fp8_gemm_layout_with_d(block_m, block_n, stages, d_bytes, sfb_per_row, split_k);
 }
 
 // The most stages (<= kFp8GemmMaxStages) whose layout fits `smem_bytes`; 0 when not even one fits.

@@ -40,7 +40,7 @@ struct alignas(64) Fp8GemmParams {
   TmaDescriptor tma_b_last;
   // D: bf16 [M, N] with row stride ldd, dims {N, M}, box {fp8_gemm_store_cols(BLOCK_N), 64}, swizzle of
   // store_cols * 2 bytes; used by the TMA-store epilogue (needs ldd * 2 and the base 16-byte aligned). In the
-  // weight-gradient form: fp32, box {fp8_gemm_reduce_cols(BLOCK_N), kFp8GemmReduceRows}, swizzle of a box row's
+  // weight-gradient form: fp32, box {fp8_gemm_reduce_staging(...).cols, kFp8GemmReduceRows}, swizzle of a box row's
   // bytes (64 or 128), for the reduce-add epilogue (ldd * 4 and the base 16-byte aligned).
   TmaDescriptor tma_d;
   // B's scales in the weight-gradient form: fp32, dims {align(N, 4), ceil(K / 128)}, box {BLOCK_N, 1}, no
@@ -82,7 +82,7 @@ struct alignas(64) Fp8GemmParams {
 // K_g, so each group has its own maps of A and B (boxed whole: no short last box, TMA zero-fills past M and N).
 // Their scales are columns [kb_offset[g], + K_g / 128) of one MN-major tensor each (base.tma_sfa and
 // base.tma_sfb over every group's K blocks), and D is [G, M, N] (base.tma_d: fp32, dims {N, M, G}, box
-// {fp8_gemm_reduce_cols(BLOCK_N), kFp8GemmReduceRows, 1}). Groups with no K are left out by the host (D[g] = C[g]
+// {fp8_gemm_reduce_staging(...).cols, kFp8GemmReduceRows, 1}). Groups with no K are left out by the host (D[g] = C[g]
 // needs no kernel), so every k_blocks[g] >= 1. One launch takes at most kFp8GemmMaxLaunchGroups groups: the struct is
 // the kernel's only parameter, 8.8 KB of the 32 KB a launch may pass (CUDA 12.1 and later).
 constexpr u32 kFp8GemmMaxLaunchGroups = 32;
