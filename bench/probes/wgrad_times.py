@@ -4,7 +4,10 @@
 For each case prints the median of 30 flushed CUDA-event timings of D += A . B^T (c=d) and a checksum of D's bits
 after one call on fixed inputs (each reduce-add is one fp32 add per element, so builds that differ only in how the
 epilogue stages and issues them must print the same bits), and for the first case calc_diff against float64.
-Usage: PYTHONPATH=<kiln package> python3 bench/probes/wgrad_times.py TAG"""
+Usage: PYTHONPATH=<kiln package> python3 bench/probes/wgrad_times.py TAG
+For an A/B, build the two trees' packages (`pip install --no-build-isolation --no-deps --target DIR .`; the other
+tree from `git archive`, untracked under probe/ so that it travels to the device) and run old, new, new, old, each
+with its own DG_JIT_CACHE_DIR (bench/RESULTS.md, thirty-ninth session)."""
 import sys
 from pathlib import Path
 

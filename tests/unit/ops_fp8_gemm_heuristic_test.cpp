@@ -409,7 +409,8 @@ TEST(Fp8GemmLayout, WeightGradientFormStagesItsReduceAddAheadOfTheStages) {
         // Wide exactly where BLOCK_N takes whole 32-column boxes and their 16 KB a warpgroup fit.
         const uint32_t narrow_total = l.total_bytes - l.d_bytes + block_m / 64 * 8192u;
         const bool wide_fits = narrow_total + block_m / 64 * 8192u <= kHopperSmemPerBlock;
-        EXPECT_EQ(staging.cols, block_n % 32 == 0 && wide_fits ? 32u : 16u) << block_m << "x" << block_n << " " << stages;
+        EXPECT_EQ(staging.cols, block_n % 32 == 0 && wide_fits ? 32u : 16u)
+            << block_m << "x" << block_n << ", " << stages << " stages";
         EXPECT_EQ(l.d_offset, 0u);
         EXPECT_EQ(l.d_bytes, block_m / 64 * staging.warpgroup_bytes()) << block_m << "x" << block_n;
         EXPECT_LE(l.total_bytes, kHopperSmemPerBlock);

@@ -112,9 +112,10 @@ KILN_HOST_DEVICE constexpr u32 fp8_gemm_grouped_blocks(const u32* k_blocks, u32 
 //     tile's stages leave room for them (128x160 at 5 stages; not 128x128 at 6 or 128x192 at 5);
 //   - else 16 columns in two 4 KB buffers: the 8 KB per warpgroup that every stage count is sized with.
 // Measured on the H200 against 16 columns everywhere (thirty-ninth session, A/B old-new-new-old, same bits):
-// 128x160 with two buffers 4096 x 7168 x 512 / 1024 4 % / 3 % faster, 32-expert gate/up gradient 6 %, level at
-// K = 4096. 32 columns through one 8 KB buffer (a stage kept everywhere, but each box waits for the previous
-// box's read) measured mixed: 128x160 at K = 1024 6 % and 128x128 2 % slower, 128x192 2.5 % faster.
+// 128x160 with two buffers 4096 x 7168 x 512 / 1024 4.5 % / 2.8 % faster, 32-expert gate/up gradient 5 %, level
+// at K = 4096; the other tiles unchanged. 32 columns through one 8 KB buffer (a stage kept everywhere, but each
+// box waits for the previous box's read) measured mixed: 128x160 at K = 1024 6 % and 128x128 2 % slower, 128x192
+// 2.5 % faster.
 // The fragment's 16-byte writes (B interleaved) take 15 % more wavefronts than the minimum at 64-byte rows; its
 // 8-byte ones put two of each half-warp's four rows on the same banks at 64-byte rows (4.5 wavefronts a store
 // where 2 would do; ncu on the H200), but staging those conflict-free, as two boxes of 8 columns, measured level
