@@ -12,6 +12,7 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/error.hpp"
@@ -390,9 +391,9 @@ TEST(Fp8GemmLayout, LastNBlocksBoxStopsAtTheNextSwizzleAtomPastN) {
 
 // The weight-gradient form's layout: the reduce-add epilogue's staging at the front of shared memory, before A's
 // stages, which it must not overlap; B's per-row scales in each stage. The staging: 32-column boxes in two 8 KB
-// buffers per 64-row warpgroup where those fit beside the stages, else 16-column boxes in two 4 KB; the stage count
-// is that of the narrow staging (5 at 128x160 and 128x192, 6 at 128x128, 8 at 64x128, 13 at 64x64), so the wide
-// boxes cost no tile a stage. B's rows are interleaved only for 128x160 and 128x176 at an N that is a multiple
+// buffers per 64-row warpgroup where those fit beside the stages, else through one 8 KB buffer at BLOCK_N = 192,
+// else 16-column boxes in two 4 KB; the stage count is that of 8 KB a warpgroup (5 at 128x160 and 128x192, 6 at
+// 128x128, 8 at 64x128, 13 at 64x64), so the wide boxes cost no tile a stage. B's rows are interleaved only for 128x160 and 128x176 at an N that is a multiple
 // of 16.
 TEST(Fp8GemmLayout, WeightGradientFormStagesItsReduceAddAheadOfTheStages) {
   using kernels::fp8_gemm_layout;
@@ -404,13 +405,15 @@ TEST(Fp8GemmLayout, WeightGradientFormStagesItsReduceAddAheadOfTheStages) {
            ++stages) {
         const auto l = fp8_gemm_layout(block_m, block_n, stages, false, true);
         const auto staging = kernels::fp8_gemm_reduce_staging(block_m, block_n, stages);
-        EXPECT_EQ(staging.buffers, 2u);
         EXPECT_EQ(staging.buffer_bytes(), 64u * staging.cols * 4u);
-        // Wide exactly where BLOCK_N takes whole 32-column boxes and their 16 KB a warpgroup fit.
+        // Wide in two buffers exactly where BLOCK_N takes whole 32-column boxes and their 16 KB a warpgroup fit;
+        // else through one at BLOCK_N = 192; else narrow in two.
         const uint32_t narrow_total = l.total_bytes - l.d_bytes + block_m / 64 * 8192u;
         const bool wide_fits = narrow_total + block_m / 64 * 8192u <= kHopperSmemPerBlock;
-        EXPECT_EQ(staging.cols, block_n % 32 == 0 && wide_fits ? 32u : 16u)
-            << block_m << "x" << block_n << ", " << stages << " stages";
+        const bool wide = block_n % 32 == 0 && (wide_fits || block_n == 192);
+        EXPECT_EQ(staging.cols, wide ? 32u : 16u) << block_m << "x" << block_n << ", " << stages << " stages";
+        EXPECT_EQ(staging.buffers, wide && !wide_fits ? 1u : 2u) << block_m << "x" << block_n << ", " << stages;
+        EXPECT_LE(l.d_bytes, block_m / 64 * (wide_fits ? 16384u : 8192u));
         EXPECT_EQ(l.d_offset, 0u);
         EXPECT_EQ(l.d_bytes, block_m / 64 * staging.warpgroup_bytes()) << block_m << "x" << block_n;
         EXPECT_LE(l.total_bytes, kHopperSmemPerBlock);
@@ -419,12 +422,17 @@ TEST(Fp8GemmLayout, WeightGradientFormStagesItsReduceAddAheadOfTheStages) {
         EXPECT_EQ(l.stage_tx_bytes, block_m * 128 + block_n * 128 + block_m * 4 + block_n * 4);
         EXPECT_EQ(fp8_gemm_layout(block_m, block_n, stages, false, false).d_bytes, 0u);  // the bf16 form's direct store
       }
-  // The plans' tiles at their stage counts: 128x160 takes the wide boxes, 128x128, 128x176 and 128x192 do not.
-  EXPECT_EQ(kernels::fp8_gemm_reduce_staging(128, 160, 5).cols, 32u);
-  EXPECT_EQ(kernels::fp8_gemm_reduce_staging(128, 128, 6).cols, 16u);
-  EXPECT_EQ(kernels::fp8_gemm_reduce_staging(128, 176, 5).cols, 16u);
-  EXPECT_EQ(kernels::fp8_gemm_reduce_staging(128, 192, 5).cols, 16u);
-  EXPECT_EQ(kernels::fp8_gemm_reduce_staging(128, 192, 4).cols, 32u);
+  // The plans' tiles at their stage counts: 128x160 takes the wide boxes in two buffers, 128x192 in one, 128x128
+  // and 128x176 the narrow ones.
+  const auto staging = [](uint32_t block_m, uint32_t block_n, uint32_t stages) {
+    const auto s = kernels::fp8_gemm_reduce_staging(block_m, block_n, stages);
+    return std::pair{s.cols, s.buffers};
+  };
+  EXPECT_EQ(staging(128, 160, 5), std::pair(32u, 2u));
+  EXPECT_EQ(staging(128, 192, 5), std::pair(32u, 1u));
+  EXPECT_EQ(staging(128, 192, 4), std::pair(32u, 2u));
+  EXPECT_EQ(staging(128, 128, 6), std::pair(16u, 2u));
+  EXPECT_EQ(staging(128, 176, 5), std::pair(16u, 2u));
   EXPECT_EQ(kernels::fp8_gemm_max_stages(128, 192, false, kHopperSmemPerBlock, true), 5u);
   EXPECT_EQ(kernels::fp8_gemm_max_stages(128, 160, false, kHopperSmemPerBlock, true), 5u);
   EXPECT_EQ(kernels::fp8_gemm_max_stages(128, 128, false, kHopperSmemPerBlock, true), 6u);

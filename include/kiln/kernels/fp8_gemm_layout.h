@@ -110,12 +110,14 @@ KILN_HOST_DEVICE constexpr u32 fp8_gemm_grouped_blocks(const u32* k_blocks, u32 
 // (64 or 128 bytes). Chosen by fp8_gemm_reduce_staging, after the stages:
 //   - 32 columns (whole 128-byte lines a row) in two 8 KB buffers, where BLOCK_N is a multiple of 32 and the
 //     tile's stages leave room for them (128x160 at 5 stages; not 128x128 at 6 or 128x192 at 5);
-//   - else 16 columns in two 4 KB buffers: the 8 KB per warpgroup that every stage count is sized with.
+//   - else, at BLOCK_N = 192, 32 columns through one 8 KB buffer, each box waiting for the previous box's read;
+//   - else 16 columns in two 4 KB buffers.
+// Each keeps to the 8 KB per warpgroup that the stage count is sized with, or to room the stages leave.
 // Measured on the H200 against 16 columns everywhere (thirty-ninth session, A/B old-new-new-old, same bits):
-// 128x160 with two buffers 4096 x 7168 x 512 / 1024 4.5 % / 2.8 % faster, 32-expert gate/up gradient 5 %, level
-// at K = 4096; the other tiles unchanged. 32 columns through one 8 KB buffer (a stage kept everywhere, but each
-// box waits for the previous box's read) measured mixed: 128x160 at K = 1024 6 % and 128x128 2 % slower, 128x192
-// 2.5 % faster.
+// 128x160 with two buffers 4096 x 7168 x 512 / 1024 4.5 % / 2.8 % faster, the 32-expert gate/up gradient 5 %,
+// level at K = 4096. One buffer is taken where it measured faster only: 128x192 1.8-3.1 % faster on seven of
+// eight dense calls (level on the eighth) and 4 % on two 32-expert calls, but 128x160 6 % slower at K = 1024 and
+// 128x128 2 % slower, for reasons not found.
 // The fragment's 16-byte writes (B interleaved) take 15 % more wavefronts than the minimum at 64-byte rows; its
 // 8-byte ones put two of each half-warp's four rows on the same banks at 64-byte rows (4.5 wavefronts a store
 // where 2 would do; ncu on the H200), but staging those conflict-free, as two boxes of 8 columns, measured level
@@ -130,6 +132,7 @@ struct Fp8GemmReduceStaging {
 };
 constexpr Fp8GemmReduceStaging kFp8GemmNarrowReduce{16, 2};
 constexpr Fp8GemmReduceStaging kFp8GemmWideReduce{32, 2};
+constexpr Fp8GemmReduceStaging kFp8GemmWideReduceOneBuffer{32, 1};
 
 // The weight-gradient form's B tile with its rows interleaved (where N is a multiple of 16): within each 16 rows,
 // shared-memory row w = 8a + 2q + e holds B's row 4q + 2a + e (a, e in {0, 1}, q in 0..3), loaded through a 5-D
@@ -187,13 +190,13 @@ constexpr Fp8GemmLayout fp8_gemm_layout_with_d(u32 block_m, u32 block_n, u32 sta
 }
 
 // The weight-gradient form's reduce-add staging for a tile with `stages` stages (see kFp8GemmReduceRows): the wide
-// boxes where they fit beside the stages, else the narrow ones, whose 8 KB a warpgroup the stage count assumes.
+// boxes in two buffers where they fit beside the stages, else in one at BLOCK_N = 192, else the narrow ones.
 constexpr Fp8GemmReduceStaging fp8_gemm_reduce_staging(u32 block_m, u32 block_n, u32 stages, u32 split_k = 1) {
   if (block_n % kFp8GemmWideReduce.cols != 0) return kFp8GemmNarrowReduce;
   const u32 wide_bytes = block_m / 64 * kFp8GemmWideReduce.warpgroup_bytes();
-  return fp8_gemm_layout_with_d(block_m, block_n, stages, wide_bytes, true, split_k).total_bytes <= kHopperSmemPerBlock
-             ? kFp8GemmWideReduce
-             : kFp8GemmNarrowReduce;
+  if (fp8_gemm_layout_with_d(block_m, block_n, stages, wide_bytes, true, split_k).total_bytes <= kHopperSmemPerBlock)
+    return kFp8GemmWideReduce;
+  return block_n == 192 ? kFp8GemmWideReduceOneBuffer : kFp8GemmNarrowReduce;
 }
 
 // The layout for one (BLOCK_M, BLOCK_N, stages, epilogue, B-scale form). D's staging: the TMA-store epilogue's
