@@ -14,16 +14,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import kiln  # noqa: E402
 from flushed_timing import flushed_median_us  # noqa: E402
 from fp8_gemm_k_grouped_bench import token_counts  # noqa: E402
+from wgrad_operands import operand  # noqa: E402
 
 dev = torch.device("cuda")
 flush = torch.empty(1 << 30, dtype=torch.uint8, device=dev)
 gen = torch.Generator(device=dev)
-
-
-def operand(rows, k):
-    x = torch.randn(rows * k, device=dev, generator=gen).to(torch.float8_e4m3fn)
-    sf = torch.rand(k // 128, kiln.get_tma_aligned_size(rows, 4), device=dev, generator=gen).T[:rows] + 0.5
-    return x, sf
 
 
 def compare(name, stored_call, added_call, d):
@@ -44,8 +39,8 @@ def compare(name, stored_call, added_call, d):
 ok = True
 for m, n, k in [(4096, 7168, 512), (4096, 7168, 1024), (7168, 2048, 1024), (7168, 2112, 4096), (2048, 7168, 8192)]:
     gen.manual_seed(m + n + k)
-    a, sa = operand(m, k)
-    b, sb = operand(n, k)
+    a, sa = operand(m, k, gen)
+    b, sb = operand(n, k, gen)
     d = torch.full((m, n), float("nan"), device=dev)
     args = ((a.view(m, k), sa), (b.view(n, k), sb), d)
     ok &= compare(f"dense {m}x{n}x{k}", lambda args=args: kiln.fp8_gemm_nt(*args, c=None),
@@ -55,8 +50,8 @@ for index, (m, n, groups) in enumerate([(4096, 7168, 32), (7168, 2048, 32), (409
     ks[1] = 0  # a group without tokens: zeroed, not stored
     gen.manual_seed(index)
     total = sum(ks)
-    a, sa = operand(m, total)
-    b, sb = operand(n, total)
+    a, sa = operand(m, total, gen)
+    b, sb = operand(n, total, gen)
     d = torch.full((groups, m, n), float("nan"), device=dev)
     ok &= compare(f"k-grouped {m}x{n} G{groups}",
                   lambda a=a, sa=sa, b=b, sb=sb, d=d, ks=ks: kiln.k_grouped_fp8_gemm_nt_contiguous(

@@ -18,6 +18,7 @@ import kiln  # noqa: E402
 from flushed_timing import flushed_median_us  # noqa: E402
 from fp8_gemm_bench import calc_diff  # noqa: E402
 from fp8_gemm_k_grouped_bench import token_counts  # noqa: E402
+from wgrad_operands import operand  # noqa: E402
 
 tag = sys.argv[1]
 dev = torch.device("cuda")
@@ -25,19 +26,13 @@ flush = torch.empty(1 << 30, dtype=torch.uint8, device=dev)
 gen = torch.Generator(device=dev)
 
 
-def operand(rows, k):
-    x = torch.randn(rows * k, device=dev, generator=gen).to(torch.float8_e4m3fn)
-    sf = torch.rand(k // 128, kiln.get_tma_aligned_size(rows, 4), device=dev, generator=gen).T[:rows] + 0.5
-    return x, sf
-
-
 cases = []
 # 128x160 (interleaved B), 128x128 and 128x192 (plain order) and 128x176 among the plans' tiles.
 for m, n, k in [(4096, 7168, 512), (4096, 7168, 1024), (7168, 2048, 1024), (7168, 2112, 4096), (2048, 7168, 8192),
                 (24576, 1536, 4096), (4096, 7168, 4096)]:
     gen.manual_seed(m * 31 + n * 7 + k)
-    a, sa = operand(m, k)
-    b, sb = operand(n, k)
+    a, sa = operand(m, k, gen)
+    b, sb = operand(n, k, gen)
     c = torch.randn(m, n, device=dev, generator=gen)
     d = c.clone()
     cases.append((f"dense {m}x{n}x{k}", lambda a=a, sa=sa, b=b, sb=sb, d=d, m=m, n=n, k=k:
@@ -45,8 +40,8 @@ for m, n, k in [(4096, 7168, 512), (4096, 7168, 1024), (7168, 2048, 1024), (7168
 for index, (m, n, groups) in enumerate([(4096, 7168, 32), (7168, 2048, 32), (4096, 7168, 8)]):
     ks = token_counts(groups, 32768, seed=index)
     gen.manual_seed(index)
-    a, sa = operand(m, 32768)
-    b, sb = operand(n, 32768)
+    a, sa = operand(m, 32768, gen)
+    b, sb = operand(n, 32768, gen)
     c = torch.randn(groups, m, n, device=dev, generator=gen)
     d = c.clone()
     cases.append((f"k-grouped {m}x{n} G{groups}", lambda a=a, sa=sa, b=b, sb=sb, d=d, ks=ks:

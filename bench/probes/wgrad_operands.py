@@ -1,0 +1,13 @@
+"""Random operands for the weight-gradient form's probes: e4m3 values cast from normal samples, and their per-1x128
+scales in [0.5, 1.5) in the MN-major, TMA-aligned layout the call takes (a [rows, k / 128] view of a
+[k / 128, aligned rows] tensor)."""
+import kiln
+import torch
+
+
+def operand(rows: int, k: int, gen: torch.Generator):
+    """A flat [rows * k] e4m3 tensor (view it as [rows, k] for a dense call) and its [rows, k / 128] scales."""
+    dev = gen.device
+    x = torch.randn(rows * k, device=dev, generator=gen).to(torch.float8_e4m3fn)
+    sf = torch.rand(k // 128, kiln.get_tma_aligned_size(rows, 4), device=dev, generator=gen).T[:rows] + 0.5
+    return x, sf
