@@ -1345,7 +1345,8 @@ struct Fp8Gemm {
   // L2 while the math warps go on with the next tile (with no C, p.store_d: D = accum through TMA stores of the
   // same boxes). Each warpgroup stages its 64 rows kReduceCols columns at a time (fp8_gemm_reduce_staging: 32,
   // whole 128-byte lines a row, or 16) in its kReduceBuffers buffers (2, or 1 where BLOCK_N = 192 leaves no room
-  // for two), swizzled as wide as a row (reduce_offset). Rows past M and columns past N are the map's bounds.
+  // for two), swizzled as wide as a row (fp8_gemm_reduce_offset). Rows past M and columns past N are the map's
+  // bounds.
   // Before: 8-byte read-add-writes from the fragment, by the math warps, at the tile's end: each round of tiles
   // waited for its reads of D (the writes fill L2), 7168 x 2112 x 4096 173 us on the H200 (234.8 with every
   // read waited behind the previous pair's write).
@@ -1355,14 +1356,6 @@ struct Fp8Gemm {
   static constexpr u32 kReduceChunkBytes = kReduceStaging.buffer_bytes();
   static constexpr u32 kReduceChunks = kBlockN / kReduceCols;
   static_assert(kBlockN % kReduceCols == 0, "whole reduce chunks");
-
-  // Where 16-byte unit `unit` of staged row `row` lies in a reduce buffer: rows of kReduceCols fp32, swizzled as
-  // the map declares (a row's bytes, 64 or 128): the unit index XOR the row's address bits above the swizzle span.
-  static __device__ __forceinline__ u32 reduce_offset(u32 row, u32 unit) {
-    constexpr u32 kRowBytes = kReduceCols * 4;
-    constexpr u32 kUnitsPerRow = kRowBytes / 16;
-    return row * kRowBytes + (unit ^ ((row * kRowBytes >> 7) & (kUnitsPerRow - 1))) * 16;
-  }
 
   static __device__ __forceinline__ void reduce_tile_tma(const Fp8GemmParams& p, u8* smem,
                                                          const float (&accum)[kAccumPerThread], u32 warpgroup,
@@ -1375,8 +1368,9 @@ struct Fp8Gemm {
     const i32 first_row = static_cast<i32>(m_block * kBlockM + warpgroup * 64);
     const u32 q = lane % 4;
     const u32 rows[2] = {warp_in_group * 16 + lane / 4, warp_in_group * 16 + lane / 4 + 8};
-    // Rows r and r + 1 (one quarter- or half-warp's) alternate their order of the chunk's pieces below: at 128-byte
-    // rows the swizzle puts the same piece of two adjacent rows on the same banks.
+    // The staging's pieces and their order (fp8_gemm_layout.h): odd rows write piece step ^ kFlip at step `step`.
+    constexpr u32 kPieces = kReduceCols / fp8_gemm_reduce_piece_cols(kInterleavedB);
+    constexpr u32 kFlip = fp8_gemm_reduce_piece_flip(kReduceCols, kInterleavedB);
     const bool odd_row = (lane / 4) % 2 == 1;
 #pragma unroll
     for (u32 c = 0; c < kReduceChunks; ++c) {
@@ -1391,51 +1385,21 @@ struct Fp8Gemm {
           ptx::tma_store_wait_read<kReduceBuffers - 1>();
       }
       ptx::named_barrier_sync(1 + warpgroup, 128);
-      if constexpr (kInterleavedB) {
-        // 16-column group g of the tile: fragment chunks 2g, 2g + 1 hold D's columns 16g + 4q .. + 3 of rows r,
-        // r + 8, one 16-byte unit (q) of the group's 64 bytes each. A 32-column chunk holds groups 2c and 2c + 1,
-        // and odd rows write the second first: a quarter-warp's two rows then fill all of the banks.
-        constexpr u32 kGroups = kReduceCols / 16;
 #pragma unroll
-        for (u32 step = 0; step < kGroups; ++step)
+      for (u32 step = 0; step < kPieces; ++step)
 #pragma unroll
-          for (u32 r = 0; r < 2; ++r) {
-            const u32 i = 8 * (c * kGroups + step) + 2 * r;
-            if constexpr (kGroups == 1) {
-              *reinterpret_cast<float4_t*>(buffer + reduce_offset(rows[r], q)) =
-                  float4_t{accum[i], accum[i + 1], accum[i + 4], accum[i + 5]};
-            } else {
-              // Selected between two compile-time indices (never indexed by the lane: no local memory).
-              const u32 other = 8 * (c * kGroups + (kGroups - 1 - step)) + 2 * r;
-              const u32 unit = 4 * (odd_row ? kGroups - 1 - step : step) + q;
-              *reinterpret_cast<float4_t*>(buffer + reduce_offset(rows[r], unit)) =
-                  float4_t{odd_row ? accum[other] : accum[i], odd_row ? accum[other + 1] : accum[i + 1],
-                           odd_row ? accum[other + 4] : accum[i + 4], odd_row ? accum[other + 5] : accum[i + 5]};
-            }
-          }
-      } else {
-        // 8-column fragment chunk j: this thread's columns 8j + 2q, + 1 of rows r, r + 8, half of unit 2h + q / 2
-        // for the chunk's h-th 8 columns. At 128-byte rows odd rows take the pieces in the order h ^ 2, so that a
-        // half-warp's four rows write four different pairs of units.
-        constexpr u32 kPieces = kReduceCols / 8;
-#pragma unroll
-        for (u32 h = 0; h < kPieces; ++h)
-#pragma unroll
-          for (u32 r = 0; r < 2; ++r) {
-            const u32 j = c * kPieces + h;
-            if constexpr (kPieces == 2) {
-              const u32 offset = reduce_offset(rows[r], h * 2 + q / 2) + (q % 2) * 8;
-              *reinterpret_cast<F32x2*>(buffer + offset) = F32x2{accum[4 * j + 2 * r], accum[4 * j + 2 * r + 1]};
-            } else {
-              const u32 other = c * kPieces + (h ^ 2);
-              const u32 piece = odd_row ? (h ^ 2) : h;
-              const u32 offset = reduce_offset(rows[r], piece * 2 + q / 2) + (q % 2) * 8;
-              *reinterpret_cast<F32x2*>(buffer + offset) =
-                  F32x2{odd_row ? accum[4 * other + 2 * r] : accum[4 * j + 2 * r],
-                        odd_row ? accum[4 * other + 2 * r + 1] : accum[4 * j + 2 * r + 1]};
-            }
-          }
-      }
+        for (u32 r = 0; r < 2; ++r) {
+          const u32 piece = odd_row ? step ^ kFlip : step;
+          const u32 mine = fp8_gemm_reduce_accum_index(kReduceCols, kInterleavedB, c, step, r);
+          const u32 flipped = fp8_gemm_reduce_accum_index(kReduceCols, kInterleavedB, c, step ^ kFlip, r);
+          // Selected between two compile-time indices (never indexed by the lane: no local memory).
+          const auto value = [&](u32 k) { return kFlip != 0 && odd_row ? accum[flipped + k] : accum[mine + k]; };
+          u8* const at = buffer + fp8_gemm_reduce_piece_offset(kReduceCols, kInterleavedB, rows[r], piece, q);
+          if constexpr (kInterleavedB)
+            *reinterpret_cast<float4_t*>(at) = float4_t{value(0), value(1), value(4), value(5)};
+          else
+            *reinterpret_cast<F32x2*>(at) = F32x2{value(0), value(1)};
+        }
       // Generic-proxy writes -> visible to the TMA unit, then every writer is done before the issue.
       ptx::fence_proxy_async_shared_cta();
       ptx::named_barrier_sync(1 + warpgroup, 128);

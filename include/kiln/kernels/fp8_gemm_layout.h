@@ -121,7 +121,7 @@ KILN_HOST_DEVICE constexpr u32 fp8_gemm_grouped_blocks(const u32* k_blocks, u32 
 // The fragment's 16-byte writes (B interleaved) take 15 % more wavefronts than the minimum at 64-byte rows; its
 // 8-byte ones put two of each half-warp's four rows on the same banks at 64-byte rows (4.5 wavefronts a store
 // where 2 would do; ncu on the H200), but staging those conflict-free, as two boxes of 8 columns, measured level
-// (thirty-first session). At 128-byte rows odd rows write their pieces in another order (Fp8Gemm::reduce_tile_tma).
+// (thirty-first session). At 128-byte rows odd rows write their pieces in another order (fp8_gemm_reduce_piece_flip).
 constexpr u32 kFp8GemmReduceRows = 64;
 
 struct Fp8GemmReduceStaging {
@@ -133,6 +133,42 @@ struct Fp8GemmReduceStaging {
 constexpr Fp8GemmReduceStaging kFp8GemmNarrowReduce{16, 2};
 constexpr Fp8GemmReduceStaging kFp8GemmWideReduce{32, 2};
 constexpr Fp8GemmReduceStaging kFp8GemmWideReduceOneBuffer{32, 1};
+
+// The staging's addressing, shared by the kernel's writes (Fp8Gemm::reduce_tile_tma) and the unit test that checks
+// them against TMA's swizzle and the WGMMA fragment (tests/unit/ops_fp8_gemm_reduce_staging_test.cpp).
+//
+// Byte offset of 16-byte unit `unit` of staged row `row` in a buffer of `cols`-fp32 rows (64 or 128 bytes),
+// swizzled as the map declares (the swizzle spans a row): the unit index XOR the row's address bits above 128 bytes.
+KILN_HOST_DEVICE constexpr u32 fp8_gemm_reduce_offset(u32 cols, u32 row, u32 unit) {
+  const u32 row_bytes = cols * 4;
+  return row * row_bytes + (unit ^ ((row * row_bytes >> 7) & (row_bytes / 16 - 1))) * 16;
+}
+
+// A thread stages its two rows of a box (r, r + 8 of its warp's 16) in pieces of the box's columns: with B's rows
+// interleaved, 16-column groups, one 16-byte unit each (the group's columns 4q .. 4q + 3, q = lane % 4); else
+// 8-column fragment chunks, 8 bytes each (the chunk's columns 2q, 2q + 1).
+KILN_HOST_DEVICE constexpr u32 fp8_gemm_reduce_piece_cols(bool interleaved_b) { return interleaved_b ? 16 : 8; }
+
+// At its step s a thread of an odd row (lane / 4 odd) writes piece s ^ flip. At 128-byte rows the swizzle puts the
+// same piece of two adjacent rows on the same banks; odd rows starting half a row later spread a warp's writes over
+// all of them. At 64-byte rows the swizzle alone does (flip 0).
+KILN_HOST_DEVICE constexpr u32 fp8_gemm_reduce_piece_flip(u32 cols, bool interleaved_b) {
+  return cols * 4 == 128 ? 16 / fp8_gemm_reduce_piece_cols(interleaved_b) : 0;
+}
+
+// The accumulator index of the first value of piece `piece` of box `box` in row half `r` (0: row r, 1: row r + 8).
+// WGMMA's fragment holds 8-column chunk j's values of rows r, r + 8 at 4j + {0, 1}, 4j + {2, 3}. Interleaved, 16-column
+// group g is chunks 2g and 2g + 1: its values are that index + {0, 1, 4, 5}; else chunk j's: + {0, 1}.
+KILN_HOST_DEVICE constexpr u32 fp8_gemm_reduce_accum_index(u32 cols, bool interleaved_b, u32 box, u32 piece, u32 r) {
+  const u32 piece_cols = fp8_gemm_reduce_piece_cols(interleaved_b);
+  return (box * (cols / piece_cols) + piece) * piece_cols / 2 + 2 * r;
+}
+
+// Where the thread with q = lane % 4 writes piece `piece` of staged row `row`.
+KILN_HOST_DEVICE constexpr u32 fp8_gemm_reduce_piece_offset(u32 cols, bool interleaved_b, u32 row, u32 piece, u32 q) {
+  return interleaved_b ? fp8_gemm_reduce_offset(cols, row, 4 * piece + q)
+                       : fp8_gemm_reduce_offset(cols, row, 2 * piece + q / 2) + (q % 2) * 8;
+}
 
 // The weight-gradient form's B tile with its rows interleaved (where N is a multiple of 16): within each 16 rows,
 // shared-memory row w = 8a + 2q + e holds B's row 4q + 2a + e (a, e in {0, 1}, q in 0..3), loaded through a 5-D
