@@ -108,13 +108,14 @@ void fp8_gemm_nt_wgrad(const TensorView& a, const TensorView& sfa, const TensorV
 // d:   float32 [G, m, n]: each group's rows dense and 16-byte aligned (strides (s0, s1, 1), s1 >= n and s0 multiples
 //      of 4, groups apart: s0 >= (m - 1) * s1 + n);
 // c:   nullptr (D[g] = A_g . B_g^T: stored, or zeroed for groups without tokens), d itself (D += ...), or float32
-//      [G, m, n] with dense rows not
-//      overlapping d (copied into D first); ks: the token counts, on the host (ks.size() == G).
+//      [G, m, n] with dense rows not overlapping d (copied into D first); ks: the token counts, on the host
+//      (ks.size() == G).
 // Every check (of the grouped tensors, then each group's views as fp8_gemm_nt_wgrad checks its arguments, an error
 // naming the group) and the kernel come before anything is enqueued. Then, on `stream`, each group's copy of C
-// (or, with no C, a memset of each group without tokens), and one launch of the weight-gradient form's k-grouped kernel for every 32 groups with tokens (each
-// group with its own maps of A and B and its own K, the tile chosen at the groups' mean K rounded up to a power of
-// two: k_grouped_plan_k). m = 0, n = 0 or G = 0 enqueue nothing. Errors name k_grouped_fp8_gemm_nt_contiguous.
+// (or, with no C, a memset of each group without tokens), and one launch of the weight-gradient form's k-grouped
+// kernel for every 32 groups with tokens (each group with its own maps of A and B and its own K, the tile chosen at
+// the groups' mean K rounded up to a power of two: k_grouped_plan_k). m = 0, n = 0 or G = 0 enqueue nothing.
+// Errors name k_grouped_fp8_gemm_nt_contiguous.
 void k_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa, const TensorView& b,
                                       const TensorView& sfb, const TensorView& d, const std::vector<int64_t>& ks,
                                       const TensorView* c, Stream stream = nullptr);
