@@ -227,6 +227,22 @@ struct Checked {
   int64_t ldc = 0;         // weight-gradient form with a separate C: its row stride
 };
 
+// An e4m3 operand (A or B) as the kernels load it: K-major, `rows` rows of k bytes with row stride `ld`, boxed
+// {128 (one K block), box_rows} with a 128-byte swizzle; B's rows read interleaved where fp8_gemm_interleaved_b.
+TensorMapKey operand_key(const TensorView& x, int64_t k, int64_t rows, int64_t ld, uint32_t box_rows,
+                         bool interleaved_rows = false) {
+  return {reinterpret_cast<uint64_t>(x.data), static_cast<uint64_t>(k), static_cast<uint64_t>(rows),
+          static_cast<uint64_t>(ld), 128, box_rows, CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_SWIZZLE_128B,
+          interleaved_rows};
+}
+
+// Per-row scales (A's, and B's in the weight-gradient form) as the kernels load them: MN-major fp32, `rows`
+// contiguous with `k_blocks` columns `stride` elements apart, boxed {box_rows, 1} (one K block's), no swizzle.
+TensorMapKey scale_key(const TensorView& sf, int64_t rows, uint64_t k_blocks, int64_t stride, uint32_t box_rows) {
+  return {reinterpret_cast<uint64_t>(sf.data), static_cast<uint64_t>(rows), k_blocks, static_cast<uint64_t>(stride * 4),
+          box_rows, 1, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, CU_TENSOR_MAP_SWIZZLE_NONE};
+}
+
 // The weight-gradient form's D as its epilogue's reduce-adds (or stores) address it: fp32 [m, n] with row stride
 // ldd, boxed {cols, 64}: the kernel's reduce staging (GemmKernel::reduce_cols, fp8_gemm_layout.h).
 TensorMapKey reduce_d_key(const TensorView& d, const Checked& c, uint32_t cols) {
@@ -579,14 +595,10 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   const uint32_t block_m = w32(cfg.block_m);
   const uint32_t last_box_rows = kernels::fp8_gemm_last_box_rows(block_m, w32(c.m), w32(cfg.cluster_n));
   const auto a_map = [&](uint32_t rows) {
-    return tensor_map_2d({reinterpret_cast<uint64_t>(a.data), w64(c.k), w64(c.m), w64(c.lda), 128, rows / w32(cfg.cluster_n),
-                          CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_SWIZZLE_128B},
-                         "a");
+    return tensor_map_2d(operand_key(a, c.k, c.m, c.lda, rows / w32(cfg.cluster_n)), "a");
   };
   const auto sfa_map = [&](uint32_t rows) {
-    return tensor_map_2d({reinterpret_cast<uint64_t>(sfa.data), w64(c.m), k_blocks, w64(c.sfa_stride * 4), rows, 1,
-                          CU_TENSOR_MAP_DATA_TYPE_FLOAT32, CU_TENSOR_MAP_SWIZZLE_NONE},
-                         "sfa");
+    return tensor_map_2d(scale_key(sfa, c.m, k_blocks, c.sfa_stride, rows), "sfa");
   };
   const bool short_last = last_box_rows != block_m;
   if (!short_last || c.m > cfg.block_m) {
@@ -608,9 +620,7 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   // (fp8_gemm_interleaved_b); its boxes are then whole 16-row groups (N and BLOCK_N multiples of 16).
   const bool interleaved_b = kernels::fp8_gemm_interleaved_b(accumulate, w32(c.n), w32(cfg.block_n));
   const auto b_map = [&](uint32_t rows) {
-    return tensor_map_2d({reinterpret_cast<uint64_t>(b.data), w64(c.k), w64(c.n), w64(c.ldb), 128, rows,
-                          CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_SWIZZLE_128B, interleaved_b},
-                         "b");
+    return tensor_map_2d(operand_key(b, c.k, c.n, c.ldb, rows, interleaved_b), "b");
   };
   const bool column_map = kernels::fp8_gemm_column_map(block_m, block_n, w32(cfg.math_warpgroups), accumulate);
   const bool short_last_b = b_boxes.last_b_box_rows != block_n;
@@ -619,9 +629,7 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   if (b_boxes.narrow_rows != 0) copy_map(params.tma_b_narrow, b_map(b_boxes.narrow_rows));
   if (accumulate) {
     // B's per-row scales, loaded per stage exactly like A's, with n in place of m.
-    copy_map(params.tma_sfb, tensor_map_2d({reinterpret_cast<uint64_t>(sfb.data), w64(c.n), k_blocks, w64(c.sfb_stride * 4),
-                                            w32(cfg.block_n), 1, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, CU_TENSOR_MAP_SWIZZLE_NONE},
-                                           "sfb"));
+    copy_map(params.tma_sfb, tensor_map_2d(scale_key(sfb, c.n, k_blocks, c.sfb_stride, block_n), "sfb"));
     params.sfb = nullptr;
   } else {
     params.sfb = static_cast<const float*>(sfb.data);
@@ -799,14 +807,8 @@ void launch_k_grouped(const std::vector<GroupProblem>& groups, const std::vector
   Fp8GemmParams& base = params.base;
   // Whole boxes only: a group's own maps have no short variant for the last m or n block (TMA zero-fills the rows
   // past M and N, which are never stored).
-  copy_map(base.tma_sfa, tensor_map_2d({reinterpret_cast<uint64_t>(sfa.data), w64(c.m), total_kb,
-                                        w64(c.sfa_stride * 4), block_m, 1, CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
-                                        CU_TENSOR_MAP_SWIZZLE_NONE},
-                                       "sfa"));
-  copy_map(base.tma_sfb, tensor_map_2d({reinterpret_cast<uint64_t>(sfb.data), w64(c.n), total_kb,
-                                        w64(c.sfb_stride * 4), block_n, 1, CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
-                                        CU_TENSOR_MAP_SWIZZLE_NONE},
-                                       "sfb"));
+  copy_map(base.tma_sfa, tensor_map_2d(scale_key(sfa, c.m, total_kb, c.sfa_stride, block_m), "sfa"));
+  copy_map(base.tma_sfb, tensor_map_2d(scale_key(sfb, c.n, total_kb, c.sfb_stride, block_n), "sfb"));
   TensorMapKey d_key = reduce_d_key(d, c, r.kernel->reduce_cols);
   d_key.planes = w64(d.shape[0]);
   d_key.plane_bytes = w64(d.strides[0] * 4);
@@ -828,14 +830,8 @@ void launch_k_grouped(const std::vector<GroupProblem>& groups, const std::vector
     const GroupProblem& p = groups[g];
     if (g == launch_groups[next]) {
       const Checked& gc = p.checked;
-      copy_map(params.tma_a[next], tensor_map_2d({reinterpret_cast<uint64_t>(p.a.data), w64(gc.k), w64(gc.m),
-                                                  w64(gc.lda), 128, block_m, CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                                                  CU_TENSOR_MAP_SWIZZLE_128B},
-                                                 "a"));
-      copy_map(params.tma_b[next], tensor_map_2d({reinterpret_cast<uint64_t>(p.b.data), w64(gc.k), w64(gc.n),
-                                                  w64(gc.ldb), 128, block_n, CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                                                  CU_TENSOR_MAP_SWIZZLE_128B, interleaved_b},
-                                                 "b"));
+      copy_map(params.tma_a[next], tensor_map_2d(operand_key(p.a, gc.k, gc.m, gc.lda, block_m), "a"));
+      copy_map(params.tma_b[next], tensor_map_2d(operand_key(p.b, gc.k, gc.n, gc.ldb, block_n, interleaved_b), "b"));
       params.k_blocks[next] = w32(p.k / kScaleBlock);
       params.kb_offset[next] = w32(kb_offset / kScaleBlock);
       params.d_group[next] = w32(g);
