@@ -14,12 +14,12 @@
 #include <functional>
 #include <map>
 #include <mutex>
-#include <set>
 
 #include "cache/entry_format.hpp"
 #include "cache/stats_file.hpp"
 #include "kiln/error.hpp"
 #include "util/fs.hpp"
+#include "util/warn.hpp"
 
 namespace kiln::cache {
 namespace fs = std::filesystem;
@@ -36,18 +36,6 @@ constexpr int64_t kTouchIntervalSeconds = 60;
 
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
-// Prints `message` to stderr once per process for each `dedupe_key`: several DiskCache objects on one
-// unwritable directory still give one warning.
-void warn_once(const std::string& dedupe_key, const std::string& message) {
-  static std::mutex mutex;
-  static std::set<std::string> warned;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (!warned.insert(dedupe_key).second) return;
-  }
-  std::fprintf(stderr, "kiln: warning: %s\n", message.c_str());
 }
 
 void check_key(const std::string& key, const char* operation) {
@@ -126,7 +114,7 @@ struct DiskCache::Impl {
       std::lock_guard<std::mutex> lock(state_mutex);
       unavailable_reason = why;
     }
-    warn_once("layer:" + root.string(), "the read-only cache layer " + root.string() + " (" + options.name +
+    util::warn_once("layer:" + root.string(), "the read-only cache layer " + root.string() + " (" + options.name +
                                             ") cannot be used (" + why + "); it is skipped");
   }
   void set_available() const {
@@ -268,7 +256,7 @@ struct DiskCache::Impl {
       }
       if (ec != std::errc::no_such_file_or_directory) break;  // else the temporary was removed: write it again
     }
-    warn_once("publish:" + base.string() + ":" + ec.message(),
+    util::warn_once("publish:" + base.string() + ":" + ec.message(),
               "cannot write into the kiln cache " + base.string() + " (" + ec.message() +
                   "); kernels that cannot be stored are kept in memory only");
     return false;
@@ -351,7 +339,7 @@ DiskCache::DiskCache(fs::path root, DiskCacheOptions options) : impl_(std::make_
     d.writable = failed_at.empty();
   }
   if (!d.writable) {
-    warn_once("readonly:" + d.root.string(),
+    util::warn_once("readonly:" + d.root.string(),
               "the kernel cache directory " + failed_at.string() + " cannot be written (" + ec.message() +
                   "); kiln works from memory: cached kernels are read if present, new ones are not saved");
   }
@@ -438,7 +426,7 @@ DiskCache::KeyLock DiskCache::lock(const std::string& key) {
     file_lock = util::FileLock::acquire(path, ec);
   if (!file_lock.locked()) {
     // Without the lock two processes may compile the same kernel; both results are valid, so carry on.
-    warn_once("lock:" + d.locks.string(), "cannot lock " + path.string() + " (" + ec.message() +
+    util::warn_once("lock:" + d.locks.string(), "cannot lock " + path.string() + " (" + ec.message() +
                                               "); another process may compile the same kernel at the same time");
     return KeyLock();
   }

@@ -12,6 +12,7 @@
 #include "cache/entry_format.hpp"
 #include "kiln/error.hpp"
 #include "util/redis_url.hpp"
+#include "util/warn.hpp"
 
 #if KILN_HAVE_HIREDIS
 #include <pthread.h>
@@ -52,16 +53,6 @@ constexpr std::string_view kLockPrefix = "kiln:v1:lock:";
 // must not be released by the one it expired on.
 constexpr std::string_view kUnlockScript =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
-
-void warn_once(const std::string& dedupe_key, const std::string& message) {
-  static std::mutex mutex;
-  static std::set<std::string> warned;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (!warned.insert(dedupe_key).second) return;
-  }
-  std::fprintf(stderr, "kiln: warning: %s\n", message.c_str());
-}
 
 // hiredis writes to its socket with write(2): a server that closed the connection would raise SIGPIPE, whose
 // default action kills the process. A library may not change the process's signal disposition, so SIGPIPE is
@@ -151,8 +142,9 @@ class RedisTier final : public RemoteTier {
       if (!bad_keys_.insert(key).second) return std::nullopt;
     }
     count_(Counter::kRemoteCorrupt, 1);
-    warn_once("remote-corrupt:" + key, "the remote cache " + url_.display() + " holds an unusable value for kernel " +
-                                           key + " (" + why + "); it is ignored and will be overwritten");
+    util::warn_once("remote-corrupt:" + key, "the remote cache " + url_.display() +
+                                                 " holds an unusable value for kernel " + key + " (" + why +
+                                                 "); it is ignored and will be overwritten");
     return std::nullopt;
   }
 
@@ -237,7 +229,7 @@ class RedisTier final : public RemoteTier {
     if (!down_reason_.empty()) return;
     down_reason_ = why;
     count_(Counter::kRemoteErrors, 1);
-    warn_once("remote-down:" + url_.display(),
+    util::warn_once("remote-down:" + url_.display(),
               "the remote cache " + url_.display() + " cannot be used (" + why +
                   "); this process carries on without it, compiling locally, and does not contact it again");
   }

@@ -4,27 +4,16 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <mutex>
 #include <random>
-#include <set>
 #include <thread>
 
 #include "cache/redis_tier.hpp"
 #include "util/sha256.hpp"
+#include "util/warn.hpp"
 
 namespace kiln::cache {
 namespace {
-
-void warn_once(const std::string& dedupe_key, const std::string& message) {
-  static std::mutex mutex;
-  static std::set<std::string> warned;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (!warned.insert(dedupe_key).second) return;
-  }
-  std::fprintf(stderr, "kiln: warning: %s\n", message.c_str());
-}
 
 // A token no other holder of a remote lock can have: this host and process, a clock and random bits.
 std::string lock_token() {
@@ -171,9 +160,9 @@ TieredCache::ClaimResult TieredCache::claim_compile(const std::string& key) {
     }
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
-      warn_once("remote-wait:" + key, "another machine has held the remote compile lock of kernel " + key + " for more than " +
-                                   std::to_string(options_.remote_wait_ms) +
-                                   " ms (DG_JIT_REMOTE_WAIT_MS); compiling it here instead");
+      util::warn_once("remote-wait:" + key, "another machine has held the remote compile lock of kernel " + key +
+                                                " for more than " + std::to_string(options_.remote_wait_ms) +
+                                                " ms (DG_JIT_REMOTE_WAIT_MS); compiling it here instead");
       return result;
     }
     std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(poll, deadline - now));
