@@ -131,15 +131,6 @@ Store& store() {
   return s;
 }
 
-TargetInfo target_of(const cuda::DeviceInfo& info, int sm_count) {
-  TargetInfo t;
-  t.arch_major = info.cc_major;
-  t.arch_minor = info.cc_minor;
-  t.sm_count = sm_count;
-  t.shared_memory_per_block = info.shared_memory_per_block_optin;
-  return t;
-}
-
 // The miss path for a shape: check the device, make the plan, publish it. `function` names the caller in
 // errors; the form is the key's first word.
 const ShapeEntry* resolve_shape(const Table::Key& key, const TensorView& a, int64_t n, int64_t k, int usable_limit,
@@ -170,7 +161,7 @@ const ShapeEntry* resolve_shape(const Table::Key& key, const TensorView& a, int6
   // cluster_m, cluster_n or split_k set for the bf16 form does not apply to it (a plan request asking for both is
   // refused instead).
   if (form == Fp8GemmForm::kAccumulate) overrides.cluster_m = overrides.cluster_n = overrides.split_k = 0;
-  entry->plan = fp8_gemm_plan(target_of(info, entry->sm_count), n, k, overrides, form);
+  entry->plan = fp8_gemm_plan(device_target(info, entry->sm_count), n, k, overrides, form);
   for (Fp8GemmConfig& cfg : entry->plan.kernels) cfg.k_grouped = k_grouped;
   return table().insert(key, entry);
 }

@@ -71,15 +71,6 @@ uint32_t grid_size(uint64_t work_ctas, const CastKernel& k) {
   return static_cast<uint32_t>(std::max<uint64_t>(1, std::min(work_ctas, cap)));
 }
 
-TargetInfo target_info(const cuda::DeviceInfo& info) {
-  TargetInfo t;
-  t.arch_major = info.cc_major;
-  t.arch_minor = info.cc_minor;
-  t.sm_count = info.sm_count;
-  t.shared_memory_per_block = info.shared_memory_per_block_optin;
-  return t;
-}
-
 // The miss path: build (or fetch) and load the kernel, remember it. Prints the choice once per distinct
 // kernel when DG_PRINT_CONFIGS is set.
 template <typename Table>
@@ -116,7 +107,7 @@ const CastKernel& cast_kernel(CastKernels& kernels, int64_t key_id, int device, 
   key.words[2] = k;
   if (const CastKernel* hit = kernels.table.find(key)) return *hit;
   const cuda::DeviceInfo info = cuda::device_info(device);
-  const TargetInfo target = target_info(info);
+  const TargetInfo target = device_target(info, info.sm_count);
   const auto [spec, plan] = choose(k, target);
   return *resolve(kernels.table, kernels.store, key, spec, plan, info, device, stream);
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "cuda/driver.hpp"
 #include "kiln/error.hpp"
 #include "ops/fp8_gemm.hpp"
 #include "ops/quantize.hpp"
@@ -87,6 +88,15 @@ void validate_problem(const OpDescriptor& op, const Problem& problem) {
     if (p.required && !problem.contains(p.name))
       throw Error(ErrorKind::kValueError,
                   op.name + ": missing parameter " + p.name + " (" + p.doc + "); its parameters are " + param_names(op));
+}
+
+TargetInfo device_target(const cuda::DeviceInfo& info, int sm_count) {
+  TargetInfo t;
+  t.arch_major = info.cc_major;
+  t.arch_minor = info.cc_minor;
+  t.sm_count = sm_count;
+  t.shared_memory_per_block = info.shared_memory_per_block_optin;
+  return t;
 }
 
 std::vector<KernelUse> kernel_uses(const OpDescriptor& op, const Problem& problem, const TargetInfo& target) {

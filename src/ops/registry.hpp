@@ -11,6 +11,10 @@
 
 #include "codegen/kernel_spec.hpp"
 
+namespace kiln::cuda {
+struct DeviceInfo;
+}
+
 namespace kiln::ops {
 
 // A problem parameter's value: one number, or an inclusive range lo..hi (m=1..16384) for parameters that
@@ -41,6 +45,10 @@ struct TargetInfo {
   int sm_count = 132;
   int64_t shared_memory_per_block = 232448;
 };
+
+// A launch's target: the device's arch and opt-in shared memory, and the `sm_count` SMs its kernels may use
+// (the device's, or fewer where set_num_sms() leaves some for communication).
+TargetInfo device_target(const cuda::DeviceInfo& info, int sm_count);
 
 struct ProblemParam {
   std::string name;       // "m"
