@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -96,6 +97,23 @@ std::string compile_error_message(const std::string& summary, const std::string&
   std::string message = summary + "\ncommand: " + command + "\nlog:\n" + log;
   if (!log.empty() && log.back() != '\n') message += '\n';
   return message;
+}
+
+void finish_compile(CompiledKernel& out, const char* compiler, const std::string& what, const CompileInput& input,
+                    const CompileOptions& options, bool report, std::string command, std::string log,
+                    std::chrono::steady_clock::time_point start) {
+  if (!cubin_has_symbol(out.cubin, input.kernel_name))
+    throw CompileError(compile_error_message("the cubin " + std::string(compiler) + " built for " + what +
+                                                 " has no kernel named '" + input.kernel_name +
+                                                 "' (is it extern \"C\" __global__?)",
+                                             command, log),
+                       command, log);
+  out.log = std::move(log);
+  out.command = std::move(command);
+  out.kernel_name = input.kernel_name;
+  if (report) out.resources = parse_ptxas_report(out.log, input.kernel_name);
+  if (options.ptxas_verbose) std::fprintf(stderr, "[kiln] ptxas report for %s:\n%s", what.c_str(), out.log.c_str());
+  out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace kiln::compiler::detail

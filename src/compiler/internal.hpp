@@ -4,6 +4,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -102,6 +103,14 @@ std::string source_stem(const std::string& kernel_name);
 
 // The CompileError message: a summary, then the command and the full log.
 std::string compile_error_message(const std::string& summary, const std::string& command, const std::string& log);
+
+// The end of a compile, the same for both backends once `out.cubin` holds what `compiler` ("NVCC", "NVRTC")
+// built for `what`: checks that the cubin defines input.kernel_name (else CompileError with the command and
+// log), then fills in the log, the command, the kernel name, ptxas's resource report when `report` (printed
+// on stderr too under DG_JIT_PTXAS_VERBOSE) and the time since `start`.
+void finish_compile(CompiledKernel& out, const char* compiler, const std::string& what, const CompileInput& input,
+                    const CompileOptions& options, bool report, std::string command, std::string log,
+                    std::chrono::steady_clock::time_point start);
 
 // Backend-specific knobs that are not configuration (tests and benchmarks).
 struct NvrtcSettings {

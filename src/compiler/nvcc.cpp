@@ -152,18 +152,8 @@ class NvccCompiler final : public Compiler {
                                                command, r.output),
                          command, r.output);
     out.cubin.assign(bytes->begin(), bytes->end());
-    if (!cubin_has_symbol(out.cubin, input.kernel_name))
-      throw CompileError(compile_error_message("the cubin NVCC built for " + what + " has no kernel named '" +
-                                                   input.kernel_name + "' (is it extern \"C\" __global__?)",
-                                               command, r.output),
-                         command, r.output);
     if (options.keep_ptx) out.ptx = read_whole_file(work.path() / (stem + ".ptx")).value_or("");
-    out.log = std::move(r.output);
-    out.command = command;
-    out.kernel_name = input.kernel_name;
-    if (report) out.resources = parse_ptxas_report(out.log, input.kernel_name);
-    if (options.ptxas_verbose) std::fprintf(stderr, "[kiln] ptxas report for %s:\n%s", what.c_str(), out.log.c_str());
-    out.compile_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    finish_compile(out, "NVCC", what, input, options, report, command, std::move(r.output), start);
     return out;
   }
 

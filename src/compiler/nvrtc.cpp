@@ -210,11 +210,6 @@ class NvrtcCompiler final : public Compiler {
                                                    "); the target must be a real architecture such as sm_90a",
                                                command, log),
                          command, log);
-    if (!cubin_has_symbol(out.cubin, input.kernel_name))
-      throw CompileError(compile_error_message("the cubin NVRTC built for " + what + " has no kernel named '" +
-                                                   input.kernel_name + "' (is it extern \"C\" __global__?)",
-                                               command, log),
-                         command, log);
     if (options.keep_ptx) {
       size_t ptx_size = 0;
       if (api.get_ptx_size(guard.program, &ptx_size) == NVRTC_SUCCESS && ptx_size > 1) {
@@ -225,12 +220,7 @@ class NvrtcCompiler final : public Compiler {
         }
       }
     }
-    out.log = std::move(log);
-    out.command = std::move(command);
-    out.kernel_name = input.kernel_name;
-    if (report) out.resources = parse_ptxas_report(out.log, input.kernel_name);
-    if (options.ptxas_verbose) std::fprintf(stderr, "[kiln] ptxas report for %s:\n%s", what.c_str(), out.log.c_str());
-    out.compile_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    finish_compile(out, "NVRTC", what, input, options, report, std::move(command), std::move(log), start);
     return out;
   }
 

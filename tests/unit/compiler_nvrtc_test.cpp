@@ -63,6 +63,20 @@ TEST(Nvrtc, SyntaxErrorIsACompileErrorWithOptionsAndLog) {
   }
 }
 
+TEST(Nvrtc, AKernelNameTheCubinLacksIsACompileError) {
+  auto compiler = make_compiler(Backend::kNvrtc, test_config(), {});
+  try {
+    compiler->compile(misnamed_input(), sm90a_options());
+    FAIL() << "expected a CompileError";
+  } catch (const CompileError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kCompileError);
+    const std::string what = e.what();
+    EXPECT_TRUE(has(what, "the cubin NVRTC built for test_misnamed has no kernel named 'kiln_test_absent'")) << what;
+    EXPECT_TRUE(has(e.command(), "nvrtc")) << e.command();
+    EXPECT_TRUE(has(what, e.command())) << what;
+  }
+}
+
 TEST(Nvrtc, SpillingKernelIsRejectedByTheCheck) {
   auto compiler = make_compiler(Backend::kNvrtc, test_config(), {});
   CompileOptions o = sm90a_options();

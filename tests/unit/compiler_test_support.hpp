@@ -51,6 +51,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) kiln_test_spill(const __gri
 inline CompileInput add_input() { return {kAddSource, "kiln_test_add", "test_add n=1"}; }
 inline CompileInput broken_input() { return {kSyntaxErrorSource, "kiln_test_broken", "test_broken"}; }
 inline CompileInput spill_input() { return {kSpillSource, "kiln_test_spill", "test_spill"}; }
+// kAddSource under a kernel name it does not define (a generator and its kernel name out of step).
+inline CompileInput misnamed_input() { return {kAddSource, "kiln_test_absent", "test_misnamed"}; }
 
 inline CompileOptions sm90a_options() {
   CompileOptions o;
