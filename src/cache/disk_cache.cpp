@@ -168,6 +168,27 @@ struct DiskCache::Impl {
 
   PruneReport clean(uint64_t max_bytes, uint64_t target_bytes, bool wait, const std::string* keep);
 
+  // What a scan of one fan-out directory found in an entry file (its name's key, the read's result, the file's
+  // identity and open(2)'s error as read_entry reports them).
+  struct ScannedEntry {
+    const fs::path& path;
+    std::string key;
+    DecodeResult result;
+    struct stat st{};
+    int open_errno = 0;
+  };
+
+  // Reads every entry file in `dir` (a fan-out directory) without touching it, for list and verify.
+  void scan_entries(const fs::path& dir, const std::function<void(ScannedEntry&)>& fn) const {
+    for_each_file(dir, [&](const fs::path& path, const struct stat&) {
+      const std::string name = path.filename().string();
+      if (!ends_with(name, kEntrySuffix)) return;
+      ScannedEntry e{path, name.substr(0, name.size() - kEntrySuffix.size())};
+      e.result = read_entry(path, e.key, &e.st, &e.open_errno, /*touch=*/false);
+      fn(e);
+    });
+  }
+
   // Reads and verifies the entry at path (expected_key from the lookup). *open_errno is the open(2) error
   // (ENOENT: no entry), 0 when the file was opened; *st receives the file's identity for a later removal.
   DecodeResult read_entry(const fs::path& path, const std::string& expected_key, struct stat* st, int* open_errno,
@@ -456,18 +477,13 @@ std::vector<ListedEntry> DiskCache::list() const {
   const Impl& d = *impl_;
   std::vector<ListedEntry> out;
   for (const fs::path& dir : fanout_dirs(d.entries)) {
-    for_each_file(dir, [&](const fs::path& path, const struct stat&) {
-      const std::string name = path.filename().string();
-      if (!ends_with(name, kEntrySuffix)) return;
-      const std::string key = name.substr(0, name.size() - kEntrySuffix.size());
-      struct stat st{};
-      int open_errno = 0;
-      DecodeResult r = d.read_entry(path, key, &st, &open_errno, /*touch=*/false);
-      if (!r.ok() || !r.entry) return;  // bad entries are verify's business; list shows usable ones
+    d.scan_entries(dir, [&](Impl::ScannedEntry& scanned) {
+      // Bad entries are verify's business; list shows usable ones.
+      if (!scanned.result.ok() || !scanned.result.entry) return;
       ListedEntry e;
-      e.meta = std::move(r.entry->meta);
-      e.file_bytes = static_cast<uint64_t>(st.st_size);
-      e.last_use_unix = static_cast<int64_t>(st.st_mtime);
+      e.meta = std::move(scanned.result.entry->meta);
+      e.file_bytes = static_cast<uint64_t>(scanned.st.st_size);
+      e.last_use_unix = static_cast<int64_t>(scanned.st.st_mtime);
       out.push_back(std::move(e));
     });
   }
@@ -481,22 +497,16 @@ VerifyReport DiskCache::verify() {
   Impl& d = *impl_;
   VerifyReport report;
   for (const fs::path& dir : fanout_dirs(d.entries)) {
-    for_each_file(dir, [&](const fs::path& path, const struct stat&) {
-      const std::string name = path.filename().string();
-      if (!ends_with(name, kEntrySuffix)) return;
-      const std::string key = name.substr(0, name.size() - kEntrySuffix.size());
-      struct stat st{};
-      int open_errno = 0;
-      DecodeResult r = d.read_entry(path, key, &st, &open_errno, /*touch=*/false);
-      if (open_errno == ENOENT) return;  // removed by someone else during the scan
+    d.scan_entries(dir, [&](Impl::ScannedEntry& scanned) {
+      if (scanned.open_errno == ENOENT) return;  // removed by someone else during the scan
       ++report.checked;
-      if (r.ok()) return;
+      if (scanned.result.ok()) return;
       ++report.corrupt;
       count(Counter::kCorrupt);
-      std::string why = r.reason;
-      if (!is_valid_key(key)) why = "the file name is not a cache key; " + why;
-      report.problems.push_back(path.string() + ": " + why);
-      if (d.remove_bad(path, st)) ++report.removed;
+      std::string why = scanned.result.reason;
+      if (!is_valid_key(scanned.key)) why = "the file name is not a cache key; " + why;
+      report.problems.push_back(scanned.path.string() + ": " + why);
+      if (d.remove_bad(scanned.path, scanned.st)) ++report.removed;
     });
     if (d.writable) d.remove_stale_temporaries(dir);
   }
