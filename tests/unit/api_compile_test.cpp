@@ -19,19 +19,8 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-std::unique_ptr<test::TempDir> g_cache;
-
-class PrivateCache : public ::testing::Environment {
- public:
-  void SetUp() override {
-    g_cache = std::make_unique<test::TempDir>();
-    setenv("DG_JIT_CACHE_DIR", (g_cache->path() / "cache").c_str(), 1);
-    setenv("DG_JIT_USE_NVRTC", "1", 1);
-    unsetenv("DG_JIT_ARCH");
-  }
-  void TearDown() override { g_cache.reset(); }
-};
-[[maybe_unused]] ::testing::Environment* const kPrivateCache = ::testing::AddGlobalTestEnvironment(new PrivateCache);
+[[maybe_unused]] ::testing::Environment* const kPrivateCache =
+    ::testing::AddGlobalTestEnvironment(new test::PrivateCacheEnvironment);
 
 CompileRequest per_token(int64_t k) { return {"per_token_cast_to_fp8", {{"m", 4096}, {"k", k}}, "sm_90a", std::nullopt}; }
 
@@ -85,7 +74,7 @@ TEST(ApiCompile, CacheFunctionsSeeTheEntry) {
   EXPECT_TRUE(listed);
 
   CacheStats stats = cache_stats();
-  EXPECT_EQ(stats.directory, g_cache->path() / "cache");
+  EXPECT_EQ(stats.directory, test::PrivateCacheEnvironment::cache_dir());
   EXPECT_TRUE(stats.writable);
   EXPECT_GE(stats.entries, 1u);
   EXPECT_GE(stats.compiles, 1u);

@@ -18,19 +18,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::unique_ptr<test::TempDir> g_cache;
-
-class PrivateCache : public ::testing::Environment {
- public:
-  void SetUp() override {
-    g_cache = std::make_unique<test::TempDir>();
-    setenv("DG_JIT_CACHE_DIR", (g_cache->path() / "cache").c_str(), 1);
-    setenv("DG_JIT_USE_NVRTC", "1", 1);
-    unsetenv("DG_JIT_ARCH");
-  }
-  void TearDown() override { g_cache.reset(); }
-};
-[[maybe_unused]] ::testing::Environment* const kPrivateCache = ::testing::AddGlobalTestEnvironment(new PrivateCache);
+[[maybe_unused]] ::testing::Environment* const kPrivateCache =
+    ::testing::AddGlobalTestEnvironment(new test::PrivateCacheEnvironment);
 
 CompileRequest gemm(int64_t n, int64_t k, int64_t lo, int64_t hi) {
   CompileRequest r{"fp8_gemm_nt", {{"n", n}, {"k", k}}, "sm_90a", std::nullopt};

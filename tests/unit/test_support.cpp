@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 
@@ -33,6 +34,23 @@ TempDir::~TempDir() {
   }
   std::filesystem::permissions(path_, std::filesystem::perms::owner_all, std::filesystem::perm_options::add, ec);
   std::filesystem::remove_all(path_, ec);
+}
+
+namespace {
+std::unique_ptr<TempDir> g_private_cache;
+}  // namespace
+
+void PrivateCacheEnvironment::SetUp() {
+  g_private_cache = std::make_unique<TempDir>();
+  setenv("DG_JIT_CACHE_DIR", cache_dir().c_str(), 1);
+  setenv("DG_JIT_USE_NVRTC", "1", 1);
+  unsetenv("DG_JIT_ARCH");
+}
+
+void PrivateCacheEnvironment::TearDown() { g_private_cache.reset(); }
+
+std::filesystem::path PrivateCacheEnvironment::cache_dir() {
+  return g_private_cache ? g_private_cache->path() / "cache" : std::filesystem::path();
 }
 
 ProgramResult run_program(const std::vector<std::string>& argv, const std::vector<std::string>& env) {

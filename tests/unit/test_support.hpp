@@ -6,6 +6,7 @@
 
 #include <exception>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,17 @@ class TempDir {
 
  private:
   std::filesystem::path path_;
+};
+
+// A GoogleTest environment for tests of the public API, which reads its configuration once per process: a
+// private cache (DG_JIT_CACHE_DIR), NVRTC (in-process, the quicker compile) and no DG_JIT_ARCH, set before the
+// first test runs. Register it with ::testing::AddGlobalTestEnvironment.
+class PrivateCacheEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override;
+  void TearDown() override;
+  // The DG_JIT_CACHE_DIR it set; empty outside SetUp .. TearDown.
+  static std::filesystem::path cache_dir();
 };
 
 struct ProgramResult {
