@@ -115,7 +115,7 @@ struct DiskCache::Impl {
       unavailable_reason = why;
     }
     util::warn_once("layer:" + root.string(), "the read-only cache layer " + root.string() + " (" + options.name +
-                                            ") cannot be used (" + why + "); it is skipped");
+                                                  ") cannot be used (" + why + "); it is skipped");
   }
   void set_available() const {
     std::lock_guard<std::mutex> lock(state_mutex);
@@ -278,8 +278,8 @@ struct DiskCache::Impl {
       if (ec != std::errc::no_such_file_or_directory) break;  // else the temporary was removed: write it again
     }
     util::warn_once("publish:" + base.string() + ":" + ec.message(),
-              "cannot write into the kiln cache " + base.string() + " (" + ec.message() +
-                  "); kernels that cannot be stored are kept in memory only");
+                    "cannot write into the kiln cache " + base.string() + " (" + ec.message() +
+                        "); kernels that cannot be stored are kept in memory only");
     return false;
   }
 };
@@ -361,8 +361,8 @@ DiskCache::DiskCache(fs::path root, DiskCacheOptions options) : impl_(std::make_
   }
   if (!d.writable) {
     util::warn_once("readonly:" + d.root.string(),
-              "the kernel cache directory " + failed_at.string() + " cannot be written (" + ec.message() +
-                  "); kiln works from memory: cached kernels are read if present, new ones are not saved");
+                    "the kernel cache directory " + failed_at.string() + " cannot be written (" + ec.message() +
+                        "); kiln works from memory: cached kernels are read if present, new ones are not saved");
   }
   d.stats = std::make_unique<StatsFile>(d.base / "stats", d.writable);
   if (d.writable) d.remove_stale_temporaries(d.tmp);
@@ -448,7 +448,7 @@ DiskCache::KeyLock DiskCache::lock(const std::string& key) {
   if (!file_lock.locked()) {
     // Without the lock two processes may compile the same kernel; both results are valid, so carry on.
     util::warn_once("lock:" + d.locks.string(), "cannot lock " + path.string() + " (" + ec.message() +
-                                              "); another process may compile the same kernel at the same time");
+                                                    "); another process may compile the same kernel at the same time");
     return KeyLock();
   }
   return KeyLock(file_lock.release());

@@ -230,8 +230,8 @@ class RedisTier final : public RemoteTier {
     down_reason_ = why;
     count_(Counter::kRemoteErrors, 1);
     util::warn_once("remote-down:" + url_.display(),
-              "the remote cache " + url_.display() + " cannot be used (" + why +
-                  "); this process carries on without it, compiling locally, and does not contact it again");
+                    "the remote cache " + url_.display() + " cannot be used (" + why +
+                        "); this process carries on without it, compiling locally, and does not contact it again");
   }
 
   std::string failure_text(const redisContext* c) const {
