@@ -90,17 +90,7 @@ TEST(Nvcc, SyntaxErrorIsACompileErrorWithCommandAndLog) {
 }
 
 TEST(Nvcc, AKernelNameTheCubinLacksIsACompileError) {
-  auto compiler = make_compiler(Backend::kNvcc, test_config(), {});
-  try {
-    compiler->compile(misnamed_input(), sm90a_options());
-    FAIL() << "expected a CompileError";
-  } catch (const CompileError& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kCompileError);
-    const std::string what = e.what();
-    EXPECT_TRUE(has(what, "the cubin NVCC built for test_misnamed has no kernel named 'kiln_test_absent'")) << what;
-    EXPECT_TRUE(has(e.command(), "nvcc")) << e.command();
-    EXPECT_TRUE(has(what, e.command())) << what;
-  }
+  expect_misnamed_kernel_refused(Backend::kNvcc, "NVCC", "nvcc");
 }
 
 TEST(Nvcc, SpillingKernelIsRejectedByTheCheck) {

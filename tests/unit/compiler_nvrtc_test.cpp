@@ -64,17 +64,7 @@ TEST(Nvrtc, SyntaxErrorIsACompileErrorWithOptionsAndLog) {
 }
 
 TEST(Nvrtc, AKernelNameTheCubinLacksIsACompileError) {
-  auto compiler = make_compiler(Backend::kNvrtc, test_config(), {});
-  try {
-    compiler->compile(misnamed_input(), sm90a_options());
-    FAIL() << "expected a CompileError";
-  } catch (const CompileError& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kCompileError);
-    const std::string what = e.what();
-    EXPECT_TRUE(has(what, "the cubin NVRTC built for test_misnamed has no kernel named 'kiln_test_absent'")) << what;
-    EXPECT_TRUE(has(e.command(), "nvrtc")) << e.command();
-    EXPECT_TRUE(has(what, e.command())) << what;
-  }
+  expect_misnamed_kernel_refused(Backend::kNvrtc, "NVRTC", "nvrtc");
 }
 
 TEST(Nvrtc, SpillingKernelIsRejectedByTheCheck) {

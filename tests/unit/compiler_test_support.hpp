@@ -11,6 +11,7 @@
 #include "compiler/compiler.hpp"
 #include "compiler/internal.hpp"
 #include "kiln/config.hpp"
+#include "kiln/error.hpp"
 
 namespace kiln::compiler::test_kernels {
 
@@ -77,6 +78,26 @@ inline bool contains(const std::vector<uint8_t>& bytes, const std::string& text)
 }
 
 inline bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// The backend refuses a cubin that lacks the kernel it was asked for: a CompileError naming the compiler
+// ("NVCC"), the source's display name and the missing kernel, with the command (whose first word is
+// `command_word`) in the message and on the error.
+inline void expect_misnamed_kernel_refused(Backend backend, const std::string& compiler_name,
+                                           const std::string& command_word) {
+  auto compiler = make_compiler(backend, test_config(), {});
+  try {
+    compiler->compile(misnamed_input(), sm90a_options());
+    ADD_FAILURE() << "expected a CompileError";
+  } catch (const CompileError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kCompileError);
+    const std::string what = e.what();
+    EXPECT_TRUE(has(what, "the cubin " + compiler_name +
+                              " built for test_misnamed has no kernel named 'kiln_test_absent'"))
+        << what;
+    EXPECT_TRUE(has(e.command(), command_word)) << e.command();
+    EXPECT_TRUE(has(what, e.command())) << what;
+  }
+}
 
 // Whether this process has libnvrtc mapped (from /proc/self/maps), however it was loaded.
 inline bool nvrtc_mapped() {
