@@ -3,7 +3,7 @@ PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build demo test unit-tests cli-tests python-tests clean format
+.PHONY: all deps build demo test unit-tests cli-tests python-tests sanitize clean format
 
 all: build
 
@@ -37,6 +37,21 @@ python-tests: deps
 	$(PYVENV)/bin/python -m pytest -q tests/python
 
 test: unit-tests cli-tests python-tests
+
+# The host code under the sanitizers, each in its own preset and build folder: every unit test with
+# AddressSanitizer and UBSan (any report fails the run), and the programs that test threads (cache, JIT table and
+# runtime, NVRTC, configuration, launch setup, subprocesses) with ThreadSanitizer. CI runs it after `make test`.
+TSAN_TESTS := cache_eviction_test cache_multiprocess_test cache_redis_test compiler_nvrtc_test config_settings_test \
+              cuda_fake_driver_test cuda_launch_setup_test jit_kernel_table_test jit_runtime_test jit_tiers_test \
+              util_subprocess_test
+sanitize: deps
+	cmake --preset asan
+	cmake --build build/asan -j $(JOBS)
+	cd build/asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS) --timeout 900
+	cmake --preset tsan
+	cmake --build build/tsan -j $(JOBS) --target $(TSAN_TESTS) kiln_test_helper
+	for t in $(TSAN_TESTS); do TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/$$t || exit 1; done
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp' '*.cuh' '*.h')
