@@ -117,7 +117,8 @@ KILN_HOST_DEVICE constexpr u32 fp8_gemm_grouped_blocks(const u32* k_blocks, u32 
 // 128x160 with two buffers 4096 x 7168 x 512 / 1024 4.5 % / 2.8 % faster, the 32-expert gate/up gradient 5 %,
 // level at K = 4096. One buffer is taken where it measured faster only: 128x192 1.8-3.1 % faster on seven of
 // eight dense calls (level on the eighth) and 4 % on two 32-expert calls, but 128x160 6 % slower at K = 1024 and
-// 128x128 2 % slower, for reasons not found.
+// 128x128 2 % slower, for reasons not found. 64x128 with two buffers: 6-21 % faster than with 16 columns (fortieth
+// session; 64x64 level).
 // The fragment's 16-byte writes (B interleaved) take 15 % more wavefronts than the minimum at 64-byte rows; its
 // 8-byte ones put two of each half-warp's four rows on the same banks at 64-byte rows (4.5 wavefronts a store
 // where 2 would do; ncu on the H200), but staging those conflict-free, as two boxes of 8 columns, measured level
