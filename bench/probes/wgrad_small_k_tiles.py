@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Probe: the weight-gradient form's tiles at small K (token counts 256..1024), with C (c=d) and without (c=None),
+against the plan's own choice: the data to refit the plan's model there (docs/FP8_GEMM.md, "Where it stands",
+item 0; the fortieth session found 64x128 9-17 % faster than the plan at K <= 512 with C).
+
+For each shape and K prints one line per tile (the plan's first, then every tile forced with set_fp8_gemm_overrides):
+medians of 30 flushed CUDA-event timings with C and without, and each relative to the plan's. Every forced result is
+compared with the plan's (every tile adds each K block's product in the same order, so D's bits have matched across
+tiles so far; a difference is reported with its largest error, not taken as a failure). A tile the form refuses for
+a shape is reported as such.
+Usage: PYTHONPATH=<kiln package> python3 bench/probes/wgrad_small_k_tiles.py [--json FILE]"""
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import kiln  # noqa: E402
+from flushed_timing import flushed_median_us  # noqa: E402
+from wgrad_operands import operand  # noqa: E402
+
+# The weight-gradient form's candidate tiles (fp8_gemm_heuristic.cpp: no 256-row tile, 128x176 and 128x192 among
+# the wide ones; 64x32 left out, it never wins at these sizes).
+TILES = [(64, 64), (64, 128), (128, 64), (128, 128), (128, 160), (128, 176), (128, 192)]
+# DeepSeek-V3 weights (m x n of the gradient) whose token counts per expert or micro-batch are small.
+WEIGHTS = [(4096, 7168), (7168, 2048), (2048, 7168), (7168, 2112), (1536, 7168)]
+TOKENS = [256, 512, 768, 1024]
+
+parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+parser.add_argument("--json", type=Path, help="write the results here as well")
+args = parser.parse_args()
+
+dev = torch.device("cuda")
+flush = torch.empty(1 << 30, dtype=torch.uint8, device=dev)
+gen = torch.Generator(device=dev)
+rows = []
+differing = 0
+for m, n in WEIGHTS:
+    for k in TOKENS:
+        gen.manual_seed(m * 31 + n * 7 + k)
+        a, sa = operand(m, k, gen)
+        b, sb = operand(n, k, gen)
+        c = torch.randn(m, n, device=dev, generator=gen)
+        d = torch.empty_like(c)
+        a2, b2 = a.view(m, k), b.view(n, k)
+
+        def with_c():
+            kiln.fp8_gemm_nt((a2, sa), (b2, sb), d, c=d)
+
+        def without_c():
+            kiln.fp8_gemm_nt((a2, sa), (b2, sb), d)
+
+        reference = None
+        plan = None
+        for tile in [None] + TILES:
+            name = "plan" if tile is None else f"{tile[0]}x{tile[1]}"
+            kiln.set_fp8_gemm_overrides(block_m=tile[0] if tile else 0, block_n=tile[1] if tile else 0)
+            d.copy_(c)
+            try:
+                with_c()
+            except Exception as e:  # noqa: BLE001 (a forced tile the form does not take: say so, go on)
+                print(f"{m:>5} x {n:>5} x {k:>4} {name:>8}: not taken ({type(e).__name__}: {e})", flush=True)
+                continue
+            torch.cuda.synchronize()
+            if reference is None:
+                reference = d.clone()
+            elif not torch.equal(d.view(torch.int32), reference.view(torch.int32)):
+                differing += 1
+                print(f"{m:>5} x {n:>5} x {k:>4} {name:>8}: D differs from the plan's, largest difference "
+                      f"{(d - reference).abs().max().item():.3e}", flush=True)
+            us_c = flushed_median_us(with_c, flush, reps=30, warmup=3, idle_s=0.1)
+            us_none = flushed_median_us(without_c, flush, reps=30, warmup=3, idle_s=0.1)
+            if plan is None:
+                plan = (us_c, us_none)
+            rows.append({"m": m, "n": n, "k": k, "tile": name, "c_us": us_c, "none_us": us_none,
+                         "c_vs_plan": us_c / plan[0], "none_vs_plan": us_none / plan[1]})
+            print(f"{m:>5} x {n:>5} x {k:>4} {name:>8}: c=d {us_c:8.1f} us ({us_c / plan[0]:.3f})   "
+                  f"c=None {us_none:8.1f} us ({us_none / plan[1]:.3f})", flush=True)
+kiln.set_fp8_gemm_overrides()
+if args.json:
+    args.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows}, indent=1))
+print(f"wgrad_small_k_tiles: {len(rows)} timings; {differing} forced results differ from the plan's bits")
