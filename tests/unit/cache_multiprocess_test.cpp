@@ -243,7 +243,10 @@ TEST(DiskCacheMultiProcess, AProcessKilledInTheMiddleOfAPublishLeavesNothingVisi
   EXPECT_TRUE(reopened.load(key));
 }
 
-// Real publishes killed at random moments: whatever instant the kill lands, every visible entry is valid.
+// Real publishes killed at random moments: whatever instant the kill lands, every visible entry is valid. Each
+// child completes one publish before the clock starts, so that the check below has entries to verify however slow
+// the build (under ThreadSanitizer a 1 MB publish can outlast the longest delay); the kill then lands somewhere in
+// the publishes that follow.
 TEST(DiskCacheMultiProcess, PublishesKilledAtRandomMomentsNeverLeaveABrokenEntry) {
   TempDir dir;
   { DiskCache init(dir.path()); }
@@ -252,8 +255,10 @@ TEST(DiskCacheMultiProcess, PublishesKilledAtRandomMomentsNeverLeaveABrokenEntry
     ReadySignal ready;
     pid_t child = fork_child([&, round] {
       DiskCache cache(dir.path());
+      const auto key = [round](int i) { return key_of("k" + std::to_string(round) + "-" + std::to_string(i)); };
+      if (!cache.publish(make_entry(key(0), 1 << 20))) return 1;
       ready.signal_from_child();
-      for (int i = 0;; ++i) cache.publish(make_entry(key_of("k" + std::to_string(round) + "-" + std::to_string(i)), 1 << 20));
+      for (int i = 1;; ++i) cache.publish(make_entry(key(i), 1 << 20));
       return 0;
     });
     ASSERT_EQ(ready.wait_in_parent(), 'y');
