@@ -53,6 +53,10 @@ static_assert(sizeof(CUtensorMap) == sizeof(TmaDescriptor), "TmaDescriptor must 
 static_assert(alignof(TmaDescriptor) >= 64, "TMA descriptors must be 64-byte aligned");
 
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// Sizes and strides narrowed (or widened) to the kernels' parameter and tensor-map widths: every value passed is
+// checked against its bound first (check_arguments, the plan's tile sizes).
+uint32_t w32(int64_t v) { return static_cast<uint32_t>(v); }
+uint64_t w64(int64_t v) { return static_cast<uint64_t>(v); }
 
 // ---- process-wide overrides ----------------------------------------------------------------------------
 
@@ -178,7 +182,6 @@ const GemmKernel* resolve_kernel(const ShapeEntry& entry, int index, CUstream st
   k.threads = fp8_gemm_threads(cfg);
   k.shared_bytes = fp8_gemm_shared_bytes(cfg);
   k.store_cols = kernels::fp8_gemm_store_cols(static_cast<uint32_t>(cfg.block_n));
-  const auto w32 = [](int v) { return static_cast<uint32_t>(v); };
   k.reduce_cols =
       kernels::fp8_gemm_reduce_staging(w32(cfg.block_m), w32(cfg.block_n), w32(cfg.stages), w32(cfg.split_k)).cols;
   const GemmKernel* stored = store().add_kernel(k);
@@ -578,8 +581,6 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   const Fp8GemmConfig& cfg = kernel->config;
 
   Fp8GemmParams params;
-  const auto w64 = [](int64_t v) { return static_cast<uint64_t>(v); };
-  const auto w32 = [](int64_t v) { return static_cast<uint32_t>(v); };
   const uint64_t k_blocks = w64(cdiv(c.k, kScaleBlock));
   // A and its scales, boxed whole (pairs sharing A: each CTA half of the tile's rows) and, for a last m block
   // with fewer rows, boxed to them (fp8_gemm_last_box_rows): only the maps the kernel reads are encoded.
@@ -787,8 +788,6 @@ void launch_k_grouped(const std::vector<GroupProblem>& groups, const std::vector
                       bool store_d, CUstream stream) {
   const Fp8GemmConfig& cfg = r.kernel->config;
   const Checked& c = groups[launch_groups.front()].checked;  // m, n, ldd and the scales' strides: every group's
-  const auto w64 = [](int64_t v) { return static_cast<uint64_t>(v); };
-  const auto w32 = [](int64_t v) { return static_cast<uint32_t>(v); };
   int64_t total_k = 0;
   for (const GroupProblem& p : groups) total_k += p.k;
   const uint64_t total_kb = w64(total_k / kScaleBlock);
