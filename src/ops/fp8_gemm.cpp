@@ -38,11 +38,13 @@ namespace kiln::ops {
 namespace {
 
 constexpr const char* kOp = "fp8_gemm_nt";
-// The first word of each table key: the casts use 1 and 2; the two forms of the GEMM plan differently, so
-// they have a word each.
+// The first word of each table key: the casts use 1 and 2; each plan of the GEMM (Fp8GemmForm, and k-grouped
+// kernels or not) has a word of its own.
 constexpr int64_t kGemmKeyId = 3;
-constexpr int64_t kGemmAccumulateKeyId = 4;
-constexpr int64_t kGemmKGroupedKeyId = 5;  // the weight-gradient form's plan, its kernels k-grouped
+constexpr int64_t kGemmAccumulateKeyId = 4;       // the weight-gradient form with C
+constexpr int64_t kGemmKGroupedKeyId = 5;         // the same plan, its kernels k-grouped
+constexpr int64_t kGemmStoreKeyId = 6;            // the weight-gradient form without C (Fp8GemmForm::kFp32Store)
+constexpr int64_t kGemmKGroupedStoreKeyId = 7;    // the same plan, its kernels k-grouped
 constexpr const char* kAccumulateOp = "fp8_gemm_nt_accumulate";
 constexpr const char* kWgradOp = "fp8_gemm_nt_wgrad";
 constexpr const char* kKGroupedOp = "k_grouped_fp8_gemm_nt_contiguous";
@@ -158,13 +160,15 @@ const ShapeEntry* resolve_shape(const Table::Key& key, const TensorView& a, int6
   entry->n = n;
   entry->k = k;
   entry->device_name = info.name;
-  const bool k_grouped = key.words[0] == kGemmKGroupedKeyId;
-  const Fp8GemmForm form =
-      key.words[0] == kGemmAccumulateKeyId || k_grouped ? Fp8GemmForm::kAccumulate : Fp8GemmForm::kInference;
+  const int64_t id = key.words[0];
+  const bool k_grouped = id == kGemmKGroupedKeyId || id == kGemmKGroupedStoreKeyId;
+  const Fp8GemmForm form = id == kGemmKeyId                                           ? Fp8GemmForm::kInference
+                           : id == kGemmStoreKeyId || id == kGemmKGroupedStoreKeyId ? Fp8GemmForm::kFp32Store
+                                                                                    : Fp8GemmForm::kAccumulate;
   // The process-wide overrides serve both forms; the weight-gradient kernel has no cluster variant, so a
   // cluster_m, cluster_n or split_k set for the bf16 form does not apply to it (a plan request asking for both is
   // refused instead).
-  if (form == Fp8GemmForm::kAccumulate) overrides.cluster_m = overrides.cluster_n = overrides.split_k = 0;
+  if (weight_gradient(form)) overrides.cluster_m = overrides.cluster_n = overrides.split_k = 0;
   entry->plan = fp8_gemm_plan(device_target(info, entry->sm_count), n, k, overrides, form);
   for (Fp8GemmConfig& cfg : entry->plan.kernels) cfg.k_grouped = k_grouped;
   return table().insert(key, entry);
@@ -252,6 +256,13 @@ enum class CMode {
   kZero,        // no C: D = A . B^T, stored by the kernel (Fp8GemmParams::store_d); zeroed only where no kernel
                 // writes (the k-grouped call's groups without tokens)
 };
+
+// The table key's first word for the weight-gradient form: its plan with C or without (kFp32Store: the same
+// kernels, other tiles at short K), k-grouped kernels or not.
+int64_t weight_gradient_key(CMode mode, bool k_grouped) {
+  if (mode == CMode::kZero) return k_grouped ? kGemmKGroupedStoreKeyId : kGemmStoreKeyId;
+  return k_grouped ? kGemmKGroupedKeyId : kGemmAccumulateKeyId;
+}
 
 // Every operand on a CUDA device, a's (c when given).
 void check_devices(const char* function, const TensorView& a, const TensorView& sfa, const TensorView& b,
@@ -379,7 +390,8 @@ constexpr int64_t kMaxTokenCounts = 65536;
 // and the kernel serving m is listed with the pieces of the range it serves. Its kernels take K at run time, so
 // the list is short (at most eight for every n tried up to k = 65536, across all m as well).
 std::vector<KernelUse> token_count_uses(const ProblemValue& m, int64_t n, const ProblemValue& k,
-                                        const Fp8GemmOverrides& overrides, const TargetInfo& target, bool k_grouped) {
+                                        const Fp8GemmOverrides& overrides, const TargetInfo& target, bool k_grouped,
+                                        Fp8GemmForm form) {
   const std::string who = std::string(kOp) + ": ";
   if (m.is_range())
     throw Error(ErrorKind::kValueError, who + "give a range for m or for k, not both (got m=" + m.text() + " and k=" +
@@ -394,12 +406,12 @@ std::vector<KernelUse> token_count_uses(const ProblemValue& m, int64_t n, const 
                                             " (" + std::to_string((last - first) / 16 + 1) + ")");
   std::vector<KernelUse> uses;
   if (m.hi == 0 || n == 0) {
-    (void)fp8_gemm_plan(target, n, first, overrides, Fp8GemmForm::kAccumulate);  // still validates n and the overrides
+    (void)fp8_gemm_plan(target, n, first, overrides, form);  // still validates n and the overrides
     return uses;
   }
   std::map<std::string, size_t> by_spec;  // rendered source -> index in uses
   for (int64_t kk = first; kk <= last; kk += 16) {
-    const Fp8GemmPlan plan = fp8_gemm_plan(target, n, kk, overrides, Fp8GemmForm::kAccumulate);
+    const Fp8GemmPlan plan = fp8_gemm_plan(target, n, kk, overrides, form);
     Fp8GemmConfig config = plan.kernels[static_cast<size_t>(plan.bucket_of(m.lo).kernel)];
     config.k_grouped = k_grouped;
     codegen::KernelSpec spec = fp8_gemm_spec(n, kk, config);
@@ -440,7 +452,17 @@ std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target)
     throw Error(ErrorKind::kValueError, std::string(kOp) +
                                             ": parameter accumulate must be 0 (the bf16 form) or 1 (the weight-gradient "
                                             "form, D (fp32) += A . B^T), got " + std::to_string(accumulate));
-  const Fp8GemmForm form = accumulate ? Fp8GemmForm::kAccumulate : Fp8GemmForm::kInference;
+  const int64_t no_c = value_of(problem, "no_c", 0);
+  if (no_c != 0 && no_c != 1)
+    throw Error(ErrorKind::kValueError, std::string(kOp) + ": parameter no_c must be 0 (calls with C) or 1 (calls "
+                                                           "without C, c=None), got " + std::to_string(no_c));
+  if (no_c && !accumulate)
+    throw Error(ErrorKind::kValueError,
+                std::string(kOp) + ": parameter no_c=1 needs accumulate=1 (C is the weight-gradient form's), got "
+                                   "accumulate=0");
+  const Fp8GemmForm form = !accumulate ? Fp8GemmForm::kInference
+                           : no_c      ? Fp8GemmForm::kFp32Store
+                                       : Fp8GemmForm::kAccumulate;
   if (k_value.is_range() && !accumulate)
     throw Error(ErrorKind::kValueError,
                 std::string(kOp) + ": parameter k may be a range only with accumulate=1 (the weight-gradient form's "
@@ -455,7 +477,7 @@ std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target)
     throw Error(ErrorKind::kValueError,
                 std::string(kOp) + ": parameter k_grouped=1 needs accumulate=1 (the k-grouped kernels are the weight-"
                                    "gradient form's), got accumulate=0");
-  if (k_value.is_range()) return token_count_uses(m, n, k_value, overrides, t, k_grouped != 0);
+  if (k_value.is_range()) return token_count_uses(m, n, k_value, overrides, t, k_grouped != 0, form);
   const Fp8GemmPlan plan = fp8_gemm_plan(t, n, k, overrides, form);  // validates n, k and the overrides
   std::vector<KernelUse> uses;
   if (m.hi == 0 || n == 0) return uses;  // m = 0: nothing to launch
@@ -553,7 +575,7 @@ struct Resolved {
   const GemmKernel* kernel;
 };
 
-// `key_id`: the form (kGemmKeyId, kGemmAccumulateKeyId or kGemmKGroupedKeyId).
+// `key_id`: the plan (kGemmKeyId, kGemmAccumulateKeyId, ...; weight_gradient_key for that form).
 Resolved resolve(const char* function, const Checked& c, const TensorView& a, CUstream stream, int64_t key_id) {
   const int usable_limit = get_num_sms();
   Table::Key key;
@@ -577,7 +599,8 @@ Resolved resolve(const char* function, const Checked& c, const TensorView& a, CU
 void launch(const char* function, const Checked& c, const TensorView& a, const TensorView& sfa, const TensorView& b,
             const TensorView& sfb, const TensorView& d, CUstream stream, bool accumulate, CMode mode,
             const TensorView* c_tensor) {
-  const auto [entry, kernel] = resolve(function, c, a, stream, accumulate ? kGemmAccumulateKeyId : kGemmKeyId);
+  const auto [entry, kernel] =
+      resolve(function, c, a, stream, accumulate ? weight_gradient_key(mode, false) : kGemmKeyId);
   const Fp8GemmConfig& cfg = kernel->config;
 
   Fp8GemmParams params;
@@ -933,6 +956,8 @@ OpDescriptor fp8_gemm_nt_descriptor() {
       {"k_grouped", "1 (with accumulate=1): that form's k-grouped kernels, every MoE expert's weight gradient in one "
                     "launch (k_grouped_fp8_gemm_nt_contiguous, which picks them at k = the groups' mean token count "
                     "rounded up to a power of two); 0 (default): one GEMM's", false},
+      {"no_c", "1 (with accumulate=1): the kernels of calls without C (c=None: D = A . B^T, stored), whose tiles "
+               "may differ from those of calls with C at short k; 0 (default): calls with C (D += A . B^T)", false},
   };
   op.uses = uses_of;
   op.kernels = [](const Problem& problem, const TargetInfo& target) {
@@ -996,7 +1021,7 @@ void k_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa
     const ops::GroupProblem& first = groups[launches.front().front()];
     ops::Checked planned = first.checked;
     planned.k = ops::k_grouped_plan_k(ks);
-    kernel = ops::resolve(ops::kKGroupedOp, planned, first.a, s, ops::kGemmKGroupedKeyId);
+    kernel = ops::resolve(ops::kKGroupedOp, planned, first.a, s, ops::weight_gradient_key(mode, true));
   }
   // Every group's D where the kernel adds into it (a copy of C; nothing for c=d) or does not write it at all (zeros
   // for the groups without tokens when there is no C: the others' planes the kernel stores whole), then the

@@ -105,6 +105,19 @@ constexpr double kAccumulateCycleFactorTwoWarpgroups = 1.15;
 constexpr double kAccumulateCycleFactorOneWarpgroup = 1.9;
 constexpr double kAccumulatePlainWidePenalty = 1.04;
 constexpr double kAccumulateEpilogueBytesPerUs = 30.0e3;
+// The reduce-adds of a 128-row tile (two math warpgroups) at short K, where every CTA spends most of its time in the
+// epilogue and reading D dominates the call: the epilogue's reduce time takes 1 + kReduceShortKSlowdown x (1 - K
+// blocks / kReduceShortKBlocks), fading to nothing at kReduceShortKBlocks. Fitted (H200, 2026-12-02, forty-first
+// session, bench/probes/wgrad_small_k_tiles.py, kReduceShortK in the unit tests) to twenty weight-gradient calls
+// with C at K = 256..1024 (five weights of 1536..7168 x 2048..7168), seven tiles each: at K <= 512 64x128 was
+// fastest or within 5 % of it at every weight, 6-21 % ahead of the 128-row tiles the model had picked; at K = 768
+// 128x64, at 1024 the model's own choice. 64-row tiles showed no such cost (their rate stays at the constant above),
+// nor did calls without C, whose epilogue reads nothing. Why 128-row tiles pay it is not established: both kinds
+// stage the same 32-column boxes in two buffers per warpgroup, so the two warpgroups' bursts of reduce-adds, with
+// DRAM's reads of D behind them, are the likely suspect. At K = 4096 and 8192 the term is zero, so the form's
+// sweep above keeps every choice.
+constexpr double kReduceShortKSlowdown = 0.8;
+constexpr int64_t kReduceShortKBlocks = 8;
 // 128x176 where it does not divide N (offered_at) takes this much longer per K block than the linear model
 // says: at 48 such shapes with K >= 4096 (twenty-ninth session, kRagged176Check in the unit tests) it timed 2 %
 // above the model relative to 128x128, 128x160, 128x192 and the pairs alike. Likely its three TMA boxes of B per
@@ -254,7 +267,7 @@ constexpr std::array<Tile, 4> kFillTiles = {{{64, 96}, {64, 144}, {128, 80}, {12
 
 Fp8GemmConfig make_config(const Tile& t, const TargetInfo& target, const Fp8GemmOverrides& o, Fp8GemmForm form) {
   const int bm = t.block_m, bn = t.block_n;
-  const bool accumulate = form == Fp8GemmForm::kAccumulate;
+  const bool accumulate = weight_gradient(form);
   Fp8GemmConfig c;
   c.block_m = bm;
   c.block_n = bn;
@@ -325,7 +338,7 @@ std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, int64_t n, int64
       {{256, 128}, {128, 128}, {128, 64}, {128, 160}, {128, 176}, {128, 192}, {64, 128}, {64, 64}, {64, 32}}};
   // block_m = 256 alone: the 256-row tiles' narrower widths too.
   static constexpr std::array<Tile, 3> kWaveTiles = {{{256, 128}, {256, 112}, {256, 96}}};
-  const bool accumulate = form == Fp8GemmForm::kAccumulate;
+  const bool accumulate = weight_gradient(form);
   std::vector<Tile> tiles;
   if (o.block_m > 0 && o.block_n > 0) {
     tiles.push_back({o.block_m, o.block_n});
@@ -491,7 +504,8 @@ uint32_t fp8_gemm_grid(const Fp8GemmConfig& c, int64_t m, int64_t n, int sm_coun
   return static_cast<uint32_t>(std::min(units, clusters) * cluster);
 }
 
-double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int64_t k, const Fp8GemmConfig& c) {
+double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int64_t k, const Fp8GemmConfig& c,
+                            bool stores_d) {
   const double bm = c.block_m, bn = c.block_n;
   const int64_t k_blocks = cdiv(k, 128);
   const int multicast = c.cluster_m * c.cluster_n;
@@ -531,8 +545,12 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   // What a CTA reads from L2 per K block: a multicast pair reads the shared operand once between them.
   const double l2_load_bytes = (a_rows / c.cluster_n + bn / c.cluster_m) * 128.0 + bm * 4.0;
   const double per_k_block = std::max({kFloorUsPerKBlock, cycles / kCyclesPerUs, load_bytes / kSmLoadBytesPerUs});
-  const double epilogue = kEpilogueFixedUs + (c.accumulate ? bm * bn * 8.0 / kAccumulateEpilogueBytesPerUs
-                                                           : bm * bn * 2.0 / kEpilogueBytesPerUs);
+  const bool short_k_reduce = c.accumulate && !stores_d && c.math_warpgroups == 2 && k_blocks < kReduceShortKBlocks;
+  const double reduce_slowdown =
+      short_k_reduce ? 1.0 + kReduceShortKSlowdown * (1.0 - static_cast<double>(k_blocks) / kReduceShortKBlocks) : 1.0;
+  const double epilogue =
+      kEpilogueFixedUs + (c.accumulate ? (stores_d ? 4.0 : 8.0 * reduce_slowdown) * bm * bn / kAccumulateEpilogueBytesPerUs
+                                       : bm * bn * 2.0 / kEpilogueBytesPerUs);
   const bool short_k_wide = !two_waves && c.block_n > 160 && k_blocks <= kShortKBlocks;
   const double tile_us = (static_cast<double>(cta_k_blocks) * per_k_block + epilogue + hand_over) *
                          (short_k_wide ? kShortKWidePenalty : 1.0);
@@ -567,16 +585,16 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
   if (target.sm_count <= 0)
     invalid("fp8_gemm_nt", "the target's SM count must be positive, got " + std::to_string(target.sm_count));
   check_fp8_gemm_overrides(overrides, "fp8_gemm_nt");
-  if (form == Fp8GemmForm::kAccumulate && overrides.block_m == 256)
+  if (weight_gradient(form) && overrides.block_m == 256)
     invalid("fp8_gemm_nt", "block_m must be 0 (heuristic), 64 or 128 for the accumulating form (256-row tiles are "
                            "the bf16 form's), got 256");
-  if (form == Fp8GemmForm::kAccumulate && overrides.cluster_m > 1)
+  if (weight_gradient(form) && overrides.cluster_m > 1)
     invalid("fp8_gemm_nt", "cluster_m must be 0 (heuristic) or 1 for the accumulating form (its kernel adds into fp32 D "
                            "without a cluster), got " + std::to_string(overrides.cluster_m));
-  if (form == Fp8GemmForm::kAccumulate && overrides.split_k > 1)
+  if (weight_gradient(form) && overrides.split_k > 1)
     invalid("fp8_gemm_nt", "split_k must be 0 (heuristic) or 1 for the accumulating form (its kernel adds into fp32 D "
                            "without a cluster), got " + std::to_string(overrides.split_k));
-  if (form == Fp8GemmForm::kAccumulate && overrides.cluster_n > 1)
+  if (weight_gradient(form) && overrides.cluster_n > 1)
     invalid("fp8_gemm_nt",
             "cluster_n must be 0 (heuristic) or 1 for the accumulating form (its kernel adds into fp32 D without a "
             "cluster), got " + std::to_string(overrides.cluster_n));
@@ -595,7 +613,7 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
   };
   std::vector<Interval> iv = {{1, kDecodeM, 1}, {kDecodeM + 1, kIntervalM, kIntervalM}};
   const int64_t sampled_max_m =
-      form == Fp8GemmForm::kAccumulate ? kFp8GemmAccumulateSampledMaxM : kFp8GemmSampledMaxM;
+      weight_gradient(form) ? kFp8GemmAccumulateSampledMaxM : kFp8GemmSampledMaxM;
   for (int64_t hi = 2 * kIntervalM; hi <= sampled_max_m; hi += kIntervalM) iv.push_back({hi - kIntervalM + 1, hi, hi});
   const size_t intervals = iv.size();
   double total_weight = 0;  // the pruning's weights (kDropMeanLoss): ln of each interval's M range
@@ -608,7 +626,7 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
     const int64_t m = iv[i].costed_at;
     double best = 0;
     for (size_t c = 0; c < nc; ++c) {
-      rel[i * nc + c] = fp8_gemm_estimate_us(target, m, n, k, cands[c]);
+      rel[i * nc + c] = fp8_gemm_estimate_us(target, m, n, k, cands[c], form == Fp8GemmForm::kFp32Store);
       if (c < pruned && (c == 0 || rel[i * nc + c] < best)) best = rel[i * nc + c];
     }
     for (size_t c = 0; c < nc; ++c) rel[i * nc + c] /= best;

@@ -115,7 +115,16 @@ struct Fp8GemmPlan {
 // Which form of the operation a plan is for. The weight-gradient form (D fp32 += A . B^T, B scaled per row
 // per 128 K) uses the same candidate tiles as the inference form, with its own epilogue (fp32 read-add-write
 // stores, no TMA store), no cluster, and the stage count of its shared-memory layout (B's scales per stage).
-enum class Fp8GemmForm { kInference, kAccumulate };
+// That form has two plans over the same kernels: with C (D += A . B^T, the epilogue's reduce-adds read D) and
+// without (c=None: the kernel stores D, Fp8GemmParams::store_d), whose tiles differ at short K (kReduceShortK* in
+// fp8_gemm_heuristic.cpp).
+enum class Fp8GemmForm {
+  kInference,   // D (bf16) = A . B^T
+  kAccumulate,  // the weight-gradient form with C: D (fp32) += A . B^T by TMA reduce-adds
+  kFp32Store,   // the weight-gradient form without C: D (fp32) = A . B^T, stored by the same kernels
+};
+// The weight-gradient form, with C or without: its kernels (Fp8GemmConfig::accumulate).
+constexpr bool weight_gradient(Fp8GemmForm form) { return form != Fp8GemmForm::kInference; }
 
 // Checks an override set against what the kernel supports (see Fp8GemmOverrides in kiln/ops.hpp). Throws
 // Error(kValueError) "<who>: <field> must be ..., got ..." naming the field.
@@ -132,8 +141,11 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
 // The cost model behind the choice: estimated kernel time in microseconds (including the fixed time that
 // CUDA-event timings of the sweep contained) of `config` for an m x n x k problem on `target`. Fitted to the
 // inference form's sweeps; the accumulating form (config.accumulate) scales its promotion cycles, wide tiles and
-// epilogue by terms of its own, fitted to that form's sweep (kAccumulate* in fp8_gemm_heuristic.cpp).
-double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int64_t k, const Fp8GemmConfig& config);
+// epilogue by terms of its own, fitted to that form's sweeps (kAccumulate* and kReduceShortK* in
+// fp8_gemm_heuristic.cpp). `stores_d`: that form without C (Fp8GemmForm::kFp32Store), whose epilogue reads
+// nothing of D (no short-K reduce-add term).
+double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int64_t k, const Fp8GemmConfig& config,
+                            bool stores_d = false);
 
 // The launch geometry shared by the op and the plan: CTAs for m rows (a whole number of clusters, at most
 // the target's SMs), and the kernel's threads per CTA and dynamic shared memory.

@@ -344,6 +344,45 @@ TEST(Fp8GemmWgradRegistry, BadValuesNameTheParameter) {
   }
 }
 
+// The form's two plans (kAccumulate with C, kFp32Store without) differ only where the short-K reduce-add term
+// applies: 128-row tiles with C below kReduceShortKBlocks K blocks. The registry's no_c=1 lists the plan without C,
+// for a range of token counts too, and its errors name the parameter.
+TEST(Fp8GemmWgradRegistry, CallsWithoutCHaveTheirOwnPlan) {
+  // 4096 x 7168 x 512 (a weight's gradient over 512 tokens): with C a 64-row tile, without C the 128-row one both
+  // plans took before the term (H200: 75.7 against 89.3 us with C, 53.2 against 70.8 without).
+  const auto with_c = ops::fp8_gemm_plan(kH200, 7168, 512, {}, Fp8GemmForm::kAccumulate);
+  const auto without_c = ops::fp8_gemm_plan(kH200, 7168, 512, {}, Fp8GemmForm::kFp32Store);
+  const Fp8GemmConfig& c = with_c.kernels[static_cast<size_t>(with_c.bucket_of(4096).kernel)];
+  const Fp8GemmConfig& s = without_c.kernels[static_cast<size_t>(without_c.bucket_of(4096).kernel)];
+  EXPECT_EQ(c.block_m, 64);
+  EXPECT_EQ(s.block_m, 128);
+  EXPECT_TRUE(c.accumulate && s.accumulate);  // the same kernels: D stored or added to is a run-time choice
+  // From kReduceShortKBlocks K blocks on (K = 1024) the two plans are one.
+  for (const int64_t k : {1024, 4096, 8192}) {
+    const auto a = ops::fp8_gemm_plan(kH200, 7168, k, {}, Fp8GemmForm::kAccumulate);
+    const auto b = ops::fp8_gemm_plan(kH200, 7168, k, {}, Fp8GemmForm::kFp32Store);
+    EXPECT_EQ(a.kernels, b.kernels) << "k = " << k;
+  }
+
+  const auto listed = uses({{"m", 4096}, {"n", 7168}, {"k", 512}, {"accumulate", 1}, {"no_c", 1}});
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(codegen::render_source(listed[0].spec), codegen::render_source(ops::fp8_gemm_spec(7168, 512, s)));
+  const auto listed_c = uses({{"m", 4096}, {"n", 7168}, {"k", 512}, {"accumulate", 1}, {"no_c", 0}});
+  ASSERT_EQ(listed_c.size(), 1u);
+  EXPECT_EQ(codegen::render_source(listed_c[0].spec), codegen::render_source(ops::fp8_gemm_spec(7168, 512, c)));
+  // K at run time: the kernels over a range of token counts follow the plan without C at each of them.
+  const auto range = uses({{"m", 4096}, {"n", 7168}, {"k", ProblemValue::range(256, 1024)}, {"accumulate", 1},
+                           {"no_c", 1}});
+  ASSERT_FALSE(range.empty());
+  for (const KernelUse& u : range) EXPECT_THAT(u.detail, HasSubstr("128x"));
+
+  EXPECT_THAT(error_of([] { uses({{"m", 1}, {"n", 7168}, {"k", 512}, {"accumulate", 1}, {"no_c", 2}}); },
+                       ErrorKind::kValueError),
+              HasSubstr("fp8_gemm_nt: parameter no_c must be 0 (calls with C) or 1 (calls without C, c=None), got 2"));
+  EXPECT_THAT(error_of([] { uses({{"m", 1}, {"n", 7168}, {"k", 512}, {"no_c", 1}}); }, ErrorKind::kValueError),
+              HasSubstr("parameter no_c=1 needs accumulate=1"));
+}
+
 // ---- K at run time ------------------------------------------------------------------------------------------------
 
 // The form's kernels take K (a token count) and the tile order's group height at run time: the spec of a config is

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Probe: the weight-gradient plans' moves of the forty-first session (kReduceShortKSlowdown for calls with C, the
+4-byte epilogue for calls without C), each timed against the tile the plan took before, in one process.
+
+Each case is a call (dense with C, dense without C, or k-grouped with C) and the tile the previous plan gave it. The
+plan's own tile (no overrides) and the previous tile (forced with set_fp8_gemm_overrides, the same stages) are
+timed in the order old, new, new, old: medians of 30 flushed CUDA-event timings after 100 ms idle, each pair
+averaged. D's bits are compared between the two (every tile adds each K block's product in the same order).
+Usage: PYTHONPATH=<kiln package> python3 bench/probes/wgrad_plan_moves.py [--json FILE]"""
+import argparse
+import json
+import math
+import random
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import kiln  # noqa: E402
+from flushed_timing import flushed_median_us  # noqa: E402
+from wgrad_operands import operand  # noqa: E402
+
+# Short K (fit data: bench/probes/wgrad_small_k_tiles.py): the plan before this session at each weight and K.
+SHORT_K_OLD = {(4096, 7168): {k: (128, 160) for k in (256, 512, 768, 1024)},
+               (7168, 2048): {k: (128, 128) for k in (256, 512, 768, 1024)},
+               (2048, 7168): {k: (128, 128) for k in (256, 512, 768, 1024)},
+               (7168, 2112): {256: (128, 64), 512: (128, 160), 768: (128, 160), 1024: (128, 160)},
+               (1536, 7168): {256: (64, 128), 512: (64, 128), 768: (128, 192), 1024: (128, 192)}}
+# Calls without C at K >= 1024 whose tile the 4-byte epilogue moved (a random one per (n, k) of the unit test's
+# scan, seed 7): (m, n, k, previous tile).
+STORE_MOVES = [(13952, 512, 1024, (64, 128)), (1984, 512, 8192, (128, 64)), (12736, 576, 1024, (128, 64)),
+               (8512, 576, 2048, (128, 64)), (3392, 576, 4096, (128, 64)), (1856, 576, 8192, (64, 64)),
+               (3392, 1536, 1024, (64, 128)), (21952, 1536, 2048, (128, 128)), (16960, 1536, 4096, (128, 128)),
+               (29248, 2048, 1024, (128, 128)), (6208, 2048, 4096, (128, 128)), (28224, 2112, 1024, (128, 192)),
+               (26816, 2112, 4096, (128, 192)), (11712, 4096, 2048, (128, 128)), (24640, 4096, 4096, (128, 160)),
+               (11968, 7168, 1024, (128, 128)), (1728, 7168, 4096, (128, 128)), (128, 7168, 16384, (64, 128)),
+               (4544, 16384, 1024, (128, 128)), (10560, 16384, 4096, (128, 160)), (19392, 24576, 1024, (128, 192)),
+               (1344, 24576, 4096, (128, 160))]
+# k-grouped with C: experts' gate/up and down gradients over few tokens each (plan k = the mean rounded up to a
+# power of two: 256 and 512 moved to 64x128).
+K_GROUPED = [(4096, 7168, 32, 8192, (128, 160)), (7168, 2048, 32, 8192, (128, 128)),
+             (4096, 7168, 32, 16384, (128, 160)), (7168, 2048, 32, 16384, (128, 128))]
+
+parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+parser.add_argument("--json", type=Path, help="write the results here as well")
+args = parser.parse_args()
+
+dev = torch.device("cuda")
+flush = torch.empty(1 << 30, dtype=torch.uint8, device=dev)
+gen = torch.Generator(device=dev)
+
+
+def compare(label, call, d, reset, old_tile):
+    """Times `call` on the plan's tile and on old_tile (old, new, new, old); returns the row."""
+    results = {}
+    for tile in (old_tile, None):
+        kiln.set_fp8_gemm_overrides(block_m=tile[0] if tile else 0, block_n=tile[1] if tile else 0)
+        reset()
+        call()
+        torch.cuda.synchronize()
+        results[tile] = d.clone()
+    same = torch.equal(results[old_tile].view(torch.int32), results[None].view(torch.int32))
+    times = {old_tile: [], None: []}
+    for tile in (old_tile, None, None, old_tile):
+        kiln.set_fp8_gemm_overrides(block_m=tile[0] if tile else 0, block_n=tile[1] if tile else 0)
+        times[tile].append(flushed_median_us(call, flush, reps=30, warmup=3, idle_s=0.1))
+    kiln.set_fp8_gemm_overrides()
+    old_us, new_us = sum(times[old_tile]) / 2, sum(times[None]) / 2
+    print(f"{label:<44} old {old_tile[0]}x{old_tile[1]:<4} {old_us:9.1f} us   plan {new_us:9.1f} us   "
+          f"{new_us / old_us:.3f}{'' if same else '   D DIFFERS'}", flush=True)
+    return {"case": label, "old_tile": list(old_tile), "old_us": old_us, "new_us": new_us,
+            "ratio": new_us / old_us, "same_bits": same}
+
+
+rows = []
+for (m, n), by_k in SHORT_K_OLD.items():
+    for k, old in by_k.items():
+        gen.manual_seed(m * 31 + n * 7 + k)
+        a, sa = operand(m, k, gen)
+        b, sb = operand(n, k, gen)
+        c = torch.randn(m, n, device=dev, generator=gen)
+        d = torch.empty_like(c)
+        a2, b2 = a.view(m, k), b.view(n, k)
+        rows.append(compare(f"{m} x {n} x {k} c=d", lambda: kiln.fp8_gemm_nt((a2, sa), (b2, sb), d, c=d), d,
+                            lambda: d.copy_(c), old) | {"set": "short_k_c"})
+        rows.append(compare(f"{m} x {n} x {k} c=None", lambda: kiln.fp8_gemm_nt((a2, sa), (b2, sb), d), d,
+                            lambda: d.zero_(), old) | {"set": "short_k_none"})
+        del a, b, c, d, a2, b2
+for m, n, k, old in STORE_MOVES:
+    gen.manual_seed(m + n + k)
+    a, sa = operand(m, k, gen)
+    b, sb = operand(n, k, gen)
+    d = torch.empty(m, n, device=dev)
+    a2, b2 = a.view(m, k), b.view(n, k)
+    rows.append(compare(f"{m} x {n} x {k} c=None", lambda: kiln.fp8_gemm_nt((a2, sa), (b2, sb), d), d,
+                        lambda: d.zero_(), old) | {"set": "store_moves"})
+    del a, b, d, a2, b2
+for m, n, groups, tokens, old in K_GROUPED:
+    rng = random.Random(groups + tokens)
+    weights = [rng.paretovariate(1.5) for _ in range(groups)]
+    counts = [int(tokens // 128 * w / sum(weights)) for w in weights]
+    counts[max(range(groups), key=lambda g: weights[g])] += tokens // 128 - sum(counts)
+    ks = [cnt * 128 for cnt in counts]
+    gen.manual_seed(tokens + m)
+    a, sa = operand(m, tokens, gen)
+    b, sb = operand(n, tokens, gen)
+    ks_tensor = torch.tensor(ks, dtype=torch.int32, device=dev)
+    c = torch.randn(groups, m, n, device=dev, generator=gen)
+    d = torch.empty_like(c)
+    rows.append(compare(f"k-grouped {groups} x {m} x {n}, {tokens} tokens c=d",
+                        lambda: kiln.k_grouped_fp8_gemm_nt_contiguous((a, sa), (b, sb), d, ks, ks_tensor, c=d), d,
+                        lambda: d.copy_(c), old) | {"set": "k_grouped"})
+    del a, b, c, d
+for s in ("short_k_c", "short_k_none", "store_moves", "k_grouped"):
+    r = [x["ratio"] for x in rows if x["set"] == s and x["old_tile"] is not None]
+    if r:
+        print(f"{s}: {len(r)} calls, plan / previous tile {math.exp(sum(map(math.log, r)) / len(r)):.3f} on geometric "
+              f"mean ({min(r):.3f}..{max(r):.3f})")
+if args.json:
+    args.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows}, indent=1))
+print(f"wgrad_plan_moves: {len(rows)} calls; {sum(not x['same_bits'] for x in rows)} with D differing")
