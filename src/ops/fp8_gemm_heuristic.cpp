@@ -112,10 +112,15 @@ constexpr double kAccumulateEpilogueBytesPerUs = 30.0e3;
 // with C at K = 256..1024 (five weights of 1536..7168 x 2048..7168), seven tiles each: at K <= 512 64x128 was
 // fastest or within 5 % of it at every weight, 6-21 % ahead of the 128-row tiles the model had picked; at K = 768
 // 128x64, at 1024 the model's own choice. 64-row tiles showed no such cost (their rate stays at the constant above),
-// nor did calls without C, whose epilogue reads nothing. Why 128-row tiles pay it is not established: both kinds
-// stage the same 32-column boxes in two buffers per warpgroup, so the two warpgroups' bursts of reduce-adds, with
-// DRAM's reads of D behind them, are the likely suspect. At K = 4096 and 8192 the term is zero, so the form's
-// sweep above keeps every choice.
+// nor did calls without C, whose epilogue reads nothing (their plan, Fp8GemmForm::kFp32Store, leaves the term
+// out). Why 128-row tiles pay it is not established: both kinds stage the same 32-column boxes in two buffers per
+// warpgroup, so the two warpgroups' bursts of reduce-adds, with DRAM's reads of D behind them, are the likely
+// suspect. At K = 4096 and 8192 the term is zero, so the form's sweep above keeps every choice. Timed against the
+// tiles it moved from (bench/probes/wgrad_plan_moves.py, same session): the twenty calls 0.950 on geometric mean
+// (0.829-1.008), four k-grouped expert calls at 256 and 512 mean tokens 0.917 (0.886-0.962).
+// Without C the epilogue writes 4 bytes an element where this one reads and writes 8; counting 4 for those calls
+// fitted their short-K timings better (7168 x 2112 x 256: 0.895) but moved tiles at K >= 1024 that it had not been
+// fitted on, 22 such moves 1.015 on geometric mean (0.943-1.261, the losses at N <= 576), so it is not used.
 constexpr double kReduceShortKSlowdown = 0.8;
 constexpr int64_t kReduceShortKBlocks = 8;
 // 128x176 where it does not divide N (offered_at) takes this much longer per K block than the linear model
@@ -549,7 +554,7 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   const double reduce_slowdown =
       short_k_reduce ? 1.0 + kReduceShortKSlowdown * (1.0 - static_cast<double>(k_blocks) / kReduceShortKBlocks) : 1.0;
   const double epilogue =
-      kEpilogueFixedUs + (c.accumulate ? (stores_d ? 4.0 : 8.0 * reduce_slowdown) * bm * bn / kAccumulateEpilogueBytesPerUs
+      kEpilogueFixedUs + (c.accumulate ? reduce_slowdown * bm * bn * 8.0 / kAccumulateEpilogueBytesPerUs
                                        : bm * bn * 2.0 / kEpilogueBytesPerUs);
   const bool short_k_wide = !two_waves && c.block_n > 160 && k_blocks <= kShortKBlocks;
   const double tile_us = (static_cast<double>(cta_k_blocks) * per_k_block + epilogue + hand_over) *

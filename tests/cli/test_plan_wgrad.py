@@ -92,3 +92,19 @@ def test_errors(kiln):
     assert_error(kiln.run("plan", *WGRAD, "m=1", "cluster_m=2"), "cluster_m must be 0 (heuristic) or 1",
                  "accumulating form")
     assert_error(kiln.run("plan", *WGRAD[:3], "m=1", "accumulate=0..1"), "accumulate must be a single value")
+
+
+def test_no_c_plans_the_calls_without_c_apart(kiln):
+    """At short K calls with C take 64x128 (the short-K reduce-add term), calls without C (no_c=1) a 128-row tile;
+    from K = 1024 on both list the same kernels."""
+    with_c = kiln.json("plan", "fp8_gemm_nt", "n=7168", "k=512", "m=4096", "accumulate=1", "--arch", ARCH)["kernels"]
+    without_c = kiln.json("plan", "fp8_gemm_nt", "n=7168", "k=512", "m=4096", "accumulate=1", "no_c=1",
+                          "--arch", ARCH)["kernels"]
+    assert len(with_c) == 1 and len(without_c) == 1
+    assert "64x128" in with_c[0]["detail"] and "128x" in without_c[0]["detail"], (with_c, without_c)
+    assert with_c[0]["key"] != without_c[0]["key"]
+    long_k = ["fp8_gemm_nt", "n=7168", "k=4096", "m=1..16384", "accumulate=1", "--arch", ARCH]
+    assert ([k["key"] for k in kiln.json("plan", *long_k)["kernels"]] ==
+            [k["key"] for k in kiln.json("plan", *long_k, "no_c=1")["kernels"]])
+    assert_error(kiln.run("plan", "fp8_gemm_nt", "n=7168", "k=512", "m=1", "no_c=1", "--arch", ARCH),
+                 "parameter no_c=1 needs accumulate=1")

@@ -2300,8 +2300,7 @@ const Measured kStoreShortK[] = {
 // and at K = 768 64x128 and 128x64, which the model ties, where 128x64 is 1-11 % faster.
 TEST(Fp8GemmHeuristic, AccumulatingFormWithCTakes64RowTilesAtShortK) {
   size_t shapes = 0;
-  const std::vector<Judged> judged =
-      judge_plan(kReduceShortK, true, &shapes, offered_at, Fp8GemmForm::kAccumulate);
+  const std::vector<Judged> judged = judge_plan(kReduceShortK, true, &shapes, offered_at, Fp8GemmForm::kAccumulate);
   EXPECT_EQ(shapes, 20u);
   EXPECT_EQ(judged.size(), 20u);
   const double log_loss = expect_within_misses(judged, {{4096, 7168, 256, 1.05},
@@ -2313,17 +2312,20 @@ TEST(Fp8GemmHeuristic, AccumulatingFormWithCTakes64RowTilesAtShortK) {
 }
 
 // Without C the epilogue reads nothing of D and the term does not apply: the plan is the one both kinds of call had
-// before it, within 1.3 % of the fastest on geometric mean. Its misses are the model's as it was fitted at long K:
-// 128x64 at 7168 x 2112 x 256 (128x160's last tile of 32 columns costs the model more than the device), 128x128
-// where 128x160 or 128x176 is 2-7 % faster.
+// before it, within 2.7 % of the fastest on geometric mean. Its misses are the model's as fitted at long K with C:
+// 128x64 at 7168 x 2112 x 256 and 64x128 at 1536 x 7168 x 256 and 512 (128x160 11-13 % faster), 128x128 where
+// 128x160 is 2-5 % faster. Counting the stored epilogue's 4 bytes an element instead of 8 fixes the first three but
+// moved tiles at K >= 1024, slower on average (kReduceShortKSlowdown's comment), so those stay known misses.
 TEST(Fp8GemmHeuristic, AccumulatingFormWithoutCKeepsItsTilesAtShortK) {
   size_t shapes = 0;
-  const std::vector<Judged> judged =
-      judge_plan(kStoreShortK, true, &shapes, offered_at, Fp8GemmForm::kFp32Store);
+  const std::vector<Judged> judged = judge_plan(kStoreShortK, true, &shapes, offered_at, Fp8GemmForm::kFp32Store);
   EXPECT_EQ(shapes, 20u);
   EXPECT_EQ(judged.size(), 20u);
-  const double log_loss = expect_within_misses(judged, {}, 1.14);
-  EXPECT_LT(log_loss, 20 * std::log(1.02));
+  const double log_loss = expect_within_misses(judged, {{7168, 2112, 256, 1.14},
+                                                        {1536, 7168, 256, 1.12},
+                                                        {1536, 7168, 512, 1.14}},
+                                               1.05);
+  EXPECT_LT(log_loss, 20 * std::log(1.028));
 }
 
 // 128x144 in place of 128x160 where 144 divides N, from K = 4096 (kWhole144Penalty, kWhole144MinKBlocks; H200,
