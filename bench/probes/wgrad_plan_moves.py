@@ -37,6 +37,18 @@ STORE_MOVES = [(13952, 512, 1024, (64, 128)), (1984, 512, 8192, (128, 64)), (127
                (11968, 7168, 1024, (128, 128)), (1728, 7168, 4096, (128, 128)), (128, 7168, 16384, (64, 128)),
                (4544, 16384, 1024, (128, 128)), (10560, 16384, 4096, (128, 160)), (19392, 24576, 1024, (128, 192)),
                (1344, 24576, 4096, (128, 160))]
+# Calls without C at K < 1024 whose tile a 4-byte stored epilogue confined to short K moved (one random move per
+# (n, k) of 30 drawn from the unit test's scan of N 256..24576, K 128..896, seed 41): (m, n, k, previous tile).
+STORE_SHORT_K = [(5056, 256, 256, (64, 64)), (4864, 256, 384, (64, 64)), (27840, 256, 896, (128, 64)),
+                 (22336, 512, 512, (64, 128)), (12928, 512, 768, (64, 128)), (8704, 512, 896, (64, 128)),
+                 (23424, 576, 384, (128, 64)), (29760, 576, 768, (128, 64)), (16960, 1024, 128, (64, 128)),
+                 (8896, 1024, 384, (64, 128)), (11520, 1024, 512, (64, 128)), (27200, 1536, 384, (128, 128)),
+                 (30144, 1536, 512, (128, 128)), (30720, 1536, 640, (128, 128)), (30976, 1536, 896, (128, 128)),
+                 (5312, 2048, 512, (64, 128)), (28032, 2048, 640, (128, 128)), (11008, 2048, 768, (128, 128)),
+                 (27328, 2112, 128, (128, 64)), (19776, 2112, 384, (128, 128)), (22592, 2112, 512, (128, 128)),
+                 (3968, 2112, 768, (128, 128)), (13568, 4096, 128, (128, 128)), (3392, 4096, 384, (64, 128)),
+                 (8192, 4096, 512, (128, 128)), (11392, 4096, 768, (128, 128)), (12160, 16384, 128, (128, 128)),
+                 (10304, 16384, 256, (128, 128)), (2752, 16384, 512, (128, 128)), (960, 24576, 384, (64, 128))]
 # k-grouped with C: experts' gate/up and down gradients over few tokens each (plan k = the mean rounded up to a
 # power of two: 256 and 512 moved to 64x128).
 K_GROUPED = [(4096, 7168, 32, 8192, (128, 160)), (7168, 2048, 32, 8192, (128, 128)),
@@ -44,6 +56,8 @@ K_GROUPED = [(4096, 7168, 32, 8192, (128, 160)), (7168, 2048, 32, 8192, (128, 12
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--json", type=Path, help="write the results here as well")
+SETS = ("short_k_c", "short_k_none", "store_moves", "store_short_k", "k_grouped")
+parser.add_argument("--only", choices=SETS, action="append", help="run these sets only (default: all)")
 args = parser.parse_args()
 
 dev = torch.device("cuda")
@@ -73,8 +87,9 @@ def compare(label, call, d, reset, old_tile):
             "ratio": new_us / old_us, "same_bits": same}
 
 
+runs = set(args.only or SETS)
 rows = []
-for (m, n), by_k in SHORT_K_OLD.items():
+for (m, n), by_k in SHORT_K_OLD.items() if runs & {"short_k_c", "short_k_none"} else ():
     for k, old in by_k.items():
         gen.manual_seed(m * 31 + n * 7 + k)
         a, sa = operand(m, k, gen)
@@ -87,16 +102,17 @@ for (m, n), by_k in SHORT_K_OLD.items():
         rows.append(compare(f"{m} x {n} x {k} c=None", lambda: kiln.fp8_gemm_nt((a2, sa), (b2, sb), d), d,
                             lambda: d.zero_(), old) | {"set": "short_k_none"})
         del a, b, c, d, a2, b2
-for m, n, k, old in STORE_MOVES:
-    gen.manual_seed(m + n + k)
-    a, sa = operand(m, k, gen)
-    b, sb = operand(n, k, gen)
-    d = torch.empty(m, n, device=dev)
-    a2, b2 = a.view(m, k), b.view(n, k)
-    rows.append(compare(f"{m} x {n} x {k} c=None", lambda: kiln.fp8_gemm_nt((a2, sa), (b2, sb), d), d,
-                        lambda: d.zero_(), old) | {"set": "store_moves"})
-    del a, b, d, a2, b2
-for m, n, groups, tokens, old in K_GROUPED:
+for name, cases in (("store_moves", STORE_MOVES), ("store_short_k", STORE_SHORT_K)):
+    for m, n, k, old in cases if name in runs else ():
+        gen.manual_seed(m + n + k)
+        a, sa = operand(m, k, gen)
+        b, sb = operand(n, k, gen)
+        d = torch.empty(m, n, device=dev)
+        a2, b2 = a.view(m, k), b.view(n, k)
+        rows.append(compare(f"{m} x {n} x {k} c=None", lambda: kiln.fp8_gemm_nt((a2, sa), (b2, sb), d), d,
+                            lambda: d.zero_(), old) | {"set": name})
+        del a, b, d, a2, b2
+for m, n, groups, tokens, old in K_GROUPED if "k_grouped" in runs else ():
     rng = random.Random(groups + tokens)
     weights = [rng.paretovariate(1.5) for _ in range(groups)]
     counts = [int(tokens // 128 * w / sum(weights)) for w in weights]
@@ -112,7 +128,7 @@ for m, n, groups, tokens, old in K_GROUPED:
                         lambda: kiln.k_grouped_fp8_gemm_nt_contiguous((a, sa), (b, sb), d, ks, ks_tensor, c=d), d,
                         lambda: d.copy_(c), old) | {"set": "k_grouped"})
     del a, b, c, d
-for s in ("short_k_c", "short_k_none", "store_moves", "k_grouped"):
+for s in SETS:
     r = [x["ratio"] for x in rows if x["set"] == s and x["old_tile"] is not None]
     if r:
         print(f"{s}: {len(r)} calls, plan / previous tile {math.exp(sum(map(math.log, r)) / len(r)):.3f} on geometric "

@@ -112,17 +112,21 @@ constexpr double kAccumulateEpilogueBytesPerUs = 30.0e3;
 // with C at K = 256..1024 (five weights of 1536..7168 x 2048..7168), seven tiles each: at K <= 512 64x128 was
 // fastest or within 5 % of it at every weight, 6-21 % ahead of the 128-row tiles the model had picked; at K = 768
 // 128x64, at 1024 the model's own choice. 64-row tiles showed no such cost (their rate stays at the constant above),
-// nor did calls without C, whose epilogue reads nothing (their plan, Fp8GemmForm::kFp32Store, leaves the term
-// out). Why 128-row tiles pay it is not established: both kinds stage the same 32-column boxes in two buffers per
+// nor did calls without C, whose epilogue reads nothing (their plan, Fp8GemmForm::kFp32Store, has the term
+// below instead). Why 128-row tiles pay it is not established: both kinds stage the same 32-column boxes in two buffers per
 // warpgroup, so the two warpgroups' bursts of reduce-adds, with DRAM's reads of D behind them, are the likely
 // suspect. At K = 4096 and 8192 the term is zero, so the form's sweep above keeps every choice. Timed against the
 // tiles it moved from (bench/probes/wgrad_plan_moves.py, same session): the twenty calls 0.950 on geometric mean
 // (0.829-1.008), four k-grouped expert calls at 256 and 512 mean tokens 0.917 (0.886-0.962).
-// Without C the epilogue writes 4 bytes an element where this one reads and writes 8; counting 4 for those calls
-// fitted their short-K timings better (7168 x 2112 x 256: 0.895) but moved tiles at K >= 1024 that it had not been
-// fitted on, 22 such moves 1.015 on geometric mean (0.943-1.261, the losses at N <= 576), so it is not used.
 constexpr double kReduceShortKSlowdown = 0.8;
 constexpr int64_t kReduceShortKBlocks = 8;
+// Without C (Fp8GemmForm::kFp32Store) the epilogue writes 4 bytes an element where a reduce-add reads and writes 8,
+// and below kReduceShortKBlocks the plan counts 4: at the probe's twenty calls its three misses of 11-13 % became
+// 0.879-0.951 of the previous tile's time (kStoreShortK), and 30 of the moves it makes there, drawn at random over
+// N 256..24576 and K 128..896, were 0.965 on geometric mean (0.883-1.055; same session). Counted at every K it also
+// moved tiles at K >= 1024, where the model of this form was fitted with 8 (kAccumulateSweep): 22 such moves timed
+// 1.015 on geometric mean, up to 26 % slower at N <= 576, so from kReduceShortKBlocks on both plans count 8.
+constexpr double kStoredShortKBytes = 4.0;
 // 128x176 where it does not divide N (offered_at) takes this much longer per K block than the linear model
 // says: at 48 such shapes with K >= 4096 (twenty-ninth session, kRagged176Check in the unit tests) it timed 2 %
 // above the model relative to 128x128, 128x160, 128x192 and the pairs alike. Likely its three TMA boxes of B per
@@ -550,12 +554,16 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   // What a CTA reads from L2 per K block: a multicast pair reads the shared operand once between them.
   const double l2_load_bytes = (a_rows / c.cluster_n + bn / c.cluster_m) * 128.0 + bm * 4.0;
   const double per_k_block = std::max({kFloorUsPerKBlock, cycles / kCyclesPerUs, load_bytes / kSmLoadBytesPerUs});
-  const bool short_k_reduce = c.accumulate && !stores_d && c.math_warpgroups == 2 && k_blocks < kReduceShortKBlocks;
+  // The weight-gradient form's epilogue: 8 bytes an element (a reduce-add reads and writes fp32 D), slower for
+  // 128-row tiles at short K with C, 4 (D stored) at short K without C.
+  const bool short_k = k_blocks < kReduceShortKBlocks;
   const double reduce_slowdown =
-      short_k_reduce ? 1.0 + kReduceShortKSlowdown * (1.0 - static_cast<double>(k_blocks) / kReduceShortKBlocks) : 1.0;
-  const double epilogue =
-      kEpilogueFixedUs + (c.accumulate ? reduce_slowdown * bm * bn * 8.0 / kAccumulateEpilogueBytesPerUs
-                                       : bm * bn * 2.0 / kEpilogueBytesPerUs);
+      short_k && c.math_warpgroups == 2
+          ? 1.0 + kReduceShortKSlowdown * (1.0 - static_cast<double>(k_blocks) / kReduceShortKBlocks)
+          : 1.0;
+  const double accumulate_bytes = stores_d && short_k ? kStoredShortKBytes : 8.0 * (stores_d ? 1.0 : reduce_slowdown);
+  const double epilogue = kEpilogueFixedUs + (c.accumulate ? bm * bn * accumulate_bytes / kAccumulateEpilogueBytesPerUs
+                                                           : bm * bn * 2.0 / kEpilogueBytesPerUs);
   const bool short_k_wide = !two_waves && c.block_n > 160 && k_blocks <= kShortKBlocks;
   const double tile_us = (static_cast<double>(cta_k_blocks) * per_k_block + epilogue + hand_over) *
                          (short_k_wide ? kShortKWidePenalty : 1.0);

@@ -2311,21 +2311,17 @@ TEST(Fp8GemmHeuristic, AccumulatingFormWithCTakes64RowTilesAtShortK) {
   EXPECT_LT(log_loss, 20 * std::log(1.012));
 }
 
-// Without C the epilogue reads nothing of D and the term does not apply: the plan is the one both kinds of call had
-// before it, within 2.7 % of the fastest on geometric mean. Its misses are the model's as fitted at long K with C:
-// 128x64 at 7168 x 2112 x 256 and 64x128 at 1536 x 7168 x 256 and 512 (128x160 11-13 % faster), 128x128 where
-// 128x160 is 2-5 % faster. Counting the stored epilogue's 4 bytes an element instead of 8 fixes the first three but
-// moved tiles at K >= 1024, slower on average (kReduceShortKSlowdown's comment), so those stay known misses.
-TEST(Fp8GemmHeuristic, AccumulatingFormWithoutCKeepsItsTilesAtShortK) {
+// Without C the epilogue reads nothing of D: the reduce-add term does not apply, and at short K the plan counts the
+// 4 bytes an element it stores (kStoredShortKBytes). With 8, as both kinds of call were planned before, it was 2.7 %
+// from the fastest on geometric mean, 11-13 % at 7168 x 2112 x 256 (128x64) and 1536 x 7168 x 256 and 512 (64x128);
+// now 1.5 %, at worst 6.9 % (128x128 where 128x160 is 3-7 % faster, at 1536 x 7168 x 512 and the 2048-row shapes).
+TEST(Fp8GemmHeuristic, AccumulatingFormWithoutCCountsItsStoresAtShortK) {
   size_t shapes = 0;
   const std::vector<Judged> judged = judge_plan(kStoreShortK, true, &shapes, offered_at, Fp8GemmForm::kFp32Store);
   EXPECT_EQ(shapes, 20u);
   EXPECT_EQ(judged.size(), 20u);
-  const double log_loss = expect_within_misses(judged, {{7168, 2112, 256, 1.14},
-                                                        {1536, 7168, 256, 1.12},
-                                                        {1536, 7168, 512, 1.14}},
-                                               1.05);
-  EXPECT_LT(log_loss, 20 * std::log(1.028));
+  const double log_loss = expect_within_misses(judged, {{1536, 7168, 256, 1.06}, {1536, 7168, 512, 1.07}}, 1.05);
+  EXPECT_LT(log_loss, 20 * std::log(1.016));
 }
 
 // 128x144 in place of 128x160 where 144 divides N, from K = 4096 (kWhole144Penalty, kWhole144MinKBlocks; H200,

@@ -344,8 +344,8 @@ TEST(Fp8GemmWgradRegistry, BadValuesNameTheParameter) {
   }
 }
 
-// The form's two plans (kAccumulate with C, kFp32Store without) differ only where the short-K reduce-add term
-// applies: 128-row tiles with C below kReduceShortKBlocks K blocks. The registry's no_c=1 lists the plan without C,
+// The form's two plans (kAccumulate with C, kFp32Store without) differ only at short K, below kReduceShortKBlocks K
+// blocks (the reduce-add term with C, the stored epilogue's bytes without). The registry's no_c=1 lists the plan without C,
 // for a range of token counts too, and its errors name the parameter.
 TEST(Fp8GemmWgradRegistry, CallsWithoutCHaveTheirOwnPlan) {
   // 4096 x 7168 x 512 (a weight's gradient over 512 tokens): with C a 64-row tile, without C the 128-row one both
