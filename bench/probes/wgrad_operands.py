@@ -11,3 +11,13 @@ def operand(rows: int, k: int, gen: torch.Generator):
     x = torch.randn(rows * k, device=dev, generator=gen).to(torch.float8_e4m3fn)
     sf = torch.rand(k // 128, kiln.get_tma_aligned_size(rows, 4), device=dev, generator=gen).T[:rows] + 0.5
     return x, sf
+
+
+def dense_call(m: int, n: int, k: int, gen: torch.Generator):
+    """One dense weight-gradient call's operands, seeded from its shape so that probes time the same data:
+    ((a [m, k], sfa), (b [n, k], sfb), c [m, n] fp32 random, d [m, n] fp32 uninitialised)."""
+    gen.manual_seed(m * 31 + n * 7 + k)
+    a, sa = operand(m, k, gen)
+    b, sb = operand(n, k, gen)
+    c = torch.randn(m, n, device=gen.device, generator=gen)
+    return (a.view(m, k), sa), (b.view(n, k), sb), c, torch.empty_like(c)

@@ -19,7 +19,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import kiln  # noqa: E402
 from flushed_timing import flushed_median_us  # noqa: E402
-from wgrad_operands import operand  # noqa: E402
+from wgrad_operands import dense_call, operand  # noqa: E402
 
 # Short K (fit data: bench/probes/wgrad_small_k_tiles.py): the plan before this session at each weight and K.
 SHORT_K_OLD = {(4096, 7168): {k: (128, 160) for k in (256, 512, 768, 1024)},
@@ -91,17 +91,11 @@ runs = set(args.only or SETS)
 rows = []
 for (m, n), by_k in SHORT_K_OLD.items() if runs & {"short_k_c", "short_k_none"} else ():
     for k, old in by_k.items():
-        gen.manual_seed(m * 31 + n * 7 + k)
-        a, sa = operand(m, k, gen)
-        b, sb = operand(n, k, gen)
-        c = torch.randn(m, n, device=dev, generator=gen)
-        d = torch.empty_like(c)
-        a2, b2 = a.view(m, k), b.view(n, k)
-        rows.append(compare(f"{m} x {n} x {k} c=d", lambda: kiln.fp8_gemm_nt((a2, sa), (b2, sb), d, c=d), d,
+        a, b, c, d = dense_call(m, n, k, gen)
+        rows.append(compare(f"{m} x {n} x {k} c=d", lambda: kiln.fp8_gemm_nt(a, b, d, c=d), d,
                             lambda: d.copy_(c), old) | {"set": "short_k_c"})
-        rows.append(compare(f"{m} x {n} x {k} c=None", lambda: kiln.fp8_gemm_nt((a2, sa), (b2, sb), d), d,
+        rows.append(compare(f"{m} x {n} x {k} c=None", lambda: kiln.fp8_gemm_nt(a, b, d), d,
                             lambda: d.zero_(), old) | {"set": "short_k_none"})
-        del a, b, c, d, a2, b2
 for name, cases in (("store_moves", STORE_MOVES), ("store_short_k", STORE_SHORT_K)):
     for m, n, k, old in cases if name in runs else ():
         gen.manual_seed(m + n + k)
@@ -111,7 +105,6 @@ for name, cases in (("store_moves", STORE_MOVES), ("store_short_k", STORE_SHORT_
         a2, b2 = a.view(m, k), b.view(n, k)
         rows.append(compare(f"{m} x {n} x {k} c=None", lambda: kiln.fp8_gemm_nt((a2, sa), (b2, sb), d), d,
                             lambda: d.zero_(), old) | {"set": name})
-        del a, b, d, a2, b2
 for m, n, groups, tokens, old in K_GROUPED if "k_grouped" in runs else ():
     rng = random.Random(groups + tokens)
     weights = [rng.paretovariate(1.5) for _ in range(groups)]
@@ -127,7 +120,6 @@ for m, n, groups, tokens, old in K_GROUPED if "k_grouped" in runs else ():
     rows.append(compare(f"k-grouped {groups} x {m} x {n}, {tokens} tokens c=d",
                         lambda: kiln.k_grouped_fp8_gemm_nt_contiguous((a, sa), (b, sb), d, ks, ks_tensor, c=d), d,
                         lambda: d.copy_(c), old) | {"set": "k_grouped"})
-    del a, b, c, d
 for s in SETS:
     r = [x["ratio"] for x in rows if x["set"] == s and x["old_tile"] is not None]
     if r:
