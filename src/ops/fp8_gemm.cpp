@@ -41,10 +41,10 @@ constexpr const char* kOp = "fp8_gemm_nt";
 // The first word of each table key: the casts use 1 and 2; each plan of the GEMM (Fp8GemmForm, and k-grouped
 // kernels or not) has a word of its own.
 constexpr int64_t kGemmKeyId = 3;
-constexpr int64_t kGemmAccumulateKeyId = 4;       // the weight-gradient form with C
-constexpr int64_t kGemmKGroupedKeyId = 5;         // the same plan, its kernels k-grouped
-constexpr int64_t kGemmStoreKeyId = 6;            // the weight-gradient form without C (Fp8GemmForm::kFp32Store)
-constexpr int64_t kGemmKGroupedStoreKeyId = 7;    // the same plan, its kernels k-grouped
+constexpr int64_t kGemmAccumulateKeyId = 4;     // the weight-gradient form with C
+constexpr int64_t kGemmKGroupedKeyId = 5;       // the same plan, its kernels k-grouped
+constexpr int64_t kGemmStoreKeyId = 6;          // the weight-gradient form without C (Fp8GemmForm::kFp32Store)
+constexpr int64_t kGemmKGroupedStoreKeyId = 7;  // the same plan, its kernels k-grouped
 constexpr const char* kAccumulateOp = "fp8_gemm_nt_accumulate";
 constexpr const char* kWgradOp = "fp8_gemm_nt_wgrad";
 constexpr const char* kKGroupedOp = "k_grouped_fp8_gemm_nt_contiguous";

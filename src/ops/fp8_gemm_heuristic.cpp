@@ -112,9 +112,9 @@ constexpr double kAccumulateEpilogueBytesPerUs = 30.0e3;
 // with C at K = 256..1024 (five weights of 1536..7168 x 2048..7168), seven tiles each: at K <= 512 64x128 was
 // fastest or within 5 % of it at every weight, 6-21 % ahead of the 128-row tiles the model had picked; at K = 768
 // 128x64, at 1024 the model's own choice. 64-row tiles showed no such cost (their rate stays at the constant above),
-// nor did calls without C, whose epilogue reads nothing (their plan, Fp8GemmForm::kFp32Store, has the term
-// below instead). Why 128-row tiles pay it is not established: both kinds stage the same 32-column boxes in two buffers per
-// warpgroup, so the two warpgroups' bursts of reduce-adds, with DRAM's reads of D behind them, are the likely
+// nor did calls without C, whose epilogue reads nothing (their plan, Fp8GemmForm::kFp32Store, has the term below
+// instead). Why 128-row tiles pay it is not established: both kinds stage the same 32-column boxes in two buffers
+// per warpgroup, so the two warpgroups' bursts of reduce-adds, with DRAM's reads of D behind them, are the likely
 // suspect. At K = 4096 and 8192 the term is zero, so the form's sweep above keeps every choice. Timed against the
 // tiles it moved from (bench/probes/wgrad_plan_moves.py, same session): the twenty calls 0.950 on geometric mean
 // (0.829-1.008), four k-grouped expert calls at 256 and 512 mean tokens 0.917 (0.886-0.962).
@@ -554,14 +554,14 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   // What a CTA reads from L2 per K block: a multicast pair reads the shared operand once between them.
   const double l2_load_bytes = (a_rows / c.cluster_n + bn / c.cluster_m) * 128.0 + bm * 4.0;
   const double per_k_block = std::max({kFloorUsPerKBlock, cycles / kCyclesPerUs, load_bytes / kSmLoadBytesPerUs});
-  // The weight-gradient form's epilogue: 8 bytes an element (a reduce-add reads and writes fp32 D), slower for
-  // 128-row tiles at short K with C, 4 (D stored) at short K without C.
+  // The weight-gradient form's epilogue bytes an element: 8 (a reduce-add reads and writes fp32 D), at short K more
+  // for 128-row tiles with C and 4 (D stored) without C.
   const bool short_k = k_blocks < kReduceShortKBlocks;
-  const double reduce_slowdown =
-      short_k && c.math_warpgroups == 2
-          ? 1.0 + kReduceShortKSlowdown * (1.0 - static_cast<double>(k_blocks) / kReduceShortKBlocks)
-          : 1.0;
-  const double accumulate_bytes = stores_d && short_k ? kStoredShortKBytes : 8.0 * (stores_d ? 1.0 : reduce_slowdown);
+  double accumulate_bytes = 8.0;
+  if (short_k && stores_d)
+    accumulate_bytes = kStoredShortKBytes;
+  else if (short_k && c.math_warpgroups == 2)
+    accumulate_bytes *= 1.0 + kReduceShortKSlowdown * (1.0 - static_cast<double>(k_blocks) / kReduceShortKBlocks);
   const double epilogue = kEpilogueFixedUs + (c.accumulate ? bm * bn * accumulate_bytes / kAccumulateEpilogueBytesPerUs
                                                            : bm * bn * 2.0 / kEpilogueBytesPerUs);
   const bool short_k_wide = !two_waves && c.block_n > 160 && k_blocks <= kShortKBlocks;

@@ -142,8 +142,8 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
 // CUDA-event timings of the sweep contained) of `config` for an m x n x k problem on `target`. Fitted to the
 // inference form's sweeps; the accumulating form (config.accumulate) scales its promotion cycles, wide tiles and
 // epilogue by terms of its own, fitted to that form's sweeps (kAccumulate* and kReduceShortK* in
-// fp8_gemm_heuristic.cpp). `stores_d`: that form without C (Fp8GemmForm::kFp32Store), whose epilogue reads
-// nothing of D (no short-K reduce-add term).
+// fp8_gemm_heuristic.cpp). `stores_d`: that form without C (Fp8GemmForm::kFp32Store), whose epilogue stores D
+// rather than adding to it (at short K: 4 bytes an element, and no reduce-add term).
 double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int64_t k, const Fp8GemmConfig& config,
                             bool stores_d = false);
 
