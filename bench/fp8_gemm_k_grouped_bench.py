@@ -26,7 +26,8 @@ from pathlib import Path
 
 # (name, m, n, groups, tokens): the weight's gradient shape, local experts, routed tokens in all.
 SHAPES = [("gate/up", 4096, 7168, 8, 32768), ("down", 7168, 2048, 8, 32768),
-          ("gate/up", 4096, 7168, 32, 32768), ("down", 7168, 2048, 32, 32768)]
+          ("gate/up", 4096, 7168, 32, 32768), ("down", 7168, 2048, 32, 32768),
+          ("gate/up", 4096, 7168, 32, 8192), ("down", 7168, 2048, 32, 8192)]  # 256 tokens an expert on average
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fp8_gemm_bench import (MAX_DIFF, add_timing_arguments, calc_diff, cuda_torch, geomean,  # noqa: E402 - beside this
                             time_into)

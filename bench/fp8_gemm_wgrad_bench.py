@@ -3,7 +3,8 @@
 
 Weight gradients of DeepSeek-V3's dense layers: for each weight [N_w, K_w] of shared/bench/shapes.json's dense_fp8
 set, D[M, N] (fp32) += A[M, K] . B[N, K]^T with M x N = N_w x K_w (the weight's shape) and K = T tokens (4096 and
-8192), A and B in e4m3, both scaled per 1x128 (DeepGEMM's recipe (1, 1, 128)):
+8192; and 512, a micro-batch's or an expert's few tokens, where D's traffic bounds the call), A and B in e4m3, both
+scaled per 1x128 (DeepGEMM's recipe (1, 1, 128)):
 
   kiln              kiln.fp8_gemm_nt((a, sfa), (b, sfb), d, c=d): D += A . B^T in one kernel (the plan's tile)
   cuBLAS bw + add   d.add_(torch.nn.functional.scaled_mm(a, b.T, scale_a=sfa, scale_recipe_a=BlockWise1x128,
@@ -34,7 +35,7 @@ from pathlib import Path
 
 # shared/bench/shapes.json, dense_fp8's (N, K): the weights (copied: the GPU machine gets the repository only).
 WEIGHTS = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048), (576, 7168)]
-TOKENS = [4096, 8192]
+TOKENS = [512, 4096, 8192]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fp8_gemm_bench import (MAX_DIFF, add_timing_arguments, calc_diff, cuda_torch, geomean,  # noqa: E402 - beside this
                             time_into)
