@@ -413,15 +413,17 @@ TEST(Fp8GemmWgradRunTimeK, OneSpecServesEveryK) {
 // k = 16..65536 (every multiple of 16 at n = 2112, every seventh elsewhere) and M = 1..32768 each n here needs at
 // most kFp8GemmMaxKernels, as one (n, k) does (with K compiled in, each k had its own).
 TEST(Fp8GemmWgradRunTimeK, EveryTokenCountOfAWeightFitsTheKernelBudget) {
-  for (const auto& [n, step] :
-       {std::pair<int64_t, int64_t>{2112, 16}, {576, 112}, {1536, 112}, {7168, 112}, {24576, 112}}) {
-    std::set<std::string> sources;
-    for (int64_t k = 16; k <= 65536; k += step)
-      for (const Fp8GemmConfig& c : ops::fp8_gemm_plan(kH200, n, k, {}, Fp8GemmForm::kAccumulate).kernels)
-        sources.insert(codegen::render_source(ops::fp8_gemm_spec(n, k, c)));
-    EXPECT_LE(sources.size(), static_cast<size_t>(ops::kFp8GemmMaxKernels)) << "n = " << n;
-    EXPECT_GE(sources.size(), 4u) << "n = " << n;  // the plans do vary with k and m: this is not one kernel
-  }
+  // Calls with C and calls without (their own plans at short K) alike, each within the budget on its own.
+  for (const Fp8GemmForm form : {Fp8GemmForm::kAccumulate, Fp8GemmForm::kFp32Store})
+    for (const auto& [n, step] :
+         {std::pair<int64_t, int64_t>{2112, 16}, {576, 112}, {1536, 112}, {7168, 112}, {24576, 112}}) {
+      std::set<std::string> sources;
+      for (int64_t k = 16; k <= 65536; k += step)
+        for (const Fp8GemmConfig& c : ops::fp8_gemm_plan(kH200, n, k, {}, form).kernels)
+          sources.insert(codegen::render_source(ops::fp8_gemm_spec(n, k, c)));
+      EXPECT_LE(sources.size(), static_cast<size_t>(ops::kFp8GemmMaxKernels)) << "n = " << n;
+      EXPECT_GE(sources.size(), 4u) << "n = " << n;  // the plans do vary with k and m: this is not one kernel
+    }
 }
 
 // Ahead of time, k may be a range with accumulate=1: every multiple of 16 in it is planned at the one m, and each
