@@ -113,8 +113,9 @@ void fp8_gemm_nt_wgrad(const TensorView& a, const TensorView& sfa, const TensorV
 // Every check (of the grouped tensors, then each group's views as fp8_gemm_nt_wgrad checks its arguments, an error
 // naming the group) and the kernel come before anything is enqueued. Then, on `stream`, each group's copy of C
 // (or, with no C, a memset of each group without tokens), and one launch of the weight-gradient form's k-grouped
-// kernel for every 32 groups with tokens (each group with its own maps of A and B and its own K, the tile chosen at
-// the groups' mean K rounded up to a power of two: k_grouped_plan_k). m = 0, n = 0 or G = 0 enqueue nothing.
+// kernel for every 32 groups with tokens that share a kernel (each group with its own maps of A and B and its own
+// K, its tile chosen at its K rounded up to a power of two: k_grouped_plan_k; at short K the plan takes other tiles
+// than at long K). m = 0, n = 0 or G = 0 enqueue nothing.
 // Errors name k_grouped_fp8_gemm_nt_contiguous.
 void k_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa, const TensorView& b,
                                       const TensorView& sfb, const TensorView& d, const std::vector<int64_t>& ks,

@@ -18,7 +18,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -866,26 +865,25 @@ void launch_k_grouped(const std::vector<GroupProblem>& groups, const std::vector
 
 }  // namespace
 
-int64_t k_grouped_plan_k(const std::vector<int64_t>& ks) {
-  int64_t total = 0, groups = 0;
-  for (int64_t k : ks)
-    if (k > 0) {
-      total += k;
-      ++groups;
-    }
-  if (groups == 0) return 0;
-  const int64_t mean = cdiv(total, groups);
-  int64_t k = kScaleBlock;
-  while (k < mean) k *= 2;
-  return k;
+int64_t k_grouped_plan_k(int64_t k) {
+  if (k <= 0) return 0;
+  int64_t plan_k = kScaleBlock;
+  while (plan_k < k) plan_k *= 2;
+  return plan_k;
 }
 
-std::vector<std::vector<size_t>> k_grouped_launches(const std::vector<int64_t>& ks) {
+std::vector<std::vector<size_t>> k_grouped_launches(const std::vector<int>& kernel_of_group) {
   std::vector<std::vector<size_t>> launches;
-  for (size_t g = 0; g < ks.size(); ++g) {
-    if (ks[g] <= 0) continue;
-    if (launches.empty() || launches.back().size() == kFp8GemmMaxLaunchGroups) launches.emplace_back();
-    launches.back().push_back(g);
+  const int kernels =
+      kernel_of_group.empty() ? 0 : *std::max_element(kernel_of_group.begin(), kernel_of_group.end()) + 1;
+  for (int kernel = 0; kernel < kernels; ++kernel) {
+    bool open = false;  // the last launch takes this kernel's groups
+    for (size_t g = 0; g < kernel_of_group.size(); ++g) {
+      if (kernel_of_group[g] != kernel) continue;
+      if (!open || launches.back().size() == kFp8GemmMaxLaunchGroups) launches.emplace_back();
+      open = true;
+      launches.back().push_back(g);
+    }
   }
   return launches;
 }
@@ -954,8 +952,8 @@ OpDescriptor fp8_gemm_nt_descriptor() {
       {"accumulate", "1: the weight-gradient form, D (fp32) += A . B^T with B's scales per row per 128 K "
                      "(fp8_gemm_nt_accumulate / fp8_gemm_nt_wgrad); 0 (default): the bf16 form", false},
       {"k_grouped", "1 (with accumulate=1): that form's k-grouped kernels, every MoE expert's weight gradient in one "
-                    "launch (k_grouped_fp8_gemm_nt_contiguous, which picks them at k = the groups' mean token count "
-                    "rounded up to a power of two); 0 (default): one GEMM's", false},
+                    "launch (k_grouped_fp8_gemm_nt_contiguous, which picks a group's at k = its token count rounded up "
+                    "to a power of two); 0 (default): one GEMM's", false},
       {"no_c", "1 (with accumulate=1): the kernels of calls without C (c=None: D = A . B^T, stored), whose tiles "
                "may differ from those of calls with C at short k; 0 (default): calls with C (D += A . B^T)", false},
   };
@@ -1013,25 +1011,38 @@ void k_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa
   const std::vector<ops::GroupProblem> groups = ops::check_k_grouped(a, sfa, b, sfb, d, ks, c, mode);
   if (groups.empty() || d.shape[1] == 0 || d.shape[2] == 0) return;
   const auto s = static_cast<CUstream>(stream);
-  // The kernel first (a first call plans and may compile), so that an error leaves D untouched: one k-grouped
-  // kernel for every group, chosen by the plan at the groups' typical K (k_grouped_plan_k).
-  const std::vector<std::vector<size_t>> launches = ops::k_grouped_launches(ks);
-  std::optional<ops::Resolved> kernel;
-  if (!launches.empty()) {
-    const ops::GroupProblem& first = groups[launches.front().front()];
-    ops::Checked planned = first.checked;
-    planned.k = ops::k_grouped_plan_k(ks);
-    kernel = ops::resolve(ops::kKGroupedOp, planned, first.a, s, ops::weight_gradient_key(mode, true));
+  // The kernels first (a first call plans and may compile), so that an error leaves D untouched. Each group runs on
+  // the kernel its own K's plan picks (k_grouped_plan_k): at short K that is another tile than at long K (with C,
+  // kReduceShortKSlowdown). Groups whose plans pick the same configuration share its launches.
+  std::vector<ops::Resolved> kernels;               // distinct configurations, in order of first use
+  std::vector<std::pair<int64_t, int>> planned_at;  // plan k -> index into kernels
+  std::vector<int> kernel_of(groups.size(), -1);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const ops::GroupProblem& p = groups[g];
+    if (p.k == 0) continue;
+    const int64_t plan_k = ops::k_grouped_plan_k(p.k);
+    auto known = std::find_if(planned_at.begin(), planned_at.end(), [&](const auto& e) { return e.first == plan_k; });
+    if (known == planned_at.end()) {
+      ops::Checked planned = p.checked;
+      planned.k = plan_k;
+      const ops::Resolved r = ops::resolve(ops::kKGroupedOp, planned, p.a, s, ops::weight_gradient_key(mode, true));
+      auto same = std::find_if(kernels.begin(), kernels.end(),
+                               [&](const ops::Resolved& k) { return k.kernel->config == r.kernel->config; });
+      if (same == kernels.end()) same = kernels.insert(kernels.end(), r);
+      known = planned_at.insert(planned_at.end(), {plan_k, static_cast<int>(same - kernels.begin())});
+    }
+    kernel_of[g] = known->second;
   }
   // Every group's D where the kernel adds into it (a copy of C; nothing for c=d) or does not write it at all (zeros
   // for the groups without tokens when there is no C: the others' planes the kernel stores whole), then the
-  // launches, each of up to kFp8GemmMaxLaunchGroups groups.
+  // launches, each of up to kFp8GemmMaxLaunchGroups groups of one kernel.
   const bool store_d = mode == ops::CMode::kZero;
   for (const ops::GroupProblem& p : groups)
     if (mode == ops::CMode::kCopy || (store_d && p.k == 0))
       ops::prepare_d(ops::kKGroupedOp, p.checked, p.d, mode == ops::CMode::kCopy ? &p.c : nullptr, mode, a.device, s);
-  for (const std::vector<size_t>& launch : launches)
-    ops::launch_k_grouped(groups, launch, *kernel, sfa, sfb, d, store_d, s);
+  for (const std::vector<size_t>& launch : ops::k_grouped_launches(kernel_of))
+    ops::launch_k_grouped(groups, launch, kernels[static_cast<size_t>(kernel_of[launch.front()])], sfa, sfb, d,
+                          store_d, s);
 }
 
 }  // namespace kiln

@@ -739,10 +739,10 @@ int main(int argc, char** argv) {
     // The plan's own tiles at token counts no other case has (its choice may differ with K; the kernels do not).
     for (const int64_t k : {1008, 3088, 5136}) run_shape({Case{1536, 2112, k, Form::kWgradSelf}}, salt++, timing);
 
-    // The k-grouped call: one launch per 32 groups with tokens, each tile with its group's K. Ragged M and N (a
-    // partial last m block, N = 576 no multiple of the tile), an empty group, the three ways of giving C; 40 groups
-    // (two launches, one of them of 8); then forced tiles: 128x160 reads B interleaved (N a multiple of 16), 128x192
-    // issues each K block in two slices, 64x128 runs one math warpgroup.
+    // The k-grouped call: one launch per 32 groups with tokens that share a kernel, each tile with its group's K.
+    // Ragged M and N (a partial last m block, N = 576 no multiple of the tile), an empty group, the three ways of
+    // giving C; 40 groups (two launches or more, one of 8 or fewer); then forced tiles: 128x160 reads B interleaved (N
+    // a multiple of 16), 128x192 issues each K block in two slices, 64x128 runs one math warpgroup.
     const std::vector<int64_t> ks = {1024, 384, 0, 640, 128};
     run_k_grouped(200, 576, ks, GroupedC::kSelf, salt++);
     run_k_grouped(200, 576, ks, GroupedC::kNone, salt++);
@@ -752,6 +752,14 @@ int main(int argc, char** argv) {
     many[5] = 0;
     many[33] = 1152;
     run_k_grouped(128, 256, many, GroupedC::kSelf, salt++);
+    // Groups on different kernels in one call: with C at 2048 x 2048 the plan takes 64x128 up to 512 tokens and
+    // 128x128 from 1024 (`kiln plan fp8_gemm_nt n=2048 m=2048 k=128..4096 accumulate=1 k_grouped=1`), so the groups
+    // of 128, 256 and 512 tokens go in one launch and those of 2048 and 4096 in another; without C one kernel serves
+    // them all.
+    const std::vector<int64_t> mixed = {128, 4096, 256, 0, 2048, 512};
+    run_k_grouped(2048, 2048, mixed, GroupedC::kSelf, salt++, ", two kernels");
+    run_k_grouped(2048, 2048, mixed, GroupedC::kSeparate, salt++, ", two kernels");
+    run_k_grouped(2048, 2048, mixed, GroupedC::kNone, salt++);
     for (const auto& [block_m, block_n] : {std::pair{128, 160}, {128, 192}, {64, 128}}) {
       kiln::Fp8GemmOverrides o;
       o.block_m = block_m;

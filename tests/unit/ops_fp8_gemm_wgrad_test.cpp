@@ -489,25 +489,23 @@ TEST(Fp8GemmWgradRunTimeK, RangeErrorsNameTheParameter) {
 
 // The plan of a k-grouped call is made at the groups' mean token count rounded up to a power of two (at least one K
 // block), so that calls whose counts move from step to step share a few plans and kernels.
-TEST(Fp8GemmKGroupedLaunch, PlanKIsTheMeanOfTheGroupsWithTokensUpToAPowerOfTwo) {
-  EXPECT_EQ(ops::k_grouped_plan_k({}), 0);
-  EXPECT_EQ(ops::k_grouped_plan_k({0, 0}), 0);
-  EXPECT_EQ(ops::k_grouped_plan_k({128}), 128);
-  EXPECT_EQ(ops::k_grouped_plan_k({128, 0, 128}), 128);  // empty groups do not count
-  EXPECT_EQ(ops::k_grouped_plan_k({256, 128}), 256);      // mean 192
-  EXPECT_EQ(ops::k_grouped_plan_k({1024, 384, 0, 640}), 1024);  // mean 682.7
-  EXPECT_EQ(ops::k_grouped_plan_k({4096, 4096}), 4096);
-  EXPECT_EQ(ops::k_grouped_plan_k({4224}), 8192);
+TEST(Fp8GemmKGroupedLaunch, PlanKIsTheGroupsTokensUpToAPowerOfTwo) {
+  EXPECT_EQ(ops::k_grouped_plan_k(0), 0);
+  EXPECT_EQ(ops::k_grouped_plan_k(128), 128);
+  EXPECT_EQ(ops::k_grouped_plan_k(16), 128);  // at least one scale block
+  EXPECT_EQ(ops::k_grouped_plan_k(384), 512);
+  EXPECT_EQ(ops::k_grouped_plan_k(4096), 4096);
+  EXPECT_EQ(ops::k_grouped_plan_k(4224), 8192);
 }
-
-// One launch per run of at most kFp8GemmMaxLaunchGroups groups with tokens, in order; empty groups launch nothing.
-TEST(Fp8GemmKGroupedLaunch, GroupsWithTokensGoInRunsOfTheParameterTablesSize) {
+TEST(Fp8GemmKGroupedLaunch, GroupsOfOneKernelGoInRunsOfTheParameterTablesSize) {
   EXPECT_TRUE(ops::k_grouped_launches({}).empty());
-  EXPECT_TRUE(ops::k_grouped_launches({0, 0, 0}).empty());
-  EXPECT_EQ(ops::k_grouped_launches({128, 0, 256}), (std::vector<std::vector<size_t>>{{0, 2}}));
-  std::vector<int64_t> ks(80, 128);
-  ks[3] = ks[40] = 0;
-  const auto launches = ops::k_grouped_launches(ks);
+  EXPECT_TRUE(ops::k_grouped_launches({-1, -1, -1}).empty());
+  EXPECT_EQ(ops::k_grouped_launches({0, -1, 0}), (std::vector<std::vector<size_t>>{{0, 2}}));
+  // Two kernels: each one's groups in order, the first kernel's launches first.
+  EXPECT_EQ(ops::k_grouped_launches({1, 0, -1, 1, 0}), (std::vector<std::vector<size_t>>{{1, 4}, {0, 3}}));
+  std::vector<int> kernel_of(80, 0);
+  kernel_of[3] = kernel_of[40] = -1;
+  const auto launches = ops::k_grouped_launches(kernel_of);
   ASSERT_EQ(launches.size(), 3u);
   EXPECT_EQ(launches[0].size(), kFp8GemmMaxLaunchGroups);
   EXPECT_EQ(launches[1].size(), kFp8GemmMaxLaunchGroups);
@@ -518,6 +516,12 @@ TEST(Fp8GemmKGroupedLaunch, GroupsWithTokensGoInRunsOfTheParameterTablesSize) {
   for (size_t i = 1; i < all.size(); ++i) EXPECT_LT(all[i - 1], all[i]);
   EXPECT_EQ(std::count(all.begin(), all.end(), 3u), 0);
   EXPECT_EQ(std::count(all.begin(), all.end(), 40u), 0);
+  // A second kernel's groups start launches of their own, never sharing one with the first's.
+  kernel_of[79] = 1;
+  const auto mixed = ops::k_grouped_launches(kernel_of);
+  ASSERT_EQ(mixed.size(), 4u);
+  EXPECT_EQ(mixed[2].size(), 77 - 2 * kFp8GemmMaxLaunchGroups);
+  EXPECT_EQ(mixed[3], std::vector<size_t>{79});
   // Its parameters fit what a launch may pass (32764 bytes since CUDA 12.1).
   EXPECT_LE(sizeof(Fp8GemmGroupedParams), 32764u);
 }
