@@ -183,7 +183,7 @@ struct DiskCache::Impl {
     for_each_file(dir, [&](const fs::path& path, const struct stat&) {
       const std::string name = path.filename().string();
       if (!ends_with(name, kEntrySuffix)) return;
-      ScannedEntry e{path, name.substr(0, name.size() - kEntrySuffix.size())};
+      ScannedEntry e{path, name.substr(0, name.size() - kEntrySuffix.size()), {}};
       e.result = read_entry(path, e.key, &e.st, &e.open_errno, /*touch=*/false);
       fn(e);
     });
