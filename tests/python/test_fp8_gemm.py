@@ -281,6 +281,11 @@ def test_plan_and_docstring():
     wgrad = kiln.plan("fp8_gemm_nt", n=576, k=512, m=200, accumulate=1, arch="sm_90a")
     assert wgrad and all("accumulate=true" in k["spec"] for k in wgrad)
     assert not {k["key"] for k in wgrad} & {k["key"] for k in kernels}
+    # Calls without C (c=None) are planned apart: at short K another tile than calls with C.
+    with_c = kiln.plan("fp8_gemm_nt", n=7168, k=512, m=4096, accumulate=1, arch="sm_90a")
+    without_c = kiln.plan("fp8_gemm_nt", n=7168, k=512, m=4096, accumulate=1, no_c=1, arch="sm_90a")
+    assert len(with_c) == 1 and len(without_c) == 1 and with_c[0]["key"] != without_c[0]["key"]
+    assert "block_m=64 block_n=128 " in with_c[0]["spec"] and "block_m=128 " in without_c[0]["spec"]
     doc = kiln.fp8_gemm_nt.__doc__
     for words in ("MN-major", "get_mn_major_tma_aligned_tensor", "weight-gradient", "(1, 128, 128)", "(1, 1, 128)",
                   "c=None", "Differences from DeepGEMM", "accumulate=1"):
