@@ -49,6 +49,34 @@ STORE_SHORT_K = [(5056, 256, 256, (64, 64)), (4864, 256, 384, (64, 64)), (27840,
                  (3968, 2112, 768, (128, 128)), (13568, 4096, 128, (128, 128)), (3392, 4096, 384, (64, 128)),
                  (8192, 4096, 512, (128, 128)), (11392, 4096, 768, (128, 128)), (12160, 16384, 128, (128, 128)),
                  (10304, 16384, 256, (128, 128)), (2752, 16384, 512, (128, 128)), (960, 24576, 384, (64, 128))]
+# 128x176 at an N it does not divide, offered to the weight-gradient form at every K without C and from K = 1024
+# with C (forty-second session; before, from K = 4096 as in the bf16 form): calls whose tile that moved, one random
+# M per (n, k) of 30 drawn from a scan of 17 N (256..24576) x K 128..4096 x M 64..32768, seed 2026, ten per band
+# of K. (m, n, k, previous tile).
+RAGGED_176_C = [(12864, 1536, 1024, (128, 160)), (30208, 18432, 1024, (128, 192)), (13056, 16384, 1920, (128, 160)),
+                (18240, 24576, 1024, (128, 160)), (1088, 2304, 1664, (128, 192)), (2688, 4096, 1152, (128, 192)),
+                (7360, 1024, 1920, (128, 128)), (15168, 6144, 1664, (128, 192)), (1728, 3072, 1408, (64, 128)),
+                (11008, 3072, 1792, (128, 128)), (5504, 1536, 3072, (128, 128)), (5568, 3072, 3072, (128, 128)),
+                (30464, 6144, 2304, (128, 192)), (28800, 4096, 2432, (128, 160)), (22272, 18432, 2176, (128, 192)),
+                (31104, 18432, 2432, (128, 192)), (16128, 16384, 2048, (128, 160)), (19648, 2048, 2688, (128, 192)),
+                (30336, 16384, 2176, (128, 160)), (19392, 1024, 2048, (128, 128)), (24640, 12288, 3584, (128, 160)),
+                (13184, 2304, 3200, (128, 160)), (4096, 2048, 3200, (128, 128)), (21504, 4096, 3584, (128, 192)),
+                (9280, 4608, 3712, (128, 128)), (27904, 7168, 3456, (128, 160)), (12800, 1024, 3968, (128, 128)),
+                (24256, 12288, 3968, (128, 160)), (29632, 3072, 3712, (128, 192)), (26240, 1536, 3968, (128, 192))]
+RAGGED_176_NONE = [(9600, 6144, 512, (128, 128)), (12352, 2048, 768, (128, 128)), (1600, 12288, 256, (128, 160)),
+                   (29632, 512, 896, (128, 128)), (19968, 4608, 768, (128, 192)), (5376, 1024, 384, (128, 128)),
+                   (3200, 6144, 384, (128, 160)), (768, 18432, 384, (128, 128)), (28160, 12288, 768, (128, 192)),
+                   (21056, 6144, 896, (128, 192)), (26816, 7168, 1792, (128, 160)), (30336, 7168, 1664, (128, 160)),
+                   (29888, 3072, 1536, (128, 192)), (27840, 7168, 1536, (128, 160)), (10176, 24576, 1152, (128, 192)),
+                   (11776, 7168, 1408, (128, 160)), (13184, 2304, 1408, (128, 160)), (29312, 2048, 1920, (128, 160)),
+                   (31808, 6144, 1792, (128, 192)), (3584, 4608, 1280, (128, 128)), (32128, 7168, 2816, (128, 160)),
+                   (3584, 4608, 2176, (128, 128)), (7936, 1024, 2304, (128, 128)), (21248, 4608, 2560, (128, 160)),
+                   (30464, 16384, 3456, (128, 160)), (30528, 1024, 2432, (128, 128)), (25664, 16384, 2688, (128, 160)),
+                   (22912, 16384, 2304, (128, 160)), (5504, 2048, 2816, (128, 192)), (29248, 18432, 2688, (128, 192))]
+# With C at K = 2048, where kAccumulateMoves (the unit tests' table of the thirty-third session) timed two tiles and
+# 128x176 at a ragged N now takes over: (m, n, k, the tile that table's plan took).
+RAGGED_176_K2048 = [(22464, 512, 2048, (128, 192)), (21376, 1024, 2048, (128, 160)), (20224, 1536, 2048, (128, 160)),
+                    (19520, 2048, 2048, (128, 192)), (18304, 4096, 2048, (128, 192)), (20224, 16384, 2048, (128, 192))]
 # k-grouped with C: experts' gate/up and down gradients over few tokens each (plan k = the mean rounded up to a
 # power of two: 256 and 512 moved to 64x128).
 K_GROUPED = [(4096, 7168, 32, 8192, (128, 160)), (7168, 2048, 32, 8192, (128, 128)),
@@ -56,7 +84,8 @@ K_GROUPED = [(4096, 7168, 32, 8192, (128, 160)), (7168, 2048, 32, 8192, (128, 12
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--json", type=Path, help="write the results here as well")
-SETS = ("short_k_c", "short_k_none", "store_moves", "store_short_k", "k_grouped")
+SETS = ("short_k_c", "short_k_none", "store_moves", "store_short_k", "ragged_176_c", "ragged_176_none",
+        "ragged_176_k2048", "k_grouped")
 parser.add_argument("--only", choices=SETS, action="append", help="run these sets only (default: all)")
 args = parser.parse_args()
 
@@ -105,6 +134,23 @@ for name, cases in (("store_moves", STORE_MOVES), ("store_short_k", STORE_SHORT_
         a2, b2 = a.view(m, k), b.view(n, k)
         rows.append(compare(f"{m} x {n} x {k} c=None", lambda: kiln.fp8_gemm_nt((a2, sa), (b2, sb), d), d,
                             lambda: d.zero_(), old) | {"set": name})
+for name, cases in (("ragged_176_c", RAGGED_176_C), ("ragged_176_none", RAGGED_176_NONE),
+                    ("ragged_176_k2048", RAGGED_176_K2048)):
+    for m, n, k, old in cases if name in runs else ():
+        gen.manual_seed(m + n + k)
+        a, sa = operand(m, k, gen)
+        b, sb = operand(n, k, gen)
+        a2, b2 = a.view(m, k), b.view(n, k)
+        d = torch.empty(m, n, device=dev)
+        if name != "ragged_176_none":
+            c = torch.randn(m, n, device=dev, generator=gen)
+            call, reset = (lambda: kiln.fp8_gemm_nt((a2, sa), (b2, sb), d, c=d)), (lambda: d.copy_(c))
+        else:
+            call, reset = (lambda: kiln.fp8_gemm_nt((a2, sa), (b2, sb), d)), (lambda: d.zero_())
+        rows.append(compare(f"{m} x {n} x {k} {'c=None' if name == 'ragged_176_none' else 'c=d'}", call, d, reset, old)
+                    | {"set": name})
+        del a, b, d
+        torch.cuda.empty_cache()
 for m, n, groups, tokens, old in K_GROUPED if "k_grouped" in runs else ():
     rng = random.Random(groups + tokens)
     weights = [rng.paretovariate(1.5) for _ in range(groups)]

@@ -327,14 +327,30 @@ int one_block_stages(const Fp8GemmConfig& c) {
 // there, drawn at random, 22 are faster by over 1 %, 3 slower by at most 2.4 %, 0.981 on geometric mean
 // (kRagged176Check). Below 2048 columns a ragged tile is a larger share of the row, and at N = 768..1536 the
 // pruning to eight kernels then dropped tiles the bounded forced drop had been timed to keep (kForcedDropCheck).
-// The weight-gradient form (`accumulate`) has no N bound: its model was fitted with 128x176 at N = 512 and 1536
+// The weight-gradient form has no N bound: its model was fitted with 128x176 at N = 512 and 1536
 // (kAccumulateSweep), where it is the fastest tile at 32768 x 512 (three column tiles, the last of 160: 2.4 %
-// ahead of 128x128 at K = 4096, 4.4 % at 8192) and ranked behind 128x192 at 24576 x 1536, as measured.
+// ahead of 128x128 at K = 4096, 4.4 % at 8192) and ranked behind 128x192 at 24576 x 1536, as measured. Nor does it
+// keep the K bound where that form was timed at shorter K (H200, 2026-12-02, forty-second session,
+// bench/probes/wgrad_plan_moves.py; kRagged176WithC and kRagged176WithoutC in the unit tests: each call's previous
+// tile against 128x176, 30 random moves a kind over N 512..24576 and K 256..3968, and six more at K = 2048): without
+// C (kFp32Store, whose epilogue only stores) 128x176 offered at every K took 0.944 of the previous tile's time on
+// geometric mean (0.875-1.018); with C 0.972 from K = 2048 on (26 calls, 0.915-1.033) but 1.022 below it (10 calls,
+// 0.929-1.144: up to 14 % slower at 1088 x 2304 x 1664, 9 % at 18240 x 24576 x 1024), where the reduce-adds
+// dominate the call, so with C it is offered from kRagged176ReduceMinKBlocks.
 constexpr int64_t kRagged176MinKBlocks = 32;
 constexpr int64_t kRagged176MinN = 2048;
-bool offered_at(const Tile& t, int64_t n, int64_t k, bool accumulate) {
-  return t.block_n != 176 || n % t.block_n == 0 ||
-         (cdiv(k, 128) >= kRagged176MinKBlocks && (accumulate || n >= kRagged176MinN));
+constexpr int64_t kRagged176ReduceMinKBlocks = 16;
+bool offered_at(const Tile& t, int64_t n, int64_t k, Fp8GemmForm form) {
+  if (t.block_n != 176 || n % t.block_n == 0) return true;
+  switch (form) {
+    case Fp8GemmForm::kInference:
+      return cdiv(k, 128) >= kRagged176MinKBlocks && n >= kRagged176MinN;
+    case Fp8GemmForm::kAccumulate:
+      return cdiv(k, 128) >= kRagged176ReduceMinKBlocks;
+    case Fp8GemmForm::kFp32Store:
+      return true;
+  }
+  return false;
 }
 
 // The candidates, best-first for ties (bigger tiles first: fewer tiles, fewer epilogues). 256x128 is
@@ -357,7 +373,7 @@ std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, int64_t n, int64
     // 256-row tiles have no split-K kernel (their two waves fill the registers).
     for (const Tile& t : kTiles)
       if ((o.block_m == 0 || t.block_m == o.block_m) && (o.block_n == 0 || t.block_n == o.block_n) &&
-          !((accumulate || o.split_k == 2) && t.block_m == 256) && offered_at(t, n, k, accumulate))
+          !((accumulate || o.split_k == 2) && t.block_m == 256) && offered_at(t, n, k, form))
         tiles.push_back(t);
     if (tiles.empty())  // a block_n outside the measured set (block_m is free here): both row counts with it
       for (int bm : {128, 64}) tiles.push_back({bm, o.block_n});
