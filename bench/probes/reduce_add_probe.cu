@@ -20,6 +20,11 @@
 //               512 contiguous bytes of one row per instruction
 //   red.v4frag  the same in the kernel's fragment order (interleaved B): a warp instruction covers 64 bytes of
 //               each of 8 rows, and a thread issues its two rows' TILE_N / 16 pieces back to back
+//   ldst/pf+ldst  (forty-second session) no reduce-add: each box of D is TMA-loaded into the staging ring (an
+//               mbarrier a buffer, the load of box c + B - 1 issued while box c is added to), every thread adds to
+//               its share in shared memory, and the box is TMA-stored back over D; pf+: the tile's D prefetched into
+//               L2 first, as the kernel does. The same bytes of DRAM as a reduce-add, but plain L2 reads and writes
+//               where the reduce is a read-modify-write done in L2: the way a C read in the epilogue would go.
 // Each variant is checked once on a zeroed D (every element 1 after one call) before it is timed after the
 // benchmark's 1 GB write flush. "TB/s" counts D's read and write (its write only for store16).
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o reduce_add_probe \
@@ -30,6 +35,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "probe_check.h"
@@ -43,10 +49,12 @@ enum Mode : int {
   kPrefetchNextReduce,
   kPrefetchRowsReduce,
   kRed,
-  kRedFragment
+  kRedFragment,
+  kLoadStore,
+  kPrefetchLoadStore
 };
 
-constexpr int kGroupRows = 64, kGroups = 2, kThreads = kGroups * 128;
+constexpr int kGroupRows = 64, kGroups = 2, kThreads = kGroups * 128, kMaxBuffers = 8;
 
 __device__ __forceinline__ void spin_ns(uint32_t ns) {
   uint64_t t0, t;
@@ -76,12 +84,25 @@ __device__ __forceinline__ void prefetch_box(const CUtensorMap* map, int col, in
                : "memory");
 }
 
+__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WAIT_%=;\n}" ::"r"(
+          bar),
+      "r"(parity)
+      : "memory");
+}
+
 // Grid: one CTA per SM; CTA c takes tiles c, c + grid, ... in row-major tile order.
 __global__ void __launch_bounds__(kThreads, 1)
     epilogue_probe(const __grid_constant__ CUtensorMap map, float* d, int m, int n, int tile_n, int mode, int box_cols,
                    int buffers, uint32_t spin) {
   extern __shared__ __align__(1024) uint8_t staging[];
+  __shared__ __align__(8) uint64_t bars[kGroups * kMaxBuffers];
+  uint32_t phases = 0;  // the parity each slot's barrier is waited on next (load-add-store modes)
   const int group = threadIdx.x / 128, t = threadIdx.x % 128;
+  if (threadIdx.x < kGroups * kMaxBuffers)
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(&bars[threadIdx.x])) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   const int box_bytes = kGroupRows * box_cols * 4;
   uint8_t* const ring = staging + group * buffers * box_bytes;
   for (int i = t * 4; i < buffers * box_bytes / 4; i += 128 * 4)
@@ -97,7 +118,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
     const int m0 = unit / num_n * 128 + group * kGroupRows, n0 = unit % num_n * tile_n;
-    if (issuer && (mode == kPrefetchReduce || (mode == kPrefetchNextReduce && unit == static_cast<int>(blockIdx.x))))
+    if (issuer && (mode == kPrefetchReduce || mode == kPrefetchLoadStore || (mode == kPrefetchNextReduce && unit == static_cast<int>(blockIdx.x))))
       prefetch_tile(unit);
     if (issuer && mode == kPrefetchNextReduce && unit + static_cast<int>(gridDim.x) < units)
       prefetch_tile(unit + gridDim.x);
@@ -132,6 +153,47 @@ __global__ void __launch_bounds__(kThreads, 1)
           asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(d + static_cast<size_t>(row) * n + col),
                        "f"(1.f), "f"(1.f), "f"(1.f), "f"(1.f)
                        : "memory");
+      }
+      continue;
+    }
+    if (mode == kLoadStore || mode == kPrefetchLoadStore) {
+      // Boxes of this tile inside D, a ring of `buffers` slots, box j in slot j % buffers (restarting each tile).
+      const int boxes = (min(tile_n, n - n0) + box_cols - 1) / box_cols;
+      const auto load = [&](int j) {
+        const uint32_t bar = smem_u32(&bars[group * kMaxBuffers + j % buffers]);
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(box_bytes) : "memory");
+        asm volatile(
+            "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::
+                "r"(smem_u32(ring + (j % buffers) * box_bytes)),
+            "l"(&map), "r"(n0 + j * box_cols), "r"(m0), "r"(bar)
+            : "memory");
+      };
+      if (issuer) {
+        asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");  // the previous tile's stores have read
+        for (int j = 0; j < buffers - 1 && j < boxes; ++j) load(j);
+      }
+      for (int c = 0; c < boxes; ++c) {
+        if (issuer && c + buffers - 1 < boxes) {
+          asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");  // box c - 1's store has read its slot
+          load(c + buffers - 1);
+        }
+        const int slot = c % buffers;
+        mbarrier_wait(smem_u32(&bars[group * kMaxBuffers + slot]), (phases >> slot) & 1u);
+        phases ^= 1u << slot;
+        float4* const box = reinterpret_cast<float4*>(ring + slot * box_bytes);
+        for (int i = t; i < box_bytes / 16; i += 128) {
+          float4 v = box[i];
+          v.x += 1.f, v.y += 1.f, v.z += 1.f, v.w += 1.f;
+          box[i] = v;
+        }
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        asm volatile("bar.sync %0, 128;" ::"r"(group + 1) : "memory");
+        if (issuer) {
+          asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(&map),
+                       "r"(smem_u32(ring + slot * box_bytes)), "r"(n0 + c * box_cols), "r"(m0)
+                       : "memory");
+          asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+        }
       }
       continue;
     }
@@ -182,7 +244,14 @@ int main() {
       {"pfrows+reduce16/2", kPrefetchRowsReduce, 16, 2},
       {"red.v4", kRed, 16, 2},
       {"red.v4frag", kRedFragment, 16, 2},
+      {"ldst32/2", kLoadStore, 32, 2},
+      {"ldst32/4", kLoadStore, 32, 4},
+      {"pf+ldst32/2", kPrefetchLoadStore, 32, 2},
+      {"pf+ldst32/4", kPrefetchLoadStore, 32, 4},
+      {"pf+ldst16/4", kPrefetchLoadStore, 16, 4},
   };
+  // VARIANTS=name,name,... times only those (all by default).
+  const std::string only = std::getenv("VARIANTS") ? std::string(",") + std::getenv("VARIANTS") + "," : "";
   struct Shape {
     int m, n, tile_n;
   };
@@ -196,6 +265,7 @@ int main() {
     const int grid = std::min(units, timer.sms);
     const double rounds = static_cast<double>(units) / grid;
     for (const Variant& v : variants) {
+      if (!only.empty() && only.find(std::string(",") + v.name + ",") == std::string::npos) continue;
       // A box wider than what divides the tile would reach into the next tile's columns (and add there twice):
       // 64-column boxes at 160-column tiles gave 20 % of D wrong on the H200 (thirty-eighth session).
       if (sh.tile_n % v.box_cols != 0) {

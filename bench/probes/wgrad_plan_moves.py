@@ -77,6 +77,26 @@ RAGGED_176_NONE = [(9600, 6144, 512, (128, 128)), (12352, 2048, 768, (128, 128))
 # 128x176 at a ragged N now takes over: (m, n, k, the tile that table's plan took).
 RAGGED_176_K2048 = [(22464, 512, 2048, (128, 192)), (21376, 1024, 2048, (128, 160)), (20224, 1536, 2048, (128, 160)),
                     (19520, 2048, 2048, (128, 192)), (18304, 4096, 2048, (128, 192)), (20224, 16384, 2048, (128, 192))]
+# Fewer of a kernel's stages at short K (fp8_gemm_ring_stages, forty-second session): with C at K <= 256 and without C
+# on 128x128 at K <= 1024 the pipeline runs 4 of them. Each call against the same kernel run with all of its stages
+# (forced: a forced stage count runs them all), 20 random calls a kind (seed 42, N 256..24576, M 64..32768):
+# (m, n, k, (tile rows, columns, the kernel's stages)).
+SHORT_RING_C = [(18048, 1024, 128, (64, 128, 8)), (9152, 3072, 128, (64, 128, 8)), (27712, 1024, 128, (64, 128, 8)),
+                (6144, 512, 128, (64, 128, 8)), (1792, 2112, 128, (64, 64, 13)), (14464, 2112, 256, (64, 128, 8)),
+                (448, 18432, 256, (64, 128, 8)), (22336, 2048, 256, (64, 128, 8)), (14144, 4096, 128, (64, 128, 8)),
+                (6080, 6144, 128, (64, 128, 8)), (23552, 12288, 128, (64, 128, 8)), (2880, 7168, 256, (64, 128, 8)),
+                (24832, 18432, 128, (64, 128, 8)), (23744, 576, 256, (64, 64, 13)), (3008, 2112, 128, (64, 64, 13)),
+                (5248, 3072, 256, (64, 128, 8)), (24960, 3072, 128, (64, 128, 8)), (23936, 4096, 256, (64, 128, 8)),
+                (23296, 2048, 256, (64, 128, 8)), (4736, 2112, 256, (64, 128, 8))]
+SHORT_RING_NONE = [(20736, 3072, 128, (128, 128, 6)), (19584, 2048, 256, (128, 128, 6)),
+                   (21248, 2048, 128, (128, 128, 6)), (31168, 1536, 384, (128, 128, 6)),
+                   (22208, 3072, 256, (128, 128, 6)), (14464, 256, 512, (128, 128, 6)),
+                   (15616, 6144, 256, (128, 128, 6)), (28288, 1024, 256, (128, 128, 6)),
+                   (12608, 1024, 512, (128, 128, 6)), (15552, 256, 256, (128, 128, 6)),
+                   (24896, 512, 384, (128, 128, 6)), (3776, 512, 768, (128, 128, 6)), (12224, 512, 256, (128, 128, 6)),
+                   (27520, 512, 256, (128, 128, 6)), (17408, 6144, 512, (128, 128, 6)),
+                   (6592, 256, 1024, (128, 128, 6)), (19840, 2048, 1024, (128, 128, 6)),
+                   (6848, 256, 640, (128, 128, 6)), (17856, 1024, 384, (128, 128, 6)), (6080, 4096, 128, (128, 128, 6))]
 # k-grouped with C: experts' gate/up and down gradients over few tokens each (plan k = the mean rounded up to a
 # power of two: 256 and 512 moved to 64x128).
 K_GROUPED = [(4096, 7168, 32, 8192, (128, 160)), (7168, 2048, 32, 8192, (128, 128)),
@@ -85,7 +105,7 @@ K_GROUPED = [(4096, 7168, 32, 8192, (128, 160)), (7168, 2048, 32, 8192, (128, 12
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--json", type=Path, help="write the results here as well")
 SETS = ("short_k_c", "short_k_none", "store_moves", "store_short_k", "ragged_176_c", "ragged_176_none",
-        "ragged_176_k2048", "k_grouped")
+        "ragged_176_k2048", "short_ring_c", "short_ring_none", "k_grouped")
 parser.add_argument("--only", choices=SETS, action="append", help="run these sets only (default: all)")
 args = parser.parse_args()
 
@@ -94,11 +114,17 @@ flush = torch.empty(1 << 30, dtype=torch.uint8, device=dev)
 gen = torch.Generator(device=dev)
 
 
+def force(tile):
+    """Overrides for `tile`: None (the plan's), (rows, columns) or (rows, columns, stages)."""
+    kiln.set_fp8_gemm_overrides(block_m=tile[0] if tile else 0, block_n=tile[1] if tile else 0,
+                                stages=tile[2] if tile and len(tile) > 2 else 0)
+
+
 def compare(label, call, d, reset, old_tile):
     """Times `call` on the plan's tile and on old_tile (old, new, new, old); returns the row."""
     results = {}
     for tile in (old_tile, None):
-        kiln.set_fp8_gemm_overrides(block_m=tile[0] if tile else 0, block_n=tile[1] if tile else 0)
+        force(tile)
         reset()
         call()
         torch.cuda.synchronize()
@@ -106,11 +132,12 @@ def compare(label, call, d, reset, old_tile):
     same = torch.equal(results[old_tile].view(torch.int32), results[None].view(torch.int32))
     times = {old_tile: [], None: []}
     for tile in (old_tile, None, None, old_tile):
-        kiln.set_fp8_gemm_overrides(block_m=tile[0] if tile else 0, block_n=tile[1] if tile else 0)
+        force(tile)
         times[tile].append(flushed_median_us(call, flush, reps=30, warmup=3, idle_s=0.1))
     kiln.set_fp8_gemm_overrides()
     old_us, new_us = sum(times[old_tile]) / 2, sum(times[None]) / 2
-    print(f"{label:<44} old {old_tile[0]}x{old_tile[1]:<4} {old_us:9.1f} us   plan {new_us:9.1f} us   "
+    old_name = f"{old_tile[0]}x{old_tile[1]}" + (f"/{old_tile[2]}" if len(old_tile) > 2 else "")
+    print(f"{label:<44} old {old_name:<9} {old_us:9.1f} us   plan {new_us:9.1f} us   "
           f"{new_us / old_us:.3f}{'' if same else '   D DIFFERS'}", flush=True)
     return {"case": label, "old_tile": list(old_tile), "old_us": old_us, "new_us": new_us,
             "ratio": new_us / old_us, "same_bits": same}
@@ -135,19 +162,21 @@ for name, cases in (("store_moves", STORE_MOVES), ("store_short_k", STORE_SHORT_
         rows.append(compare(f"{m} x {n} x {k} c=None", lambda: kiln.fp8_gemm_nt((a2, sa), (b2, sb), d), d,
                             lambda: d.zero_(), old) | {"set": name})
 for name, cases in (("ragged_176_c", RAGGED_176_C), ("ragged_176_none", RAGGED_176_NONE),
-                    ("ragged_176_k2048", RAGGED_176_K2048)):
+                    ("ragged_176_k2048", RAGGED_176_K2048), ("short_ring_c", SHORT_RING_C),
+                    ("short_ring_none", SHORT_RING_NONE)):
     for m, n, k, old in cases if name in runs else ():
         gen.manual_seed(m + n + k)
         a, sa = operand(m, k, gen)
         b, sb = operand(n, k, gen)
         a2, b2 = a.view(m, k), b.view(n, k)
         d = torch.empty(m, n, device=dev)
-        if name != "ragged_176_none":
+        with_c = name not in ("ragged_176_none", "short_ring_none")
+        if with_c:
             c = torch.randn(m, n, device=dev, generator=gen)
             call, reset = (lambda: kiln.fp8_gemm_nt((a2, sa), (b2, sb), d, c=d)), (lambda: d.copy_(c))
         else:
             call, reset = (lambda: kiln.fp8_gemm_nt((a2, sa), (b2, sb), d)), (lambda: d.zero_())
-        rows.append(compare(f"{m} x {n} x {k} {'c=None' if name == 'ragged_176_none' else 'c=d'}", call, d, reset, old)
+        rows.append(compare(f"{m} x {n} x {k} {'c=d' if with_c else 'c=None'}", call, d, reset, old)
                     | {"set": name})
         del a, b, d
         torch.cuda.empty_cache()

@@ -663,6 +663,11 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   params.num_k_blocks = w32(k_blocks);  // read by the kernels with K at run time (the weight-gradient form's)
   params.group_m = w32(cfg.group_m);
   params.store_d = accumulate && mode == CMode::kZero;  // no C: the kernel stores D rather than adding to zeros
+  // The weight-gradient form runs fewer of its stages at short K (fp8_gemm_ring_stages); the others all of them.
+  const Fp8GemmForm form = !accumulate ? Fp8GemmForm::kInference
+                           : params.store_d ? Fp8GemmForm::kFp32Store
+                                            : Fp8GemmForm::kAccumulate;
+  params.ring_stages = w32(fp8_gemm_ring_stages(cfg, c.k, form, get_fp8_gemm_overrides().stages > 0));
 
   cuda::LaunchConfig config;
   config.grid[0] = fp8_gemm_grid(cfg, c.m, c.n, entry->sm_count);
@@ -804,10 +809,10 @@ std::vector<GroupProblem> check_k_grouped(const TensorView& a, const TensorView&
 // One launch of the k-grouped kernel `r` for the groups `launch_groups` of `groups` (each with tokens): the maps
 // every group shares (the scales over all K blocks, D as [G, M, N]) and each group's A and B, in one
 // Fp8GemmGroupedParams. D was prepared before where needed (prepare_d); with no C (`store_d`) the kernel stores
-// its groups' planes instead of adding into them.
+// its groups' planes instead of adding into them. The pipeline runs `ring_stages` of the kernel's stages.
 void launch_k_grouped(const std::vector<GroupProblem>& groups, const std::vector<size_t>& launch_groups,
-                      const Resolved& r, const TensorView& sfa, const TensorView& sfb, const TensorView& d,
-                      bool store_d, CUstream stream) {
+                      const Resolved& r, int ring_stages, const TensorView& sfa, const TensorView& sfb,
+                      const TensorView& d, bool store_d, CUstream stream) {
   const Fp8GemmConfig& cfg = r.kernel->config;
   const Checked& c = groups[launch_groups.front()].checked;  // m, n, ldd and the scales' strides: every group's
   int64_t total_k = 0;
@@ -834,6 +839,7 @@ void launch_k_grouped(const std::vector<GroupProblem>& groups, const std::vector
   base.num_k_blocks = 0;  // each group's own (k_blocks)
   base.group_m = w32(cfg.group_m);
   base.store_d = store_d ? 1u : 0u;
+  base.ring_stages = w32(ring_stages);
 
   const bool interleaved_b = kernels::fp8_gemm_interleaved_b(true, w32(c.n), block_n);
   int64_t kb_offset = 0;
@@ -872,14 +878,14 @@ int64_t k_grouped_plan_k(int64_t k) {
   return plan_k;
 }
 
-std::vector<std::vector<size_t>> k_grouped_launches(const std::vector<int>& kernel_of_group) {
+std::vector<std::vector<size_t>> k_grouped_launches(const std::vector<int>& class_of_group) {
   std::vector<std::vector<size_t>> launches;
-  const int kernels =
-      kernel_of_group.empty() ? 0 : *std::max_element(kernel_of_group.begin(), kernel_of_group.end()) + 1;
-  for (int kernel = 0; kernel < kernels; ++kernel) {
-    bool open = false;  // the last launch takes this kernel's groups
-    for (size_t g = 0; g < kernel_of_group.size(); ++g) {
-      if (kernel_of_group[g] != kernel) continue;
+  const int classes =
+      class_of_group.empty() ? 0 : *std::max_element(class_of_group.begin(), class_of_group.end()) + 1;
+  for (int cls = 0; cls < classes; ++cls) {
+    bool open = false;  // the last launch takes this class's groups
+    for (size_t g = 0; g < class_of_group.size(); ++g) {
+      if (class_of_group[g] != cls) continue;
       if (!open || launches.back().size() == kFp8GemmMaxLaunchGroups) launches.emplace_back();
       open = true;
       launches.back().push_back(g);
@@ -1033,16 +1039,31 @@ void k_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa
     }
     kernel_of[g] = known->second;
   }
+  // Each group's pipeline length at its own K (fp8_gemm_ring_stages: fewer stages at short K): groups share a
+  // launch when they share the kernel and that length.
+  const bool store_d = mode == ops::CMode::kZero;
+  const ops::Fp8GemmForm form = store_d ? ops::Fp8GemmForm::kFp32Store : ops::Fp8GemmForm::kAccumulate;
+  const bool stages_forced = get_fp8_gemm_overrides().stages > 0;
+  std::vector<std::pair<int, int>> launch_classes;  // (index into kernels, ring stages), in order of first use
+  std::vector<int> class_of(groups.size(), -1);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (kernel_of[g] < 0) continue;
+    const ops::Fp8GemmConfig& config = kernels[static_cast<size_t>(kernel_of[g])].kernel->config;
+    const std::pair<int, int> cls{kernel_of[g], ops::fp8_gemm_ring_stages(config, groups[g].k, form, stages_forced)};
+    auto known = std::find(launch_classes.begin(), launch_classes.end(), cls);
+    if (known == launch_classes.end()) known = launch_classes.insert(launch_classes.end(), cls);
+    class_of[g] = static_cast<int>(known - launch_classes.begin());
+  }
   // Every group's D where the kernel adds into it (a copy of C; nothing for c=d) or does not write it at all (zeros
   // for the groups without tokens when there is no C: the others' planes the kernel stores whole), then the
-  // launches, each of up to kFp8GemmMaxLaunchGroups groups of one kernel.
-  const bool store_d = mode == ops::CMode::kZero;
+  // launches, each of up to kFp8GemmMaxLaunchGroups groups of one kernel and pipeline length.
   for (const ops::GroupProblem& p : groups)
     if (mode == ops::CMode::kCopy || (store_d && p.k == 0))
       ops::prepare_d(ops::kKGroupedOp, p.checked, p.d, mode == ops::CMode::kCopy ? &p.c : nullptr, mode, a.device, s);
-  for (const std::vector<size_t>& launch : ops::k_grouped_launches(kernel_of))
-    ops::launch_k_grouped(groups, launch, kernels[static_cast<size_t>(kernel_of[launch.front()])], sfa, sfb, d,
-                          store_d, s);
+  for (const std::vector<size_t>& launch : ops::k_grouped_launches(class_of)) {
+    const auto [kernel, ring] = launch_classes[static_cast<size_t>(class_of[launch.front()])];
+    ops::launch_k_grouped(groups, launch, kernels[static_cast<size_t>(kernel)], ring, sfa, sfb, d, store_d, s);
+  }
 }
 
 }  // namespace kiln

@@ -26,10 +26,10 @@ codegen::KernelSpec fp8_gemm_spec(int64_t n, int64_t k, const Fp8GemmConfig& con
 // group without tokens.
 int64_t k_grouped_plan_k(int64_t k);
 
-// The launches of a k-grouped call, given each group's kernel (an index into the call's distinct kernels, -1 for a
-// group without tokens): for each kernel in order of first use, its groups in order, cut into runs of at most
-// kFp8GemmMaxLaunchGroups (one launch each).
-std::vector<std::vector<size_t>> k_grouped_launches(const std::vector<int>& kernel_of_group);
+// The launches of a k-grouped call, given each group's launch class (an index into the call's distinct pairs of
+// kernel and pipeline length, -1 for a group without tokens): for each class in order of first use, its groups in
+// order, cut into runs of at most kFp8GemmMaxLaunchGroups (one launch each).
+std::vector<std::vector<size_t>> k_grouped_launches(const std::vector<int>& class_of_group);
 
 // Registry entry: m (a value or a range), n, k, and the optional overrides block_m, block_n, stages,
 // cluster_m, cluster_n and num_sms (as set_num_sms: 0 for all of the target's SMs), accumulate (1: the

@@ -855,6 +855,26 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
   return plan;
 }
 
+// At short K a tile has few K blocks, and the producer, a pipeline's depth ahead of the math, runs several tiles
+// ahead: with C its prefetch of each tile's D into L2 (issued a slot before the tile's last K block) then lands
+// tiles before the reduce-adds that need it, and can be evicted first. ncu at 4096 x 7168 x 256 with C found
+// 128x128's reduce-adds missing L2 on 10 % of their sectors and its DRAM reads 20 % above 64x128's (H200,
+// 2026-12-02, forty-second session). Kernels compiled with fewer stages (bench/probes/wgrad_short_k_stages.py, three
+// weights at K = 256, 512 and 1024) ran with C at K = 256 11-14 % faster with four of 64x128's eight and 12-18 %
+// with four of 128x128's six, and slower again at K = 512. A kernel serves every K of its weight, so rather than
+// compile more of them the launch runs fewer of its stages (Fp8GemmParams::ring_stages): timed against the same
+// kernel running all of its stages (bench/probes/wgrad_plan_moves.py, 20 random calls with C at K = 128 and 256, N
+// 512..18432, kShortRing in the unit tests) 0.863 on geometric mean (0.805-1.001); 64x64's four of thirteen
+// 0.947-0.990. Without C (no prefetch) 128x128 compiled with four stages was 3-10 % faster than with six at K <= 1024,
+// but running four of six was level (20 random calls, 0.989-1.015): that gain is not the pipeline's depth, and calls
+// without C run all of their stages.
+constexpr int64_t kShortRingMaxKBlocks = 2;
+constexpr int kShortRingStages = 4;
+int fp8_gemm_ring_stages(const Fp8GemmConfig& c, int64_t k, Fp8GemmForm form, bool stages_forced) {
+  const bool shorter = form == Fp8GemmForm::kAccumulate && !stages_forced && cdiv(k, 128) <= kShortRingMaxKBlocks;
+  return shorter ? std::min(c.stages, kShortRingStages) : c.stages;
+}
+
 std::string describe_m_range(int64_t lo, int64_t hi) {
   return std::to_string(lo) + ".." + (hi == kFp8GemmUnboundedM ? std::string() : std::to_string(hi));
 }

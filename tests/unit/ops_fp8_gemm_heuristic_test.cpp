@@ -2582,6 +2582,50 @@ TEST(Fp8GemmHeuristic, WeightGradientFormTakes176AtARaggedNWhereTimed) {
   EXPECT_FALSE(offered_with_c({4096, 7168, 1920, 128, 176, 0}));
 }
 
+// The weight-gradient form with C at K <= 256 runs 4 of its kernel's stages (fp8_gemm_ring_stages; H200, 2026-12-02,
+// forty-second session, bench/probes/wgrad_plan_moves.py through the Python package, old/new/new/old, medians of 30
+// flushed CUDA-event timings after 100 ms idle, D's bits equal): 20 random calls, each on the plan's kernel with all
+// of its stages (forced) and then with four, us. 0.863 on geometric mean (0.805-1.001).
+struct RingTimed {
+  int64_t m, n, k;
+  int block_m, block_n, stages;
+  double all_stages_us, ring_us;
+};
+const RingTimed kShortRing[] = {
+    {18048, 1024, 128, 64, 128, 8, 61.8, 51.0}, {9152, 3072, 128, 64, 128, 8, 94.6, 76.3},
+    {27712, 1024, 128, 64, 128, 8, 96.6, 77.9}, {6144, 512, 128, 64, 128, 8, 12.5, 12.5},
+    {1792, 2112, 128, 64, 64, 13, 15.5, 15.3}, {14464, 2112, 256, 64, 128, 8, 83.0, 69.5},
+    {448, 18432, 256, 64, 128, 8, 28.4, 25.2}, {22336, 2048, 256, 64, 128, 8, 125.7, 106.4},
+    {14144, 4096, 128, 64, 128, 8, 198.8, 160.4}, {6080, 6144, 128, 64, 128, 8, 128.3, 103.3},
+    {23552, 12288, 128, 64, 128, 8, 1013.4, 852.5}, {2880, 7168, 256, 64, 128, 8, 58.2, 49.4},
+    {24832, 18432, 128, 64, 128, 8, 1610.9, 1368.9}, {23744, 576, 256, 64, 64, 13, 42.1, 40.0},
+    {3008, 2112, 128, 64, 64, 13, 22.6, 21.4}, {5248, 3072, 256, 64, 128, 8, 44.8, 38.8},
+    {24960, 3072, 128, 64, 128, 8, 262.8, 214.6}, {23936, 4096, 256, 64, 128, 8, 274.0, 232.5},
+    {23296, 2048, 256, 64, 128, 8, 131.7, 108.0}, {4736, 2112, 256, 64, 128, 8, 29.0, 26.1},
+};
+
+TEST(Fp8GemmHeuristic, WeightGradientCallsWithCRunFewerStagesAtShortK) {
+  // Every timed call: the plan's kernel is the one timed, and its launch runs four of its stages.
+  for (const RingTimed& t : kShortRing) {
+    const Fp8GemmPlan plan = fp8_gemm_plan(kH200, t.n, t.k, {}, Fp8GemmForm::kAccumulate);
+    const Fp8GemmConfig& c = config_at(plan, t.m);
+    EXPECT_EQ(c.block_m, t.block_m) << t.m << "x" << t.n << "x" << t.k;
+    EXPECT_EQ(c.block_n, t.block_n) << t.m << "x" << t.n << "x" << t.k;
+    EXPECT_EQ(c.stages, t.stages) << t.m << "x" << t.n << "x" << t.k;
+    EXPECT_EQ(fp8_gemm_ring_stages(c, t.k, Fp8GemmForm::kAccumulate, false), 4);
+  }
+  const Fp8GemmConfig c = config_at(fp8_gemm_plan(kH200, 7168, 256, {}, Fp8GemmForm::kAccumulate), 4096);
+  EXPECT_EQ(c.stages, 8);                                                             // 64x128
+  EXPECT_EQ(fp8_gemm_ring_stages(c, 272, Fp8GemmForm::kAccumulate, false), 8);        // three K blocks: all
+  EXPECT_EQ(fp8_gemm_ring_stages(c, 256, Fp8GemmForm::kAccumulate, true), 8);         // a forced stage count: all
+  EXPECT_EQ(fp8_gemm_ring_stages(c, 256, Fp8GemmForm::kFp32Store, false), 8);         // without C: all
+  const Fp8GemmConfig bf16 = config_at(fp8_gemm_plan(kH200, 7168, 256), 4096);
+  EXPECT_EQ(fp8_gemm_ring_stages(bf16, 256, Fp8GemmForm::kInference, false), bf16.stages);
+  Fp8GemmConfig three = c;
+  three.stages = 3;
+  EXPECT_EQ(fp8_gemm_ring_stages(three, 128, Fp8GemmForm::kAccumulate, false), 3);  // never more than compiled
+}
+
 // The inference form's long M (kFp8GemmSampledMaxM < M <= kFp8GemmLongMaxM), each 64-row interval served by the
 // model's cheapest kept kernel where it is over 3 % ahead of the tail kernel (kLongMMargin): one M drawn at random
 // from each of 36 intervals so moved up to 32768 and of 30 from 32769 to 65536 (N 256..2304 x K 512..16384; drawn

@@ -333,16 +333,26 @@ struct Fp8Gemm {
     }
   };
 
-  // A position in the ring of pipeline slots; the parity flips each time the ring wraps.
+  // A position in the ring of pipeline slots; the parity flips each time the ring wraps. The ring is kStages long,
+  // or in the weight-gradient form the launch's ring_stages (see ring_length).
   struct Slot {
     u32 stage = 0, phase = 0;
-    __device__ __forceinline__ void advance() {
-      if (++stage == kStages) {
+    __device__ __forceinline__ void advance(u32 ring) {
+      if (++stage == ring) {
         stage = 0;
         phase ^= 1;
       }
     }
   };
+  // The pipeline's length: the compiled kStages (a constant: the inference kernels' code is as it was), or in the
+  // weight-gradient form Fp8GemmParams::ring_stages where it is 1..kStages. Producer and math warps walk the same
+  // ring, so its slots' barriers pair up as with kStages; the slots beyond it stay unused.
+  static __device__ __forceinline__ u32 ring_length(const Fp8GemmParams& p) {
+    if constexpr (kAccumulate)
+      return p.ring_stages - 1u < kStages ? p.ring_stages : kStages;
+    else
+      return kStages;
+  }
 
   static __device__ __forceinline__ void run(const Fp8GemmParams& p) {
     static_assert(!kKGrouped, "a k-grouped kernel takes Fp8GemmGroupedParams");
@@ -446,6 +456,7 @@ struct Fp8Gemm {
     const u32 last_n_block = !kColumnMap && p.last_b_box_rows != kBlockN ? kNumNBlocks - 1 : ~0u;
     const u32 last_n_missing_bytes = (kBlockN - p.last_b_box_rows) * kBlockK;
     const u64 b_policy = p.b_cache_policy;
+    const u32 ring = ring_length(p);
     Slot slot;
     for (u32 unit = schedule.first; unit < schedule.num_units; unit += schedule.stride) {
       u32 m_block, n_block;
@@ -485,7 +496,7 @@ struct Fp8Gemm {
       [[maybe_unused]] const u32 d_prefetch_at = kb_count > 0 ? kb_count - 1 : 0;
       // Not unrolled: one thread issues, and an unrolled copy per K block overflows the 40 registers.
 #pragma unroll 1
-      for (u32 i = 0; i < kb_count; ++i, slot.advance()) {
+      for (u32 i = 0; i < kb_count; ++i, slot.advance(ring)) {
         const u32 kb = schedule.kb_begin + i;
         const u32 stage = slot.stage;
         if constexpr (kAccumulate)
@@ -638,7 +649,7 @@ struct Fp8Gemm {
           for (u32 r = 0; r < kPieces; ++r) v[r] = rows[r][kb];
           const u32 count = schedule.kb_count - kb0 < 32 ? schedule.kb_count - kb0 : 32;
 #pragma unroll 1
-          for (u32 i = 0; i < count; ++i, slot.advance()) {
+          for (u32 i = 0; i < count; ++i, slot.advance(kStages)) {
             float scale[kPieces];
 #pragma unroll
             for (u32 r = 0; r < kPieces; ++r) scale[r] = ptx::shfl_idx(v[r], i);
@@ -664,7 +675,7 @@ struct Fp8Gemm {
           const float v1 = kUniformSfb ? v0 : sfb1[kb];
           const u32 count = schedule.kb_count - kb0 < 32 ? schedule.kb_count - kb0 : 32;
 #pragma unroll 1
-          for (u32 i = 0; i < count; ++i, slot.advance()) {
+          for (u32 i = 0; i < count; ++i, slot.advance(kStages)) {
             const float s0 = ptx::shfl_idx(v0, i);
             const float s1 = ptx::shfl_idx(v1, i);
             if (lane == 0) {
@@ -887,7 +898,7 @@ struct Fp8Gemm {
     __device__ __forceinline__ void issue_next_block(float (&partial)[kPartialPerThread]) {
       scales = issue(issue_slot, partial);
       current_stage = issue_slot.stage;
-      issue_slot.advance();
+      issue_slot.advance(ring_length(p));
     }
 
     // Hands slot `stage` back to the producer, one arrival per warp; with a cluster the peer's producer
@@ -1211,7 +1222,7 @@ struct Fp8Gemm {
         }
         if constexpr (!kOverlapPromotion && kIssueNext) next_scales = issue(issue_slot, next);
         current_stage = issue_slot.stage;
-        issue_slot.advance();
+        issue_slot.advance(ring_length(p));
         unit = next_unit;
         kb = next_kb;
         tile = next_tile;

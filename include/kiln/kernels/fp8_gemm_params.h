@@ -75,6 +75,11 @@ struct alignas(64) Fp8GemmParams {
   // of adding them into D, which then needs no zeroing first (4 bytes of D traffic an element, not a memset's 4
   // and a read-modify-write's 8) and no prefetch. 0 everywhere else.
   u32 store_d;
+  // The weight-gradient form: how many of the kernel's stages its pipeline uses, 1..kStages (0 or more: all). At
+  // short K the host runs fewer than were compiled, so that the producer runs fewer tiles ahead
+  // (fp8_gemm_ring_stages in src/ops/fp8_gemm_heuristic.hpp); the shared memory stays laid out for all of them.
+  // Unused by the others, whose ring is always kStages.
+  u32 ring_stages;
 };
 
 // The k-grouped weight-gradient GEMM in one launch (Fp8Gemm<..., kKGrouped = true>): group g computes
