@@ -101,6 +101,7 @@ struct ShapeEntry {
   int device = 0;
   int sm_count = 0;  // the SMs the kernels may use
   int64_t n = 0, k = 0;
+  Fp8GemmForm form = Fp8GemmForm::kInference;
   std::string device_name;
   // Filled on first use of each of plan.kernels (mutable: the table hands out const entries).
   mutable std::array<std::atomic<const GemmKernel*>, kFp8GemmMaxKernels> kernels{};
@@ -168,6 +169,7 @@ const ShapeEntry* resolve_shape(const Table::Key& key, const TensorView& a, int6
   // cluster_m, cluster_n or split_k set for the bf16 form does not apply to it (a plan request asking for both is
   // refused instead).
   if (weight_gradient(form)) overrides.cluster_m = overrides.cluster_n = overrides.split_k = 0;
+  entry->form = form;
   entry->plan = fp8_gemm_plan(device_target(info, entry->sm_count), n, k, overrides, form);
   for (Fp8GemmConfig& cfg : entry->plan.kernels) cfg.k_grouped = k_grouped;
   return table().insert(key, entry);
@@ -193,14 +195,19 @@ const GemmKernel* resolve_kernel(const ShapeEntry& entry, int index, CUstream st
     std::string ranges;
     for (const Fp8GemmBucket& b : entry.plan.buckets)
       if (b.kernel == index) ranges += (ranges.empty() ? "" : ", ") + describe_m_range(b.m_lo, b.m_hi);
+    // A weight-gradient call at short K runs fewer of the kernel's stages (fp8_gemm_ring_stages; for a k-grouped
+    // call at its plan's K, whose groups' own K give the same length: the bound is a power of two).
+    const int ring = fp8_gemm_ring_stages(cfg, entry.k, entry.form, get_fp8_gemm_overrides().stages > 0);
+    const std::string ring_note = ring < cfg.stages ? "; runs " + std::to_string(ring) + " of its " +
+                                                          std::to_string(cfg.stages) + " stages at this k"
+                                                    : "";
     std::fprintf(stderr,
-                 "kiln: %s on cuda:%d (%s, %d SMs usable): n=%lld k=%lld, m in %s: %s; %u threads/CTA, %u bytes shared "
-                 "memory, persistent grid <= %d CTAs, PDL %s (kernel %d of %zu for this shape)\n",
+                 "kiln: %s on cuda:%d (%s, %d SMs usable): n=%lld k=%lld, m in %s: %s%s; %u threads/CTA, %u bytes "
+                 "shared memory, persistent grid <= %d CTAs, PDL %s (kernel %d of %zu for this shape)\n",
                  cfg.k_grouped ? kKGroupedOp : cfg.accumulate ? kWgradOp : kOp, entry.device, entry.device_name.c_str(),
-                 entry.sm_count, static_cast<long long>(entry.n),
-                 static_cast<long long>(entry.k), ranges.c_str(), cfg.describe().c_str(), k.threads, k.shared_bytes,
-                 entry.sm_count, get_pdl() ? "on" : "off", index + 1,
-                 entry.plan.kernels.size());
+                 entry.sm_count, static_cast<long long>(entry.n), static_cast<long long>(entry.k), ranges.c_str(),
+                 cfg.describe().c_str(), ring_note.c_str(), k.threads, k.shared_bytes, entry.sm_count,
+                 get_pdl() ? "on" : "off", index + 1, entry.plan.kernels.size());
   }
   return stored;
 }
