@@ -1,8 +1,20 @@
 """Random operands for the weight-gradient form's probes: e4m3 values cast from normal samples, and their per-1x128
 scales in [0.5, 1.5) in the MN-major, TMA-aligned layout the call takes (a [rows, k / 128] view of a
 [k / 128, aligned rows] tensor)."""
+import argparse
+from pathlib import Path
+
 import kiln
 import torch
+
+
+def probe_start(doc: str):
+    """What a probe that takes only --json FILE starts with: its parsed arguments (the description from `doc`'s first
+    paragraph), a 1 GB CUDA buffer to flush L2 with (flushed_timing.flushed_median_us) and a CUDA generator."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--json", type=Path, help="write the results here as well")
+    dev = torch.device("cuda")
+    return parser.parse_args(), torch.empty(1 << 30, dtype=torch.uint8, device=dev), torch.Generator(device=dev)
 
 
 def operand(rows: int, k: int, gen: torch.Generator):

@@ -9,7 +9,6 @@ of misses). Fewer stages shorten that lead without a kernel change: each call wi
 stage count and with fewer, 128-row tiles and 64x128 alike; without C (no prefetch) as a control. Medians of 30
 flushed CUDA-event timings after 100 ms idle; every result's D bitwise compared with the first one of its call.
 Usage: PYTHONPATH=<kiln package> python3 bench/probes/wgrad_short_k_stages.py [--json FILE]"""
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -19,20 +18,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import kiln  # noqa: E402
 from flushed_timing import flushed_median_us  # noqa: E402
-from wgrad_operands import dense_call  # noqa: E402
+from wgrad_operands import dense_call, probe_start  # noqa: E402
 
 WEIGHTS = [(4096, 7168), (7168, 2048), (2048, 7168)]
 TOKENS = [256, 512, 1024]
 # (tile, stage counts: 0 = as many as fit)
 TILES = [((128, 160), [0, 3, 2]), ((128, 128), [0, 4, 3, 2]), ((64, 128), [0, 4, 2])]
 
-parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-parser.add_argument("--json", type=Path, help="write the results here as well")
-args = parser.parse_args()
-
-dev = torch.device("cuda")
-flush = torch.empty(1 << 30, dtype=torch.uint8, device=dev)
-gen = torch.Generator(device=dev)
+args, flush, gen = probe_start(__doc__)
 rows, differing = [], 0
 for m, n in WEIGHTS:
     for k in TOKENS:

@@ -9,7 +9,6 @@ compared with the plan's (every tile adds each K block's product in the same ord
 tiles so far; a difference is reported with its largest error, not taken as a failure). A tile the form refuses for
 a shape is reported as such.
 Usage: PYTHONPATH=<kiln package> python3 bench/probes/wgrad_small_k_tiles.py [--json FILE]"""
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import kiln  # noqa: E402
 from flushed_timing import flushed_median_us  # noqa: E402
-from wgrad_operands import dense_call  # noqa: E402
+from wgrad_operands import dense_call, probe_start  # noqa: E402
 
 # The weight-gradient form's candidate tiles (fp8_gemm_heuristic.cpp: no 256-row tile, 128x176 and 128x192 among
 # the wide ones; 64x32 left out, it never wins at these sizes).
@@ -28,13 +27,7 @@ TILES = [(64, 64), (64, 128), (128, 64), (128, 128), (128, 160), (128, 176), (12
 WEIGHTS = [(4096, 7168), (7168, 2048), (2048, 7168), (7168, 2112), (1536, 7168)]
 TOKENS = [256, 512, 768, 1024]
 
-parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-parser.add_argument("--json", type=Path, help="write the results here as well")
-args = parser.parse_args()
-
-dev = torch.device("cuda")
-flush = torch.empty(1 << 30, dtype=torch.uint8, device=dev)
-gen = torch.Generator(device=dev)
+args, flush, gen = probe_start(__doc__)
 rows = []
 differing = 0
 for m, n in WEIGHTS:
