@@ -102,6 +102,7 @@ struct ShapeEntry {
   int sm_count = 0;  // the SMs the kernels may use
   int64_t n = 0, k = 0;
   Fp8GemmForm form = Fp8GemmForm::kInference;
+  bool stages_forced = false;  // the plan was made with a stage count overridden (fp8_gemm_ring_stages)
   std::string device_name;
   // Filled on first use of each of plan.kernels (mutable: the table hands out const entries).
   mutable std::array<std::atomic<const GemmKernel*>, kFp8GemmMaxKernels> kernels{};
@@ -170,6 +171,7 @@ const ShapeEntry* resolve_shape(const Table::Key& key, const TensorView& a, int6
   // refused instead).
   if (weight_gradient(form)) overrides.cluster_m = overrides.cluster_n = overrides.split_k = 0;
   entry->form = form;
+  entry->stages_forced = overrides.stages > 0;
   entry->plan = fp8_gemm_plan(device_target(info, entry->sm_count), n, k, overrides, form);
   for (Fp8GemmConfig& cfg : entry->plan.kernels) cfg.k_grouped = k_grouped;
   return table().insert(key, entry);
@@ -197,7 +199,7 @@ const GemmKernel* resolve_kernel(const ShapeEntry& entry, int index, CUstream st
       if (b.kernel == index) ranges += (ranges.empty() ? "" : ", ") + describe_m_range(b.m_lo, b.m_hi);
     // A weight-gradient call at short K runs fewer of the kernel's stages (fp8_gemm_ring_stages; for a k-grouped
     // call at its plan's K, whose groups' own K give the same length: the bound is a power of two).
-    const int ring = fp8_gemm_ring_stages(cfg, entry.k, entry.form, get_fp8_gemm_overrides().stages > 0);
+    const int ring = fp8_gemm_ring_stages(cfg, entry.k, entry.form, entry.stages_forced);
     const std::string ring_note = ring < cfg.stages ? "; runs " + std::to_string(ring) + " of its " +
                                                           std::to_string(cfg.stages) + " stages at this k"
                                                     : "";
@@ -671,10 +673,7 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   params.group_m = w32(cfg.group_m);
   params.store_d = accumulate && mode == CMode::kZero;  // no C: the kernel stores D rather than adding to zeros
   // The weight-gradient form runs fewer of its stages at short K (fp8_gemm_ring_stages); the others all of them.
-  const Fp8GemmForm form = !accumulate ? Fp8GemmForm::kInference
-                           : params.store_d ? Fp8GemmForm::kFp32Store
-                                            : Fp8GemmForm::kAccumulate;
-  params.ring_stages = w32(fp8_gemm_ring_stages(cfg, c.k, form, get_fp8_gemm_overrides().stages > 0));
+  params.ring_stages = w32(fp8_gemm_ring_stages(cfg, c.k, entry->form, entry->stages_forced));
 
   cuda::LaunchConfig config;
   config.grid[0] = fp8_gemm_grid(cfg, c.m, c.n, entry->sm_count);
@@ -1048,15 +1047,13 @@ void k_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa
   }
   // Each group's pipeline length at its own K (fp8_gemm_ring_stages: fewer stages at short K): groups share a
   // launch when they share the kernel and that length.
-  const bool store_d = mode == ops::CMode::kZero;
-  const ops::Fp8GemmForm form = store_d ? ops::Fp8GemmForm::kFp32Store : ops::Fp8GemmForm::kAccumulate;
-  const bool stages_forced = get_fp8_gemm_overrides().stages > 0;
   std::vector<std::pair<int, int>> launch_classes;  // (index into kernels, ring stages), in order of first use
   std::vector<int> class_of(groups.size(), -1);
   for (size_t g = 0; g < groups.size(); ++g) {
     if (kernel_of[g] < 0) continue;
-    const ops::Fp8GemmConfig& config = kernels[static_cast<size_t>(kernel_of[g])].kernel->config;
-    const std::pair<int, int> cls{kernel_of[g], ops::fp8_gemm_ring_stages(config, groups[g].k, form, stages_forced)};
+    const ops::Resolved& r = kernels[static_cast<size_t>(kernel_of[g])];
+    const int ring = ops::fp8_gemm_ring_stages(r.kernel->config, groups[g].k, r.entry->form, r.entry->stages_forced);
+    const std::pair<int, int> cls{kernel_of[g], ring};
     auto known = std::find(launch_classes.begin(), launch_classes.end(), cls);
     if (known == launch_classes.end()) known = launch_classes.insert(launch_classes.end(), cls);
     class_of[g] = static_cast<int>(known - launch_classes.begin());
@@ -1064,6 +1061,7 @@ void k_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa
   // Every group's D where the kernel adds into it (a copy of C; nothing for c=d) or does not write it at all (zeros
   // for the groups without tokens when there is no C: the others' planes the kernel stores whole), then the
   // launches, each of up to kFp8GemmMaxLaunchGroups groups of one kernel and pipeline length.
+  const bool store_d = mode == ops::CMode::kZero;
   for (const ops::GroupProblem& p : groups)
     if (mode == ops::CMode::kCopy || (store_d && p.k == 0))
       ops::prepare_d(ops::kKGroupedOp, p.checked, p.d, mode == ops::CMode::kCopy ? &p.c : nullptr, mode, a.device, s);
