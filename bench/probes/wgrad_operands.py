@@ -8,13 +8,17 @@ import kiln
 import torch
 
 
-def probe_start(doc: str):
-    """What a probe that takes only --json FILE starts with: its parsed arguments (the description from `doc`'s first
-    paragraph), a 1 GB CUDA buffer to flush L2 with (flushed_timing.flushed_median_us) and a CUDA generator."""
+def probe_start(doc: str, add_arguments=None):
+    """What a probe starts with: its parsed arguments (--json FILE, and those `add_arguments(parser)` adds; the
+    description from `doc`'s first paragraph), a 1 GB CUDA buffer to flush L2 with (flushed_timing.flushed_median_us)
+    and a CUDA generator."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--json", type=Path, help="write the results here as well")
+    if add_arguments:
+        add_arguments(parser)
+    args = parser.parse_args()  # before CUDA: --help needs no GPU
     dev = torch.device("cuda")
-    return parser.parse_args(), torch.empty(1 << 30, dtype=torch.uint8, device=dev), torch.Generator(device=dev)
+    return args, torch.empty(1 << 30, dtype=torch.uint8, device=dev), torch.Generator(device=dev)
 
 
 def operand(rows: int, k: int, gen: torch.Generator):
