@@ -1025,10 +1025,12 @@ void k_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa
   const auto s = static_cast<CUstream>(stream);
   // The kernels first (a first call plans and may compile), so that an error leaves D untouched. Each group runs on
   // the kernel its own K's plan picks (k_grouped_plan_k): at short K that is another tile than at long K (with C,
-  // kReduceShortKSlowdown). Groups whose plans pick the same configuration share its launches.
+  // kReduceShortKSlowdown), and with its pipeline's length at its own K (fp8_gemm_ring_stages: fewer stages at short
+  // K). Groups that share the configuration and that length share launches.
   std::vector<ops::Resolved> kernels;               // distinct configurations, in order of first use
   std::vector<std::pair<int64_t, int>> planned_at;  // plan k -> index into kernels
-  std::vector<int> kernel_of(groups.size(), -1);
+  std::vector<std::pair<int, int>> launch_classes;  // (index into kernels, ring stages), in order of first use
+  std::vector<int> class_of(groups.size(), -1);
   for (size_t g = 0; g < groups.size(); ++g) {
     const ops::GroupProblem& p = groups[g];
     if (p.k == 0) continue;
@@ -1043,20 +1045,12 @@ void k_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa
       if (same == kernels.end()) same = kernels.insert(kernels.end(), r);
       known = planned_at.insert(planned_at.end(), {plan_k, static_cast<int>(same - kernels.begin())});
     }
-    kernel_of[g] = known->second;
-  }
-  // Each group's pipeline length at its own K (fp8_gemm_ring_stages: fewer stages at short K): groups share a
-  // launch when they share the kernel and that length.
-  std::vector<std::pair<int, int>> launch_classes;  // (index into kernels, ring stages), in order of first use
-  std::vector<int> class_of(groups.size(), -1);
-  for (size_t g = 0; g < groups.size(); ++g) {
-    if (kernel_of[g] < 0) continue;
-    const ops::Resolved& r = kernels[static_cast<size_t>(kernel_of[g])];
-    const int ring = ops::fp8_gemm_ring_stages(r.kernel->config, groups[g].k, r.entry->form, r.entry->stages_forced);
-    const std::pair<int, int> cls{kernel_of[g], ring};
-    auto known = std::find(launch_classes.begin(), launch_classes.end(), cls);
-    if (known == launch_classes.end()) known = launch_classes.insert(launch_classes.end(), cls);
-    class_of[g] = static_cast<int>(known - launch_classes.begin());
+    const ops::Resolved& r = kernels[static_cast<size_t>(known->second)];
+    const std::pair<int, int> cls{
+        known->second, ops::fp8_gemm_ring_stages(r.kernel->config, p.k, r.entry->form, r.entry->stages_forced)};
+    auto same_class = std::find(launch_classes.begin(), launch_classes.end(), cls);
+    if (same_class == launch_classes.end()) same_class = launch_classes.insert(launch_classes.end(), cls);
+    class_of[g] = static_cast<int>(same_class - launch_classes.begin());
   }
   // Every group's D where the kernel adds into it (a copy of C; nothing for c=d) or does not write it at all (zeros
   // for the groups without tokens when there is no C: the others' planes the kernel stores whole), then the
