@@ -295,10 +295,13 @@ Fp8GemmConfig make_config(const Tile& t, const TargetInfo& target, const Fp8Gemm
   c.split_k = !accumulate && o.split_k == 2 ? 2 : 1;
   c.overlap_promotion = bm <= 128 && kernels::fp8_gemm_can_overlap_promotion(static_cast<uint32_t>(bn));
   const uint32_t smem = static_cast<uint32_t>(std::clamp<int64_t>(target.shared_memory_per_block, 0, INT32_MAX));
-  const int max_stages = static_cast<int>(kernels::fp8_gemm_max_stages(static_cast<uint32_t>(bm), static_cast<uint32_t>(bn),
-                                                                       c.tma_store, smem, accumulate,
-                                                                       static_cast<uint32_t>(c.split_k)));
-  c.stages = o.stages > 0 ? o.stages : max_stages;
+  const auto ubm = static_cast<uint32_t>(bm), ubn = static_cast<uint32_t>(bn);
+  const auto usplit = static_cast<uint32_t>(c.split_k);
+  const int max_stages =
+      static_cast<int>(kernels::fp8_gemm_max_stages(ubm, ubn, c.tma_store, smem, accumulate, usplit));
+  const int default_stages =
+      accumulate ? static_cast<int>(kernels::fp8_gemm_accumulate_stages(ubm, ubn, smem, usplit)) : max_stages;
+  c.stages = o.stages > 0 ? o.stages : default_stages;
   if (c.stages > max_stages) c.stages = 0;  // does not fit: the caller reports or skips it
   return c;
 }
@@ -492,7 +495,7 @@ void check_fp8_gemm_overrides(const Fp8GemmOverrides& o, const char* who) {
   if (o.block_n != 0 && !block_n_supported(o.block_n))
     invalid(who, "block_n must be 0 (heuristic) or a multiple of 16 in 16..192, got " + std::to_string(o.block_n));
   if (o.stages < 0 || o.stages > static_cast<int>(kernels::kFp8GemmMaxStages))
-    invalid(who, "stages must be 0 (heuristic: as many as fit) or 1.." + std::to_string(kernels::kFp8GemmMaxStages) +
+    invalid(who, "stages must be 0 (heuristic) or 1.." + std::to_string(kernels::kFp8GemmMaxStages) +
                      ", got " + std::to_string(o.stages));
   if (o.cluster_m != 0 && o.cluster_m != 1 && o.cluster_m != 2)
     invalid(who, "cluster_m must be 0 (heuristic), 1 or 2, got " + std::to_string(o.cluster_m));

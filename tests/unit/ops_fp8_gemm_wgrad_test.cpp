@@ -255,10 +255,10 @@ TEST(Fp8GemmWgradPlan, SameTilesAsTheBf16FormWithTheAccumulatingEpilogue) {
       EXPECT_FALSE(c.tma_store);
       EXPECT_EQ(c.cluster_m, 1);
       EXPECT_EQ(c.overlap_promotion, kernels::fp8_gemm_can_overlap_promotion(static_cast<uint32_t>(c.block_n)));
-      // The most stages that fit the layout with B's scales per stage.
+      // The most stages that fit the layout with B's scales per stage beside the widest reduce staging.
       EXPECT_EQ(static_cast<uint32_t>(c.stages),
-                kernels::fp8_gemm_max_stages(static_cast<uint32_t>(c.block_m), static_cast<uint32_t>(c.block_n), false,
-                                             kernels::kHopperSmemPerBlock, true));
+                kernels::fp8_gemm_accumulate_stages(static_cast<uint32_t>(c.block_m), static_cast<uint32_t>(c.block_n),
+                                                    kernels::kHopperSmemPerBlock));
       EXPECT_LE(ops::fp8_gemm_shared_bytes(c), kernels::kHopperSmemPerBlock);
       EXPECT_THAT(c.describe(), HasSubstr("fp32 accumulate into D"));
     }

@@ -109,7 +109,8 @@ KILN_HOST_DEVICE constexpr u32 fp8_gemm_grouped_blocks(const u32* k_blocks, u32 
 // `buffers` alternating buffers per warpgroup at the front of shared memory, rows swizzled as wide as they are
 // (64 or 128 bytes). Chosen by fp8_gemm_reduce_staging, after the stages:
 //   - 32 columns (whole 128-byte lines a row) in two 8 KB buffers, where BLOCK_N is a multiple of 32 and the
-//     tile's stages leave room for them (128x160 at 5 stages; not 128x128 at 6 or 128x192 at 5);
+//     tile's stages leave room for them (128x160 at 5 stages, 128x128 at 5, 128x192 at 4: the plans' counts,
+//     fp8_gemm_accumulate_stages; not 128x128 at 6 or 128x192 at 5, which only a forced stage count gives);
 //   - else, at BLOCK_N = 192, 32 columns through one 8 KB buffer, each box waiting for the previous box's read;
 //   - else 16 columns in two 4 KB buffers.
 // Each keeps to the 8 KB per warpgroup that the stage count is sized with, or to room the stages leave.
@@ -254,6 +255,23 @@ constexpr u32 fp8_gemm_max_stages(u32 block_m, u32 block_n, bool tma_store, u32 
   for (u32 s = 1; s <= kFp8GemmMaxStages; ++s)
     if (fp8_gemm_layout(block_m, block_n, s, tma_store, sfb_per_row, split_k).total_bytes <= smem_bytes) best = s;
   return best;
+}
+
+// The weight-gradient form's stages unless forced: the most that leave room for the wide boxes in two buffers
+// (fp8_gemm_reduce_staging), else as many as fit. That is a stage fewer than fit at 128x128 (5 of 6, where 6 keeps
+// the narrow boxes), 128x192 (4 of 5, where 5 has one buffer) and 128x64 (7 of 8); the stage costs nothing the
+// 32-column boxes do not repay. Measured on the H100 (forty-third session, bench/probes/wgrad_short_k_stages.py, each
+// kernel forced to each count, 4096 x 7168, 7168 x 2048 and 2048 x 7168 at K = 1024..8192): 128x128 with five 2-7 %
+// faster than with six without C and 1-6 % with C, 128x192 with four 0-7 % faster than with five.
+constexpr u32 fp8_gemm_accumulate_stages(u32 block_m, u32 block_n, u32 smem_bytes = kHopperSmemPerBlock,
+                                         u32 split_k = 1) {
+  u32 best = 0;
+  for (u32 s = 1; s <= kFp8GemmMaxStages; ++s) {
+    const Fp8GemmReduceStaging staging = fp8_gemm_reduce_staging(block_m, block_n, s, split_k);
+    const bool wide = staging.cols == kFp8GemmWideReduce.cols && staging.buffers == kFp8GemmWideReduce.buffers;
+    if (wide && fp8_gemm_layout(block_m, block_n, s, false, true, split_k).total_bytes <= smem_bytes) best = s;
+  }
+  return best > 0 ? best : fp8_gemm_max_stages(block_m, block_n, false, smem_bytes, true, split_k);
 }
 
 // Rows of an operand's TMA box for its last block along M (A and A's scales: block = BLOCK_M, rows = M) or N
