@@ -97,6 +97,32 @@ SHORT_RING_NONE = [(20736, 3072, 128, (128, 128, 6)), (19584, 2048, 256, (128, 1
                    (27520, 512, 256, (128, 128, 6)), (17408, 6144, 512, (128, 128, 6)),
                    (6592, 256, 1024, (128, 128, 6)), (19840, 2048, 1024, (128, 128, 6)),
                    (6848, 256, 640, (128, 128, 6)), (17856, 1024, 384, (128, 128, 6)), (6080, 4096, 128, (128, 128, 6))]
+# A stage fewer beside the wide reduce staging (fp8_gemm_accumulate_stages, forty-third session): 128x128 5 of 6,
+# 128x192 4 of 5, 128x64 7 of 8, 64x64 12 of 13. Calls whose plan takes one of those tiles, drawn at random (seed 43,
+# N 256..24576, M 64..32768, K 384..8192 with C, where every stage runs, and 128..8192 without C), each against the
+# same tile with the stages that fit: (m, n, k, (tile rows, columns, previous stages)).
+WIDE_STAGING_C = [(8192, 2048, 1152, (128, 128, 6)), (4672, 3072, 1792, (128, 128, 6)),
+                  (5696, 576, 5632, (128, 128, 6)), (8192, 256, 6784, (128, 128, 6)),
+                  (7360, 256, 7424, (128, 128, 6)), (13184, 576, 1152, (128, 128, 6)),
+                  (14720, 256, 7424, (128, 128, 6)), (29440, 1024, 3328, (128, 128, 6)),
+                  (29440, 6144, 1408, (128, 192, 5)), (27264, 2304, 5376, (128, 192, 5)),
+                  (31168, 2304, 2048, (128, 192, 5)), (29120, 1536, 5760, (128, 192, 5)),
+                  (27520, 2048, 4096, (128, 192, 5)), (21120, 3072, 1280, (128, 192, 5)),
+                  (25408, 6144, 1152, (128, 192, 5)), (26048, 2112, 6656, (128, 192, 5)),
+                  (1024, 2112, 1152, (128, 64, 8)), (2816, 256, 3072, (128, 64, 8)), (6912, 576, 4096, (128, 64, 8)),
+                  (17792, 256, 3840, (128, 64, 8)), (960, 512, 6656, (64, 64, 13)), (1152, 256, 5632, (64, 64, 13)),
+                  (896, 512, 5760, (64, 64, 13)), (64, 4608, 7168, (64, 64, 13))]
+WIDE_STAGING_NONE = [(21312, 256, 3456, (128, 128, 6)), (19968, 512, 1664, (128, 128, 6)),
+                     (28864, 256, 2560, (128, 128, 6)), (7424, 512, 2944, (128, 128, 6)),
+                     (4224, 1024, 640, (128, 128, 6)), (18944, 1024, 5376, (128, 128, 6)),
+                     (31616, 1024, 7296, (128, 128, 6)), (3840, 512, 5248, (128, 128, 6)),
+                     (11968, 1536, 4480, (128, 192, 5)), (4032, 3072, 1792, (128, 192, 5)),
+                     (7808, 1536, 5632, (128, 192, 5)), (24576, 2304, 3072, (128, 192, 5)),
+                     (23808, 3072, 1792, (128, 192, 5)), (26432, 3072, 6400, (128, 192, 5)),
+                     (28032, 2304, 1024, (128, 192, 5)), (23552, 4608, 4736, (128, 192, 5)),
+                     (17472, 256, 1536, (128, 64, 8)), (20224, 256, 512, (128, 64, 8)), (9344, 576, 1536, (128, 64, 8)),
+                     (17792, 576, 2432, (128, 64, 8)), (896, 576, 7296, (64, 64, 13)), (1664, 256, 128, (64, 64, 13)),
+                     (1472, 256, 2176, (64, 64, 13)), (1664, 256, 5504, (64, 64, 13))]
 # k-grouped with C: experts' gate/up and down gradients over few tokens each (plan k = the mean rounded up to a
 # power of two: 256 and 512 moved to 64x128).
 K_GROUPED = [(4096, 7168, 32, 8192, (128, 160)), (7168, 2048, 32, 8192, (128, 128)),
@@ -105,7 +131,7 @@ K_GROUPED = [(4096, 7168, 32, 8192, (128, 160)), (7168, 2048, 32, 8192, (128, 12
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--json", type=Path, help="write the results here as well")
 SETS = ("short_k_c", "short_k_none", "store_moves", "store_short_k", "ragged_176_c", "ragged_176_none",
-        "ragged_176_k2048", "short_ring_c", "short_ring_none", "k_grouped")
+        "ragged_176_k2048", "short_ring_c", "short_ring_none", "wide_staging_c", "wide_staging_none", "k_grouped")
 parser.add_argument("--only", choices=SETS, action="append", help="run these sets only (default: all)")
 args = parser.parse_args()
 
@@ -163,14 +189,15 @@ for name, cases in (("store_moves", STORE_MOVES), ("store_short_k", STORE_SHORT_
                             lambda: d.zero_(), old) | {"set": name})
 for name, cases in (("ragged_176_c", RAGGED_176_C), ("ragged_176_none", RAGGED_176_NONE),
                     ("ragged_176_k2048", RAGGED_176_K2048), ("short_ring_c", SHORT_RING_C),
-                    ("short_ring_none", SHORT_RING_NONE)):
+                    ("short_ring_none", SHORT_RING_NONE), ("wide_staging_c", WIDE_STAGING_C),
+                    ("wide_staging_none", WIDE_STAGING_NONE)):
     for m, n, k, old in cases if name in runs else ():
         gen.manual_seed(m + n + k)
         a, sa = operand(m, k, gen)
         b, sb = operand(n, k, gen)
         a2, b2 = a.view(m, k), b.view(n, k)
         d = torch.empty(m, n, device=dev)
-        with_c = name not in ("ragged_176_none", "short_ring_none")
+        with_c = name not in ("ragged_176_none", "short_ring_none", "wide_staging_none")
         if with_c:
             c = torch.randn(m, n, device=dev, generator=gen)
             call, reset = (lambda: kiln.fp8_gemm_nt((a2, sa), (b2, sb), d, c=d)), (lambda: d.copy_(c))
