@@ -430,8 +430,8 @@ def set_fp8_gemm_overrides(*, block_m: int = 0, block_n: int = 0, stages: int = 
     """Override the FP8 GEMM heuristic for every later ``fp8_gemm_nt`` call (process-wide; 0 leaves a choice to
     the heuristic, and calling with no arguments removes every override). ``block_m`` 64, 128 or 256 (256: the
     bf16 form only, ``block_n`` at most 128); ``block_n`` a multiple of 16 in 16..192; ``stages`` 1..16
-    (0: as many as fit, in the weight-gradient form as many beside its widest reduce-add staging; a count that
-    does not fit is an error at the call); ``cluster_m`` 2: CTA pairs
+    (0: as many as fit, or a stage fewer where that widens the weight-gradient form's reduce-add staging; a count
+    that does not fit is an error at the call); ``cluster_m`` 2: CTA pairs
     multicasting B; ``cluster_n`` 2: CTA pairs multicasting A; ``split_k`` 2: CTA pairs splitting K in halves,
     1: never split; at most one of the three at 2. The weight-gradient form ignores the last three. Raises
     ValueError naming the field, before anything changes."""

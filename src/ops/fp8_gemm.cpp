@@ -956,7 +956,10 @@ OpDescriptor fp8_gemm_nt_descriptor() {
        true, true},
       {"block_m", "override: 64, 128 or 256 rows per tile (0: heuristic; 256 only on request, bf16 form)", false},
       {"block_n", "override: columns per tile, a multiple of 16 in 16..192 (0: heuristic)", false},
-      {"stages", "override: pipeline stages, 1..16 (0: heuristic, as many as fit or in the weight-gradient form those beside its widest reduce staging)", false},
+      {"stages",
+       "override: pipeline stages, 1..16 (0: heuristic: as many as fit, or a stage fewer where that widens the "
+       "weight-gradient form's reduce-add staging)",
+       false},
       {"cluster_m", "override: 2 for CTA pairs multicasting B (0: heuristic, which uses 1)", false},
       {"cluster_n", "override: 2 for CTA pairs multicasting A (0: heuristic)", false},
       {"split_k", "override: 2 for CTA pairs splitting K in halves, 1 never (0: heuristic; bf16 form)", false},

@@ -257,14 +257,16 @@ constexpr u32 fp8_gemm_max_stages(u32 block_m, u32 block_n, bool tma_store, u32 
   return best;
 }
 
-// The weight-gradient form's stages unless forced: the most that leave room for the wide boxes in two buffers
-// (fp8_gemm_reduce_staging), else as many as fit. That is a stage fewer than fit at 128x128 (5 of 6, where 6 keeps
-// the narrow boxes), 128x192 (4 of 5, where 5 has one buffer) and 128x64 (7 of 8); the stage costs nothing the
-// 32-column boxes do not repay. Measured on the H100 (forty-third session, bench/probes/wgrad_short_k_stages.py, each
-// kernel forced to each count, 4096 x 7168, 7168 x 2048 and 2048 x 7168 at K = 1024..8192): 128x128 with five 2-7 %
-// faster than with six without C and 1-6 % with C, 128x192 with four 0-7 % faster than with five.
+// The weight-gradient form's stages unless forced: for 128-row tiles at least 128 wide, the most that leave room
+// for the wide boxes in two buffers (fp8_gemm_reduce_staging); else as many as fit. That is a stage fewer than fit
+// at 128x128 (5 of 6, where 6 keeps the narrow boxes) and 128x192 (4 of 5, where 5 has one buffer); the stage costs
+// less than the 32-column boxes repay. Measured on the H100 (forty-third session, bench/probes/wgrad_short_k_stages.py,
+// each kernel forced to each count, 4096 x 7168, 7168 x 2048 and 2048 x 7168 at K = 1024..8192): 128x128 with five
+// 0.969 of its six on geometric mean without C and with C, 128x192 with four 0.970 and 0.983 of its five; D's bits
+// equal. 128x64 (7 of 8) and 64x64 (12 of 13) would gain the wide boxes the same way, but are not yet timed so.
 constexpr u32 fp8_gemm_accumulate_stages(u32 block_m, u32 block_n, u32 smem_bytes = kHopperSmemPerBlock,
                                          u32 split_k = 1) {
+  if (block_m != 128 || block_n < 128) return fp8_gemm_max_stages(block_m, block_n, false, smem_bytes, true, split_k);
   u32 best = 0;
   for (u32 s = 1; s <= kFp8GemmMaxStages; ++s) {
     const Fp8GemmReduceStaging staging = fp8_gemm_reduce_staging(block_m, block_n, s, split_k);
