@@ -266,14 +266,14 @@ constexpr u32 fp8_gemm_max_stages(u32 block_m, u32 block_n, bool tma_store, u32 
 // equal. 128x64 (7 of 8) and 64x64 (12 of 13) would gain the wide boxes the same way, but are not yet timed so.
 constexpr u32 fp8_gemm_accumulate_stages(u32 block_m, u32 block_n, u32 smem_bytes = kHopperSmemPerBlock,
                                          u32 split_k = 1) {
-  if (block_m != 128 || block_n < 128) return fp8_gemm_max_stages(block_m, block_n, false, smem_bytes, true, split_k);
-  u32 best = 0;
-  for (u32 s = 1; s <= kFp8GemmMaxStages; ++s) {
+  const u32 fit = fp8_gemm_max_stages(block_m, block_n, false, smem_bytes, true, split_k);
+  if (block_m != 128 || block_n < 128) return fit;
+  for (u32 s = fit; s > 0; --s) {
     const Fp8GemmReduceStaging staging = fp8_gemm_reduce_staging(block_m, block_n, s, split_k);
     const bool wide = staging.cols == kFp8GemmWideReduce.cols && staging.buffers == kFp8GemmWideReduce.buffers;
-    if (wide && fp8_gemm_layout(block_m, block_n, s, false, true, split_k).total_bytes <= smem_bytes) best = s;
+    if (wide && fp8_gemm_layout(block_m, block_n, s, false, true, split_k).total_bytes <= smem_bytes) return s;
   }
-  return best > 0 ? best : fp8_gemm_max_stages(block_m, block_n, false, smem_bytes, true, split_k);
+  return fit;
 }
 
 // Rows of an operand's TMA box for its last block along M (A and A's scales: block = BLOCK_M, rows = M) or N
