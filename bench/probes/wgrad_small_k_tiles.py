@@ -8,8 +8,13 @@ medians of 30 flushed CUDA-event timings with C and without, and each relative t
 compared with the plan's (every tile adds each K block's product in the same order, so D's bits have matched across
 tiles so far; a difference is reported with its largest error, not taken as a failure). A tile the form refuses for
 a shape is reported as such.
-Usage: PYTHONPATH=<kiln package> python3 bench/probes/wgrad_small_k_tiles.py [--json FILE]"""
+--shapes times those calls instead: MxNxK with every tile (e.g. the weight-gradient sweep's shapes at K = 4096 and
+8192, to re-time every tile after a kernel change), MxNxK:RxC,RxC with those tiles only (a unit-test table's pairs).
+--c-only leaves out the timings without C.
+Usage: PYTHONPATH=<kiln package> python3 bench/probes/wgrad_small_k_tiles.py [--json FILE]
+       [--shapes MxNxK[:RxC,...] ...] [--c-only]"""
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -27,45 +32,59 @@ TILES = [(64, 64), (64, 128), (128, 64), (128, 128), (128, 160), (128, 176), (12
 WEIGHTS = [(4096, 7168), (7168, 2048), (2048, 7168), (7168, 2112), (1536, 7168)]
 TOKENS = [256, 512, 768, 1024]
 
-args, flush, gen = probe_start(__doc__)
+
+def shape(text: str):
+    """'MxNxK' -> (m, n, k, TILES); 'MxNxK:RxC,RxC' -> (m, n, k, those tiles)."""
+    dims, _, tiles = text.lower().partition(":")
+    m, n, k = (int(x) for x in dims.split("x"))
+    return m, n, k, [tuple(int(x) for x in t.split("x")) for t in tiles.split(",")] if tiles else TILES
+
+
+def add_arguments(parser):
+    parser.add_argument("--shapes", type=shape, nargs="+", help="time these calls instead of the weights at small K: "
+                        "MxNxK (every tile) or MxNxK:RxC,RxC (those tiles)")
+    parser.add_argument("--c-only", action="store_true", help="time calls with C only")
+
+
+args, flush, gen = probe_start(__doc__, add_arguments)
 rows = []
 differing = 0
-for m, n in WEIGHTS:
-    for k in TOKENS:
-        a, b, c, d = dense_call(m, n, k, gen)
+for m, n, k, tiles in args.shapes or [(m, n, k, TILES) for m, n in WEIGHTS for k in TOKENS]:
+    a, b, c, d = dense_call(m, n, k, gen)
 
-        def with_c():
-            kiln.fp8_gemm_nt(a, b, d, c=d)
+    def with_c():
+        kiln.fp8_gemm_nt(a, b, d, c=d)
 
-        def without_c():
-            kiln.fp8_gemm_nt(a, b, d)
+    def without_c():
+        kiln.fp8_gemm_nt(a, b, d)
 
-        reference = None
-        plan = None
-        for tile in [None] + TILES:
-            name = "plan" if tile is None else f"{tile[0]}x{tile[1]}"
-            kiln.set_fp8_gemm_overrides(block_m=tile[0] if tile else 0, block_n=tile[1] if tile else 0)
-            d.copy_(c)
-            try:
-                with_c()
-            except Exception as e:  # noqa: BLE001 (a forced tile the form does not take: say so, go on)
-                print(f"{m:>5} x {n:>5} x {k:>4} {name:>8}: not taken ({type(e).__name__}: {e})", flush=True)
-                continue
-            torch.cuda.synchronize()
-            if reference is None:
-                reference = d.clone()
-            elif not torch.equal(d.view(torch.int32), reference.view(torch.int32)):
-                differing += 1
-                print(f"{m:>5} x {n:>5} x {k:>4} {name:>8}: D differs from the plan's, largest difference "
-                      f"{(d - reference).abs().max().item():.3e}", flush=True)
-            us_c = flushed_median_us(with_c, flush, reps=30, warmup=3, idle_s=0.1)
-            us_none = flushed_median_us(without_c, flush, reps=30, warmup=3, idle_s=0.1)
-            if plan is None:
-                plan = (us_c, us_none)
-            rows.append({"m": m, "n": n, "k": k, "tile": name, "c_us": us_c, "none_us": us_none,
-                         "c_vs_plan": us_c / plan[0], "none_vs_plan": us_none / plan[1]})
-            print(f"{m:>5} x {n:>5} x {k:>4} {name:>8}: c=d {us_c:8.1f} us ({us_c / plan[0]:.3f})   "
-                  f"c=None {us_none:8.1f} us ({us_none / plan[1]:.3f})", flush=True)
+    reference = None
+    plan = None
+    for tile in [None] + tiles:
+        name = "plan" if tile is None else f"{tile[0]}x{tile[1]}"
+        kiln.set_fp8_gemm_overrides(block_m=tile[0] if tile else 0, block_n=tile[1] if tile else 0)
+        d.copy_(c)
+        try:
+            with_c()
+        except Exception as e:  # noqa: BLE001 (a forced tile the form does not take: say so, go on)
+            print(f"{m:>5} x {n:>5} x {k:>4} {name:>8}: not taken ({type(e).__name__}: {e})", flush=True)
+            continue
+        torch.cuda.synchronize()
+        if reference is None:
+            reference = d.clone()
+        elif not torch.equal(d.view(torch.int32), reference.view(torch.int32)):
+            differing += 1
+            print(f"{m:>5} x {n:>5} x {k:>4} {name:>8}: D differs from the plan's, largest difference "
+                  f"{(d - reference).abs().max().item():.3e}", flush=True)
+        us_c = flushed_median_us(with_c, flush, reps=30, warmup=3, idle_s=0.1)
+        us_none = math.nan if args.c_only else flushed_median_us(without_c, flush, reps=30, warmup=3,
+                                                                   idle_s=0.1)
+        if plan is None:
+            plan = (us_c, us_none)
+        rows.append({"m": m, "n": n, "k": k, "tile": name, "c_us": us_c, "none_us": us_none,
+                     "c_vs_plan": us_c / plan[0], "none_vs_plan": us_none / plan[1]})
+        print(f"{m:>5} x {n:>5} x {k:>4} {name:>8}: c=d {us_c:8.1f} us ({us_c / plan[0]:.3f})   "
+              f"c=None {us_none:8.1f} us ({us_none / plan[1]:.3f})", flush=True)
 kiln.set_fp8_gemm_overrides()
 if args.json:
     args.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows}, indent=1))
