@@ -92,9 +92,9 @@ constexpr double kStraddlePenalty = 1.05;
 // - its promotion multiplies every element by its own a * b (a multiply and a multiply-add where the bf16 form
 //   has one multiply-add) and reads B's scales per column from shared memory: the K block's cycles times 1.15
 //   with two math warpgroups, 1.9 with one (64-row tiles);
-// - the tiles whose width does not divide 128 and that read B in plain order (192; 160 and 176 where N is no
-//   multiple of 16) are 4 % slower per column than the linear model; 160 and 176 reading B interleaved
-//   (fp8_gemm_interleaved_b) are not; the bf16 form's 128x176 penalty at a ragged N (its three boxes of B)
+// - the tiles whose width does not divide 128 (160, 176, 192) are kAccumulateWidePenalty slower per column than
+//   the linear model, and 160 and 176 where they read B in plain order (N no multiple of 16; 192 always does) a
+//   further kAccumulatePlainWidePenalty; the bf16 form's 128x176 penalty at a ragged N (its three boxes of B)
 //   does not apply, one box serves here;
 // - its epilogue stages 4 bytes per element of D for the reduce-add, which then reads and writes 8 in L2.
 // With these the plan's tile is within 0.5 % of the sweep's fastest at all twelve shapes (32768 x 512 x 4096 since
@@ -103,6 +103,16 @@ constexpr double kStraddlePenalty = 1.05;
 // wider tiles), which only keeps it out of plans it would lose anyway.
 constexpr double kAccumulateCycleFactorTwoWarpgroups = 1.15;
 constexpr double kAccumulateCycleFactorOneWarpgroup = 1.9;
+// kAccumulateWidePenalty was 1 (and 192 paid the plain 1.04) until the forty-third session gave 128x128 and 128x192
+// a stage fewer for the reduce staging's wide boxes (fp8_gemm_accumulate_stages). Re-timed on the H200 (forty-fourth
+// session, kAccumulateSweep), against the model each tile's times over the twelve shapes relative to 128x128's were
+// 160 1.036-1.090, 176 1.041-1.124 and 192 1.007-1.068 (with the 1.04 in its estimate): the same term for all
+// three, 1.06, ranks the fastest tile first at all twelve, with C and without (the plan before was 1.6 % from the
+// fastest on geometric mean, up to 5.3 %). It moves 44 % of the form's calls with C and 49 % without (N 256..24576,
+// K 128..8192, M to 32768), mostly from 128x176 to 128x192 or 128x128 and from 128x160 to 128x128: 40 drawn at random
+// took 0.969 of the previous plan's time with C (0.861-1.032) and 0.979 without (0.952-1.032) on an H100
+// (bench/probes/wgrad_small_k_tiles.py; the H200 did not come for that call).
+constexpr double kAccumulateWidePenalty = 1.06;
 constexpr double kAccumulatePlainWidePenalty = 1.04;
 constexpr double kAccumulateEpilogueBytesPerUs = 30.0e3;
 // The reduce-adds of a 128-row tile (two math warpgroups) at short K, where every CTA spends most of its time in the
@@ -555,11 +565,14 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   double cycles = (two_waves ? kTwoWaveCycleFactor : 1.0) * c.math_warpgroups * per_wg;
   if (c.accumulate)
     cycles *= c.math_warpgroups == 1 ? kAccumulateCycleFactorOneWarpgroup : kAccumulateCycleFactorTwoWarpgroups;
-  if (128 % c.block_n != 0)
+  if (128 % c.block_n != 0) {
+    // 192's term was fitted with B read in plain order, its only one; 160 and 176 pay that order's cost on top.
+    const bool plain_narrower =
+        c.block_n != 192 &&
+        !kernels::fp8_gemm_interleaved_b(true, static_cast<uint32_t>(n), static_cast<uint32_t>(c.block_n));
     cycles *= !c.accumulate ? kStraddlePenalty
-              : kernels::fp8_gemm_interleaved_b(true, static_cast<uint32_t>(n), static_cast<uint32_t>(c.block_n))
-                  ? 1.0
-                  : kAccumulatePlainWidePenalty;
+                            : kAccumulateWidePenalty * (plain_narrower ? kAccumulatePlainWidePenalty : 1.0);
+  }
   if (c.block_n == 176 && n % 176 != 0 && !c.accumulate) cycles *= kRagged176Penalty;
   if (c.block_n == 144) cycles *= kWhole144Penalty;
   const double a_rows = std::min<double>(bm, static_cast<double>(m));  // rows of A read from memory

@@ -424,7 +424,7 @@ TEST(Fp8GemmWgradRunTimeK, EveryTokenCountOfAWeightFitsTheKernelBudget) {
         for (const Fp8GemmConfig& c : ops::fp8_gemm_plan(kH200, n, k, {}, form).kernels)
           sources.insert(codegen::render_source(ops::fp8_gemm_spec(n, k, c)));
       EXPECT_LE(sources.size(), static_cast<size_t>(ops::kFp8GemmMaxKernels)) << "n = " << n;
-      EXPECT_GE(sources.size(), 4u) << "n = " << n;  // the plans do vary with k and m: this is not one kernel
+      EXPECT_GE(sources.size(), 3u) << "n = " << n;  // the plans do vary with k and m: this is not one kernel
     }
 }
 
