@@ -2538,7 +2538,7 @@ TEST(Fp8GemmHeuristic, AccumulatingFormPlansWeightRowsTo32768) {
 // the L2 flushed by a 1 GB write before every call, the median of 30 after 3 warm-ups and 100 ms idle, old, new,
 // new, old averaged; D's bits equal between the two tiles at every call), after the forty-third session's stage
 // counts made 128x128 and 128x192 faster: these rows (with C, the 26 from K = 2048). Each pair: the previous tile,
-// then 128x176. Against 128x128 and 128x192 176 now lost at 26 of 31 calls (up to 11 %); against 128x160 it was
+// then 128x176. Against 128x128 and 128x192 176 now lost at 30 of 34 calls (up to 11 %); against 128x160 it was
 // level (0.94-1.03).
 const Measured kRagged176WithC[] = {
     {5504, 1536, 3072, 128, 128, 65.8}, {5504, 1536, 3072, 128, 176, 69.8},
