@@ -117,6 +117,24 @@ WIDE_STAGING_NONE = [(21312, 256, 3456, (128, 128, 6)), (19968, 512, 1664, (128,
                      (7808, 1536, 5632, (128, 192, 5)), (24576, 2304, 3072, (128, 192, 5)),
                      (23808, 3072, 1792, (128, 192, 5)), (26432, 3072, 6400, (128, 192, 5)),
                      (28032, 2304, 1024, (128, 192, 5)), (23552, 4608, 4736, (128, 192, 5))]
+# The wide tiles' 6 % in the form's model (kAccumulateWidePenalty, forty-fourth session): calls whose plan it moved,
+# one at random from each of 20 (N, K) that moved (seed 44, N 256..24576, K 128..8192, M 64..32768), with C and
+# without, each against its previous plan's tile: (m, n, k, previous tile). Timed on an H100 that session (0.969 with
+# C, 0.979 without); owed on the H200.
+WIDE_PENALTY_C = [(4160, 2048, 6016, (128, 176)), (8576, 2304, 4352, (128, 160)), (17216, 2304, 5376, (128, 192)),
+                  (18816, 6144, 7040, (128, 176)), (2752, 3072, 6272, (128, 176)), (9536, 1024, 768, (128, 160)),
+                  (24128, 576, 4608, (128, 160)), (11200, 6144, 3584, (128, 160)), (22464, 4096, 2944, (128, 176)),
+                  (3904, 2112, 1920, (128, 176)), (27584, 1536, 5504, (128, 176)), (20096, 2304, 2048, (128, 160)),
+                  (19584, 18432, 8064, (128, 176)), (3904, 576, 512, (128, 160)), (14400, 4608, 5248, (128, 160)),
+                  (22784, 4096, 1280, (128, 160)), (14336, 512, 5760, (128, 176)), (28544, 12288, 1408, (128, 160)),
+                  (30336, 1536, 5760, (128, 160)), (25728, 18432, 4352, (128, 176))]
+WIDE_PENALTY_NONE = [(25664, 18432, 512, (128, 160)), (11520, 1536, 5760, (128, 160)), (13440, 2304, 2304, (128, 160)),
+                     (16320, 1024, 4736, (128, 176)), (13888, 3072, 1408, (128, 176)), (5952, 24576, 7424, (128, 176)),
+                     (28608, 3072, 2816, (128, 176)), (30016, 2112, 2816, (128, 176)), (32192, 2112, 384, (128, 176)),
+                     (23232, 4608, 2560, (128, 160)), (12544, 6144, 512, (128, 160)), (20800, 7168, 7296, (128, 176)),
+                     (5632, 1536, 7680, (128, 176)), (15808, 1024, 2176, (128, 176)), (25088, 1024, 6784, (128, 176)),
+                     (28544, 6144, 7296, (128, 176)), (30592, 2112, 2944, (128, 176)), (13504, 12288, 3840, (128, 176)),
+                     (22784, 12288, 5248, (128, 176)), (25088, 16384, 1024, (128, 176))]
 # k-grouped with C: experts' gate/up and down gradients over few tokens each (plan k = the mean rounded up to a
 # power of two: 256 and 512 moved to 64x128).
 K_GROUPED = [(4096, 7168, 32, 8192, (128, 160)), (7168, 2048, 32, 8192, (128, 128)),
@@ -125,7 +143,8 @@ K_GROUPED = [(4096, 7168, 32, 8192, (128, 160)), (7168, 2048, 32, 8192, (128, 12
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--json", type=Path, help="write the results here as well")
 SETS = ("short_k_c", "short_k_none", "store_moves", "store_short_k", "ragged_176_c", "ragged_176_none",
-        "ragged_176_k2048", "short_ring_c", "short_ring_none", "wide_staging_c", "wide_staging_none", "k_grouped")
+        "ragged_176_k2048", "short_ring_c", "short_ring_none", "wide_staging_c", "wide_staging_none", "wide_penalty_c",
+        "wide_penalty_none", "k_grouped")
 parser.add_argument("--only", choices=SETS, action="append", help="run these sets only (default: all)")
 args = parser.parse_args()
 
@@ -184,7 +203,8 @@ for name, cases in (("store_moves", STORE_MOVES), ("store_short_k", STORE_SHORT_
 for name, cases in (("ragged_176_c", RAGGED_176_C), ("ragged_176_none", RAGGED_176_NONE),
                     ("ragged_176_k2048", RAGGED_176_K2048), ("short_ring_c", SHORT_RING_C),
                     ("short_ring_none", SHORT_RING_NONE), ("wide_staging_c", WIDE_STAGING_C),
-                    ("wide_staging_none", WIDE_STAGING_NONE)):
+                    ("wide_staging_none", WIDE_STAGING_NONE), ("wide_penalty_c", WIDE_PENALTY_C),
+                    ("wide_penalty_none", WIDE_PENALTY_NONE)):
     for m, n, k, old in cases if name in runs else ():
         gen.manual_seed(m + n + k)
         a, sa = operand(m, k, gen)
