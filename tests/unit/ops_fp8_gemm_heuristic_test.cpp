@@ -2325,19 +2325,21 @@ bool offered_without_c(const Measured&) { return true; }
 // judgement until the H200 times them again. On the H100 (forty-fourth session, the same probe) those moves took, with
 // C, 0.949 and 1.032 of the previous tile's time at 7168 x 2112 x 768 and 1024 (128x160 to 128x192); without C 1.031
 // and 1.022 there, and 0.946 at 2048 x 7168 x 512 (128x176 to 128x128, the fastest tile of that call on the H100).
-struct ShapeMk {
+struct StaleMove {
   int64_t m, n, k;
+  int block_n;  // of the 128-row tile the plan now takes
 };
-std::vector<Judged> without_retimed_moves(const std::vector<Judged>& judged, const std::vector<ShapeMk>& moved,
-                                          Fp8GemmForm form, int block_n) {
+// `judged` without the stale moves' shapes, once each move's tile is checked.
+std::vector<Judged> without_stale_moves(const std::vector<Judged>& judged, const std::vector<StaleMove>& moves,
+                                        Fp8GemmForm form) {
   std::vector<Judged> kept;
   for (const Judged& j : judged) {
-    const auto it = std::find_if(moved.begin(), moved.end(), [&](const ShapeMk& s) {
+    const auto it = std::find_if(moves.begin(), moves.end(), [&](const StaleMove& s) {
       return s.m == j.shape->m && s.n == j.shape->n && s.k == j.shape->k;
     });
-    if (it == moved.end()) kept.push_back(j);
+    if (it == moves.end()) kept.push_back(j);
   }
-  for (const ShapeMk& s : moved) expect_tile_at(fp8_gemm_plan(kH200, s.n, s.k, {}, form), s.m, 128, block_n);
+  for (const StaleMove& s : moves) expect_tile_at(fp8_gemm_plan(kH200, s.n, s.k, {}, form), s.m, 128, s.block_n);
   return kept;
 }
 
@@ -2351,7 +2353,7 @@ TEST(Fp8GemmHeuristic, AccumulatingFormWithCTakes64RowTilesAtShortK) {
   EXPECT_EQ(shapes, 20u);
   EXPECT_EQ(all.size(), 20u);
   const std::vector<Judged> judged =
-      without_retimed_moves(all, {{7168, 2112, 768}, {7168, 2112, 1024}}, Fp8GemmForm::kAccumulate, 192);
+      without_stale_moves(all, {{7168, 2112, 768, 192}, {7168, 2112, 1024, 192}}, Fp8GemmForm::kAccumulate);
   EXPECT_EQ(judged.size(), 18u);
   const double log_loss = expect_within_misses(judged, {{4096, 7168, 256, 1.05},
                                                         {7168, 2048, 768, 1.04},
@@ -2374,9 +2376,8 @@ TEST(Fp8GemmHeuristic, AccumulatingFormWithoutCCountsItsStoresAtShortK) {
       judge_plan(kStoreShortK, true, &shapes, offered_without_c, Fp8GemmForm::kFp32Store);
   EXPECT_EQ(shapes, 20u);
   EXPECT_EQ(all.size(), 20u);
-  std::vector<Judged> judged =
-      without_retimed_moves(all, {{7168, 2112, 768}, {7168, 2112, 1024}}, Fp8GemmForm::kFp32Store, 192);
-  judged = without_retimed_moves(judged, {{2048, 7168, 512}}, Fp8GemmForm::kFp32Store, 128);
+  const std::vector<Judged> judged = without_stale_moves(
+      all, {{7168, 2112, 768, 192}, {7168, 2112, 1024, 192}, {2048, 7168, 512, 128}}, Fp8GemmForm::kFp32Store);
   EXPECT_EQ(judged.size(), 17u);
   const double log_loss = expect_within_misses(judged, {{7168, 2048, 256, 1.05}, {2048, 7168, 256, 1.04}}, 1.03);
   EXPECT_LT(log_loss, 17 * std::log(1.008));  // 0.72 % (0.6 % over all twenty before the moves above)
