@@ -567,11 +567,11 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
     cycles *= c.math_warpgroups == 1 ? kAccumulateCycleFactorOneWarpgroup : kAccumulateCycleFactorTwoWarpgroups;
   if (128 % c.block_n != 0) {
     // 192's term was fitted with B read in plain order, its only one; 160 and 176 pay that order's cost on top.
-    const bool plain_narrower =
+    const bool plain_160_or_176 =
         c.block_n != 192 &&
         !kernels::fp8_gemm_interleaved_b(true, static_cast<uint32_t>(n), static_cast<uint32_t>(c.block_n));
     cycles *= !c.accumulate ? kStraddlePenalty
-                            : kAccumulateWidePenalty * (plain_narrower ? kAccumulatePlainWidePenalty : 1.0);
+                            : kAccumulateWidePenalty * (plain_160_or_176 ? kAccumulatePlainWidePenalty : 1.0);
   }
   if (c.block_n == 176 && n % 176 != 0 && !c.accumulate) cycles *= kRagged176Penalty;
   if (c.block_n == 144) cycles *= kWhole144Penalty;
