@@ -100,6 +100,7 @@ struct ShapeEntry {
   Fp8GemmPlan plan;
   int device = 0;
   int sm_count = 0;  // the SMs the kernels may use
+  int64_t l2_bytes = 0;  // the device's L2, which sets how far ahead a weight-gradient pipeline runs at short K
   int64_t n = 0, k = 0;
   Fp8GemmForm form = Fp8GemmForm::kInference;
   bool stages_forced = false;  // the plan was made with a stage count overridden (fp8_gemm_ring_stages)
@@ -161,6 +162,7 @@ const ShapeEntry* resolve_shape(const Table::Key& key, const TensorView& a, int6
   entry->n = n;
   entry->k = k;
   entry->device_name = info.name;
+  entry->l2_bytes = info.l2_bytes;
   const int64_t id = key.words[0];
   const bool k_grouped = id == kGemmKGroupedKeyId || id == kGemmKGroupedStoreKeyId;
   const Fp8GemmForm form = id == kGemmKeyId                                           ? Fp8GemmForm::kInference
@@ -197,9 +199,9 @@ const GemmKernel* resolve_kernel(const ShapeEntry& entry, int index, CUstream st
     std::string ranges;
     for (const Fp8GemmBucket& b : entry.plan.buckets)
       if (b.kernel == index) ranges += (ranges.empty() ? "" : ", ") + describe_m_range(b.m_lo, b.m_hi);
-    // A weight-gradient call at short K runs fewer of the kernel's stages (fp8_gemm_ring_stages; for a k-grouped
-    // call at its plan's K, whose groups' own K give the same length: the bound is a power of two).
-    const int ring = fp8_gemm_ring_stages(cfg, entry.k, entry.form, entry.stages_forced);
+    // A weight-gradient call at short K runs fewer of the kernel's stages (fp8_gemm_ring_stages), told here at the
+    // entry's K (a k-grouped call's plan K: its groups each run their own K's length).
+    const int ring = fp8_gemm_ring_stages(cfg, entry.k, entry.form, entry.stages_forced, entry.l2_bytes);
     const std::string ring_note = ring < cfg.stages ? "; runs " + std::to_string(ring) + " of its " +
                                                           std::to_string(cfg.stages) + " stages at this k"
                                                     : "";
@@ -673,7 +675,7 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   params.group_m = w32(cfg.group_m);
   params.store_d = accumulate && mode == CMode::kZero;  // no C: the kernel stores D rather than adding to zeros
   // The weight-gradient form runs fewer of its stages at short K (fp8_gemm_ring_stages); the others all of them.
-  params.ring_stages = w32(fp8_gemm_ring_stages(cfg, c.k, entry->form, entry->stages_forced));
+  params.ring_stages = w32(fp8_gemm_ring_stages(cfg, c.k, entry->form, entry->stages_forced, entry->l2_bytes));
 
   cuda::LaunchConfig config;
   config.grid[0] = fp8_gemm_grid(cfg, c.m, c.n, entry->sm_count);
@@ -1050,7 +1052,8 @@ void k_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa
     }
     const ops::Resolved& r = kernels[static_cast<size_t>(known->second)];
     const std::pair<int, int> cls{
-        known->second, ops::fp8_gemm_ring_stages(r.kernel->config, p.k, r.entry->form, r.entry->stages_forced)};
+        known->second,
+        ops::fp8_gemm_ring_stages(r.kernel->config, p.k, r.entry->form, r.entry->stages_forced, r.entry->l2_bytes)};
     auto same_class = std::find(launch_classes.begin(), launch_classes.end(), cls);
     if (same_class == launch_classes.end()) same_class = launch_classes.insert(launch_classes.end(), cls);
     class_of[g] = static_cast<int>(same_class - launch_classes.begin());

@@ -884,11 +884,31 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
 // 0.947-0.990. Without C (no prefetch) 128x128 compiled with four stages was 3-10 % faster than with six at K <= 1024,
 // but running four of six was level (20 random calls, 0.989-1.015): that gain is not the pipeline's depth, and calls
 // without C run all of their stages.
+//
+// How far ahead the producer may run depends on the card. On an H100 (50 MiB of L2 and five HBM3 stacks, where the
+// H200 has 60 MiB and six) every ring length from 2 to all of the stages was timed with C at K = 256..1024 (forty-fifth
+// session, 2026-12-06, bench/probes/wgrad_ring_lengths.py: four weights of 2048..7168 x 2048..7168; 64x128, 128x128,
+// 128x160 and 64x64; kLeadRing in the unit tests). For the tiles of at least 128 columns the fastest length was about
+// one tile and one K block ahead, K blocks + 1: at K = 384 64x128 running 4 of its 8 stages took 0.888-0.895 of the
+// time of all 8, and 128x128 and 128x160 running 4 of their 5 0.933-0.970; at K = 512 64x128 running 5 0.916-0.931;
+// at K = 640 6 0.962-0.992; at K = 768 7 within 1 % of all 8. At K = 256 the four of kShortRingStages are within
+// 2-4 % of the best. 20 random calls whose ring this shortens (wgrad_plan_moves.py, lead_ring_c) took 0.957 of the
+// time on geometric mean (0.852-1.000). Not taken: the 128-row tiles ran 4 of their 5 stages 5-8 % faster at K = 768
+// too, but 1 % slower at 512 and 1-8 % slower at 1024, which no lead explains; 64x64 (13 stages of half the bytes)
+// ran K blocks + 1 1.03-1.14x slower at K = 384 and keeps the rule above. The H200 ran 64x128 with 4 of its 8 stages
+// 2.5-3 % slower at K = 512 than with all 8 (kernels compiled with 4, forty-second session), where the H100 gains 7-8 %
+// with 5; with no ring lengths timed on it at K = 384..768 it keeps the rule above, as does a device whose L2 size is
+// not known (0). The ring length is a launch parameter: plans and kernels are the same on both cards.
 constexpr int64_t kShortRingMaxKBlocks = 2;
 constexpr int kShortRingStages = 4;
-int fp8_gemm_ring_stages(const Fp8GemmConfig& c, int64_t k, Fp8GemmForm form, bool stages_forced) {
-  const bool shorter = form == Fp8GemmForm::kAccumulate && !stages_forced && cdiv(k, 128) <= kShortRingMaxKBlocks;
-  return shorter ? std::min(c.stages, kShortRingStages) : c.stages;
+constexpr int64_t kLeadLimitedL2Bytes = int64_t{56} << 20;  // below: an H100's 50 MiB, not an H200's 60
+constexpr int kLeadLimitedMinBlockN = 128;
+int fp8_gemm_ring_stages(const Fp8GemmConfig& c, int64_t k, Fp8GemmForm form, bool stages_forced, int64_t l2_bytes) {
+  if (form != Fp8GemmForm::kAccumulate || stages_forced) return c.stages;
+  const int64_t k_blocks = cdiv(k, 128);
+  if (k_blocks <= kShortRingMaxKBlocks) return std::min(c.stages, kShortRingStages);
+  const bool lead_limited = l2_bytes > 0 && l2_bytes < kLeadLimitedL2Bytes && c.block_n >= kLeadLimitedMinBlockN;
+  return lead_limited ? static_cast<int>(std::min<int64_t>(c.stages, k_blocks + 1)) : c.stages;
 }
 
 std::string describe_m_range(int64_t lo, int64_t hi) {

@@ -2623,6 +2623,11 @@ TEST(Fp8GemmHeuristic, WeightGradientFormRanks176AtARaggedN) {
   EXPECT_FALSE(offered_with_c({4096, 7168, 1920, 128, 176, 0}));
 }
 
+// The L2 sizes the devices report (CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE): how far ahead a weight-gradient pipeline runs
+// with C depends on it (fp8_gemm_ring_stages).
+constexpr int64_t kH200L2Bytes = int64_t{60} << 20;
+constexpr int64_t kH100L2Bytes = int64_t{50} << 20;
+
 // The weight-gradient form with C at K <= 256 runs 4 of its kernel's stages (fp8_gemm_ring_stages; H200, 2026-12-02,
 // forty-second session, bench/probes/wgrad_plan_moves.py through the Python package, old/new/new/old, medians of 30
 // flushed CUDA-event timings after 100 ms idle, D's bits equal): 20 random calls, each on the plan's kernel with all
@@ -2653,18 +2658,127 @@ TEST(Fp8GemmHeuristic, WeightGradientCallsWithCRunFewerStagesAtShortK) {
     EXPECT_EQ(c.block_m, t.block_m) << t.m << "x" << t.n << "x" << t.k;
     EXPECT_EQ(c.block_n, t.block_n) << t.m << "x" << t.n << "x" << t.k;
     EXPECT_EQ(c.stages, t.stages) << t.m << "x" << t.n << "x" << t.k;
-    EXPECT_EQ(fp8_gemm_ring_stages(c, t.k, Fp8GemmForm::kAccumulate, false), 4);
+    EXPECT_EQ(fp8_gemm_ring_stages(c, t.k, Fp8GemmForm::kAccumulate, false, kH200L2Bytes), 4);
   }
   const Fp8GemmConfig c = config_at(fp8_gemm_plan(kH200, 7168, 256, {}, Fp8GemmForm::kAccumulate), 4096);
   EXPECT_EQ(c.stages, 8);                                                             // 64x128
-  EXPECT_EQ(fp8_gemm_ring_stages(c, 272, Fp8GemmForm::kAccumulate, false), 8);        // three K blocks: all
-  EXPECT_EQ(fp8_gemm_ring_stages(c, 256, Fp8GemmForm::kAccumulate, true), 8);         // a forced stage count: all
-  EXPECT_EQ(fp8_gemm_ring_stages(c, 256, Fp8GemmForm::kFp32Store, false), 8);         // without C: all
+  EXPECT_EQ(fp8_gemm_ring_stages(c, 272, Fp8GemmForm::kAccumulate, false, kH200L2Bytes), 8);  // 3 K blocks: all
+  EXPECT_EQ(fp8_gemm_ring_stages(c, 256, Fp8GemmForm::kAccumulate, true, kH200L2Bytes), 8);  // forced stages: all
+  EXPECT_EQ(fp8_gemm_ring_stages(c, 256, Fp8GemmForm::kFp32Store, false, kH200L2Bytes), 8);  // without C: all
   const Fp8GemmConfig bf16 = config_at(fp8_gemm_plan(kH200, 7168, 256), 4096);
-  EXPECT_EQ(fp8_gemm_ring_stages(bf16, 256, Fp8GemmForm::kInference, false), bf16.stages);
+  EXPECT_EQ(fp8_gemm_ring_stages(bf16, 256, Fp8GemmForm::kInference, false, kH200L2Bytes), bf16.stages);
   Fp8GemmConfig three = c;
   three.stages = 3;
-  EXPECT_EQ(fp8_gemm_ring_stages(three, 128, Fp8GemmForm::kAccumulate, false), 3);  // never more than compiled
+  EXPECT_EQ(fp8_gemm_ring_stages(three, 128, Fp8GemmForm::kAccumulate, false, kH200L2Bytes), 3);  // never more
+}
+
+// On an H100 (50 MiB of L2) the weight-gradient form with C runs K blocks + 1 of its stages from K = 384 on tiles of at
+// least 128 columns (fp8_gemm_ring_stages). Timed there (2026-12-06, forty-fifth session, through the Python package
+// with the ring length set by a probe-only build: the L2 flushed by a 1 GB write before every call, the median of 30
+// after 3 warm-ups and 100 ms idle; D's bits equal at every length): each (weight, K, tile) with all of its stages (the
+// mean of a run before and one after the others) and with 2 .. stages - 1 of them, us.
+struct LeadRingTimed {
+  int64_t m, n, k;
+  int block_m, block_n, stages;
+  double all_stages_us;
+  std::vector<double> ring_us;  // [i]: i + 2 stages
+};
+const LeadRingTimed kLeadRing[] = {
+    {4096, 7168, 384, 64, 128, 8, 107.1, {110.7, 95.9, 95.3, 99.0, 100.2, 101.1}},
+    {4096, 7168, 384, 128, 128, 5, 111.9, {114.5, 109.0, 108.0}},
+    {4096, 7168, 384, 128, 160, 5, 120.3, {111.8, 116.9, 114.9}},
+    {4096, 7168, 512, 64, 128, 8, 106.4, {123.3, 102.6, 97.1, 98.4, 98.9, 104.2}},
+    {4096, 7168, 512, 128, 128, 5, 111.5, {126.0, 109.3, 112.4}},
+    {4096, 7168, 512, 128, 160, 5, 118.5, {123.6, 117.3, 120.2}},
+    {4096, 7168, 640, 64, 128, 8, 103.0, {143.2, 115.4, 107.0, 99.4, 102.2, 103.3}},
+    {4096, 7168, 640, 128, 128, 5, 116.0, {134.7, 111.9, 113.7}},
+    {4096, 7168, 640, 128, 160, 5, 123.1, {129.5, 112.0, 120.6}},
+    {4096, 7168, 768, 64, 128, 8, 103.6, {154.8, 122.0, 113.6, 106.1, 97.5, 102.7}},
+    {4096, 7168, 768, 128, 128, 5, 114.9, {143.3, 119.2, 109.4}},
+    {4096, 7168, 768, 128, 160, 5, 123.5, {136.3, 115.0, 113.8}},
+    {4096, 7168, 1024, 64, 128, 8, 110.4, {195.1, 142.3, 131.3, 124.3, 118.0, 113.8}},
+    {4096, 7168, 1024, 128, 128, 5, 115.3, {172.3, 133.3, 121.9}},
+    {4096, 7168, 1024, 128, 160, 5, 118.8, {154.8, 125.9, 118.7}},
+    {7168, 2048, 384, 64, 128, 8, 53.3, {56.2, 46.9, 47.6, 50.3, 50.6, 50.7}},
+    {7168, 2048, 384, 128, 128, 5, 55.2, {52.8, 53.5, 52.7}}, {7168, 2048, 384, 128, 160, 5, 60.5, {58.2, 58.3, 57.0}},
+    {7168, 2048, 512, 64, 128, 8, 52.2, {62.3, 50.8, 47.6, 48.6, 49.5, 51.2}},
+    {7168, 2048, 512, 128, 128, 5, 54.3, {57.6, 54.0, 54.7}}, {7168, 2048, 512, 128, 160, 5, 58.7, {62.5, 59.0, 59.2}},
+    {7168, 2048, 640, 64, 128, 8, 50.4, {71.9, 57.6, 52.7, 48.8, 49.8, 49.9}},
+    {7168, 2048, 640, 128, 128, 5, 57.4, {61.8, 57.5, 57.0}}, {7168, 2048, 640, 128, 160, 5, 61.6, {63.4, 59.4, 61.8}},
+    {7168, 2048, 768, 64, 128, 8, 49.5, {75.1, 60.3, 56.6, 53.1, 50.6, 49.5}},
+    {7168, 2048, 768, 128, 128, 5, 58.6, {65.1, 57.9, 55.7}}, {7168, 2048, 768, 128, 160, 5, 63.9, {68.8, 60.4, 59.1}},
+    {7168, 2048, 1024, 64, 128, 8, 57.8, {91.7, 68.3, 63.1, 60.5, 58.5, 58.1}},
+    {7168, 2048, 1024, 128, 128, 5, 59.2, {74.5, 59.8, 59.6}},
+    {7168, 2048, 1024, 128, 160, 5, 62.6, {74.5, 64.1, 63.8}},
+    {2048, 7168, 384, 64, 128, 8, 54.8, {57.2, 49.6, 48.8, 50.5, 51.4, 52.0}},
+    {2048, 7168, 384, 128, 128, 5, 56.9, {60.9, 56.0, 55.2}}, {2048, 7168, 384, 128, 160, 5, 61.9, {61.3, 60.3, 58.7}},
+    {2048, 7168, 512, 64, 128, 8, 55.0, {66.5, 54.6, 51.2, 51.2, 51.6, 54.3}},
+    {2048, 7168, 512, 128, 128, 5, 57.1, {66.9, 57.5, 57.4}}, {2048, 7168, 512, 128, 160, 5, 61.2, {67.2, 61.9, 62.0}},
+    {2048, 7168, 640, 64, 128, 8, 54.4, {74.6, 60.7, 56.1, 52.0, 52.3, 53.3}},
+    {2048, 7168, 640, 128, 128, 5, 59.8, {74.4, 61.9, 59.7}}, {2048, 7168, 640, 128, 160, 5, 63.8, {72.5, 62.4, 63.9}},
+    {2048, 7168, 768, 64, 128, 8, 53.6, {82.6, 65.3, 61.5, 56.4, 52.2, 53.1}},
+    {2048, 7168, 768, 128, 128, 5, 60.4, {78.3, 64.0, 59.4}}, {2048, 7168, 768, 128, 160, 5, 66.1, {76.4, 64.6, 61.7}},
+    {2048, 7168, 1024, 64, 128, 8, 58.8, {105.1, 77.1, 70.9, 67.2, 64.4, 60.7}},
+    {2048, 7168, 1024, 128, 128, 5, 61.2, {92.3, 72.5, 66.1}},
+    {2048, 7168, 1024, 128, 160, 5, 64.7, {87.8, 70.5, 66.8}},
+    {7168, 2112, 384, 64, 128, 8, 54.7, {68.7, 54.6, 48.5, 52.4, 53.0, 51.7}},
+    {7168, 2112, 384, 128, 128, 5, 58.1, {61.1, 56.7, 55.5}}, {7168, 2112, 384, 128, 160, 5, 61.3, {58.0, 58.8, 57.2}},
+    {7168, 2112, 512, 64, 128, 8, 53.8, {77.9, 60.0, 52.3, 49.3, 50.3, 53.1}},
+    {7168, 2112, 512, 128, 128, 5, 57.9, {69.3, 57.9, 58.1}}, {7168, 2112, 512, 128, 160, 5, 60.2, {61.9, 59.9, 60.4}},
+    {7168, 2112, 640, 64, 128, 8, 52.6, {92.4, 72.9, 63.5, 54.4, 50.7, 51.7}},
+    {7168, 2112, 640, 128, 128, 5, 61.8, {78.6, 63.6, 60.9}}, {7168, 2112, 640, 128, 160, 5, 63.0, {63.7, 59.2, 62.7}},
+    {7168, 2112, 768, 64, 128, 8, 52.2, {96.7, 74.9, 71.9, 60.4, 53.9, 52.3}},
+    {7168, 2112, 768, 128, 128, 5, 61.6, {82.4, 65.3, 59.0}}, {7168, 2112, 768, 128, 160, 5, 63.5, {67.1, 59.7, 58.6}},
+    {7168, 2112, 1024, 64, 128, 8, 60.8, {119.0, 87.4, 78.0, 74.4, 72.2, 62.8}},
+    {7168, 2112, 1024, 128, 128, 5, 63.3, {95.4, 73.7, 68.3}},
+    {7168, 2112, 1024, 128, 160, 5, 61.5, {78.8, 64.4, 62.2}}
+};
+
+TEST(Fp8GemmHeuristic, WeightGradientPipelineLeadFollowsTheL2) {
+  double log_vs_all = 0, log_vs_best = 0, log_all_vs_best = 0, worst_vs_all = 0;
+  for (const LeadRingTimed& t : kLeadRing) {
+    Fp8GemmConfig c;
+    c.block_m = t.block_m;
+    c.block_n = t.block_n;
+    c.stages = t.stages;
+    c.accumulate = true;
+    ASSERT_EQ(t.ring_us.size(), static_cast<size_t>(t.stages - 2));
+    const int ring = fp8_gemm_ring_stages(c, t.k, Fp8GemmForm::kAccumulate, false, kH100L2Bytes);
+    EXPECT_EQ(ring, std::min<int>(t.stages, static_cast<int>(t.k / 128) + 1)) << t.m << "x" << t.n << "x" << t.k;
+    // The H200, a device of unknown L2 and a forced stage count run them all.
+    EXPECT_EQ(fp8_gemm_ring_stages(c, t.k, Fp8GemmForm::kAccumulate, false, kH200L2Bytes), t.stages);
+    EXPECT_EQ(fp8_gemm_ring_stages(c, t.k, Fp8GemmForm::kAccumulate, false, 0), t.stages);
+    EXPECT_EQ(fp8_gemm_ring_stages(c, t.k, Fp8GemmForm::kAccumulate, true, kH100L2Bytes), t.stages);
+    const double us = ring == t.stages ? t.all_stages_us : t.ring_us[static_cast<size_t>(ring - 2)];
+    const double best = std::min(t.all_stages_us, *std::min_element(t.ring_us.begin(), t.ring_us.end()));
+    log_vs_all += std::log(us / t.all_stages_us);
+    log_vs_best += std::log(us / best);
+    log_all_vs_best += std::log(t.all_stages_us / best);
+    worst_vs_all = std::max(worst_vs_all, us / t.all_stages_us);
+  }
+  const double rows = static_cast<double>(std::size(kLeadRing));
+  EXPECT_EQ(std::size(kLeadRing), 60u);
+  EXPECT_LT(std::exp(log_vs_all / rows), 0.98);       // 0.979 of all the stages' time on geometric mean
+  EXPECT_LT(worst_vs_all, 1.003);                     // and never slower than them beyond the timings' noise
+  EXPECT_LT(std::exp(log_vs_best / rows), 1.017);     // 1.0166 of the fastest length's time
+  EXPECT_GT(std::exp(log_all_vs_best / rows), 1.038);  // all the stages (the H200's rule): 1.0384
+  // Tiles narrower than 128 columns keep the H200's rule (64x64 ran K blocks + 1 of 13 1.03-1.14x slower at K = 384),
+  // as does every tile at K <= 256 (four stages) and without C (all).
+  Fp8GemmConfig narrow;
+  narrow.block_m = 64;
+  narrow.block_n = 64;
+  narrow.stages = 13;
+  narrow.accumulate = true;
+  EXPECT_EQ(fp8_gemm_ring_stages(narrow, 384, Fp8GemmForm::kAccumulate, false, kH100L2Bytes), 13);
+  EXPECT_EQ(fp8_gemm_ring_stages(narrow, 256, Fp8GemmForm::kAccumulate, false, kH100L2Bytes), 4);
+  Fp8GemmConfig wide = narrow;
+  wide.block_n = 128;
+  wide.stages = 8;
+  EXPECT_EQ(fp8_gemm_ring_stages(wide, 256, Fp8GemmForm::kAccumulate, false, kH100L2Bytes), 4);
+  EXPECT_EQ(fp8_gemm_ring_stages(wide, 384, Fp8GemmForm::kAccumulate, false, kH100L2Bytes), 4);
+  EXPECT_EQ(fp8_gemm_ring_stages(wide, 400, Fp8GemmForm::kAccumulate, false, kH100L2Bytes), 5);  // 4 K blocks
+  EXPECT_EQ(fp8_gemm_ring_stages(wide, 384, Fp8GemmForm::kFp32Store, false, kH100L2Bytes), 8);
+  EXPECT_EQ(fp8_gemm_ring_stages(wide, 1024, Fp8GemmForm::kAccumulate, false, kH100L2Bytes), 8);
 }
 
 // The inference form's long M (kFp8GemmSampledMaxM < M <= kFp8GemmLongMaxM), each 64-row interval served by the
