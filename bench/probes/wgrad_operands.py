@@ -22,10 +22,10 @@ def probe_start(doc: str, add_arguments=None):
 
 
 def operand(rows: int, k: int, gen: torch.Generator):
-    """A flat [rows * k] e4m3 tensor (view it as [rows, k] for a dense call) and its [rows, k / 128] scales."""
+    """A flat [rows * k] e4m3 tensor (view it as [rows, k] for a dense call) and its [rows, ceil(k / 128)] scales."""
     dev = gen.device
     x = torch.randn(rows * k, device=dev, generator=gen).to(torch.float8_e4m3fn)
-    sf = torch.rand(k // 128, kiln.get_tma_aligned_size(rows, 4), device=dev, generator=gen).T[:rows] + 0.5
+    sf = torch.rand(-(-k // 128), kiln.get_tma_aligned_size(rows, 4), device=dev, generator=gen).T[:rows] + 0.5
     return x, sf
 
 
