@@ -37,3 +37,17 @@ def dense_call(m: int, n: int, k: int, gen: torch.Generator):
     b, sb = operand(n, k, gen)
     c = torch.randn(m, n, device=gen.device, generator=gen)
     return (a.view(m, k), sa), (b.view(n, k), sb), c, torch.empty_like(c)
+
+
+def first_or_compare(call, d, reference, label: str):
+    """Runs `call` once (D's reset is the caller's) and compares D's bits with `reference`, the call's first result:
+    returns (reference, 0) where they match or there was none yet (then D's copy is the reference), and (reference,
+    1) after printing that `label`'s D differs."""
+    call()
+    torch.cuda.synchronize()
+    if reference is None:
+        return d.clone(), 0
+    if torch.equal(d.view(torch.int32), reference.view(torch.int32)):
+        return reference, 0
+    print(f"{label}: D differs", flush=True)
+    return reference, 1

@@ -19,7 +19,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import kiln  # noqa: E402
 from flushed_timing import flushed_median_us  # noqa: E402
-from wgrad_operands import dense_call, probe_start  # noqa: E402
+from wgrad_operands import dense_call, first_or_compare, probe_start  # noqa: E402
 
 WEIGHTS = [(4096, 7168), (7168, 2048), (2048, 7168), (7168, 2112)]
 TOKENS = [256, 384, 512, 640, 768, 1024]
@@ -40,13 +40,9 @@ for m, n in WEIGHTS:
             for ring in ["all"] + rings + ["all2"]:
                 os.environ["KILN_PROBE_RING"] = "99" if ring in ("all", "all2") else str(ring)
                 d.copy_(c)
-                kiln.fp8_gemm_nt(a, b, d, c=d)
-                torch.cuda.synchronize()
-                if reference is None:
-                    reference = d.clone()
-                elif not torch.equal(d.view(torch.int32), reference.view(torch.int32)):
-                    differing += 1
-                    print(f"{m} x {n} x {k} {bm}x{bn} ring {ring}: D differs", flush=True)
+                reference, differs = first_or_compare(lambda: kiln.fp8_gemm_nt(a, b, d, c=d), d, reference,
+                                                      f"{m} x {n} x {k} {bm}x{bn} ring {ring}")
+                differing += differs
                 times[ring] = flushed_median_us(lambda: kiln.fp8_gemm_nt(a, b, d, c=d), flush, reps=30, warmup=3,
                                                 idle_s=0.1)
             full = (times.pop("all") + times.pop("all2")) / 2

@@ -22,7 +22,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import kiln  # noqa: E402
 from flushed_timing import flushed_median_us  # noqa: E402
-from wgrad_operands import dense_call, probe_start  # noqa: E402
+from wgrad_operands import dense_call, first_or_compare, probe_start  # noqa: E402
 
 WEIGHTS = [(4096, 7168), (7168, 2048), (2048, 7168)]
 TOKENS = [256, 512, 1024]
@@ -54,13 +54,9 @@ for m, n in WEIGHTS:
             for stages in stage_counts:
                 kiln.set_fp8_gemm_overrides(block_m=bm, block_n=bn, stages=stages)
                 d.copy_(c)
-                kiln.fp8_gemm_nt(a, b, d, c=d)
-                torch.cuda.synchronize()
-                if reference is None:
-                    reference = d.clone()
-                elif not torch.equal(d.view(torch.int32), reference.view(torch.int32)):
-                    differing += 1
-                    print(f"{m} x {n} x {k} {bm}x{bn}/{stages}: D differs", flush=True)
+                reference, differs = first_or_compare(lambda: kiln.fp8_gemm_nt(a, b, d, c=d), d, reference,
+                                                      f"{m} x {n} x {k} {bm}x{bn}/{stages}")
+                differing += differs
                 us_c = flushed_median_us(lambda: kiln.fp8_gemm_nt(a, b, d, c=d), flush, reps=30, warmup=3, idle_s=0.1)
                 us_none = None if args.with_c_only else flushed_median_us(lambda: kiln.fp8_gemm_nt(a, b, d), flush,
                                                                              reps=30, warmup=3, idle_s=0.1)
