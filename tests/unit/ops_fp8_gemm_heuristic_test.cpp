@@ -2661,10 +2661,10 @@ TEST(Fp8GemmHeuristic, WeightGradientCallsWithCRunFewerStagesAtShortK) {
     EXPECT_EQ(fp8_gemm_ring_stages(c, t.k, Fp8GemmForm::kAccumulate, false, kH200L2Bytes), 4);
   }
   const Fp8GemmConfig c = config_at(fp8_gemm_plan(kH200, 7168, 256, {}, Fp8GemmForm::kAccumulate), 4096);
-  EXPECT_EQ(c.stages, 8);                                                             // 64x128
+  EXPECT_EQ(c.stages, 8);                                                                     // 64x128
   EXPECT_EQ(fp8_gemm_ring_stages(c, 272, Fp8GemmForm::kAccumulate, false, kH200L2Bytes), 8);  // 3 K blocks: all
-  EXPECT_EQ(fp8_gemm_ring_stages(c, 256, Fp8GemmForm::kAccumulate, true, kH200L2Bytes), 8);  // forced stages: all
-  EXPECT_EQ(fp8_gemm_ring_stages(c, 256, Fp8GemmForm::kFp32Store, false, kH200L2Bytes), 8);  // without C: all
+  EXPECT_EQ(fp8_gemm_ring_stages(c, 256, Fp8GemmForm::kAccumulate, true, kH200L2Bytes), 8);   // forced stages: all
+  EXPECT_EQ(fp8_gemm_ring_stages(c, 256, Fp8GemmForm::kFp32Store, false, kH200L2Bytes), 8);   // without C: all
   const Fp8GemmConfig bf16 = config_at(fp8_gemm_plan(kH200, 7168, 256), 4096);
   EXPECT_EQ(fp8_gemm_ring_stages(bf16, 256, Fp8GemmForm::kInference, false, kH200L2Bytes), bf16.stages);
   Fp8GemmConfig three = c;
