@@ -10,11 +10,15 @@ tiles so far; a difference is reported with its largest error, not taken as a fa
 a shape is reported as such.
 --shapes times those calls instead: MxNxK with every tile (e.g. the weight-gradient sweep's shapes at K = 4096 and
 8192, to re-time every tile after a kernel change), MxNxK:RxC,RxC with those tiles only (a unit-test table's pairs).
---c-only leaves out the timings without C.
+--test-table NAME times the calls of that table of measured rows in tests/unit/ops_fp8_gemm_heuristic_test.cpp (e.g.
+kAccumulateMoves, kReduceShortK), each with the tiles the table holds for it, to re-time a table on another card or
+after a kernel change. --c-only leaves out the timings without C.
 Usage: PYTHONPATH=<kiln package> python3 bench/probes/wgrad_small_k_tiles.py [--json FILE]
-       [--shapes MxNxK[:RxC,...] ...] [--c-only]"""
+       [--shapes MxNxK[:RxC,...] ... | --test-table NAME] [--c-only]"""
+import argparse
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -40,16 +44,39 @@ def shape(text: str):
     return m, n, k, [tuple(int(x) for x in t.split("x")) for t in tiles.split(",")] if tiles else TILES
 
 
+HEURISTIC_TEST = Path(__file__).resolve().parents[2] / "tests" / "unit" / "ops_fp8_gemm_heuristic_test.cpp"
+
+
+def test_table(name: str):
+    """The calls of the unit tests' `const Measured NAME[] = {...};` rows ({m, n, k, block_m, block_n, us}), in
+    order, each with the tiles the table times for it: [(m, n, k, [(rows, columns), ...]), ...]."""
+    text = HEURISTIC_TEST.read_text()
+    start = text.find(f"const Measured {name}[] = {{")
+    if start < 0:
+        raise argparse.ArgumentTypeError(f"no table {name} in {HEURISTIC_TEST}")
+    body = text[start:text.index("};", start)]
+    calls = []
+    for m, n, k, rows, cols in re.findall(r"\{(\d+), (\d+), (\d+), (\d+), (\d+), [\d.]+", body):
+        call, tile = (int(m), int(n), int(k)), (int(rows), int(cols))
+        if calls and calls[-1][:3] == call:
+            calls[-1][3].append(tile)
+        else:
+            calls.append((*call, [tile]))
+    return calls
+
+
 def add_arguments(parser):
     parser.add_argument("--shapes", type=shape, nargs="+", help="time these calls instead of the weights at small K: "
                         "MxNxK (every tile) or MxNxK:RxC,RxC (those tiles)")
+    parser.add_argument("--test-table", type=test_table, help="time the calls of this table of the unit tests "
+                        "(e.g. kAccumulateMoves), each with its tiles")
     parser.add_argument("--c-only", action="store_true", help="time calls with C only")
 
 
 args, flush, gen = probe_start(__doc__, add_arguments)
 rows = []
 differing = 0
-for m, n, k, tiles in args.shapes or [(m, n, k, TILES) for m, n in WEIGHTS for k in TOKENS]:
+for m, n, k, tiles in args.shapes or args.test_table or [(m, n, k, TILES) for m, n in WEIGHTS for k in TOKENS]:
     a, b, c, d = dense_call(m, n, k, gen)
 
     def with_c():
