@@ -36,7 +36,7 @@ build "$patched" "$probe_pkg" /tmp/kiln-retime-probe-pip.log &
 probe=$!
 for job in $plain $probe; do
   if ! wait "$job"; then
-    tail -30 /tmp/kiln-retime-pip.log /tmp/kiln-retime-probe-pip.log
+    tail -n 30 /tmp/kiln-retime-pip.log /tmp/kiln-retime-probe-pip.log
     echo "a package build failed"
     exit 1
   fi
@@ -58,5 +58,5 @@ step lead_ring 60 "$pkg" bench/probes/wgrad_plan_moves.py --only lead_ring_c
 step wide_penalty 150 "$pkg" bench/probes/wgrad_plan_moves.py --only wide_penalty_c --only wide_penalty_none
 step short_k 110 "$pkg" bench/probes/wgrad_small_k_tiles.py
 step accumulate_moves 100 "$pkg" bench/probes/wgrad_small_k_tiles.py --c-only --test-table kAccumulateMoves
-grep -h "calls, plan" "$out/retime.log"
+grep -sh "calls, plan" "$out/retime.log"
 echo "($gpu)"
