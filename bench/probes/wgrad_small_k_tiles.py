@@ -66,10 +66,11 @@ def test_table(name: str):
 
 
 def add_arguments(parser):
-    parser.add_argument("--shapes", type=shape, nargs="+", help="time these calls instead of the weights at small K: "
-                        "MxNxK (every tile) or MxNxK:RxC,RxC (those tiles)")
-    parser.add_argument("--test-table", type=test_table, help="time the calls of this table of the unit tests "
-                        "(e.g. kAccumulateMoves), each with its tiles")
+    calls = parser.add_mutually_exclusive_group()
+    calls.add_argument("--shapes", type=shape, nargs="+", help="time these calls instead of the weights at small K: "
+                       "MxNxK (every tile) or MxNxK:RxC,RxC (those tiles)")
+    calls.add_argument("--test-table", type=test_table, help="time the calls of this table of the unit tests "
+                       "(e.g. kAccumulateMoves), each with its tiles")
     parser.add_argument("--c-only", action="store_true", help="time calls with C only")
 
 
