@@ -2737,9 +2737,7 @@ const LeadRingTimed kLeadRing[] = {
 TEST(Fp8GemmHeuristic, WeightGradientPipelineLeadFollowsTheL2) {
   double log_vs_all = 0, log_vs_best = 0, log_all_vs_best = 0, worst_vs_all = 0;
   for (const LeadRingTimed& t : kLeadRing) {
-    Fp8GemmConfig c;
-    c.block_m = t.block_m;
-    c.block_n = t.block_n;
+    Fp8GemmConfig c = tile(t.block_m, t.block_n);
     c.stages = t.stages;
     c.accumulate = true;
     ASSERT_EQ(t.ring_us.size(), static_cast<size_t>(t.stages - 2));
@@ -2764,9 +2762,7 @@ TEST(Fp8GemmHeuristic, WeightGradientPipelineLeadFollowsTheL2) {
   EXPECT_GT(std::exp(log_all_vs_best / rows), 1.038);  // all the stages (the H200's rule): 1.0384
   // Tiles narrower than 128 columns keep the H200's rule (64x64 ran K blocks + 1 of 13 1.03-1.14x slower at K = 384),
   // as does every tile at K <= 256 (four stages) and without C (all).
-  Fp8GemmConfig narrow;
-  narrow.block_m = 64;
-  narrow.block_n = 64;
+  Fp8GemmConfig narrow = tile(64, 64);
   narrow.stages = 13;
   narrow.accumulate = true;
   EXPECT_EQ(fp8_gemm_ring_stages(narrow, 384, Fp8GemmForm::kAccumulate, false, kH100L2Bytes), 13);
