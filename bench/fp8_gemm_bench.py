@@ -10,21 +10,22 @@ A[M, K] . B[N, K]^T with A and B in e4m3:
                   output_dtype=torch.bfloat16): the same recipe, cuBLAS's kernel (not supported at M = 1: n/a)
   cuBLAS pt       torch._scaled_mm(a, b.T, scale_a, scale_b, out_dtype=torch.bfloat16) with 0-dim scales: per-tensor
                   scaling, a cheaper recipe (a ceiling for what FP8 tensor cores give cuBLAS)
-  DeepGEMM        the events-timed microseconds of shared/bench/peers-h200.md (same machine type; not run here)
+  DeepGEMM        the events-timed microseconds of shared/bench/peers-h200.md (not run here): beside kiln's on an
+                  H200 only, the card they were measured on (--peers-any-card: on any card)
 
-Timing: the L2 (60 MB) is flushed before every call by writing a 1 GB buffer; CUDA events around each call; the
-median of --reps (>= 30) timings after --warmup calls, as the peers file measured, each measurement starting from a GPU
-left idle for --idle-ms (300 ms), so that none inherits the clocks of the shape before it (--warmup-ms 200 measures
-sustained load instead). TFLOPS = 2 M N K / t; GB/s counts
-A, B, their scales and D once. Ratios are speed-ups, > 1 when kiln is faster: cuBLAS bw / kiln and DeepGEMM / kiln
-(times). Every kiln result is verified before it is timed, with DeepGEMM's calc_diff (1 - 2 sum(xy) / sum(x^2 + y^2)):
-against a float64 reference from the dequantised inputs and against cuBLAS's block-wise result, both < 1e-5, so a fast
-wrong kernel cannot pass.
+Timing: the L2 (60 MB on an H200) is flushed before every call by writing a 1 GB buffer; CUDA events around each
+call; the median of --reps (>= 30) timings after --warmup calls, as the peers file measured, each measurement starting
+from a GPU left idle for --idle-ms (300 ms), so that none inherits the clocks of the shape before it (--warmup-ms 200
+measures sustained load instead). TFLOPS = 2 M N K / t; GB/s counts A, B, their scales and D once. Ratios are
+speed-ups, > 1 when kiln is faster: cuBLAS bw / kiln and DeepGEMM / kiln (times). Every kiln result is verified before
+it is timed, with DeepGEMM's calc_diff (1 - 2 sum(xy) / sum(x^2 + y^2)): against a float64 reference from the
+dequantised inputs and against cuBLAS's block-wise result, both < 1e-5, so a fast wrong kernel cannot pass.
 
 Writes fp8_gemm_bench.json and the plot fp8_gemm_tflops.png (TFLOPS per shape: kiln, cuBLAS bw, cuBLAS pt, DeepGEMM;
 matplotlib, Agg) to --out (default $OUT; nothing written when neither is set); prints one line per shape as it goes,
 then RESULT lines (geometric means of the speed-ups per M group), one PASS/FAIL line, and a compact table last.
-Exit status: 0 when every kiln result verified, 1 otherwise, 77 without a GPU. Runs in well under 90 s on an H200 (kernels are precompiled in parallel first; a warm cache makes that ~0 s).
+Exit status: 0 when every kiln result verified, 1 otherwise, 77 without a GPU. Runs in well under 90 s on an H200
+(kernels are precompiled in parallel first; a warm cache makes that ~0 s).
 """
 
 from __future__ import annotations
@@ -67,6 +68,20 @@ def parse_peers(path: Path) -> dict:
             except ValueError:
                 continue
     return table
+
+
+# The card the peers file measured DeepGEMM on. Its figures stand beside kiln's only on that card: on another one (an
+# H100 has 30 % less memory bandwidth) a ratio of the two would say more about the cards than about the kernels.
+PEERS_CARD = "H200"
+
+
+def peer_figures(device_name: str, table: dict, any_card: bool = False) -> tuple[dict, str | None]:
+    """The DeepGEMM µs to compare with on `device_name`: `table` on the peers file's card (or with `any_card`),
+    else none, with the reason to print and record."""
+    if any_card or PEERS_CARD in device_name:
+        return table, None
+    return {}, (f"DeepGEMM's figures (measured on an {PEERS_CARD}) left out on {device_name}: a ratio across cards "
+                f"compares the cards (--peers-any-card keeps them)")
 
 
 def parse_shapes(path: Path):
@@ -129,6 +144,8 @@ def main() -> int:
                         help="and at least this long (flush and call, as timed): 200 measures sustained load")
     parser.add_argument("--shapes", type=Path, help="shapes.json to read dense_fp8 from (default: the built-in copy)")
     parser.add_argument("--peers", type=Path, help="peers-h200.md to read DeepGEMM's µs from (default: built-in copy)")
+    parser.add_argument("--peers-any-card", action="store_true",
+                        help=f"compare with the peers file's DeepGEMM figures on a GPU other than an {PEERS_CARD} too")
     parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1), help="parallel precompile threads")
     args = parser.parse_args()
     args.reps = max(args.reps, 30)
@@ -142,15 +159,18 @@ def main() -> int:
 
     t_start = time.perf_counter()
     dense_m, dense_nk = parse_shapes(args.shapes) if args.shapes else (DENSE_M, DENSE_NK)
-    deepgemm = parse_peers(args.peers) if args.peers else DEEPGEMM_US
     shapes = [(m, n, k) for n, k in dense_nk for m in dense_m]
     device = torch.device("cuda", torch.cuda.current_device())
     props = torch.cuda.get_device_properties(device)
+    deepgemm, deepgemm_omitted = peer_figures(props.name, parse_peers(args.peers) if args.peers else DEEPGEMM_US,
+                                              args.peers_any_card)
     print(f"fp8_gemm_bench: {props.name} ({props.multi_processor_count} SMs), torch {torch.__version__}, "
           f"kiln {kiln.__version__}; {len(shapes)} shapes, median of {args.reps} after {args.warmup} warm-ups "
           f"and {args.warmup_ms:g} ms, each after {args.idle_ms:g} ms idle, "
           f"L2 flushed (1 GB write) before every call; DeepGEMM from "
           f"{args.peers or 'the built-in copy of shared/bench/peers-h200.md'}", flush=True)
+    if deepgemm_omitted:
+        print(deepgemm_omitted, flush=True)
 
     # cuBLAS block-wise needs torch >= 2.10's torch.nn.functional.scaled_mm and ScalingType.
     scaling = getattr(F, "ScalingType", None)
@@ -265,6 +285,7 @@ def main() -> int:
                   "kiln": kiln.__version__, "reps": args.reps, "warmup": args.warmup, "warmup_ms": args.warmup_ms,
                   "idle_ms": args.idle_ms, "seconds": elapsed,
                   "l2_flush_bytes": 1 << 30, "max_calc_diff": MAX_DIFF, "blockwise_missing": blockwise_missing,
+                  "deepgemm_omitted": deepgemm_omitted,
                   "summary": summary, "shapes": rows}
         (out_dir / "fp8_gemm_bench.json").write_text(json.dumps(report, indent=1) + "\n")
         plot_note = plot(rows, out_dir / "fp8_gemm_tflops.png", props.name)
