@@ -387,7 +387,8 @@ def print_table(rows) -> None:
 
 
 def plot(rows, path: Path, device_name: str) -> str:
-    """TFLOPS per shape, one panel per M (their scales differ by 1000x), four bars per (N, K)."""
+    """TFLOPS per shape, one panel per M (their scales differ by 1000x), a bar per peer and (N, K): DeepGEMM's only
+    where the rows carry its figures (on the peers file's card)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -395,19 +396,21 @@ def plot(rows, path: Path, device_name: str) -> str:
     except Exception as e:  # the H200 image has matplotlib; elsewhere the JSON still has every figure
         return f"no plot ({type(e).__name__}: {e})"
     series = [("kiln", "kiln_tflops", "#d62728"), ("cuBLAS block-wise", "cublas_blockwise_tflops", "#1f77b4"),
-              ("cuBLAS per-tensor", "cublas_per_tensor_tflops", "#aec7e8"), ("DeepGEMM (peers file)", "deepgemm_tflops",
-                                                                             "#7f7f7f")]
+              ("cuBLAS per-tensor", "cublas_per_tensor_tflops", "#aec7e8")]
+    with_deepgemm = any(r.get("deepgemm_tflops") for r in rows)
+    if with_deepgemm:
+        series.append(("DeepGEMM (peers file)", "deepgemm_tflops", "#7f7f7f"))
     ms = sorted({r["m"] for r in rows})
     fig, axes = plt.subplots(len(ms), 1, figsize=(12, 3.2 * len(ms) + 0.8), squeeze=False)
-    width = 0.2
+    width = 0.8 / len(series)
     for ax, m in zip(axes[:, 0], ms):
         sel = [r for r in rows if r["m"] == m]
         xs = range(len(sel))
         top = max([r.get(key) or 0.0 for r in sel for _, key, _ in series] + [1e-9])
         for i, (label, key, color) in enumerate(series):
             values = [r.get(key) or 0.0 for r in sel]
-            bars = ax.bar([x + (i - 1.5) * width for x in xs], values, width, label=label if m == ms[0] else None,
-                          color=color)
+            bars = ax.bar([x + (i - (len(series) - 1) / 2) * width for x in xs], values, width,
+                          label=label if m == ms[0] else None, color=color)
             for bar, r in zip(bars, sel):
                 x = bar.get_x() + width / 2
                 if not r.get(key):
@@ -426,9 +429,9 @@ def plot(rows, path: Path, device_name: str) -> str:
         ax.set_ylabel("TFLOPS")
         ax.set_title(f"M = {m}", fontsize=10)
         ax.grid(axis="y", alpha=0.3)
-    fig.legend(loc="upper center", ncol=4, fontsize=9, bbox_to_anchor=(0.5, 0.975))
+    fig.legend(loc="upper center", ncol=len(series), fontsize=9, bbox_to_anchor=(0.5, 0.975))
     fig.suptitle(f"FP8 GEMM D = A.B^T (bf16 out, 1x128 / 128x128 scales), {device_name}: L2 flushed, CUDA events, "
-                 f"median; 'x DG' = DeepGEMM time / kiln time", fontsize=10)
+                 f"median" + ("; 'x DG' = DeepGEMM time / kiln time" if with_deepgemm else ""), fontsize=10)
     fig.tight_layout(rect=(0, 0, 1, 0.955))
     fig.savefig(path, dpi=110)
     plt.close(fig)
