@@ -208,6 +208,17 @@ constexpr double kFillMargin = 0.03;
 constexpr int64_t kFillMaxN = 6144;
 constexpr int kFillMaxSwaps = 2;
 
+// Above kFillMaxN one more fill tile, 128x112 (kFill112), where it divides N (7168 = 64 x 112) and K has at least
+// kFill112MinKBlocks blocks. Where 128x128 leaves SMs idle in a round (7168 columns: 56 tiles an m block, so 112
+// CTAs at M = 129..256), 112 columns make 64 tiles an m block (128 CTAs). Timed (2026-12-06, forty-sixth session,
+// fp8_gemm_test --shapes, the idle harness, the two tiles in alternating order; kFill112Moves in the unit tests) at
+// 49 shapes of the runs it moves, N 6272..14336, K 1536..18432, M 129..512, among them every table shape it moved:
+// 0.949 of 128x128's time on geometric mean on the H200 (0.913-0.988), 0.946 on an H100 (0.893-0.988), every one
+// faster on both. At K = 512 it gained nothing on the H100 (14336 x 512: 0.98-1.01) and lost 8-9 % to the pairs at
+// M = 641..768, hence the K bound. At N <= kFillMaxN it is not offered: beside the other fill tiles it changed
+// their swaps (2688 x 1024 at M = 385..512 from 128x96, 5 % slower in the model).
+constexpr int64_t kFill112MinKBlocks = 12;
+
 // Candidates are dropped while the remaining ones keep the mean relative cost over the M intervals within
 // this of the best of all candidates, and every single interval within kDropMaxLoss. The mean weighs each
 // interval by the logarithm of its M range (ln((hi + 1) / lo)), so that every doubling of M counts alike: a
@@ -283,6 +294,7 @@ struct Tile {
 };
 
 constexpr std::array<Tile, 4> kFillTiles = {{{64, 96}, {64, 144}, {128, 80}, {128, 96}}};
+constexpr Tile kFill112 = {128, 112};
 
 Fp8GemmConfig make_config(const Tile& t, const TargetInfo& target, const Fp8GemmOverrides& o, Fp8GemmForm form) {
   const int bm = t.block_m, bn = t.block_n;
@@ -432,15 +444,20 @@ std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, int64_t n, int64
   return out;
 }
 
-// The fill tiles (see kFillMinGain): for the inference form up to N = kFillMaxN, with the tile, split and clusters
-// left to the heuristic.
-std::vector<Fp8GemmConfig> fill_tiles(const TargetInfo& target, int64_t n, const Fp8GemmOverrides& o,
+// The fill tiles (see kFillMinGain): for the inference form up to N = kFillMaxN, and 128x112 above it where 112
+// divides N (kFill112), with the tile, split and clusters left to the heuristic.
+std::vector<Fp8GemmConfig> fill_tiles(const TargetInfo& target, int64_t n, int64_t k, const Fp8GemmOverrides& o,
                                       Fp8GemmForm form) {
   std::vector<Fp8GemmConfig> out;
-  if (form != Fp8GemmForm::kInference || n > kFillMaxN || o.block_m != 0 || o.block_n != 0 || o.split_k > 1 ||
-      o.cluster_m > 1 || o.cluster_n > 1)
+  if (form != Fp8GemmForm::kInference || o.block_m != 0 || o.block_n != 0 || o.split_k > 1 || o.cluster_m > 1 ||
+      o.cluster_n > 1)
     return out;
-  for (const Tile& t : kFillTiles) {
+  std::vector<Tile> tiles;
+  if (n <= kFillMaxN)
+    tiles.assign(kFillTiles.begin(), kFillTiles.end());
+  else if (n % kFill112.block_n == 0 && cdiv(k, 128) >= kFill112MinKBlocks)
+    tiles.push_back(kFill112);
+  for (const Tile& t : tiles) {
     const Fp8GemmConfig c = make_config(t, target, o, form);
     if (c.stages > 0) out.push_back(c);
   }
@@ -646,7 +663,7 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
   std::vector<Fp8GemmConfig> cands = candidates(target, n, k, overrides, form);
   // The pruning's candidates first, then the fill tiles, which enter the plan only by the swaps below.
   const size_t pruned = cands.size();
-  for (const Fp8GemmConfig& c : fill_tiles(target, n, overrides, form)) cands.push_back(c);
+  for (const Fp8GemmConfig& c : fill_tiles(target, n, k, overrides, form)) cands.push_back(c);
   for (Fp8GemmConfig& c : cands) c.group_m = tile_order_group_m(n, k, c);
   const size_t nc = cands.size();
 

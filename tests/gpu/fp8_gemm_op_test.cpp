@@ -648,6 +648,10 @@ int main(int argc, char** argv) {
         // 4096, each with a partial last m block.
         run_group({Case{200, 4096, 7168}}, seed++, &timing);
         run_group({Case{300, 2048, 4096}}, seed++, &timing);
+        // The plan's 128x112 fill tile (kFill112: three column-mapped pieces, 64 + 32 + 16) at 7168 x 2048, over
+        // two m blocks and over four, each with a partial last one.
+        run_group({Case{200, 7168, 2048}}, seed++, &timing);
+        run_group({Case{448, 7168, 2048}}, seed++, &timing);
         // The plan's groups of 16 m units (24576 x 1536): 128x192 over 19 m blocks (a whole group, then three
         // blocks, the last partial) and 256x128 pairs over 17 units (the last group one unit, partial).
         run_group({Case{2400, 24576, 1536}}, seed++, &timing);
