@@ -209,13 +209,13 @@ constexpr int64_t kFillMaxN = 6144;
 constexpr int kFillMaxSwaps = 2;
 
 // Above kFillMaxN one more fill tile, 128x112 (kFill112), where it divides N (7168 = 64 x 112) and K has at least
-// kFill112MinKBlocks blocks. Where 128x128 leaves SMs idle in a round (7168 columns: 56 tiles an m block, so 112
-// CTAs at M = 129..256), 112 columns make 64 tiles an m block (128 CTAs). Timed (2026-12-06, forty-sixth session,
-// fp8_gemm_test --shapes, the idle harness, the two tiles in alternating order; kFill112Moves in the unit tests) at
-// 49 shapes of the runs it moves, N 6272..14336, K 1536..18432, M 129..512, among them every table shape it moved:
-// 0.949 of 128x128's time on geometric mean on the H200 (0.913-0.988), every one faster; on an H100 0.946
-// (0.893-0.988) at 44 of them, every one faster. At K = 512 it gained nothing on the H100 (14336 x 512: 0.98-1.01) and lost 8-9 % to the pairs at
-// M = 641..768, hence the K bound. At N <= kFillMaxN it is not offered: beside the other fill tiles it changed
+// kFill112MinKBlocks blocks. Where 128x128 leaves SMs idle in a round (7168 columns: 56 tiles an m block, so 112 CTAs
+// at M = 129..256), 112 columns make 64 tiles an m block (128 CTAs). Timed (2026-12-06, forty-sixth session,
+// fp8_gemm_test --shapes, the idle harness, the two tiles in alternating order; kFill112Moves in the unit tests) at 49
+// shapes of the runs it moves, N 6272..14336, K 1536..18432, M 129..512, among them every table shape it moved: 0.949
+// of 128x128's time on geometric mean on the H200 (0.913-0.988), every one faster; on an H100 0.946 (0.893-0.988) at 44
+// of them, every one faster. At K = 512 it gained nothing on the H100 (14336 x 512: 0.98-1.01) and lost 8-9 % to the
+// pairs at M = 641..768, hence the K bound. At N <= kFillMaxN it is not offered: beside the other fill tiles it changed
 // their swaps (2688 x 1024 at M = 385..512 from 128x96, 5 % slower in the model).
 constexpr int64_t kFill112MinKBlocks = 12;
 
