@@ -912,20 +912,25 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
 // 2-4 % of the best. 20 random calls whose ring this shortens (wgrad_plan_moves.py, lead_ring_c) took 0.957 of the
 // time on geometric mean (0.852-1.000). Not taken: the 128-row tiles ran 4 of their 5 stages 5-8 % faster at K = 768
 // too, but 1 % slower at 512 and 1-8 % slower at 1024, which no lead explains; 64x64 (13 stages of half the bytes)
-// ran K blocks + 1 1.03-1.14x slower at K = 384 and keeps the rule above. The H200 ran 64x128 with 4 of its 8 stages
-// 2.5-3 % slower at K = 512 than with all 8 (kernels compiled with 4, forty-second session), where the H100 gains 7-8 %
-// with 5; with no ring lengths timed on it at K = 384..768 it keeps the rule above, as does a device whose L2 size is
-// not known (0). The ring length is a launch parameter: plans and kernels are the same on both cards.
+// ran K blocks + 1 1.03-1.14x slower at K = 384 and keeps the rule above. The same sweep on the H200 (forty-sixth
+// session, kLeadRingH200 in the unit tests) found the shorter lead faster at K = 384 only: K blocks + 1 (4 stages) took
+// 0.872-1.015 of all 8's time at 64x128 (0.936 on geometric mean over four weights) and 0.934-0.961 of all 5's at
+// 128x128 and 128x160, while from K = 512 all the stages were within 1-3 % of the fastest length (the H100 gains 7-8 %
+// there with 5). So a device whose L2 is known runs K blocks + 1 at three K blocks (K = 257..384), and below 56 MiB
+// from there on; a device whose L2 size is not known (0) keeps the rule above. The ring length is a launch parameter:
+// plans and kernels are the same on both cards.
 constexpr int64_t kShortRingMaxKBlocks = 2;
 constexpr int kShortRingStages = 4;
 constexpr int64_t kLeadLimitedL2Bytes = int64_t{56} << 20;  // below: an H100's 50 MiB, not an H200's 60
-constexpr int kLeadLimitedMinBlockN = 128;
+constexpr int64_t kLeadAnyL2MaxKBlocks = 3;                 // K = 384: the lead on every card whose L2 is known
+constexpr int kLeadMinBlockN = 128;
 int fp8_gemm_ring_stages(const Fp8GemmConfig& c, int64_t k, Fp8GemmForm form, bool stages_forced, int64_t l2_bytes) {
   if (form != Fp8GemmForm::kAccumulate || stages_forced) return c.stages;
   const int64_t k_blocks = cdiv(k, 128);
   if (k_blocks <= kShortRingMaxKBlocks) return std::min(c.stages, kShortRingStages);
-  const bool lead_limited = l2_bytes > 0 && l2_bytes < kLeadLimitedL2Bytes && c.block_n >= kLeadLimitedMinBlockN;
-  return lead_limited ? static_cast<int>(std::min<int64_t>(c.stages, k_blocks + 1)) : c.stages;
+  const bool lead = l2_bytes > 0 && c.block_n >= kLeadMinBlockN &&
+                    (l2_bytes < kLeadLimitedL2Bytes || k_blocks <= kLeadAnyL2MaxKBlocks);
+  return lead ? static_cast<int>(std::min<int64_t>(c.stages, k_blocks + 1)) : c.stages;
 }
 
 std::string describe_m_range(int64_t lo, int64_t hi) {

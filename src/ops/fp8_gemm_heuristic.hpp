@@ -149,9 +149,10 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
 
 // How many of `config`'s stages its pipeline runs for a call of k in `form` (Fp8GemmParams::ring_stages): all of them
 // but in the weight-gradient form with C at K <= 256, where it runs 4 (measured 14 % faster on geometric mean;
-// fp8_gemm_heuristic.cpp), and, on a device whose L2 (`l2_bytes`, 0 if not known) is an H100's rather than an
-// H200's, K blocks + 1 from K = 384 for tiles of at least 128 columns; unless the caller forced a stage count
-// (`stages_forced`). The kernel is compiled with all of them, so a weight's kernels serve every K and every device.
+// fp8_gemm_heuristic.cpp), and, for tiles of at least 128 columns on a device whose L2 is known (`l2_bytes`, 0 if not),
+// K blocks + 1 at K = 257..384, and on from there where the L2 is an H100's rather than an H200's; unless the caller
+// forced a stage count (`stages_forced`). The kernel is compiled with all of them, so a weight's kernels serve every K
+// and every device.
 int fp8_gemm_ring_stages(const Fp8GemmConfig& config, int64_t k, Fp8GemmForm form, bool stages_forced,
                          int64_t l2_bytes);
 

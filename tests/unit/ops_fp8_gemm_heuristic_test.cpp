@@ -2652,7 +2652,9 @@ TEST(Fp8GemmHeuristic, WeightGradientCallsWithCRunFewerStagesAtShortK) {
   }
   const Fp8GemmConfig c = config_at(fp8_gemm_plan(kH200, 7168, 256, {}, Fp8GemmForm::kAccumulate), 4096);
   EXPECT_EQ(c.stages, 8);                                                                     // 64x128
-  EXPECT_EQ(fp8_gemm_ring_stages(c, 272, Fp8GemmForm::kAccumulate, false, kH200L2Bytes), 8);  // 3 K blocks: all
+  EXPECT_EQ(fp8_gemm_ring_stages(c, 272, Fp8GemmForm::kAccumulate, false, kH200L2Bytes), 4);  // 3 K blocks: 3 + 1
+  EXPECT_EQ(fp8_gemm_ring_stages(c, 400, Fp8GemmForm::kAccumulate, false, kH200L2Bytes), 8);  // 4: all (the H200)
+  EXPECT_EQ(fp8_gemm_ring_stages(c, 272, Fp8GemmForm::kAccumulate, false, 0), 8);             // L2 unknown: all
   EXPECT_EQ(fp8_gemm_ring_stages(c, 256, Fp8GemmForm::kAccumulate, true, kH200L2Bytes), 8);   // forced stages: all
   EXPECT_EQ(fp8_gemm_ring_stages(c, 256, Fp8GemmForm::kFp32Store, false, kH200L2Bytes), 8);   // without C: all
   const Fp8GemmConfig bf16 = config_at(fp8_gemm_plan(kH200, 7168, 256), 4096);
@@ -2733,8 +2735,9 @@ TEST(Fp8GemmHeuristic, WeightGradientPipelineLeadFollowsTheL2) {
     ASSERT_EQ(t.ring_us.size(), static_cast<size_t>(t.stages - 2));
     const int ring = fp8_gemm_ring_stages(c, t.k, Fp8GemmForm::kAccumulate, false, kH100L2Bytes);
     EXPECT_EQ(ring, std::min<int>(t.stages, static_cast<int>(t.k / 128) + 1)) << t.m << "x" << t.n << "x" << t.k;
-    // The H200, a device of unknown L2 and a forced stage count run them all.
-    EXPECT_EQ(fp8_gemm_ring_stages(c, t.k, Fp8GemmForm::kAccumulate, false, kH200L2Bytes), t.stages);
+    // The H200 runs them all from K = 512 (kLeadRingH200); a device of unknown L2 and a forced stage count always.
+    EXPECT_EQ(fp8_gemm_ring_stages(c, t.k, Fp8GemmForm::kAccumulate, false, kH200L2Bytes),
+              t.k <= 384 ? ring : t.stages);
     EXPECT_EQ(fp8_gemm_ring_stages(c, t.k, Fp8GemmForm::kAccumulate, false, 0), t.stages);
     EXPECT_EQ(fp8_gemm_ring_stages(c, t.k, Fp8GemmForm::kAccumulate, true, kH100L2Bytes), t.stages);
     const double us = ring == t.stages ? t.all_stages_us : t.ring_us[static_cast<size_t>(ring - 2)];
@@ -2749,7 +2752,7 @@ TEST(Fp8GemmHeuristic, WeightGradientPipelineLeadFollowsTheL2) {
   EXPECT_LT(std::exp(log_vs_all / rows), 0.98);       // 0.979 of all the stages' time on geometric mean
   EXPECT_LT(worst_vs_all, 1.003);                     // and never slower than them beyond the timings' noise
   EXPECT_LT(std::exp(log_vs_best / rows), 1.017);     // 1.0166 of the fastest length's time
-  EXPECT_GT(std::exp(log_all_vs_best / rows), 1.038);  // all the stages (the H200's rule): 1.0384
+  EXPECT_GT(std::exp(log_all_vs_best / rows), 1.038);  // all the stages (the H200's rule from K = 512): 1.0384
   // Tiles narrower than 128 columns keep the H200's rule (64x64 ran K blocks + 1 of 13 1.03-1.14x slower at K = 384),
   // as does every tile at K <= 256 (four stages) and without C (all).
   Fp8GemmConfig narrow = tile(64, 64);
@@ -2765,6 +2768,99 @@ TEST(Fp8GemmHeuristic, WeightGradientPipelineLeadFollowsTheL2) {
   EXPECT_EQ(fp8_gemm_ring_stages(wide, 400, Fp8GemmForm::kAccumulate, false, kH100L2Bytes), 5);  // 4 K blocks
   EXPECT_EQ(fp8_gemm_ring_stages(wide, 384, Fp8GemmForm::kFp32Store, false, kH100L2Bytes), 8);
   EXPECT_EQ(fp8_gemm_ring_stages(wide, 1024, Fp8GemmForm::kAccumulate, false, kH100L2Bytes), 8);
+}
+
+// The same sweep on the H200 (forty-sixth session, 2026-12-06, bench/wgrad_ring_lengths_2026-12-06_h200.json; 64x64,
+// timed at some lengths only, left out): K = 256..1024 over the same four weights, the tiles of at least 128 columns.
+// The shorter lead pays at K = 384 (three K blocks) only; from K = 512 all the stages are within a few per cent of the
+// fastest length.
+const LeadRingTimed kLeadRingH200[] = {
+    {4096, 7168, 256, 64, 128, 8, 83.3, {74.7, 69.2, 71.2, 76.1, 78.0, 82.5}},
+    {4096, 7168, 256, 128, 128, 5, 93.3, {78.2, 81.8, 84.0}}, {4096, 7168, 256, 128, 160, 5, 98.7, {84.1, 88.8, 93.7}},
+    {4096, 7168, 384, 64, 128, 8, 77.9, {91.1, 75.3, 68.0, 69.8, 70.8, 72.0}},
+    {4096, 7168, 384, 128, 128, 5, 84.3, {89.9, 80.2, 80.1}}, {4096, 7168, 384, 128, 160, 5, 90.1, {91.3, 85.8, 85.3}},
+    {4096, 7168, 512, 64, 128, 8, 74.0, {107.2, 85.0, 76.7, 73.7, 74.5, 72.7}},
+    {4096, 7168, 512, 128, 128, 5, 83.2, {98.9, 82.2, 82.7}}, {4096, 7168, 512, 128, 160, 5, 88.0, {97.2, 85.2, 88.5}},
+    {4096, 7168, 640, 64, 128, 8, 82.6, {124.9, 97.3, 88.6, 81.8, 83.5, 81.5}},
+    {4096, 7168, 640, 128, 128, 5, 86.6, {111.8, 91.7, 84.8}},
+    {4096, 7168, 640, 128, 160, 5, 91.8, {102.7, 88.4, 90.2}},
+    {4096, 7168, 768, 64, 128, 8, 92.9, {141.8, 108.2, 100.2, 93.3, 91.4, 92.7}},
+    {4096, 7168, 768, 128, 128, 5, 87.9, {123.8, 101.4, 87.9}},
+    {4096, 7168, 768, 128, 160, 5, 94.9, {111.7, 96.7, 88.4}},
+    {4096, 7168, 1024, 64, 128, 8, 109.6, {174.4, 125.3, 114.5, 111.9, 109.0, 108.4}},
+    {4096, 7168, 1024, 128, 128, 5, 95.9, {148.0, 110.7, 102.7}},
+    {4096, 7168, 1024, 128, 160, 5, 93.3, {126.9, 103.6, 96.8}},
+    {7168, 2048, 256, 64, 128, 8, 41.1, {37.7, 35.1, 35.4, 37.6, 38.3, 39.6}},
+    {7168, 2048, 256, 128, 128, 5, 44.4, {38.3, 39.6, 40.5}}, {7168, 2048, 256, 128, 160, 5, 48.4, {42.3, 44.4, 46.4}},
+    {7168, 2048, 384, 64, 128, 8, 39.6, {48.1, 38.0, 36.9, 37.3, 37.4, 38.3}},
+    {7168, 2048, 384, 128, 128, 5, 42.5, {41.2, 40.9, 40.8}}, {7168, 2048, 384, 128, 160, 5, 47.4, {46.2, 45.2, 44.3}},
+    {7168, 2048, 512, 64, 128, 8, 39.5, {54.8, 43.5, 40.5, 40.2, 39.9, 39.5}},
+    {7168, 2048, 512, 128, 128, 5, 41.1, {47.4, 41.3, 41.3}}, {7168, 2048, 512, 128, 160, 5, 45.8, {50.7, 45.9, 45.8}},
+    {7168, 2048, 640, 64, 128, 8, 44.6, {63.6, 49.3, 44.8, 44.3, 45.0, 44.7}},
+    {7168, 2048, 640, 128, 128, 5, 43.4, {51.6, 44.4, 42.8}}, {7168, 2048, 640, 128, 160, 5, 47.4, {49.8, 47.8, 48.2}},
+    {7168, 2048, 768, 64, 128, 8, 48.8, {69.3, 52.2, 49.9, 48.5, 48.6, 49.5}},
+    {7168, 2048, 768, 128, 128, 5, 43.5, {55.4, 46.5, 44.0}}, {7168, 2048, 768, 128, 160, 5, 48.6, {53.1, 49.5, 47.0}},
+    {7168, 2048, 1024, 64, 128, 8, 57.6, {86.1, 61.5, 58.2, 58.2, 57.7, 57.5}},
+    {7168, 2048, 1024, 128, 128, 5, 48.4, {65.9, 51.5, 49.5}},
+    {7168, 2048, 1024, 128, 160, 5, 51.0, {60.5, 54.3, 51.9}},
+    {2048, 7168, 256, 64, 128, 8, 42.8, {38.9, 37.2, 37.3, 39.5, 40.4, 42.3}},
+    {2048, 7168, 256, 128, 128, 5, 45.7, {40.8, 42.0, 42.6}}, {2048, 7168, 256, 128, 160, 5, 49.3, {44.4, 46.1, 47.6}},
+    {2048, 7168, 384, 64, 128, 8, 40.0, {47.2, 38.4, 37.2, 37.4, 36.8, 37.9}},
+    {2048, 7168, 384, 128, 128, 5, 43.1, {48.0, 42.3, 41.3}}, {2048, 7168, 384, 128, 160, 5, 47.6, {48.8, 45.8, 44.7}},
+    {2048, 7168, 512, 64, 128, 8, 42.9, {59.2, 46.0, 41.1, 40.6, 40.4, 42.6}},
+    {2048, 7168, 512, 128, 128, 5, 43.8, {56.2, 45.1, 44.1}}, {2048, 7168, 512, 128, 160, 5, 48.3, {55.6, 48.4, 48.2}},
+    {2048, 7168, 640, 64, 128, 8, 44.5, {64.9, 52.2, 47.3, 44.5, 44.9, 44.6}},
+    {2048, 7168, 640, 128, 128, 5, 44.5, {61.6, 50.6, 46.1}}, {2048, 7168, 640, 128, 160, 5, 49.2, {58.4, 51.8, 49.4}},
+    {2048, 7168, 768, 64, 128, 8, 49.6, {72.0, 55.0, 52.4, 48.9, 48.8, 49.4}},
+    {2048, 7168, 768, 128, 128, 5, 46.1, {66.0, 53.3, 48.5}}, {2048, 7168, 768, 128, 160, 5, 51.2, {61.5, 54.3, 50.2}},
+    {2048, 7168, 1024, 64, 128, 8, 57.8, {91.9, 66.0, 61.2, 59.6, 58.7, 57.3}},
+    {2048, 7168, 1024, 128, 128, 5, 52.0, {79.5, 59.7, 55.0}},
+    {2048, 7168, 1024, 128, 160, 5, 53.9, {72.3, 59.6, 55.9}},
+    {7168, 2112, 256, 64, 128, 8, 42.8, {44.9, 37.7, 37.4, 39.5, 40.5, 42.4}},
+    {7168, 2112, 256, 128, 128, 5, 47.3, {41.2, 42.8, 43.4}}, {7168, 2112, 256, 128, 160, 5, 48.3, {42.6, 45.2, 46.5}},
+    {7168, 2112, 384, 64, 128, 8, 39.0, {59.0, 44.4, 39.5, 37.7, 38.0, 38.0}},
+    {7168, 2112, 384, 128, 128, 5, 43.8, {49.1, 40.9, 41.2}}, {7168, 2112, 384, 128, 160, 5, 46.4, {44.9, 44.2, 43.4}},
+    {7168, 2112, 512, 64, 128, 8, 41.3, {69.3, 49.8, 44.2, 42.5, 42.7, 41.3}},
+    {7168, 2112, 512, 128, 128, 5, 42.7, {57.2, 45.7, 43.6}}, {7168, 2112, 512, 128, 160, 5, 45.7, {50.4, 45.4, 45.3}},
+    {7168, 2112, 640, 64, 128, 8, 47.3, {83.4, 64.1, 52.6, 47.2, 47.6, 47.6}},
+    {7168, 2112, 640, 128, 128, 5, 45.2, {67.3, 53.9, 48.0}}, {7168, 2112, 640, 128, 160, 5, 46.2, {50.6, 47.8, 46.8}},
+    {7168, 2112, 768, 64, 128, 8, 52.3, {90.4, 66.1, 61.5, 51.7, 51.8, 52.5}},
+    {7168, 2112, 768, 128, 128, 5, 47.8, {72.0, 55.5, 50.6}}, {7168, 2112, 768, 128, 160, 5, 48.3, {54.3, 48.5, 46.7}},
+    {7168, 2112, 1024, 64, 128, 8, 61.4, {111.4, 78.4, 69.2, 64.9, 62.2, 60.7}},
+    {7168, 2112, 1024, 128, 128, 5, 55.1, {85.2, 64.3, 58.6}},
+    {7168, 2112, 1024, 128, 160, 5, 52.1, {61.9, 55.0, 53.3}},
+};
+
+TEST(Fp8GemmHeuristic, WeightGradientPipelineLeadOnTheH200AtThreeKBlocks) {
+  double log_at_384 = 0, log_vs_all = 0, log_vs_best = 0, log_all_vs_best = 0;
+  size_t at_384 = 0, from_384 = 0;
+  for (const LeadRingTimed& t : kLeadRingH200) {
+    Fp8GemmConfig c = tile(t.block_m, t.block_n);
+    c.stages = t.stages;
+    c.accumulate = true;
+    ASSERT_EQ(t.ring_us.size(), static_cast<size_t>(t.stages - 2));
+    const int ring = fp8_gemm_ring_stages(c, t.k, Fp8GemmForm::kAccumulate, false, kH200L2Bytes);
+    const int64_t k_blocks = (t.k + 127) / 128;
+    EXPECT_EQ(ring, k_blocks <= 2 ? 4 : k_blocks == 3 ? 4 : t.stages) << t.m << "x" << t.n << "x" << t.k;
+    if (k_blocks < 3) continue;  // K <= 256: four stages on every card (kShortRing)
+    const double us = ring == t.stages ? t.all_stages_us : t.ring_us[static_cast<size_t>(ring - 2)];
+    const double best = std::min(t.all_stages_us, *std::min_element(t.ring_us.begin(), t.ring_us.end()));
+    if (k_blocks == 3) {
+      log_at_384 += std::log(us / t.all_stages_us);
+      ++at_384;
+    }
+    log_vs_all += std::log(us / t.all_stages_us);
+    log_vs_best += std::log(us / best);
+    log_all_vs_best += std::log(t.all_stages_us / best);
+    ++from_384;
+  }
+  EXPECT_EQ(std::size(kLeadRingH200), 72u);
+  EXPECT_EQ(at_384, 12u);
+  EXPECT_EQ(from_384, 60u);
+  EXPECT_LT(std::exp(log_at_384 / 12), 0.945);   // 0.943 of all the stages' time at K = 384
+  EXPECT_LT(std::exp(log_vs_all / 60), 0.989);   // 0.988 over K = 384..1024
+  EXPECT_LT(std::exp(log_vs_best / 60), 1.009);  // 1.0089 of the fastest length's time
+  EXPECT_GT(std::exp(log_all_vs_best / 60), 1.020);  // all the stages at every K: 1.0209
 }
 
 // The inference form's long M (kFp8GemmSampledMaxM < M <= kFp8GemmLongMaxM), each 64-row interval served by the
