@@ -148,6 +148,18 @@ LEAD_RING_C = [(32000, 3072, 688, (64, 128, 8)), (19904, 3072, 352, (64, 128, 8)
                (32768, 256, 512, (64, 128, 8)), (13760, 12288, 560, (64, 128, 8)), (24960, 12288, 656, (64, 128, 8)),
                (20864, 24576, 560, (64, 128, 8)), (12032, 4096, 432, (64, 128, 8)), (6016, 2112, 336, (64, 128, 8)),
                (24768, 7168, 672, (64, 128, 8)), (23936, 2304, 592, (64, 128, 8))]
+# The lead at K = 384 on every card whose L2 is known (fp8_gemm_ring_stages, forty-sixth session, from the H200's ring
+# sweep alone): calls with C at K = 257..384 whose plan tile has at least 128 columns now run 4 of its stages on the
+# H200 too. 20 of them at random (seed 46, N 256..24576 in steps of 256, K 272..384, M 64..32768; one per (N, K), the
+# plan's tile 64x128 at all), each against the same kernel with all of its stages (forced): the H200's check of the
+# rule (on an H100 the same as lead_ring_c's calls at that K). (m, n, k, (rows, columns, stages)).
+LEAD_384_C = [(2624, 2560, 368, (64, 128, 8)), (9984, 19456, 320, (64, 128, 8)), (2048, 19200, 272, (64, 128, 8)),
+              (3584, 2304, 352, (64, 128, 8)), (19392, 1024, 304, (64, 128, 8)), (6144, 17408, 352, (64, 128, 8)),
+              (23680, 13056, 384, (64, 128, 8)), (30528, 5120, 384, (64, 128, 8)), (7232, 2560, 384, (64, 128, 8)),
+              (22080, 14336, 320, (64, 128, 8)), (18048, 16640, 384, (64, 128, 8)), (23296, 5120, 288, (64, 128, 8)),
+              (25216, 13312, 304, (64, 128, 8)), (13376, 9984, 352, (64, 128, 8)), (20608, 3840, 320, (64, 128, 8)),
+              (7616, 2304, 336, (64, 128, 8)), (24000, 12288, 304, (64, 128, 8)), (12480, 17408, 304, (64, 128, 8)),
+              (6656, 2304, 368, (64, 128, 8)), (11456, 24320, 352, (64, 128, 8))]
 # k-grouped with C: experts' gate/up and down gradients over few tokens each (plan k = the mean rounded up to a
 # power of two: 256 and 512 moved to 64x128).
 K_GROUPED = [(4096, 7168, 32, 8192, (128, 160)), (7168, 2048, 32, 8192, (128, 128)),
@@ -157,7 +169,7 @@ parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--json", type=Path, help="write the results here as well")
 SETS = ("short_k_c", "short_k_none", "store_moves", "store_short_k", "ragged_176_c", "ragged_176_none",
         "ragged_176_k2048", "short_ring_c", "short_ring_none", "wide_staging_c", "wide_staging_none", "wide_penalty_c",
-        "wide_penalty_none", "lead_ring_c", "k_grouped")
+        "wide_penalty_none", "lead_ring_c", "lead_384_c", "k_grouped")
 parser.add_argument("--only", choices=SETS, action="append", help="run these sets only (default: all)")
 args = parser.parse_args()
 
@@ -217,7 +229,8 @@ for name, cases in (("ragged_176_c", RAGGED_176_C), ("ragged_176_none", RAGGED_1
                     ("ragged_176_k2048", RAGGED_176_K2048), ("short_ring_c", SHORT_RING_C),
                     ("short_ring_none", SHORT_RING_NONE), ("wide_staging_c", WIDE_STAGING_C),
                     ("wide_staging_none", WIDE_STAGING_NONE), ("wide_penalty_c", WIDE_PENALTY_C),
-                    ("wide_penalty_none", WIDE_PENALTY_NONE), ("lead_ring_c", LEAD_RING_C)):
+                    ("wide_penalty_none", WIDE_PENALTY_NONE), ("lead_ring_c", LEAD_RING_C),
+                    ("lead_384_c", LEAD_384_C)):
     for m, n, k, old in cases if name in runs else ():
         gen.manual_seed(m + n + k)
         a, sa = operand(m, k, gen)
