@@ -4,7 +4,8 @@
 # applied), the H100 lead rule's calls and the K = 384 lead's own check (wgrad_plan_moves.py: lead_ring_c, lead_384_c),
 # the wide-penalty moves, the short-K tables' calls and kAccumulateMoves' pairs (wgrad_small_k_tiles.py). The
 # forty-sixth session ran every step but lead_384 on the H200; what is owed now: ONLY=lead_384 (about a minute and a
-# half with the builds). Each step's JSON and one log of them all go to $OUT (or ./device-out).
+# half with the build; the patched package is built only for ring_lengths). Each step's JSON and one log of them all
+# go to $OUT (or ./device-out).
 #   usage: [ONLY='regex'] bench/probes/wgrad_retime.sh [--any-card]   (stops at once, exit 3, on a GPU that is not
 #   an H200)
 set -uo pipefail
@@ -17,35 +18,39 @@ if [[ ${1:-} != --any-card && $gpu != *H200* ]]; then
   exit 3
 fi
 
-# Two builds of the Python package, side by side (/usr/bin/g++: the H200 image's default wrappers made crashing
-# extensions): the tree as it is, and a copy with the probe-only patch that lets KILN_PROBE_RING set the ring length.
+# ONLY='regex' runs just the steps whose names match (e.g. ONLY='ring_lengths|lead_ring' where time is short).
+only=${ONLY:-.}
+# The Python package built from the tree as it is (/usr/bin/g++: the H200 image's default wrappers made crashing
+# extensions), and, beside it when the ring_lengths step runs, from a copy with the probe-only patch that lets
+# KILN_PROBE_RING set the ring length.
 pkg=/tmp/kiln-retime-pkg
 probe_pkg=/tmp/kiln-retime-probe-pkg
 patched=/tmp/kiln-retime-tree
-rm -rf "$pkg" "$probe_pkg" "$patched" && mkdir -p "$patched"
-tar --exclude=./.git --exclude='./build*' --exclude=./device-out -cf - . | tar -C "$patched" -xf -
-if ! (cd "$patched" && patch -p1 -s <bench/probes/wgrad_ring_lengths.patch); then
-  echo "wgrad_ring_lengths.patch does not apply to this tree"
-  exit 1
-fi
+rm -rf "$pkg" "$probe_pkg" "$patched"
 build() {  # source tree, target folder, log
   CXX=/usr/bin/g++ python3 -m pip install --no-build-isolation --no-deps --target "$2" "$1" >"$3" 2>&1
 }
 build . "$pkg" /tmp/kiln-retime-pip.log &
-plain=$!
-build "$patched" "$probe_pkg" /tmp/kiln-retime-probe-pip.log &
-probe=$!
-for job in $plain $probe; do
+jobs_started=($!)
+if [[ ring_lengths =~ $only ]]; then
+  mkdir -p "$patched"
+  tar --exclude=./.git --exclude='./build*' --exclude=./device-out -cf - . | tar -C "$patched" -xf -
+  if ! (cd "$patched" && patch -p1 -s <bench/probes/wgrad_ring_lengths.patch); then
+    echo "wgrad_ring_lengths.patch does not apply to this tree"
+    exit 1
+  fi
+  build "$patched" "$probe_pkg" /tmp/kiln-retime-probe-pip.log &
+  jobs_started+=($!)
+fi
+for job in "${jobs_started[@]}"; do
   if ! wait "$job"; then
-    tail -n 30 /tmp/kiln-retime-pip.log /tmp/kiln-retime-probe-pip.log
+    tail -n 30 /tmp/kiln-retime-pip.log /tmp/kiln-retime-probe-pip.log 2>/dev/null
     echo "a package build failed"
     exit 1
   fi
 done
 
 export DG_JIT_CACHE_DIR=${DG_JIT_CACHE_DIR:-/tmp/kiln-retime-cache} DG_JIT_USE_NVRTC=1
-# ONLY='regex' runs just the steps whose names match (e.g. ONLY='ring_lengths|lead_ring' where time is short).
-only=${ONLY:-.}
 step() {  # name, timeout seconds, package, probe and its arguments
   local name=$1 limit=$2 path=$3
   shift 3
