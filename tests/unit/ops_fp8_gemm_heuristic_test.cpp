@@ -2726,22 +2726,37 @@ const LeadRingTimed kLeadRing[] = {
     {7168, 2112, 1024, 128, 160, 5, 61.5, {78.8, 64.4, 62.2}}
 };
 
+// A row of a ring-length sweep as the launch would run it on a device with `l2_bytes` of L2: the length
+// fp8_gemm_ring_stages gives its call, that length's time, and the fastest time the row holds.
+struct RingPick {
+  int ring;
+  double us, best_us;
+};
+Fp8GemmConfig swept_config(const LeadRingTimed& t) {
+  Fp8GemmConfig c = tile(t.block_m, t.block_n);
+  c.stages = t.stages;
+  c.accumulate = true;
+  return c;
+}
+RingPick ring_pick(const LeadRingTimed& t, int64_t l2_bytes) {
+  EXPECT_EQ(t.ring_us.size(), static_cast<size_t>(t.stages - 2)) << t.m << "x" << t.n << "x" << t.k;
+  const int ring = fp8_gemm_ring_stages(swept_config(t), t.k, Fp8GemmForm::kAccumulate, false, l2_bytes);
+  const double us = ring == t.stages ? t.all_stages_us : t.ring_us.at(static_cast<size_t>(ring - 2));
+  const double best = std::min(t.all_stages_us, *std::min_element(t.ring_us.begin(), t.ring_us.end()));
+  return {ring, us, best};
+}
+
 TEST(Fp8GemmHeuristic, WeightGradientPipelineLeadFollowsTheL2) {
   double log_vs_all = 0, log_vs_best = 0, log_all_vs_best = 0, worst_vs_all = 0;
   for (const LeadRingTimed& t : kLeadRing) {
-    Fp8GemmConfig c = tile(t.block_m, t.block_n);
-    c.stages = t.stages;
-    c.accumulate = true;
-    ASSERT_EQ(t.ring_us.size(), static_cast<size_t>(t.stages - 2));
-    const int ring = fp8_gemm_ring_stages(c, t.k, Fp8GemmForm::kAccumulate, false, kH100L2Bytes);
+    const Fp8GemmConfig c = swept_config(t);
+    const auto [ring, us, best] = ring_pick(t, kH100L2Bytes);
     EXPECT_EQ(ring, std::min<int>(t.stages, static_cast<int>(t.k / 128) + 1)) << t.m << "x" << t.n << "x" << t.k;
     // The H200 runs them all from K = 512 (kLeadRingH200); a device of unknown L2 and a forced stage count always.
     EXPECT_EQ(fp8_gemm_ring_stages(c, t.k, Fp8GemmForm::kAccumulate, false, kH200L2Bytes),
               t.k <= 384 ? ring : t.stages);
     EXPECT_EQ(fp8_gemm_ring_stages(c, t.k, Fp8GemmForm::kAccumulate, false, 0), t.stages);
     EXPECT_EQ(fp8_gemm_ring_stages(c, t.k, Fp8GemmForm::kAccumulate, true, kH100L2Bytes), t.stages);
-    const double us = ring == t.stages ? t.all_stages_us : t.ring_us[static_cast<size_t>(ring - 2)];
-    const double best = std::min(t.all_stages_us, *std::min_element(t.ring_us.begin(), t.ring_us.end()));
     log_vs_all += std::log(us / t.all_stages_us);
     log_vs_best += std::log(us / best);
     log_all_vs_best += std::log(t.all_stages_us / best);
@@ -2835,16 +2850,11 @@ TEST(Fp8GemmHeuristic, WeightGradientPipelineLeadOnTheH200AtThreeKBlocks) {
   double log_at_384 = 0, log_vs_all = 0, log_vs_best = 0, log_all_vs_best = 0;
   size_t at_384 = 0, from_384 = 0;
   for (const LeadRingTimed& t : kLeadRingH200) {
-    Fp8GemmConfig c = tile(t.block_m, t.block_n);
-    c.stages = t.stages;
-    c.accumulate = true;
-    ASSERT_EQ(t.ring_us.size(), static_cast<size_t>(t.stages - 2));
-    const int ring = fp8_gemm_ring_stages(c, t.k, Fp8GemmForm::kAccumulate, false, kH200L2Bytes);
+    const auto [ring, us, best] = ring_pick(t, kH200L2Bytes);
     const int64_t k_blocks = (t.k + 127) / 128;
-    EXPECT_EQ(ring, k_blocks <= 2 ? 4 : k_blocks == 3 ? 4 : t.stages) << t.m << "x" << t.n << "x" << t.k;
+    // Four stages up to K = 384 (every tile here compiles at least five), all of them from K = 512.
+    EXPECT_EQ(ring, k_blocks <= 3 ? 4 : t.stages) << t.m << "x" << t.n << "x" << t.k;
     if (k_blocks < 3) continue;  // K <= 256: four stages on every card (kShortRing)
-    const double us = ring == t.stages ? t.all_stages_us : t.ring_us[static_cast<size_t>(ring - 2)];
-    const double best = std::min(t.all_stages_us, *std::min_element(t.ring_us.begin(), t.ring_us.end()));
     if (k_blocks == 3) {
       log_at_384 += std::log(us / t.all_stages_us);
       ++at_384;
