@@ -127,16 +127,25 @@ constexpr double kAccumulateEpilogueBytesPerUs = 30.0e3;
 // per warpgroup, so the two warpgroups' bursts of reduce-adds, with DRAM's reads of D behind them, are the likely
 // suspect. At K = 4096 and 8192 the term is zero, so the form's sweep above keeps every choice. Timed against the
 // tiles it moved from (bench/probes/wgrad_plan_moves.py, same session): the twenty calls 0.950 on geometric mean
-// (0.829-1.008), four k-grouped expert calls at 256 and 512 mean tokens 0.917 (0.886-0.962).
+// (0.829-1.008), four k-grouped expert calls at 256 and 512 mean tokens 0.917 (0.886-0.962). The forty-third session's
+// stage counts made 128x128 the H200's fastest tile at K = 768 (the plan's 64x128 1.03-1.12x its time at four of the
+// five weights), so since the forty-seventh session the term fades out at 7 K blocks rather than 8: 0.8 % from the
+// fastest tile over the twenty calls (1.7 % with 8). 20 random calls that moved (bench/probes/wgrad_plan_moves.py,
+// fade_7_c: N 256..24576, K 432..896, M to 32768), timed on an H100, took 0.974 of their previous tile's time
+// (0.816-1.238; at K = 641..896 about level, at K <= 512 0.84-0.96 where 128x64 replaced 64x64 at N = 576). At the five
+// weights an H100 wants 64x128 at K = 768 and 1024 (kReduceShortKH100 in the unit tests), but a term fading out at 13
+// K blocks, which those calls ask for, moved 24 random ones to 1.068 of their previous time there (fade_13_c):
+// the term is the same on both cards.
 constexpr double kReduceShortKSlowdown = 0.8;
-constexpr int64_t kReduceShortKBlocks = 8;
+constexpr int64_t kReduceShortKBlocks = 7;
 // Without C (Fp8GemmForm::kFp32Store) the epilogue writes 4 bytes an element where a reduce-add reads and writes 8,
-// and below kReduceShortKBlocks the plan counts 4: at the probe's twenty calls its three misses of 11-13 % became
-// 0.879-0.951 of the previous tile's time (kStoreShortK), and 30 of the moves it makes there, drawn at random over
-// N 256..24576 and K 128..896, were 0.965 on geometric mean (0.883-1.055; same session). Counted at every K it also
+// and below kStoredShortKBlocks (K = 1024) the plan counts 4: at the probe's twenty calls its three misses of 11-13 %
+// became 0.879-0.951 of the previous tile's time (kStoreShortK), and 30 of the moves it makes there, drawn at random
+// over N 256..24576 and K 128..896, were 0.965 on geometric mean (0.883-1.055; same session). Counted at every K it also
 // moved tiles at K >= 1024, where the model of this form was fitted with 8 (kAccumulateSweep): 22 such moves timed
-// 1.015 on geometric mean, up to 26 % slower at N <= 576, so from kReduceShortKBlocks on both plans count 8.
+// 1.015 on geometric mean, up to 26 % slower at N <= 576, so from kStoredShortKBlocks on both plans count 8.
 constexpr double kStoredShortKBytes = 4.0;
+constexpr int64_t kStoredShortKBlocks = 8;
 // 128x176 where it does not divide N (offered_at) takes this much longer per K block than the linear model
 // says: at 48 such shapes with K >= 4096 (twenty-ninth session, kRagged176Check in the unit tests) it timed 2 %
 // above the model relative to 128x128, 128x160, 128x192 and the pairs alike. Likely its three TMA boxes of B per
@@ -605,11 +614,10 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   const double per_k_block = std::max({kFloorUsPerKBlock, cycles / kCyclesPerUs, load_bytes / kSmLoadBytesPerUs});
   // The weight-gradient form's epilogue bytes an element: 8 (a reduce-add reads and writes fp32 D), at short K more
   // for 128-row tiles with C and 4 (D stored) without C.
-  const bool short_k = k_blocks < kReduceShortKBlocks;
   double accumulate_bytes = 8.0;
-  if (short_k && stores_d)
+  if (stores_d && k_blocks < kStoredShortKBlocks)
     accumulate_bytes = kStoredShortKBytes;
-  else if (short_k && c.math_warpgroups == 2)
+  else if (!stores_d && k_blocks < kReduceShortKBlocks && c.math_warpgroups == 2)
     accumulate_bytes *= 1.0 + kReduceShortKSlowdown * (1.0 - static_cast<double>(k_blocks) / kReduceShortKBlocks);
   const double epilogue = kEpilogueFixedUs + (c.accumulate ? bm * bn * accumulate_bytes / kAccumulateEpilogueBytesPerUs
                                                            : bm * bn * 2.0 / kEpilogueBytesPerUs);

@@ -345,9 +345,9 @@ TEST(Fp8GemmWgradRegistry, BadValuesNameTheParameter) {
 }
 
 // The form's two plans (kAccumulate with C, kFp32Store without) differ only at short K: below kReduceShortKBlocks K
-// blocks (the reduce-add term with C, the stored epilogue's bytes without), and below kRagged176ReduceMinKBlocks where
-// 128x176 does not divide N (offered without C only). The registry's no_c=1 lists the plan without C,
-// for a range of token counts too, and its errors name the parameter.
+// blocks (7: the reduce-add term with C) and kStoredShortKBlocks (8: the stored epilogue's bytes without C), and below
+// kRagged176ReduceMinKBlocks where 128x176 does not divide N (offered without C only). The registry's no_c=1 lists the
+// plan without C, for a range of token counts too, and its errors name the parameter.
 TEST(Fp8GemmWgradRegistry, CallsWithoutCHaveTheirOwnPlan) {
   // 4096 x 7168 x 512 (a weight's gradient over 512 tokens): with C a 64-row tile, without C the 128-row one both
   // plans took before the term (H200, forty-first session: 73.9 against 87.9 us with C; 53.2 against 70.8 without).
@@ -359,7 +359,7 @@ TEST(Fp8GemmWgradRegistry, CallsWithoutCHaveTheirOwnPlan) {
   EXPECT_EQ(s.block_m, 128);
   EXPECT_TRUE(c.accumulate && s.accumulate);  // the same kernels: D stored or added to is a run-time choice
   // From kRagged176ReduceMinKBlocks K blocks on (K = 2048) the two plans are one, kernels and buckets; from
-  // kReduceShortKBlocks (K = 1024) where 176 divides N.
+  // kStoredShortKBlocks (K = 1024) where 176 divides N.
   for (const int64_t n : {512, 576, 1536, 2112, 7168, 24576})
     for (const int64_t k : {n == 2112 ? 1024 : 2048, 4096, 16384}) {
       const auto a = ops::fp8_gemm_plan(kH200, n, k, {}, Fp8GemmForm::kAccumulate);
