@@ -130,19 +130,19 @@ constexpr double kAccumulateEpilogueBytesPerUs = 30.0e3;
 // (0.829-1.008), four k-grouped expert calls at 256 and 512 mean tokens 0.917 (0.886-0.962). The forty-third session's
 // stage counts made 128x128 the H200's fastest tile at K = 768 (the plan's 64x128 1.03-1.12x its time at four of the
 // five weights), so since the forty-seventh session the term fades out at 7 K blocks rather than 8: 0.8 % from the
-// fastest tile over the twenty calls (1.7 % with 8). 20 random calls that moved (bench/probes/wgrad_plan_moves.py,
-// fade_7_c: N 256..24576, K 432..896, M to 32768), timed on an H100, took 0.974 of their previous tile's time
-// (0.816-1.238; at K = 641..896 about level, at K <= 512 0.84-0.96 where 128x64 replaced 64x64 at N = 576). At the five
-// weights an H100 wants 64x128 at K = 768 and 1024 (kReduceShortKH100 in the unit tests), but a term fading out at 13
-// K blocks, which those calls ask for, moved 24 random ones to 1.068 of their previous time there (fade_13_c):
-// the term is the same on both cards.
+// fastest tile over the twenty calls (1.7 % with 8). Random calls that moved (bench/probes/wgrad_plan_moves.py; N
+// 256..24576, M to 32768), timed on an H100 against their previous tile: 20 at K = 432..896 (fade_7_c) 0.974 on
+// geometric mean (0.816-1.238), 20 more at K = 641..896 (fade_7_bulk_c), where nine in ten of the moves are, 0.964
+// (0.788-1.154). At the five weights an H100 wants 64x128 at K = 768 and 1024 (kReduceShortKH100 in the unit tests),
+// but a term fading out at 13 K blocks, which those calls ask for, moved 24 random ones to 1.068 of their previous
+// time there (fade_13_c): the term is the same on both cards.
 constexpr double kReduceShortKSlowdown = 0.8;
 constexpr int64_t kReduceShortKBlocks = 7;
-// Without C (Fp8GemmForm::kFp32Store) the epilogue writes 4 bytes an element where a reduce-add reads and writes 8,
-// and below kStoredShortKBlocks (K = 1024) the plan counts 4: at the probe's twenty calls its three misses of 11-13 %
+// Without C (Fp8GemmForm::kFp32Store) the epilogue writes 4 bytes an element where a reduce-add reads and writes 8, and
+// below kStoredShortKBlocks (K = 1024) the plan counts 4: at the probe's twenty calls its three misses of 11-13 %
 // became 0.879-0.951 of the previous tile's time (kStoreShortK), and 30 of the moves it makes there, drawn at random
-// over N 256..24576 and K 128..896, were 0.965 on geometric mean (0.883-1.055; same session). Counted at every K it also
-// moved tiles at K >= 1024, where the model of this form was fitted with 8 (kAccumulateSweep): 22 such moves timed
+// over N 256..24576 and K 128..896, were 0.965 on geometric mean (0.883-1.055; same session). Counted at every K it
+// also moved tiles at K >= 1024, where the model of this form was fitted with 8 (kAccumulateSweep): 22 such moves timed
 // 1.015 on geometric mean, up to 26 % slower at N <= 576, so from kStoredShortKBlocks on both plans count 8.
 constexpr double kStoredShortKBytes = 4.0;
 constexpr int64_t kStoredShortKBlocks = 8;

@@ -2443,7 +2443,7 @@ const Measured kReduceShortKH100[] = {
 // and 128x192 where 128x160 was 4-5 % faster at 7168 x 2112. Random calls do not bear these weights out on the H100
 // (bench/probes/wgrad_plan_moves.py): a term fading out at 13 K blocks, which they ask for (0.9 % here), took 24 calls it
 // moved to 1.068 of their previous time (fade_13_c), and fading out at 7 rather than 8 (3.6 % here, 2.3 % with 8) took
-// 20 to 0.974 (fade_7_c).
+// 20 to 0.974 (fade_7_c) and 20 more at K = 641..896 to 0.964 (fade_7_bulk_c).
 TEST(Fp8GemmHeuristic, AccumulatingFormWithCAtShortKOnAnH100) {
   size_t shapes = 0;
   const std::vector<Judged> judged =
