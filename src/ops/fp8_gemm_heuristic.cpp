@@ -165,15 +165,16 @@ constexpr int64_t kShortKBlocks = 4;
 constexpr double kWhole144Penalty = 1.03;
 constexpr int64_t kWhole144MinKBlocks = 32;
 // The 256-row pairs where M has at most two of their m blocks (M <= 512) and K at most kThinPairsMaxKBlocks K blocks:
-// each tile takes this much longer than the per-tile model says. There the plan took pairs from 385..512 rows at most
-// N from 16384 and some from 6656 (and at 129..256 at the widest N), where 128-row tiles are faster: on an H100
-// (forty-seventh session, fp8_gemm_test --shapes, each call in both orders) 37 random such calls ran pairs 1.063x the
-// best 128-row tile's time on geometric mean, 1.10-1.25x at K <= 1024 and 1.02-1.12x up to K = 4096, and on the H200
-// 448 x 32768 x 512 1.117x (kRaggedM). From K = 7168 the pairs hold their own (0.89-1.02x; 0.977 at 448 x 7168 x
-// 16384 on the H200). Why is not established: the pairs' 64 KB stores and three-stage pipeline around a short K
-// loop, with only two rows of pairs to interleave, are the likely suspects. 24 random calls the term moves (M 48..1608:
-// at M > 512 the pruning's knock-on swaps) took 0.964 of their previous tile's time on an H100 (0.883-1.018;
-// kThinPairsMovesH100 in the unit tests). The H200's check of those moves is owed.
+// each tile takes this much longer than the per-tile model says. There the plan took pairs from 385..512 rows at most N
+// from 16384 and some from 6656 (and at 129..256 at the widest N), where 128-row tiles are faster: on an H100
+// (forty-seventh session, fp8_gemm_test --shapes, each call in both orders) 37 such calls (30 drawn at random, 7 of
+// DeepSeek-V3's and other chosen N and K) ran pairs 1.063x the best 128-row tile's time on geometric mean, 1.10-1.25x
+// at K <= 1024 and 1.02-1.12x up to K = 4096, and on the H200 448 x 32768 x 512 1.117x (kRaggedM). From K = 7168 the
+// pairs hold their own (0.89-1.02x; 0.977 at 448 x 7168 x 16384 on the H200). Why is not established: the pairs' 64 KB
+// stores and three-stage pipeline around a short K loop, with only two rows of pairs to interleave, are the likely
+// suspects. 24 random calls the term moves (M 48..1608: at M > 512 the pruning's knock-on swaps) took 0.964 of their
+// previous tile's time on an H100 (0.883-1.018; kThinPairsMovesH100 in the unit tests). The H200's check of those moves
+// is owed.
 constexpr double kThinPairsPenalty = 1.10;
 constexpr int64_t kThinPairsMaxKBlocks = 32;
 // The 256-row tiles' first rounds at short K: a call of pairs with at most kTwoWaveFillMaxKBlocks K blocks per

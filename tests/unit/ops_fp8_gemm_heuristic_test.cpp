@@ -3347,10 +3347,10 @@ TEST(Fp8GemmHeuristic, Fill112TakesTheRunsItsChecksTimedOnBothCards) {
 
 // Pairs (256x128 sharing A) where M has at most two of their m blocks, against the 128-row tiles (an H100, 2026-12-06,
 // forty-seventh session, fp8_gemm_test --shapes: medians of 20 flushed CUDA-event timings, each call in both orders and
-// the two averaged, us; every result checked against float64): 36 random calls where the plan took pairs at M <= 512
-// (seed 512; N 6656..65536, K 256..16384), 24576 x 1536 at M = 400..512 (groups of 16, as planned) and 32768 x 512 at
-// M = 448..1024 (one order). Pairs took 1.063x the best 128-row tile's time on geometric mean over the 36, 1.10-1.25x
-// at K <= 1024; from K = 7168 0.89-1.02x.
+// the two averaged, us; every result checked against float64): 36 calls where the plan took pairs at M <= 512 (30
+// drawn at random, seed 512, and six chosen; N 6656..65536, K 256..16384), 24576 x 1536 at M = 400..512 (groups of 16,
+// as planned) and 32768 x 512 at M = 448..1024 (one order). Pairs took 1.063x the best 128-row tile's time on geometric
+// mean over the first 36 (and 448 x 24576 x 1536 in groups of 8), 1.10-1.25x at K <= 1024; from K = 7168 0.89-1.02x.
 const Measured kThinPairsH100[] = {
     {491, 41984, 256, 256, 128, 27.8}, {491, 41984, 256, 128, 128, 23.8}, {491, 41984, 256, 128, 160, 24.1},
     {454, 38400, 256, 256, 128, 25.5}, {454, 38400, 256, 128, 128, 21.9}, {454, 38400, 256, 128, 160, 22.2},
