@@ -3421,9 +3421,9 @@ const Measured kThinPairsMovesH100[] = {
 
 // With kThinPairsPenalty the plan leaves pairs at M <= 512 up to K = 4096: 0.5 % from the fastest tile over 46 of the
 // 47 calls of kThinPairsH100 (6.2 % before; misses of 5-7 % where it takes 128x192 at M = 194 and 207 and 128x128 was
-// faster), and its moves are 3.6 % faster. The H200 agrees where it was timed: at 448 x
-// 32768 x 512 pairs took 1.117x 128x128's time (kRaggedM), now the plan's tile, and at 448 x 7168 x 16384 pairs were
-// 2.3 % ahead, which the plan keeps (K beyond kThinPairsMaxKBlocks). The moves' check on an H200 is owed.
+// faster), and its moves are 3.6 % faster. The H200 agrees where it was timed: at 448 x 32768 x 512 pairs took 1.117x
+// 128x128's time (kRaggedM), now the plan's tile, and at 448 x 7168 x 16384 pairs were 2.3 % ahead, which the plan
+// keeps (K beyond kThinPairsMaxKBlocks). The moves' check on an H200 is owed.
 TEST(Fp8GemmHeuristic, ThinPairsGiveWayTo128RowTilesUpToK4096) {
   size_t shapes = 0;
   const std::vector<Judged> judged = judge_plan(kThinPairsH100, false, &shapes);
