@@ -2,10 +2,10 @@
 # The weight-gradient form's re-timings on the H200, in one device call of about seven minutes: how far ahead its
 # pipeline should run at short K (wgrad_ring_lengths.py, built from a copy of the tree with wgrad_ring_lengths.patch
 # applied), the H100 lead rule's calls and the K = 384 lead's own check (wgrad_plan_moves.py: lead_ring_c, lead_384_c),
-# the wide-penalty moves, the short-K tables' calls and kAccumulateMoves' pairs (wgrad_small_k_tiles.py). The
-# forty-sixth session ran every step but lead_384 on the H200; what is owed now: ONLY=lead_384 (about a minute and a
-# half with the build; the patched package is built only for ring_lengths). Each step's JSON and one log of them all
-# go to $OUT (or ./device-out).
+# the 7-block fade's moves (fade_7_c, fade_7_bulk_c), the wide-penalty moves, the short-K tables' calls and
+# kAccumulateMoves' pairs (wgrad_small_k_tiles.py). The forty-sixth session ran every step but lead_384 on the H200,
+# the forty-seventh timed fade_7 on an H100 only; what is owed now: ONLY='lead_384|fade_7' (the patched package is
+# built only for ring_lengths). Each step's JSON and one log of them all go to $OUT (or ./device-out).
 #   usage: [ONLY='regex'] bench/probes/wgrad_retime.sh [--any-card]   (stops at once, exit 3, on a GPU that is not
 #   an H200)
 set -uo pipefail
@@ -62,6 +62,7 @@ step() {  # name, timeout seconds, package, probe and its arguments
 step ring_lengths 150 "$probe_pkg" bench/probes/wgrad_ring_lengths.py
 step lead_ring 60 "$pkg" bench/probes/wgrad_plan_moves.py --only lead_ring_c
 step lead_384 60 "$pkg" bench/probes/wgrad_plan_moves.py --only lead_384_c
+step fade_7 150 "$pkg" bench/probes/wgrad_plan_moves.py --only fade_7_c --only fade_7_bulk_c
 step wide_penalty 150 "$pkg" bench/probes/wgrad_plan_moves.py --only wide_penalty_c --only wide_penalty_none
 step short_k 110 "$pkg" bench/probes/wgrad_small_k_tiles.py
 step accumulate_moves 100 "$pkg" bench/probes/wgrad_small_k_tiles.py --c-only --test-table kAccumulateMoves
