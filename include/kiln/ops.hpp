@@ -121,6 +121,26 @@ void k_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa
                                       const TensorView& sfb, const TensorView& d, const std::vector<int64_t>& ks,
                                       const TensorView* c, Stream stream = nullptr);
 
+// DeepGEMM's m_grouped_fp8_gemm_nt_contiguous: the forward GEMMs of G MoE experts in one launch, each expert's
+// tokens a contiguous run of A's rows,
+//   D[r, :] (bfloat16) = (A[r, :] * sfa[r]) . (B[g] * sfb[g])^T      for every row r, g = m_indices[r]
+// a, sfa, d: as for fp8_gemm_nt (m the rows of all experts together);
+// b:   float8_e4m3 [G, n, k], each expert's [n, k] K-major as fp8_gemm_nt's b, the experts one after the other
+//      (strides (n * s, s, 1), s >= k, s a multiple of 16); n a multiple of 8;
+// sfb: float32 [G, ceil(n/128), ceil(k/128)], each expert's 128x128-block scales, contiguous;
+// m_indices: int32 [m], contiguous, on a's device: each row's expert, or -1 for a padding row.
+// Layout (DeepGEMM's contiguous layout): each expert's rows start at a multiple of 128 and runs of rows are padded
+// to a multiple of 128 with rows marked -1 (get_mk_alignment_for_contiguous_layout() = 128). The kernel reads one
+// index per m block (its first row's), so this alignment is what makes every row use its own expert; it is the
+// caller's to keep, since checking it would read device memory. Rows of a block that starts with -1 come out
+// unspecified; a block whose first index is outside [-1, G) comes out NaN (never a read outside b). Every other
+// precondition is checked before anything is launched; m = 0 or n = 0 launches nothing. The kernels are the
+// inference form's, planned per (device, n, k, m bucket) with 64- and 128-row tiles only
+// (`kiln plan fp8_gemm_nt ... m_grouped=1` lists them). Errors name m_grouped_fp8_gemm_nt_contiguous.
+void m_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa, const TensorView& b,
+                                      const TensorView& sfb, const TensorView& d, const TensorView& m_indices,
+                                      Stream stream = nullptr);
+
 // Overrides of the FP8 GEMM heuristic, process-wide (0: the heuristic decides). Applied to every later
 // fp8_gemm_nt launch (both forms) and to plan/precompile of fp8_gemm_nt (where the problem parameters block_m,
 // block_n, stages, cluster_m, cluster_n and split_k do the same for one request). The weight-gradient form has

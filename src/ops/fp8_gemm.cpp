@@ -44,9 +44,11 @@ constexpr int64_t kGemmAccumulateKeyId = 4;     // the weight-gradient form with
 constexpr int64_t kGemmKGroupedKeyId = 5;       // the same plan, its kernels k-grouped
 constexpr int64_t kGemmStoreKeyId = 6;          // the weight-gradient form without C (Fp8GemmForm::kFp32Store)
 constexpr int64_t kGemmKGroupedStoreKeyId = 7;  // the same plan, its kernels k-grouped
+constexpr int64_t kGemmMGroupedKeyId = 8;       // the m-grouped contiguous form (fp8_gemm_m_grouped_plan)
 constexpr const char* kAccumulateOp = "fp8_gemm_nt_accumulate";
 constexpr const char* kWgradOp = "fp8_gemm_nt_wgrad";
 constexpr const char* kKGroupedOp = "k_grouped_fp8_gemm_nt_contiguous";
+constexpr const char* kMGroupedOp = "m_grouped_fp8_gemm_nt_contiguous";
 constexpr int64_t kScaleBlock = 128;  // K (and N, for B) per scale
 
 
@@ -174,7 +176,9 @@ const ShapeEntry* resolve_shape(const Table::Key& key, const TensorView& a, int6
   if (weight_gradient(form)) overrides.cluster_m = overrides.cluster_n = overrides.split_k = 0;
   entry->form = form;
   entry->stages_forced = overrides.stages > 0;
-  entry->plan = fp8_gemm_plan(device_target(info, entry->sm_count), n, k, overrides, form);
+  const TargetInfo target = device_target(info, entry->sm_count);
+  entry->plan = id == kGemmMGroupedKeyId ? fp8_gemm_m_grouped_plan(target, n, k, overrides)
+                                         : fp8_gemm_plan(target, n, k, overrides, form);
   for (Fp8GemmConfig& cfg : entry->plan.kernels) cfg.k_grouped = k_grouped;
   return table().insert(key, entry);
 }
@@ -208,7 +212,8 @@ const GemmKernel* resolve_kernel(const ShapeEntry& entry, int index, CUstream st
     std::fprintf(stderr,
                  "kiln: %s on cuda:%d (%s, %d SMs usable): n=%lld k=%lld, m in %s: %s%s; %u threads/CTA, %u bytes "
                  "shared memory, persistent grid <= %d CTAs, PDL %s (kernel %d of %zu for this shape)\n",
-                 cfg.k_grouped ? kKGroupedOp : cfg.accumulate ? kWgradOp : kOp, entry.device, entry.device_name.c_str(),
+                 cfg.k_grouped ? kKGroupedOp : cfg.m_grouped ? kMGroupedOp : cfg.accumulate ? kWgradOp : kOp, entry.device,
+                 entry.device_name.c_str(),
                  entry.sm_count, static_cast<long long>(entry.n), static_cast<long long>(entry.k), ranges.c_str(),
                  cfg.describe().c_str(), ring_note.c_str(), k.threads, k.shared_bytes, entry.sm_count,
                  get_pdl() ? "on" : "off", index + 1, entry.plan.kernels.size());
@@ -487,8 +492,19 @@ std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target)
     throw Error(ErrorKind::kValueError,
                 std::string(kOp) + ": parameter k_grouped=1 needs accumulate=1 (the k-grouped kernels are the weight-"
                                    "gradient form's), got accumulate=0");
+  const int64_t m_grouped = value_of(problem, "m_grouped", 0);
+  if (m_grouped != 0 && m_grouped != 1)
+    throw Error(ErrorKind::kValueError, std::string(kOp) + ": parameter m_grouped must be 0 or 1 (the m-grouped "
+                                                           "kernels of m_grouped_fp8_gemm_nt_contiguous), got " +
+                                            std::to_string(m_grouped));
+  if (m_grouped && accumulate)
+    throw Error(ErrorKind::kValueError,
+                std::string(kOp) + ": parameter m_grouped=1 needs accumulate=0 (the m-grouped kernels are the bf16 "
+                                   "form's), got accumulate=1");
   if (k_value.is_range()) return token_count_uses(m, n, k_value, overrides, t, k_grouped != 0, form);
-  const Fp8GemmPlan plan = fp8_gemm_plan(t, n, k, overrides, form);  // validates n, k and the overrides
+  // Either validates n, k and the overrides.
+  const Fp8GemmPlan plan =
+      m_grouped ? fp8_gemm_m_grouped_plan(t, n, k, overrides) : fp8_gemm_plan(t, n, k, overrides, form);
   std::vector<KernelUse> uses;
   if (m.hi == 0 || n == 0) return uses;  // m = 0: nothing to launch
   const std::vector<Fp8GemmBucket> covered = plan.covering(std::max<int64_t>(1, m.lo), m.hi);
@@ -604,13 +620,22 @@ Resolved resolve(const char* function, const Checked& c, const TensorView& a, CU
   return {entry, kernel};
 }
 
+// The m-grouped form's extra: its groups (B is `groups` [n, k] one after the other) and each row's group.
+struct MGrouped {
+  int64_t groups = 0;
+  const int32_t* layout = nullptr;
+};
+
 // Everything after the checks, for both forms: the plan and kernel (resolve), D's preparation (weight-gradient
-// form), tensor maps, launch. m, n > 0.
+// form), tensor maps, launch. m, n > 0. `m_grouped`: the m-grouped form (its own plan; B's maps over every group's
+// rows).
 void launch(const char* function, const Checked& c, const TensorView& a, const TensorView& sfa, const TensorView& b,
             const TensorView& sfb, const TensorView& d, CUstream stream, bool accumulate, CMode mode,
-            const TensorView* c_tensor) {
-  const auto [entry, kernel] =
-      resolve(function, c, a, stream, accumulate ? weight_gradient_key(mode, false) : kGemmKeyId);
+            const TensorView* c_tensor, const MGrouped* m_grouped = nullptr) {
+  const auto [entry, kernel] = resolve(function, c, a, stream,
+                                       m_grouped    ? kGemmMGroupedKeyId
+                                       : accumulate ? weight_gradient_key(mode, false)
+                                                    : kGemmKeyId);
   const Fp8GemmConfig& cfg = kernel->config;
 
   Fp8GemmParams params;
@@ -644,8 +669,9 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   // The weight-gradient form reads B's rows interleaved in 16s for 128x160 and 128x176 where N allows
   // (fp8_gemm_interleaved_b); its boxes are then whole 16-row groups (N and BLOCK_N multiples of 16).
   const bool interleaved_b = kernels::fp8_gemm_interleaved_b(accumulate, w32(c.n), w32(cfg.block_n));
+  const int64_t b_rows = m_grouped ? c.n * m_grouped->groups : c.n;  // every group's, in the m-grouped form
   const auto b_map = [&](uint32_t rows) {
-    return tensor_map_2d(operand_key(b, c.k, c.n, c.ldb, rows, interleaved_b), "b");
+    return tensor_map_2d(operand_key(b, c.k, b_rows, c.ldb, rows, interleaved_b), "b");
   };
   const bool column_map = kernels::fp8_gemm_column_map(block_m, block_n, w32(cfg.math_warpgroups), accumulate);
   const bool short_last_b = b_boxes.last_b_box_rows != block_n;
@@ -676,6 +702,8 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   params.store_d = accumulate && mode == CMode::kZero;  // no C: the kernel stores D rather than adding to zeros
   // The weight-gradient form runs fewer of its stages at short K (fp8_gemm_ring_stages); the others all of them.
   params.ring_stages = w32(fp8_gemm_ring_stages(cfg, c.k, entry->form, entry->stages_forced, entry->l2_bytes));
+  params.grouped_layout = m_grouped ? m_grouped->layout : nullptr;
+  params.num_groups = m_grouped ? w32(m_grouped->groups) : 0;
 
   cuda::LaunchConfig config;
   config.grid[0] = fp8_gemm_grid(cfg, c.m, c.n, entry->sm_count);
@@ -691,14 +719,7 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   kernel->kernel->launch(config, &params);
 }
 
-// ---- the k-grouped weight-gradient GEMM (one weight gradient per MoE expert) --------------------------------------
-
-// One group's problem: views of its part of the grouped tensors, checked as fp8_gemm_nt_wgrad checks its own.
-struct GroupProblem {
-  int64_t k = 0;
-  TensorView a, sfa, b, sfb, d, c;
-  Checked checked{};
-};
+// ---- the m-grouped contiguous GEMM (MoE experts' forward pass) ---------------------------------------------------
 
 // A [rows, cols] view with strides (s0, s1) of `t`'s memory from element `offset` on.
 TensorView view_2d(const TensorView& t, int64_t offset, int64_t rows, int64_t cols, int64_t s0, int64_t s1) {
@@ -709,6 +730,67 @@ TensorView view_2d(const TensorView& t, int64_t offset, int64_t rows, int64_t co
   v.strides = {s0, s1, 0, 0};
   return v;
 }
+
+
+// What the m-grouped checks leave for the launch: fp8_gemm_nt's checked sizes and strides (of A, D, and group 0's B
+// and scales) and the groups.
+struct MGroupedChecked {
+  Checked c{};
+  MGrouped grouped;
+};
+
+// Every check of m_grouped_fp8_gemm_nt_contiguous, in the order its errors are reported: the grouped tensors' dtypes,
+// ranks, shapes and layouts (B's groups one after the other, their scales and m_indices dense), then everything
+// fp8_gemm_nt checks, on group 0's [n, k] views of B and its scales (each group's are alike).
+MGroupedChecked check_m_grouped(const TensorView& a, const TensorView& sfa, const TensorView& b, const TensorView& sfb,
+                                const TensorView& d, const TensorView& m_indices) {
+  const Arg aa{kMGroupedOp, "a"}, ab{kMGroupedOp, "b"}, asfb{kMGroupedOp, "sfb"}, ai{kMGroupedOp, "m_indices"};
+  check_dtype(ab, b, DType::kFloat8E4M3);
+  check_dtype(asfb, sfb, DType::kFloat32);
+  check_dtype(ai, m_indices, DType::kInt32);
+  check_on_cuda(aa, a);
+  check_same_device(ai, m_indices, aa, a);
+  check_ndim(aa, a, 2);
+  check_ndim(ab, b, 3);
+  check_ndim(asfb, sfb, 3);
+  check_ndim(ai, m_indices, 1);
+  const int64_t m = a.shape[0], k = a.shape[1], groups = b.shape[0], n = b.shape[1];
+  if (b.shape[2] != k)
+    fail(ErrorKind::kValueError, ab, b, "of shape (groups, n, k) with k == " + std::to_string(k) + " (a's k)",
+         "shape " + format_dims(b.shape.data(), 3));
+  if (groups < 1 || groups > INT32_MAX)
+    fail(ErrorKind::kValueError, ab, b, "of shape (groups, n, k) with 1 <= groups <= 2147483647",
+         "groups == " + std::to_string(groups));
+  check_shape(asfb, sfb, {groups, cdiv(n, kScaleBlock), cdiv(k, kScaleBlock)},
+              "(groups, ceil(n / 128), ceil(k / 128)): each group's 128x128-block scales");
+  check_shape(ai, m_indices, {m}, "(m,): the group of each of a's rows");
+  check_contiguous(ai, m_indices);
+  check_pointer_aligned(ai, m_indices, 4);
+  // One tensor map reads every group's rows of B: groups must follow each other at n rows' distance.
+  if (groups > 1 && b.strides[0] != n * b.strides[1])
+    fail(ErrorKind::kValueError, ab, b,
+         "groups one after the other: strides (n * s, s, 1), here stride(0) == " + std::to_string(n * b.strides[1]),
+         "strides (" + std::to_string(b.strides[0]) + ", " + std::to_string(b.strides[1]) + ", " +
+             std::to_string(b.strides[2]) + ")");
+  check_contiguous(asfb, sfb);
+  const int64_t k_blocks = cdiv(k, kScaleBlock);
+  const TensorView b0 = view_2d(b, 0, n, k, b.strides[1], b.strides[2]);
+  const TensorView sfb0 = view_2d(sfb, 0, cdiv(n, kScaleBlock), k_blocks, k_blocks, 1);
+  MGroupedChecked out;
+  out.c = check_arguments(kMGroupedOp, a, sfa, b0, sfb0, d);
+  out.grouped.groups = groups;
+  out.grouped.layout = static_cast<const int32_t*>(m_indices.data);
+  return out;
+}
+
+// ---- the k-grouped weight-gradient GEMM (one weight gradient per MoE expert) --------------------------------------
+
+// One group's problem: views of its part of the grouped tensors, checked as fp8_gemm_nt_wgrad checks its own.
+struct GroupProblem {
+  int64_t k = 0;
+  TensorView a, sfa, b, sfb, d, c;
+  Checked checked{};
+};
 
 [[noreturn]] void fail_grouped(const std::string& what) {
   throw Error(ErrorKind::kValueError, std::string(kKGroupedOp) + ": " + what);
@@ -925,8 +1007,10 @@ codegen::KernelSpec fp8_gemm_spec(int64_t n, int64_t k, const Fp8GemmConfig& c) 
       .arg("split_k", int64_t{c.split_k});
   // Rendered only where it is not the kernel's default, so every other kernel's source (and cache key) stays
   // what it was before the parameter existed.
-  if (!run_time_k && c.group_m != static_cast<int>(kernels::kFp8GemmDefaultGroupM))
+  if (!run_time_k && (c.m_grouped || c.group_m != static_cast<int>(kernels::kFp8GemmDefaultGroupM)))
     spec.arg("group_m", int64_t{c.group_m});
+  // The m-grouped kernel: the template's last argument, after k_grouped's.
+  if (c.m_grouped) spec.arg("k_grouped", false).arg("m_grouped", true);
   // The k-grouped kernel takes Fp8GemmGroupedParams; its template argument follows the group height's (whose
   // default it spells out: the kernel reads the height from its parameters, as every kernel with K at run time).
   if (c.k_grouped) {
@@ -949,7 +1033,7 @@ OpDescriptor fp8_gemm_nt_descriptor() {
   op.name = kOp;
   op.summary =
       "D[m, n] (bf16) = A[m, k] (e4m3, per-token 1x128 scales) . B[n, k]^T (e4m3, 128x128 block scales); "
-      "accumulate=1: D (fp32) += A . B^T with B scaled per row (1x128)";
+      "accumulate=1: D (fp32) += A . B^T with B scaled per row (1x128); m_grouped=1: MoE experts' rows in one call";
   op.params = {
       {"m", "rows of A and D, or a range lo..hi (a serving warm-up: m=1..16384); m = 0 needs no kernel", true, true},
       {"n", "rows of B, columns of D: a positive multiple of 8 (the kernel is specialised on it)", true},
@@ -973,6 +1057,9 @@ OpDescriptor fp8_gemm_nt_descriptor() {
                     "to a power of two); 0 (default): one GEMM's", false},
       {"no_c", "1 (with accumulate=1): the kernels of calls without C (c=None: D = A . B^T, stored), whose tiles "
                "may differ from those of calls with C at short k; 0 (default): calls with C (D += A . B^T)", false},
+      {"m_grouped", "1 (bf16 form): the m-grouped kernels of m_grouped_fp8_gemm_nt_contiguous, MoE experts' rows one "
+                    "group after another (m: all their rows; 64- and 128-row tiles only); 0 (default): one GEMM's",
+       false},
   };
   op.uses = uses_of;
   op.kernels = [](const Problem& problem, const TargetInfo& target) {
@@ -1019,6 +1106,15 @@ void fp8_gemm_nt_wgrad(const TensorView& a, const TensorView& sfa, const TensorV
   const ops::CMode mode = ops::check_c_against_d(ops::kWgradOp, c_tensor, d, c);
   if (c.m == 0 || c.n == 0) return;
   ops::launch(ops::kWgradOp, c, a, sfa, b, sfb, d, static_cast<CUstream>(stream), true, mode, c_tensor);
+}
+
+void m_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa, const TensorView& b,
+                                      const TensorView& sfb, const TensorView& d, const TensorView& m_indices,
+                                      Stream stream) {
+  const ops::MGroupedChecked checked = ops::check_m_grouped(a, sfa, b, sfb, d, m_indices);
+  if (checked.c.m == 0 || checked.c.n == 0) return;  // nothing to do: no compile, no launch
+  ops::launch(ops::kMGroupedOp, checked.c, a, sfa, b, sfb, d, static_cast<CUstream>(stream), false,
+              ops::CMode::kAccumulate, nullptr, &checked.grouped);
 }
 
 void k_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa, const TensorView& b,

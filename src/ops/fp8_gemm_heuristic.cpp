@@ -404,8 +404,9 @@ bool offered_at(const Tile& t, int64_t n, int64_t k, Fp8GemmForm form) {
 // DeepGEMM's large-M tile and ours since the sweep of 2026-11-29 (3-7 % faster than 128x128 at M = 4096 on four
 // of the seven dense shapes); its CTA pairs share A, two thirds of each stage (the bf16 form only: the
 // accumulating form has no 256-row kernel).
+// `one_block`: only tiles that take one m block per CTA (the m-grouped form: no 256-row tiles).
 std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, int64_t n, int64_t k, const Fp8GemmOverrides& o,
-                                      Fp8GemmForm form) {
+                                      Fp8GemmForm form, bool one_block) {
   static constexpr std::array<Tile, 9> kTiles = {
       {{256, 128}, {128, 128}, {128, 64}, {128, 160}, {128, 176}, {128, 192}, {64, 128}, {64, 64}, {64, 32}}};
   // block_m = 256 alone: the 256-row tiles' narrower widths too.
@@ -420,7 +421,7 @@ std::vector<Fp8GemmConfig> candidates(const TargetInfo& target, int64_t n, int64
     // 256-row tiles have no split-K kernel (their two waves fill the registers).
     for (const Tile& t : kTiles)
       if ((o.block_m == 0 || t.block_m == o.block_m) && (o.block_n == 0 || t.block_n == o.block_n) &&
-          !((accumulate || o.split_k == 2) && t.block_m == 256) && offered_at(t, n, k, form))
+          !((accumulate || o.split_k == 2 || one_block) && t.block_m == 256) && offered_at(t, n, k, form))
         tiles.push_back(t);
     if (tiles.empty())  // a block_n outside the measured set (block_m is free here): both row counts with it
       for (int bm : {128, 64}) tiles.push_back({bm, o.block_n});
@@ -504,7 +505,7 @@ std::string Fp8GemmConfig::describe() const {
                 group_m != static_cast<int>(kernels::kFp8GemmDefaultGroupM)
                     ? (", groups of " + std::to_string(group_m)).c_str()
                     : "");
-  return s;
+  return m_grouped ? std::string(s) + ", m-grouped" : std::string(s);
 }
 
 int64_t Fp8GemmConfig::units(int64_t m, int64_t n) const {
@@ -662,8 +663,12 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   return kFixedUs + first_rounds_us + std::max(rounds_us + exposed_us, l2_weight * l2_bytes / kL2BytesPerUs);
 }
 
-Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const Fp8GemmOverrides& overrides,
-                          Fp8GemmForm form) {
+namespace {
+
+// fp8_gemm_plan, or with `one_block` the m-grouped form's (fp8_gemm_m_grouped_plan): its candidates without the 256-row
+// tiles, the rest alike.
+Fp8GemmPlan make_plan(const TargetInfo& target, int64_t n, int64_t k, const Fp8GemmOverrides& overrides,
+                      Fp8GemmForm form, bool one_block) {
   if (n <= 0 || n % 8 != 0) invalid("fp8_gemm_nt", "n must be a positive multiple of 8, got " + std::to_string(n));
   if (k <= 0 || k % 16 != 0) invalid("fp8_gemm_nt", "k must be a positive multiple of 16, got " + std::to_string(k));
   if (target.sm_count <= 0)
@@ -682,7 +687,7 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
     invalid("fp8_gemm_nt",
             "cluster_n must be 0 (heuristic) or 1 for the accumulating form (its kernel adds into fp32 D without a "
             "cluster), got " + std::to_string(overrides.cluster_n));
-  std::vector<Fp8GemmConfig> cands = candidates(target, n, k, overrides, form);
+  std::vector<Fp8GemmConfig> cands = candidates(target, n, k, overrides, form, one_block);
   // The pruning's candidates first, then the fill tiles, which enter the plan only by the swaps below.
   const size_t pruned = cands.size();
   for (const Fp8GemmConfig& c : fill_tiles(target, n, k, overrides, form)) cands.push_back(c);
@@ -907,6 +912,26 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
       Fp8GemmConfig& c = plan.kernels[i];
       if (top <= c.block_m) c.stages = one_block_stages(c);
     }
+  return plan;
+}
+
+}  // namespace
+
+Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const Fp8GemmOverrides& overrides,
+                          Fp8GemmForm form) {
+  return make_plan(target, n, k, overrides, form, false);
+}
+
+Fp8GemmPlan fp8_gemm_m_grouped_plan(const TargetInfo& target, int64_t n, int64_t k, const Fp8GemmOverrides& overrides) {
+  constexpr const char* kWho = "m_grouped_fp8_gemm_nt_contiguous";
+  if (overrides.block_m == 256)
+    invalid(kWho, "block_m must be 0 (heuristic), 64 or 128 for the m-grouped form (each m block must lie in one "
+                  "group, whose rows are aligned to 128), got 256");
+  if (overrides.cluster_m > 1)
+    invalid(kWho, "cluster_m must be 0 (heuristic) or 1 for the m-grouped form (a pair sharing B takes two m blocks, "
+                  "which may be two groups'), got " + std::to_string(overrides.cluster_m));
+  Fp8GemmPlan plan = make_plan(target, n, k, overrides, Fp8GemmForm::kInference, true);
+  for (Fp8GemmConfig& c : plan.kernels) c.m_grouped = true;
   return plan;
 }
 

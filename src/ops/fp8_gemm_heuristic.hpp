@@ -81,6 +81,9 @@ struct Fp8GemmConfig {
   // in one launch, each with its own maps of A and B and its own K (Fp8GemmGroupedParams). Set by the launch path
   // and the registry's k_grouped=1 on an accumulate plan's kernels; the heuristic never sets it.
   bool k_grouped = false;
+  // The inference form's m-grouped kernel (kiln::m_grouped_fp8_gemm_nt_contiguous): each m block reads the B and the
+  // scales of its rows' group (Fp8GemmParams::grouped_layout). Set by fp8_gemm_m_grouped_plan only.
+  bool m_grouped = false;
 
   bool operator==(const Fp8GemmConfig&) const = default;
   // "128x128, 5 stages, 2 math warpgroups, TMA store, overlapped promotion" (+ ", B multicast x2", + ",
@@ -137,6 +140,15 @@ void check_fp8_gemm_overrides(const Fp8GemmOverrides& overrides, const char* who
 // tile. Pure: equal arguments give equal plans, on every machine.
 Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const Fp8GemmOverrides& overrides = {},
                           Fp8GemmForm form = Fp8GemmForm::kInference);
+
+// The plan of the m-grouped contiguous form (kiln::m_grouped_fp8_gemm_nt_contiguous: MoE experts' rows one group
+// after another, each group's rows aligned to 128), for every M (the rows of all groups together): the inference
+// form's heuristic over the candidates that take one m block per CTA, since two m blocks may be two groups' (no
+// 256-row tiles; the heuristic never pairs CTAs sharing B), every kernel marked m_grouped. At most kFp8GemmMaxKernels.
+// The cost model is the inference form's: it does not see that each group reads its own B. Overrides as
+// fp8_gemm_plan's, but block_m = 256 and cluster_m = 2 are refused (Error(kValueError) naming them).
+Fp8GemmPlan fp8_gemm_m_grouped_plan(const TargetInfo& target, int64_t n, int64_t k,
+                                    const Fp8GemmOverrides& overrides = {});
 
 // The cost model behind the choice: estimated kernel time in microseconds (including the fixed time that
 // CUDA-event timings of the sweep contained) of `config` for an m x n x k problem on `target`. Fitted to the

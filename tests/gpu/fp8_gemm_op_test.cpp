@@ -363,6 +363,127 @@ void run_groups(const std::vector<Case>& cases, uint64_t& seed, Timing* timing) 
   for (const std::vector<Case>& g : groups) run_group(g, seed++, timing);
 }
 
+// ---- the m-grouped contiguous GEMM (MoE experts' forward pass) ----------------------------------------------------
+
+// One m-grouped call: `sizes[g]` rows for expert g (0 allowed), each expert's run padded to a multiple of 128 with
+// rows marked -1, then `tail_blocks` 128-row blocks of padding only (a serving engine's fixed-size buffer). Each
+// expert has its own A rows and B (make_data per expert); padding rows of A are NaN bytes and their scales NaN, so
+// a padding row leaking into a valid one shows. D is poisoned and has a guard row; every valid row of an expert
+// with at most 256 rows is checked (64 of larger ones) against the float64 references, and the guard and ldd
+// padding must keep their poison. `bad_block`: the indices of that 128-row block are set to `groups` (out of
+// range): its rows must come out NaN (the kernel's answer to an index it cannot use) and the others stay right.
+void test_m_grouped(const std::vector<int64_t>& sizes, int64_t n, int64_t k, int64_t tail_blocks, const char* note,
+                    kiln::Fp8GemmOverrides overrides, uint64_t seed, int64_t bad_block = -1) {
+  const int64_t groups = static_cast<int64_t>(sizes.size()), kb = (k + 127) / 128, nb = (n + 127) / 128;
+  std::vector<int64_t> first(sizes.size());
+  int64_t m = 0;
+  for (size_t g = 0; g < sizes.size(); ++g) {
+    first[g] = m;
+    m += (sizes[g] + 127) / 128 * 128;
+  }
+  m += tail_blocks * 128;
+  const int64_t ldd = n + 8, sfa_stride = kiln::get_tma_aligned_size(m, 4);
+  std::vector<uint8_t> a(static_cast<size_t>(m * k), 0x7f), b(static_cast<size_t>(groups * n * k));
+  std::vector<float> sfa(static_cast<size_t>(kb * sfa_stride), std::nanf("")), sfb(static_cast<size_t>(groups * nb * kb));
+  std::vector<int32_t> layout(static_cast<size_t>(m), -1);
+  std::vector<HostData> hosts;
+  for (size_t g = 0; g < sizes.size(); ++g) {
+    hosts.push_back(make_data(std::max<int64_t>(sizes[g], 1), n, k, seed * 1000 + g));
+    const HostData& h = hosts.back();
+    for (int64_t r = 0; r < sizes[g]; ++r) {
+      const int64_t row = first[g] + r;
+      layout[static_cast<size_t>(row)] = static_cast<int32_t>(g);
+      std::memcpy(&a[static_cast<size_t>(row * k)], &h.a[static_cast<size_t>(r * k)], static_cast<size_t>(k));
+      for (int64_t c = 0; c < kb; ++c)
+        sfa[static_cast<size_t>(c * sfa_stride + row)] = h.a_scale[static_cast<size_t>(r * kb + c)];
+    }
+    std::memcpy(&b[static_cast<size_t>(static_cast<int64_t>(g) * n * k)], h.b.data(), h.b.size());
+    std::memcpy(&sfb[static_cast<size_t>(static_cast<int64_t>(g) * nb * kb)], h.sfb.data(), h.sfb.size() * 4);
+  }
+  // Every index of that block out of range, so that every m block inside it (64 or 128 rows) starts with one.
+  if (bad_block >= 0)
+    for (int64_t row = bad_block * 128; row < (bad_block + 1) * 128; ++row)
+      layout[static_cast<size_t>(row)] = static_cast<int32_t>(groups);
+  DeviceBuffer da(a.size()), db(b.size()), dsfa(sfa.size() * 4), dsfb(sfb.size() * 4), dl(layout.size() * 4),
+      dd(static_cast<size_t>((m + 1) * ldd * 2));
+  da.upload(a.data());
+  db.upload(b.data());
+  dsfa.upload(sfa.data());
+  dsfb.upload(sfb.data());
+  dl.upload(layout.data());
+  dd.poison();
+  kiln::TensorView tb = kiln::TensorView::contiguous(db.data(), kiln::DType::kFloat8E4M3, {groups, n, k});
+  const kiln::TensorView tsfb = kiln::TensorView::contiguous(dsfb.data(), kiln::DType::kFloat32, {groups, nb, kb});
+  const kiln::TensorView tl = kiln::TensorView::contiguous(dl.data(), kiln::DType::kInt32, {m});
+
+  kiln::CompileRequest r{"fp8_gemm_nt", {{"m", m}, {"n", n}, {"k", k}, {"m_grouped", 1}}, std::nullopt, std::nullopt};
+  for (const auto& [name, value] : {std::pair<const char*, int>{"block_m", overrides.block_m}, {"block_n", overrides.block_n},
+                                    {"split_k", overrides.split_k}})
+    if (value != 0) r.problem[name] = value;
+  const auto kernels = kiln::plan(r);
+  const std::string kernel = kernels.empty() ? "-" : kernels[0].detail.substr(kernels[0].detail.find(": ") + 2);
+  std::string sizes_text;
+  for (int64_t s : sizes) sizes_text += (sizes_text.empty() ? "" : ",") + std::to_string(s);
+  char name[400];
+  std::snprintf(name, sizeof name, "m_grouped_fp8_gemm_nt_contiguous %lld experts (%s rows), m=%lld n=%lld k=%lld [%s]%s%s",
+                static_cast<long long>(groups), sizes_text.c_str(), static_cast<long long>(m), static_cast<long long>(n),
+                static_cast<long long>(k), kernel.c_str(), note[0] ? " " : "", note);
+  try {
+    kiln::set_fp8_gemm_overrides(overrides);
+    kiln::m_grouped_fp8_gemm_nt_contiguous(view(da.data(), kiln::DType::kFloat8E4M3, m, k, k, 1),
+                                           view(dsfa.data(), kiln::DType::kFloat32, m, kb, 1, sfa_stride), tb, tsfb,
+                                           view(dd.data(), kiln::DType::kBFloat16, m, n, ldd, 1), tl);
+    KILN_CU_CHECK(cu().cuCtxSynchronize());
+    kiln::set_fp8_gemm_overrides({});
+  } catch (const std::exception& e) {
+    kiln::set_fp8_gemm_overrides({});
+    report(false, std::string(name) + ": " + e.what());
+    return;
+  }
+  std::vector<uint16_t> out(static_cast<size_t>((m + 1) * ldd));
+  dd.download(out.data());
+  const double* lut = e4m3_lut();
+  std::vector<double> got, want_q, want_f;
+  bool finite = true, poison_kept = true, bad_is_nan = true;
+  size_t checked_rows = 0;
+  for (size_t g = 0; g < sizes.size(); ++g) {
+    if (sizes[g] == 0) continue;
+    const HostData& h = hosts[g];
+    std::vector<int64_t> rows;  // the expert's own rows, outside the bad block
+    for (int64_t row : rows_to_check(sizes[g], seed + g))
+      if (bad_block < 0 || (first[g] + row) / 128 != bad_block) rows.push_back(row);
+    const Reference ref = reference(
+        rows, n, k, [&](int64_t rr, int64_t c) { return lut[h.a[static_cast<size_t>(rr * k + c)]] * h.a_scale[static_cast<size_t>(rr * kb + c / 128)]; },
+        [&](int64_t rr, int64_t c) { return lut[h.b[static_cast<size_t>(rr * k + c)]] * h.sfb[static_cast<size_t>((rr / 128) * kb + c / 128)]; },
+        [&](int64_t rr, int64_t c) { return static_cast<double>(h.g.a(static_cast<uint64_t>(rr), static_cast<uint64_t>(c))); },
+        [&](int64_t rr, int64_t c) { return static_cast<double>(h.g.b(static_cast<uint64_t>(rr), static_cast<uint64_t>(c))); });
+    for (int64_t row : rows) {
+      const size_t at = ref.index.at(row) * static_cast<size_t>(n);
+      const uint16_t* line = &out[static_cast<size_t>((first[g] + row) * ldd)];
+      for (int64_t col = 0; col < n; ++col) {
+        const double v = bf16_to_double(line[col]);
+        finite = finite && std::isfinite(v);
+        got.push_back(v);
+        want_q.push_back(ref.q[at + static_cast<size_t>(col)]);
+        want_f.push_back(ref.f[at + static_cast<size_t>(col)]);
+      }
+      for (int64_t col = n; col < ldd; ++col) poison_kept = poison_kept && line[col] == 0xffff;
+      ++checked_rows;
+    }
+  }
+  for (int64_t col = 0; col < ldd; ++col) poison_kept = poison_kept && out[static_cast<size_t>(m * ldd + col)] == 0xffff;
+  if (bad_block >= 0)  // every row and column of the block NaN (bf16 NaN: exponent all ones, mantissa not 0)
+    for (int64_t row = bad_block * 128; row < (bad_block + 1) * 128; ++row)
+      for (int64_t col = 0; col < n; ++col) bad_is_nan = bad_is_nan && std::isnan(bf16_to_double(out[static_cast<size_t>(row * ldd + col)]));
+  const double diff_q = calc_diff(got, want_q), diff_f = calc_diff(got, want_f);
+  const bool ok = checked_rows > 0 && finite && poison_kept && bad_is_nan && diff_q < 1e-5 && diff_f < 1e-3;
+  char line[800];
+  std::snprintf(line, sizeof line, "%s: calc_diff %.3g (dequantised, < 1e-5), %.3g (exact, < 1e-3), %zu rows%s%s%s%s", name,
+                diff_q, diff_f, checked_rows, bad_block >= 0 ? (bad_is_nan ? ", out-of-range block NaN" : ", OUT-OF-RANGE BLOCK NOT NaN") : "",
+                finite ? "" : ", NON-FINITE OUTPUT", poison_kept ? "" : ", WROTE OUTSIDE D", "");
+  report(ok, line);
+}
+
 // ---- the casts feeding the GEMM on the GPU ------------------------------------------------------------------------
 
 void test_casts_then_gemm(int64_t m, int64_t n, int64_t k) {
@@ -659,6 +780,22 @@ int main(int argc, char** argv) {
       }
     }
 
+    if (!multicast_only) {
+      // The m-grouped GEMM: the plan's kernel for all the rows, and forced tiles over its paths (64-row tiles,
+      // split-K pairs, column-mapped 144/160-column tiles, 192 columns in two slices), a ragged N (576) and K
+      // (720), experts without rows, padding-only blocks, and an out-of-range index.
+      const std::vector<int64_t> experts = {37, 0, 300, 128, 1, 200};
+      test_m_grouped(experts, 576, 7168, 2, "", {}, seed++);
+      test_m_grouped(experts, 576, 720, 1, "", {}, seed++);
+      test_m_grouped({100, 0}, 2112, 7168, 0, "(the plan's 128x32 split-K pairs)", {}, seed++);
+      test_m_grouped(experts, 576, 720, 0, "overrides block_m=64 block_n=32 split_k=2", {64, 32, 0, 0, 0, 2}, seed++);
+      test_m_grouped(experts, 576, 720, 1, "overrides block_m=64 block_n=128", {64, 128, 0, 0}, seed++);
+      test_m_grouped(experts, 576, 720, 0, "overrides block_m=128 block_n=144", {128, 144, 0, 0}, seed++);
+      test_m_grouped(experts, 1000, 2048, 0, "overrides block_m=128 block_n=160", {128, 160, 0, 0}, seed++);
+      test_m_grouped(experts, 1000, 2048, 0, "overrides block_m=128 block_n=192", {128, 192, 0, 0}, seed++);
+      test_m_grouped({700, 900, 0, 1200, 333, 64, 2000, 1000}, 4096, 512, 3, "(eight experts)", {}, seed++);
+      test_m_grouped(experts, 576, 720, 1, "(block 2's first index out of range)", {}, seed++, 2);
+    }
     if (!quick && !multicast_only) {
       test_casts_then_gemm(200, 576, 512);
       test_casts_then_gemm(1, 2112, 7168);

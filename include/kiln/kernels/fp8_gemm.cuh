@@ -96,9 +96,16 @@ using OnlyIf = typename detail::OnlyIfImpl<kOn, T>::type;
 // kKGrouped: the k-grouped weight-gradient GEMM in one launch (Fp8GemmGroupedParams, run(const
 // Fp8GemmGroupedParams&)): the work units of every group one after the other, each tile with its group's maps of
 // A and B, its K count and its columns of the scales, and D's group as the third coordinate of its reduce-adds.
+//
+// kMGrouped: the m-grouped contiguous GEMM of MoE experts (the inference form): A's rows are grouped by expert,
+// Fp8GemmParams::grouped_layout[row] naming each row's group, and B and its block scales are num_groups experts'
+// [N, K] and [ceil(N / 128), ceil(K / 128)] one after the other. An m block takes the group of its first row
+// (m_group_of): B's rows from group * N on (B's maps span all the groups' rows) and that group's scales. The
+// host aligns every group's rows to the m block (its tiles are 64 or 128 rows, never a pair sharing B, which
+// would take two m blocks).
 template <u32 kN, u32 kK, u32 kBlockM, u32 kBlockN, u32 kStages, u32 kNumMathWarpgroups, bool kTmaStore,
           u32 kClusterM, u32 kClusterN, bool kOverlapPromotion, bool kAccumulate, u32 kSplitK,
-          u32 kGroupM = kFp8GemmDefaultGroupM, bool kKGrouped = false>
+          u32 kGroupM = kFp8GemmDefaultGroupM, bool kKGrouped = false, bool kMGrouped = false>
 struct Fp8Gemm {
   static constexpr u32 kBlockK = kFp8GemmBlockK;
   static constexpr u32 kNumThreads = fp8_gemm_num_threads(kNumMathWarpgroups);
@@ -239,6 +246,9 @@ struct Fp8Gemm {
   static_assert(!kKGrouped || (kAccumulate && kRunTimeK),
                 "one launch for K groups is the weight-gradient form's, with K at run time");
   static_assert(kSplitK == 1 || kMulticast == 1, "split-K and multicast both use the cluster");
+  static_assert(!kMGrouped || (!kAccumulate && kWaves == 1 && kClusterM == 1),
+                "the m-grouped form: the inference form's one-wave tiles, each m block one group's (no pair sharing "
+                "B across two m blocks)");
   static_assert(kSplitK == 1 || (kSplitK - 1) * kKBlocksPerSplit < kNumKBlocks, "every split of K needs K blocks");
 
   // The tile-local column where B's second 128-column scale block starts in the tile of n block `n_block` (a
@@ -252,6 +262,22 @@ struct Fp8Gemm {
       return fp8_gemm_map_column(kBlockN, kNumNBlocks, origin, c);
     else
       return origin + c;
+  }
+
+  // The m-grouped form: the group of m block `m_block` (its first row's, grouped_layout), and whether it names
+  // one of the groups. Padding rows name -1; a block that starts with one (all of it padding, as the host aligns
+  // groups to m blocks) is computed as group 0's and its rows are left unspecified, as DeepGEMM leaves them. Any
+  // other value outside [0, num_groups) is a caller's error the host cannot see without reading device memory:
+  // the block reads group 0's B and the scale loader gives it NaN scales, so its rows come out NaN, never a
+  // plausible number and never a read outside B.
+  struct MGroup {
+    u32 group;   // clamped into [0, num_groups)
+    bool valid;  // grouped_layout named -1 or a group
+  };
+  static __device__ __forceinline__ MGroup m_group_of(const Fp8GemmParams& p, u32 m_block) {
+    const i32 g = __ldg(p.grouped_layout + m_block * kBlockM);
+    const bool in_range = g >= 0 && static_cast<u32>(g) < p.num_groups;
+    return {in_range ? static_cast<u32>(g) : 0u, in_range || g == -1};
   }
 
   // Unit index -> (m unit, n unit) on the grid of num_m_units x kNumNUnits. Groups of 2^height_shift m units
@@ -484,6 +510,9 @@ struct Fp8Gemm {
       }
       const u32 kb_count = schedule.kb_count_of(unit);
       const i32 m0 = static_cast<i32>(m_block * kBlockM);
+      // The m-grouped form: the rows of this m block's group in B's maps, which span every group's N rows.
+      i32 b_row0 = 0;
+      if constexpr (kMGrouped) b_row0 = static_cast<i32>(m_group_of(p, m_block).group * kN);
       const i32 n0 = static_cast<i32>(n_block * kBlockN);
       // The weight-gradient form reads D back in its epilogue (reduce-adds done in L2): without help each
       // reduce-add misses L2 and waits on DRAM, and D's traffic ran at half a copy's rate, behind the math at
@@ -511,13 +540,13 @@ struct Fp8Gemm {
         if constexpr (kColumnMap) {
           if (!beyond_n)
             load_b_boxes(smem + kLayout.b_offset + stage * kLayout.b_stage_bytes, p, &full[stage], k0, n_block,
-                         schedule.rank, b_policy);
+                         schedule.rank, b_policy, b_row0);
         } else if constexpr (kInterleavedB) {
           ptx::tma_load_5d_hint(smem + kLayout.b_offset + stage * kLayout.b_stage_bytes, tma_b, &full[stage], k0,
                                 n0 / 16, b_policy);
         } else if (!beyond_n) {
           load_operand<kBlockN, kClusterM>(smem + kLayout.b_offset + stage * kLayout.b_stage_bytes, tma_b,
-                                           &full[stage], k0, n0, schedule.rank, b_policy);
+                                           &full[stage], k0, b_row0 + n0, schedule.rank, b_policy);
         }
         u8* const sfa_slot = smem + kLayout.sfa_offset + stage * kLayout.sfa_stage_bytes;
         if constexpr (kClusterN == 2) {
@@ -584,8 +613,9 @@ struct Fp8Gemm {
   // Loads those boxes, each from the column map's row for its first tile row into its place in the slot. Boxes
   // that start at or past N are not loaded (nor counted: b_bytes_past_n); the rows past N in a box that starts
   // before N are TMA's zero fill. Pairs sharing B (kClusterM = 2) take alternate boxes, each delivered to both.
+  // `row0`: the first of the tile's group's rows in the maps (the m-grouped form; 0 otherwise).
   static __device__ __forceinline__ void load_b_boxes(u8* tile, const Fp8GemmParams& p, u64* full, i32 k0, u32 n_block,
-                                                      u32 rank, u64 policy) {
+                                                      u32 rank, u64 policy, i32 row0) {
 #pragma unroll
     for (u32 b = 0; b < kBBoxes; ++b) {
       if (kClusterM > 1 && b % kClusterM != rank) continue;
@@ -594,9 +624,9 @@ struct Fp8Gemm {
       const void* const tensor_map = b_box_map(p, b);
       u8* const dst = tile + b_box_first_row(b) * kBlockK;
       if constexpr (kClusterM == 1)
-        ptx::tma_load_2d_hint(dst, tensor_map, full, k0, static_cast<i32>(row), policy);
+        ptx::tma_load_2d_hint(dst, tensor_map, full, k0, row0 + static_cast<i32>(row), policy);
       else
-        ptx::tma_load_2d_multicast(dst, tensor_map, full, k0, static_cast<i32>(row),
+        ptx::tma_load_2d_multicast(dst, tensor_map, full, k0, row0 + static_cast<i32>(row),
                                    static_cast<u16>((1u << kClusterM) - 1));
     }
   }
@@ -630,6 +660,14 @@ struct Fp8Gemm {
     for (u32 unit = schedule.first; unit < schedule.num_units; unit += schedule.stride) {
       u32 m_block, n_block;
       schedule.coords(unit, m_block, n_block);
+      // The m-grouped form: the block's group's scales, or NaN where grouped_layout names no group (m_group_of).
+      const float* sfb_base = p.sfb;
+      [[maybe_unused]] bool poison = false;
+      if constexpr (kMGrouped) {
+        const MGroup g = m_group_of(p, m_block);
+        sfb_base += g.group * kNumSfbRows * kNumKBlocks;
+        poison = !g.valid;
+      }
       // Two copies of the walk below, not one over a row count: the shared form changed ptxas's schedule of
       // 128x128 and 128x192 (418 and 23 instructions differ, the epilogue's among them), where this leaves their
       // code as it was.
@@ -640,13 +678,17 @@ struct Fp8Gemm {
 #pragma unroll
         for (u32 r = 0; r < kPieces; ++r) {
           const u32 row = column_of(tile_origin(n_block), fp8_gemm_map_piece_first(kBlockN, r)) / 128;
-          rows[r] = p.sfb + (row < kNumSfbRows ? row : kNumSfbRows - 1) * kNumKBlocks;
+          rows[r] = sfb_base + (row < kNumSfbRows ? row : kNumSfbRows - 1) * kNumKBlocks;
         }
         for (u32 kb0 = 0; kb0 < schedule.kb_count; kb0 += 32) {
           const u32 kb = schedule.kb_begin + (kb0 + lane < schedule.kb_count ? kb0 + lane : schedule.kb_count - 1);
           float v[kPieces];
 #pragma unroll
           for (u32 r = 0; r < kPieces; ++r) v[r] = rows[r][kb];
+          if constexpr (kMGrouped)
+            if (poison)
+#pragma unroll
+              for (u32 r = 0; r < kPieces; ++r) v[r] = __int_as_float(0x7fc00000);
           const u32 count = schedule.kb_count - kb0 < 32 ? schedule.kb_count - kb0 : 32;
 #pragma unroll 1
           for (u32 i = 0; i < count; ++i, slot.advance(kStages)) {
@@ -666,13 +708,15 @@ struct Fp8Gemm {
       } else {
         // A tile beyond N (the second of a pair's last unit) reads the last row: it is never stored.
         const u32 sfb_row = n_block * kBlockN / 128 < kNumSfbRows ? n_block * kBlockN / 128 : kNumSfbRows - 1;
-        const float* sfb0 = p.sfb + sfb_row * kNumKBlocks;
+        const float* sfb0 = sfb_base + sfb_row * kNumKBlocks;
         // The second block's row; past the last row only for columns beyond N, which are never stored.
         const float* sfb1 = (sfb_row + 1 < kNumSfbRows) ? sfb0 + kNumKBlocks : sfb0;
         for (u32 kb0 = 0; kb0 < schedule.kb_count; kb0 += 32) {
           const u32 kb = schedule.kb_begin + (kb0 + lane < schedule.kb_count ? kb0 + lane : schedule.kb_count - 1);
-          const float v0 = sfb0[kb];
-          const float v1 = kUniformSfb ? v0 : sfb1[kb];
+          float v0 = sfb0[kb];
+          float v1 = kUniformSfb ? v0 : sfb1[kb];
+          if constexpr (kMGrouped)
+            if (poison) v0 = v1 = __int_as_float(0x7fc00000);
           const u32 count = schedule.kb_count - kb0 < 32 ? schedule.kb_count - kb0 : 32;
 #pragma unroll 1
           for (u32 i = 0; i < count; ++i, slot.advance(kStages)) {

@@ -80,6 +80,11 @@ struct alignas(64) Fp8GemmParams {
   // (fp8_gemm_ring_stages in src/ops/fp8_gemm_heuristic.hpp); the shared memory stays laid out for all of them.
   // Unused by the others, whose ring is always kStages.
   u32 ring_stages;
+  // The m-grouped form (Fp8Gemm<..., kMGrouped = true>, m_grouped_fp8_gemm_nt_contiguous): each of the M rows'
+  // group (int32, -1 for padding rows), read at each m block's first row, and the number of groups, whose B
+  // ([N, K] each) and block scales lie one after the other in tma_b's rows and in sfb. Unused by the others.
+  const i32* grouped_layout;
+  u32 num_groups;
 };
 
 // The k-grouped weight-gradient GEMM in one launch (Fp8Gemm<..., kKGrouped = true>): group g computes

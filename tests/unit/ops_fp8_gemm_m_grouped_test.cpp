@@ -1,0 +1,238 @@
+// The m-grouped contiguous GEMM (m_grouped_fp8_gemm_nt_contiguous) on the host: every check of its grouped tensors
+// (one case per check, each naming the function, the argument, what was expected and what was given), the checks it
+// shares with fp8_gemm_nt, a valid call reaching the device (which this machine lacks) only after all of them; its
+// plan (fp8_gemm_m_grouped_plan: the inference form's, one m block a CTA); the registry's m_grouped=1; and both
+// compilers building its kernels for sm_90a.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "codegen/kernel_spec.hpp"
+#include "compiler/compiler.hpp"
+#include "kernel_compile_check.hpp"
+#include "kiln/error.hpp"
+#include "kiln/ops.hpp"
+#include "ops/fp8_gemm.hpp"
+#include "ops/fp8_gemm_heuristic.hpp"
+#include "ops/registry.hpp"
+#include "test_support.hpp"
+
+namespace kiln {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using kiln::test::error_of;
+
+void* ptr(uint64_t address) { return reinterpret_cast<void*>(address); }
+
+// A valid problem at distinct, 256-byte-aligned fake device addresses: m rows of A over `groups` experts of B [n, k].
+struct MGrouped {
+  TensorView a, sfa, b, sfb, d, m_indices;
+  MGrouped(int64_t m, int64_t n, int64_t k, int64_t groups) {
+    const int64_t kb = (k + 127) / 128;
+    a = TensorView::contiguous(ptr(0x10000000), DType::kFloat8E4M3, {m, k});
+    sfa = TensorView::contiguous(ptr(0x20000000), DType::kFloat32, {m, kb});
+    sfa.strides = {1, get_tma_aligned_size(m, 4), 0, 0};
+    b = TensorView::contiguous(ptr(0x30000000), DType::kFloat8E4M3, {groups, n, k});
+    sfb = TensorView::contiguous(ptr(0x40000000), DType::kFloat32, {groups, (n + 127) / 128, kb});
+    d = TensorView::contiguous(ptr(0x50000000), DType::kBFloat16, {m, n});
+    m_indices = TensorView::contiguous(ptr(0x60000000), DType::kInt32, {m});
+  }
+  void run() const { m_grouped_fp8_gemm_nt_contiguous(a, sfa, b, sfb, d, m_indices); }
+};
+
+// The error after `change` of a valid problem: 512 rows over 4 experts of 576 x 512.
+std::string error_with(const std::function<void(MGrouped&)>& change, ErrorKind kind = ErrorKind::kValueError) {
+  MGrouped g(512, 576, 512, 4);
+  change(g);
+  const std::string e = error_of([&] { g.run(); }, kind);
+  EXPECT_THAT(e, HasSubstr("m_grouped_fp8_gemm_nt_contiguous: "));
+  return e;
+}
+
+TEST(Fp8GemmMGroupedValidate, Dtypes) {
+  EXPECT_THAT(error_with([](MGrouped& g) { g.b.dtype = DType::kBFloat16; }, ErrorKind::kTypeError),
+              HasSubstr("b must be float8_e4m3fn, got bfloat16"));
+  EXPECT_THAT(error_with([](MGrouped& g) { g.sfb.dtype = DType::kBFloat16; }, ErrorKind::kTypeError),
+              HasSubstr("sfb must be float32, got bfloat16"));
+  EXPECT_THAT(error_with([](MGrouped& g) { g.m_indices.dtype = DType::kInt64; }, ErrorKind::kTypeError),
+              HasSubstr("m_indices must be int32, got int64"));
+  EXPECT_THAT(error_with([](MGrouped& g) { g.a.dtype = DType::kBFloat16; }, ErrorKind::kTypeError),
+              HasSubstr("a must be float8_e4m3fn, got bfloat16"));
+  EXPECT_THAT(error_with([](MGrouped& g) { g.d.dtype = DType::kFloat32; }, ErrorKind::kTypeError),
+              HasSubstr("d must be bfloat16, got float32"));
+}
+
+TEST(Fp8GemmMGroupedValidate, Devices) {
+  EXPECT_THAT(error_with([](MGrouped& g) { g.a.device_kind = DeviceKind::kCpu; }),
+              HasSubstr("a must be on a CUDA device, got cpu"));
+  EXPECT_THAT(error_with([](MGrouped& g) { g.m_indices.device = 1; }),
+              HasSubstr("m_indices must be on the same device as a (cuda:0), got cuda:1"));
+  EXPECT_THAT(error_with([](MGrouped& g) { g.b.device = 2; }), HasSubstr("b must be on the same device as a"));
+}
+
+TEST(Fp8GemmMGroupedValidate, ShapesOfTheGroupedTensors) {
+  EXPECT_THAT(error_with([](MGrouped& g) { g.b = TensorView::contiguous(g.b.data, DType::kFloat8E4M3, {576, 512}); }),
+              HasSubstr("b must be 3-dimensional, got 2"));
+  EXPECT_THAT(error_with([](MGrouped& g) { g.b.shape[2] = 640; }),
+              AllOf(HasSubstr("b must be of shape (groups, n, k) with k == 512 (a's k)"), HasSubstr("(4, 576, 640)")));
+  EXPECT_THAT(error_with([](MGrouped& g) { g.b.shape[0] = 0; }),
+              AllOf(HasSubstr("b must be of shape (groups, n, k) with 1 <= groups"), HasSubstr("groups == 0")));
+  EXPECT_THAT(error_with([](MGrouped& g) { g.sfb.shape[0] = 3; }),
+              AllOf(HasSubstr("sfb must be of shape (4, 5, 4) (groups, ceil(n / 128), ceil(k / 128))"),
+                    HasSubstr("(3, 5, 4)")));
+  EXPECT_THAT(error_with([](MGrouped& g) { g.sfb = TensorView::contiguous(g.sfb.data, DType::kFloat32, {5, 4}); }),
+              HasSubstr("sfb must be 3-dimensional, got 2"));
+  EXPECT_THAT(error_with([](MGrouped& g) { g.m_indices.shape[0] = 500; }),
+              AllOf(HasSubstr("m_indices must be of shape (512,) (m,): the group of each of a's rows"),
+                    HasSubstr("got shape (500,)")));
+  EXPECT_THAT(error_with([](MGrouped& g) { g.m_indices.ndim = 2; }), HasSubstr("m_indices must be 1-dimensional"));
+}
+
+TEST(Fp8GemmMGroupedValidate, LayoutsOfTheGroupedTensors) {
+  // Experts' B one after the other: one tensor map reads them all.
+  EXPECT_THAT(error_with([](MGrouped& g) { g.b.strides = {576 * 512 + 16, 512, 1, 0}; }),
+              AllOf(HasSubstr("b must be groups one after the other: strides (n * s, s, 1)"),
+                    HasSubstr("got strides (294928, 512, 1)")));
+  // A padded row stride is fine when the groups follow at n of those rows (the call gets as far as the device).
+  EXPECT_FALSE(error_of([] {
+                 MGrouped g(512, 576, 512, 4);
+                 g.b.strides = {576 * 528, 528, 1, 0};
+                 g.run();
+               },
+                        ErrorKind::kCudaError)
+                   .empty());
+  EXPECT_THAT(error_with([](MGrouped& g) { g.b.strides = {576 * 520, 520, 1, 0}; }),
+              AllOf(HasSubstr("b must be rows 16-byte aligned"), HasSubstr("got stride(0) == 520")));
+  EXPECT_THAT(error_with([](MGrouped& g) { g.sfb.strides = {20, 1, 5, 0}; }), HasSubstr("sfb must be contiguous"));
+  EXPECT_THAT(error_with([](MGrouped& g) { g.m_indices.strides[0] = 2; }), HasSubstr("m_indices must be contiguous"));
+  EXPECT_THAT(error_with([](MGrouped& g) { g.m_indices.data = ptr(0x60000002); }),
+              HasSubstr("m_indices must be 4-byte aligned"));
+}
+
+TEST(Fp8GemmMGroupedValidate, TheChecksOfFp8GemmNtNameThisFunction) {
+  EXPECT_THAT(error_with([](MGrouped& g) { g.d.shape[1] = 584; }),
+              AllOf(HasSubstr("d must be of shape (512, 576) (m of a, n of b)"), HasSubstr("(512, 584)")));
+  EXPECT_THAT(error_with([](MGrouped& g) { g.sfa.strides = {4, 1, 0, 0}; }), HasSubstr("sfa must be MN-major"));
+  EXPECT_THAT(error_with([](MGrouped& g) {
+                g.b.shape[1] = 580;
+                g.b.strides[0] = 580 * 512;
+                g.d.shape[1] = 580;
+              }),
+              HasSubstr("b must be of a size(0) (n) that is a multiple of 8"));
+  EXPECT_THAT(error_with([](MGrouped& g) { g.a.data = ptr(0x10000008); }), HasSubstr("a must be 16-byte aligned"));
+}
+
+TEST(Fp8GemmMGroupedValidate, EmptyProblemsAreNoOpsAndAValidCallReachesTheDevice) {
+  EXPECT_NO_THROW(MGrouped(0, 576, 512, 4).run());
+  EXPECT_NO_THROW(MGrouped(256, 0, 512, 4).run());
+  // Every check passes; the first device query is where a machine without a GPU stops.
+  EXPECT_FALSE(error_of([] { MGrouped(512, 576, 512, 4).run(); }, ErrorKind::kCudaError).empty());
+}
+
+const ops::TargetInfo kH200{9, 0, 132, 232448};
+
+TEST(Fp8GemmMGroupedPlan, OneMBlockPerCtaAndAtMostEightKernels) {
+  for (int64_t n : {576, 2112, 4096, 6144, 7168, 24576})
+    for (int64_t k : {512, 2048, 7168}) {
+      const ops::Fp8GemmPlan plan = ops::fp8_gemm_m_grouped_plan(kH200, n, k);
+      ASSERT_FALSE(plan.kernels.empty());
+      ASSERT_LE(plan.kernels.size(), static_cast<size_t>(ops::kFp8GemmMaxKernels)) << n << " x " << k;
+      for (const ops::Fp8GemmConfig& c : plan.kernels) {
+        EXPECT_TRUE(c.m_grouped);
+        EXPECT_LE(c.block_m, 128) << n << " x " << k << ": " << c.describe();
+        EXPECT_EQ(c.cluster_m, 1) << c.describe();
+        EXPECT_THAT(c.describe(), HasSubstr(", m-grouped"));
+      }
+      EXPECT_EQ(plan.buckets.front().m_lo, 1);
+      EXPECT_EQ(plan.buckets.back().m_hi, ops::kFp8GemmUnboundedM);
+      for (size_t i = 1; i < plan.buckets.size(); ++i) {
+        EXPECT_EQ(plan.buckets[i].m_lo, plan.buckets[i - 1].m_hi + 1);
+        EXPECT_NE(plan.buckets[i].kernel, plan.buckets[i - 1].kernel);
+      }
+    }
+  // Where the bf16 form takes 256x128 pairs the heuristic picks among the 128-row tiles: at the peers file's 4 experts
+  // x 34304 rows x 6144 x 7168, 128x192, which an H100 ran in 2130 us against 128x128's 2620 (2026-12-06).
+  const ops::Fp8GemmPlan big = ops::fp8_gemm_m_grouped_plan(kH200, 6144, 7168);
+  const ops::Fp8GemmConfig& c = big.kernels[static_cast<size_t>(big.bucket_of(34304).kernel)];
+  EXPECT_EQ(c.block_m, 128);
+  EXPECT_EQ(c.block_n, 192);
+}
+
+TEST(Fp8GemmMGroupedPlan, TwoBlockOverridesAreRefused) {
+  Fp8GemmOverrides o;
+  o.block_m = 256;
+  EXPECT_THAT(error_of([&] { ops::fp8_gemm_m_grouped_plan(kH200, 4096, 7168, o); }),
+              HasSubstr("m_grouped_fp8_gemm_nt_contiguous: block_m must be 0 (heuristic), 64 or 128 for the m-grouped "
+                        "form"));
+  o = {};
+  o.cluster_m = 2;
+  EXPECT_THAT(error_of([&] { ops::fp8_gemm_m_grouped_plan(kH200, 4096, 7168, o); }),
+              AllOf(HasSubstr("cluster_m must be 0 (heuristic) or 1 for the m-grouped form"), HasSubstr("got 2")));
+  o = {};
+  o.block_m = 64;
+  o.block_n = 32;
+  o.split_k = 2;
+  const ops::Fp8GemmPlan plan = ops::fp8_gemm_m_grouped_plan(kH200, 576, 7168, o);
+  ASSERT_EQ(plan.kernels.size(), 1u);
+  EXPECT_EQ(plan.kernels[0].split_k, 2);
+}
+
+std::vector<ops::KernelUse> uses(const ops::Problem& problem) {
+  return ops::kernel_uses(ops::find_op("fp8_gemm_nt"), problem, kH200);
+}
+
+TEST(Fp8GemmMGroupedRegistry, PlanListsTheMGroupedKernelsAndRefusesTheWeightGradientForm) {
+  const auto kernels = uses({{"m", ops::ProblemValue::range(1, 65536)}, {"n", 4096}, {"k", 7168}, {"m_grouped", 1}});
+  ASSERT_FALSE(kernels.empty());
+  EXPECT_LE(kernels.size(), 8u);
+  for (const ops::KernelUse& u : kernels) {
+    EXPECT_THAT(u.detail, HasSubstr(", m-grouped"));
+    EXPECT_THAT(u.spec.describe(), HasSubstr("m_grouped=true"));
+    EXPECT_THAT(codegen::render_source(u.spec), HasSubstr(", false, true>::run(params);"));
+  }
+  EXPECT_THAT(error_of([] { uses({{"m", 64}, {"n", 4096}, {"k", 7168}, {"m_grouped", 1}, {"accumulate", 1}}); }),
+              HasSubstr("fp8_gemm_nt: parameter m_grouped=1 needs accumulate=0"));
+  EXPECT_THAT(error_of([] { uses({{"m", 64}, {"n", 4096}, {"k", 7168}, {"m_grouped", 2}}); }),
+              HasSubstr("fp8_gemm_nt: parameter m_grouped must be 0 or 1"));
+  EXPECT_THAT(error_of([] { uses({{"m", 64}, {"n", 4096}, {"k", 7168}, {"m_grouped", 1}, {"block_m", 256}}); }),
+              HasSubstr("block_m must be 0 (heuristic), 64 or 128 for the m-grouped form"));
+}
+
+TEST(Fp8GemmMGroupedGolden, SourceOfOneSpec) {
+  const ops::Fp8GemmPlan plan = ops::fp8_gemm_m_grouped_plan(kH200, 4096, 7168, {128, 128, 0, 0});
+  ASSERT_EQ(plan.kernels.size(), 1u);
+  test::expect_golden_text("ops_fp8_gemm_m_grouped_golden.cu",
+                           codegen::render_source(ops::fp8_gemm_spec(4096, 7168, plan.kernels[0])));
+}
+
+// Both compilers build the m-grouped kernels for sm_90a with no GPU, without spills, local memory or serialised
+// WGMMAs: the plan's for one (n, k) (split-K pairs, 64- and 128-row tiles, a column-mapped 144) and forced 160 and
+// 192 columns at a ragged N and K.
+class Fp8GemmMGroupedCompile : public ::testing::TestWithParam<Backend> {
+ protected:
+  test::TempDir home_, state_;
+};
+
+TEST_P(Fp8GemmMGroupedCompile, ThePlansKernelsAndForcedTilesBuild) {
+  std::vector<std::pair<int64_t, ops::Fp8GemmConfig>> kernels;
+  for (const ops::Fp8GemmConfig& c : ops::fp8_gemm_m_grouped_plan(kH200, 576, 7168).kernels) kernels.push_back({7168, c});
+  for (int bn : {160, 192}) kernels.push_back({720, ops::fp8_gemm_m_grouped_plan(kH200, 576, 720, {128, bn, 0, 0}).kernels.at(0)});
+  ASSERT_GE(kernels.size(), 6u);
+  for (const auto& [k, c] : kernels) {
+    const codegen::KernelSpec spec = ops::fp8_gemm_spec(576, k, c);
+    SCOPED_TRACE(spec.describe());
+    test::compile_for_sm90a_and_check(GetParam(), spec, home_.path(), state_.path());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Fp8GemmMGroupedCompile, ::testing::Values(Backend::kNvcc, Backend::kNvrtc),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+}  // namespace
+}  // namespace kiln
