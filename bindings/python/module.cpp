@@ -305,6 +305,22 @@ NB_MODULE(_native, m) {
       "stream"_a.none() = nb::none(),
       "D[g] (float32) = C[g] + A_g . B_g^T per group of ks[g] tokens, A and B flat (see "
       "kiln.k_grouped_fp8_gemm_nt_contiguous).");
+  m.def(
+      "m_grouped_fp8_gemm_nt_contiguous",
+      [](nb::handle a, nb::handle sfa, nb::handle b, nb::handle sfb, nb::handle d, nb::handle m_indices,
+         nb::handle stream) {
+        constexpr const char* kFunction = "m_grouped_fp8_gemm_nt_contiguous";
+        KeepAlive keep;
+        GemmViews v(a, sfa, b, sfb, d, kFunction, keep);
+        const kiln::TensorView indices = to_view(m_indices, kFunction, "m_indices", keep);
+        const uintptr_t s = resolve_stream(stream, a, v.a, kFunction);
+        nb::gil_scoped_release release;
+        kiln::m_grouped_fp8_gemm_nt_contiguous(v.a, v.sfa, v.b, v.sfb, v.d, indices, reinterpret_cast<kiln::Stream>(s));
+      },
+      "a"_a.none(), "sfa"_a.none(), "b"_a.none(), "sfb"_a.none(), "d"_a.none(), "m_indices"_a.none(),
+      "stream"_a.none() = nb::none(),
+      "D[r] (bf16) = A[r] . B[m_indices[r]]^T for MoE experts' rows one after another, B [G, n, k] (see "
+      "kiln.m_grouped_fp8_gemm_nt_contiguous).");
   m.def("per_token_scales_storage", &kiln::per_token_scales_storage, "m"_a, "k"_a,
         "Floats of storage behind per_token_cast_to_fp8's scales: (k / 128) * get_tma_aligned_size(m, 4).");
   m.def(

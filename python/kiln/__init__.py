@@ -42,6 +42,8 @@ __all__ = [
     # DeepGEMM's names
     "fp8_gemm_nt",
     "k_grouped_fp8_gemm_nt_contiguous",
+    "m_grouped_fp8_gemm_nt_contiguous",
+    "get_mk_alignment_for_contiguous_layout",
     "per_token_cast_to_fp8",
     "per_block_cast_to_fp8",
     "get_mn_major_tma_aligned_tensor",
@@ -395,6 +397,58 @@ def k_grouped_fp8_gemm_nt_contiguous(a: Sequence[Any], b: Sequence[Any], d: Any,
     a_fp8, sfa = _pair(a, "a", "k_grouped_fp8_gemm_nt_contiguous")
     b_fp8, sfb = _pair(b, "b", "k_grouped_fp8_gemm_nt_contiguous")
     _native.k_grouped_fp8_gemm_nt_contiguous(a_fp8, _gemm_sfa(sfa), b_fp8, _gemm_sfa(sfb), d, counts, c, stream)
+
+
+def get_mk_alignment_for_contiguous_layout() -> int:
+    """The row alignment of each expert's rows in ``m_grouped_fp8_gemm_nt_contiguous``'s A (DeepGEMM's function of
+    the same name): 128. Each expert's rows start at a multiple of it and are padded to one with rows whose
+    ``m_indices`` entry is -1."""
+    return 128
+
+
+def m_grouped_fp8_gemm_nt_contiguous(a: Sequence[Any], b: Sequence[Any], d: Any, m_indices: Any,
+                                     recipe: Optional[Sequence[int]] = None, compiled_dims: str = "nk",
+                                     disable_ue8m0_cast: bool = False, *, stream: Any = None) -> None:
+    """The forward GEMMs of many MoE experts in one launch, in place (DeepGEMM's ``m_grouped_fp8_gemm_nt_contiguous``,
+    same arguments): each row ``r`` of A belongs to expert ``g = m_indices[r]``, and
+    ``D[r] = (A[r] * sfa[r]) . (B[g] * sfb[g])^T`` in bfloat16, A scaled per 1x128 and B per 128x128 block.
+
+    * ``a = (a_fp8, sfa)``: float8_e4m3fn ``[m, k]`` and its float32 ``[m, ceil(k/128)]`` scales, as ``fp8_gemm_nt``
+      takes them (``m``: every expert's rows together; row-major scales are converted, as there).
+    * ``b = (b_fp8, sfb)``: float8_e4m3fn ``[G, n, k]``, each expert's ``[n, k]`` K-major, the experts one after
+      the other (strides ``(n * s, s, 1)``), and float32 ``[G, ceil(n/128), ceil(k/128)]`` block scales, contiguous.
+    * ``d``: bfloat16 ``[m, n]`` as for ``fp8_gemm_nt``.
+    * ``m_indices``: int32 ``[m]``, contiguous, on a's device: each row's expert, -1 for a padding row.
+
+    The contiguous layout: each expert's rows start at a multiple of ``get_mk_alignment_for_contiguous_layout()``
+    (128) and are padded to one with rows marked -1. The kernel reads one index per block of rows (the block's
+    first), so that alignment is what gives every row its own expert; it is the caller's to keep (checking it
+    would read device memory). Rows of a block that starts with -1 are left unspecified (as DeepGEMM leaves
+    them); a block whose first index is not -1 or an expert comes out NaN, never a read outside ``b``.
+
+    ``recipe`` (None or ``(1, 128, 128)``), ``compiled_dims`` and ``disable_ue8m0_cast`` are DeepGEMM's and mean
+    here what they mean for ``fp8_gemm_nt``; ``stream`` as there. Every other precondition is checked before
+    anything is launched (m = 0 or n = 0 launches nothing). The kernels are the bfloat16 form's with 64- and
+    128-row tiles, planned per ``(n, k)`` over ``m``: ``precompile("fp8_gemm_nt", n=..., k=..., m=...,
+    m_grouped=1)`` builds them ahead of time. Errors name ``m_grouped_fp8_gemm_nt_contiguous``.
+
+    Raises:
+        TypeError: wrong dtype or a non-tensor argument. ValueError: bad shape, strides, alignment, device,
+        recipe or compiled_dims. RuntimeError: CUDA errors, a failed compile, or a compile needed during graph
+        capture.
+    """
+    del disable_ue8m0_cast  # float32 scales on sm_90: nothing to cast (as for fp8_gemm_nt)
+    if recipe is not None or compiled_dims != "nk":
+        try:
+            form = _gemm_recipe(recipe, compiled_dims)
+        except KilnValueError as e:
+            raise KilnValueError(str(e).replace("fp8_gemm_nt:", "m_grouped_fp8_gemm_nt_contiguous:", 1)) from None
+        if form != _RECIPES[(1, 128, 128)]:
+            raise KilnValueError(f"m_grouped_fp8_gemm_nt_contiguous: recipe must be None or (1, 128, 128) (A scaled "
+                                 f"per 1x128, B per 128x128, bfloat16 d), got {recipe!r}")
+    a_fp8, sfa = _pair(a, "a", "m_grouped_fp8_gemm_nt_contiguous")
+    b_fp8, sfb = _pair(b, "b", "m_grouped_fp8_gemm_nt_contiguous")
+    _native.m_grouped_fp8_gemm_nt_contiguous(a_fp8, _gemm_sfa(sfa), b_fp8, sfb, d, m_indices, stream)
 
 
 # ---- Settings ----------------------------------------------------------------------------------------------

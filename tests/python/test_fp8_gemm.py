@@ -442,3 +442,69 @@ def test_k_grouped_valid_call_without_a_gpu_is_a_cuda_error():
     a, b, d, ks = grouped_fakes()
     with pytest.raises(kiln.CudaError):
         KGROUPED(a, b, d, ks, None, c=d)
+
+
+# ---- The m-grouped contiguous GEMM (m_grouped_fp8_gemm_nt_contiguous), through DLPack tensors "on the GPU" --------
+
+MGROUPED = kiln.m_grouped_fp8_gemm_nt_contiguous
+IDX = BASE + 0x60000000
+
+
+def m_grouped_fakes(m: int = 512, n: int = 576, k: int = 512, groups: int = 4, **changes):
+    """(a, sfa), (b, sfb), d, m_indices for DeepGEMM's contiguous layout: m rows over `groups` experts' B [n, k]."""
+    t = {
+        "a": FakeDLPack((m, k), "float8_e4m3fn", ptr=BASE),
+        "sfa": FakeDLPack((m, cdiv(k, 128)), "float32", strides=(1, cdiv(m, 4) * 4), ptr=SFA),
+        "b": FakeDLPack((groups, n, k), "float8_e4m3fn", ptr=B),
+        "sfb": FakeDLPack((groups, cdiv(n, 128), cdiv(k, 128)), "float32", ptr=SFB),
+        "d": FakeDLPack((m, n), "bfloat16", ptr=D),
+        "m_indices": FakeDLPack((m,), "int32", ptr=IDX),
+    }
+    t.update(changes)
+    return (t["a"], t["sfa"]), (t["b"], t["sfb"]), t["d"], t["m_indices"]
+
+
+def test_m_grouped_arguments_kiln_checks_itself():
+    assert kiln.get_mk_alignment_for_contiguous_layout() == 128
+    a, b, d, idx = m_grouped_fakes()
+    with pytest.raises(ValueError, match=r"m_grouped_fp8_gemm_nt_contiguous: recipe must be None or \(1, 128, 128\)"):
+        MGROUPED(a, b, d, idx, recipe=(1, 1, 128))
+    with pytest.raises(ValueError, match="m_grouped_fp8_gemm_nt_contiguous: recipe=.* is not supported"):
+        MGROUPED(a, b, d, idx, recipe=(1, 2, 3))
+    with pytest.raises(ValueError, match="m_grouped_fp8_gemm_nt_contiguous: compiled_dims must be a string"):
+        MGROUPED(a, b, d, idx, compiled_dims="x")
+    with pytest.raises(TypeError, match=r"m_grouped_fp8_gemm_nt_contiguous: b must be a pair \(b_fp8, sfb\)"):
+        MGROUPED(a, b[0], d, idx)
+
+
+@pytest.mark.parametrize("changes, error, message", [
+    ({"m_indices": FakeDLPack((512,), "int64", ptr=IDX)}, TypeError, "m_indices must be int32, got int64"),
+    ({"m_indices": FakeDLPack((500,), "int32", ptr=IDX)}, ValueError, r"m_indices must be of shape \(512,\)"),
+    ({"b": FakeDLPack((576, 512), "float8_e4m3fn", ptr=B)}, ValueError, "b must be 3-dimensional"),
+    ({"sfb": FakeDLPack((4, 5, 5), "float32", ptr=SFB)}, ValueError,
+     r"sfb must be of shape \(4, 5, 4\) \(groups, ceil\(n / 128\), ceil\(k / 128\)\)"),
+    ({"b": FakeDLPack((4, 576, 512), "float8_e4m3fn", strides=(576 * 512 + 16, 512, 1), ptr=B)}, ValueError,
+     r"b must be groups one after the other"),
+])
+def test_m_grouped_preconditions(changes, error, message):
+    a, b, d, idx = m_grouped_fakes(**changes)
+    with pytest.raises(error, match="m_grouped_fp8_gemm_nt_contiguous: " + message):
+        MGROUPED(a, b, d, idx)
+
+
+def test_m_grouped_empty_problems_are_no_ops_without_a_gpu():
+    for m, n in ((0, 576), (256, 0)):
+        a, b, d, idx = m_grouped_fakes(m=m, n=n)
+        assert MGROUPED(a, b, d, idx) is None
+
+
+@pytest.mark.skipif(not NO_GPU, reason="would launch on fake pointers: only meaningful without a GPU")
+def test_m_grouped_valid_call_without_a_gpu_is_a_cuda_error():
+    a, b, d, idx = m_grouped_fakes()
+    with pytest.raises(kiln.CudaError):
+        MGROUPED(a, b, d, idx)
+
+
+def test_m_grouped_kernels_are_planned_without_a_gpu():
+    kernels = kiln.plan("fp8_gemm_nt", n=4096, k=7168, m=4096, m_grouped=1, arch="sm_90a")
+    assert len(kernels) == 1 and "m_grouped=true" in kernels[0]["spec"], kernels

@@ -611,5 +611,111 @@ def test_k_grouped_weight_gradients_in_a_graph():
     print(f"  two replays: every group within calc_diff {MAX_DIFF_DEQUANTISED}")
 
 
+
+def m_grouped_problem(sizes, n: int, k: int, seed: int, tail_blocks: int = 0):
+    """DeepGEMM's contiguous layout for experts of `sizes` rows: A's rows one expert after another, each run padded
+    to a multiple of get_mk_alignment_for_contiguous_layout() with rows marked -1 (plus `tail_blocks` blocks of
+    padding only), every expert's B cast per 128x128 block. Returns (a, sfa), (b, sfb), m_indices, the row runs
+    and the float64 references (dequantised, exact) of each expert's rows."""
+    torch.manual_seed(seed)
+    align = kiln.get_mk_alignment_for_contiguous_layout()
+    runs, m = [], 0
+    for size in sizes:
+        runs.append((m, size))
+        m += (size + align - 1) // align * align
+    m += tail_blocks * align
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    indices = torch.full((m,), -1, device="cuda", dtype=torch.int32)
+    for g, (first, size) in enumerate(runs):
+        indices[first:first + size] = g
+    b = torch.randn(len(sizes), n, k, device="cuda", dtype=torch.bfloat16)
+    a_fp8, sfa = kiln.per_token_cast_to_fp8(a)
+    casts = [kiln.per_block_cast_to_fp8(b[g]) for g in range(len(sizes))]
+    b_fp8 = torch.stack([x for x, _ in casts])
+    sfb = torch.stack([s for _, s in casts]).contiguous()
+    refs = []
+    for g, (first, size) in enumerate(runs):
+        rows = slice(first, first + size)
+        refs.append((dequantised(a_fp8[rows], sfa[rows], 1) @ dequantised(b_fp8[g], sfb[g], 128).T,
+                     a[rows].double() @ b[g].double().T))
+    return (a_fp8, sfa), (b_fp8, sfb), indices, runs, refs
+
+
+def check_experts(d, runs, refs, what: str):
+    torch.cuda.synchronize()
+    for g, ((first, size), (q, exact)) in enumerate(zip(runs, refs)):
+        if size == 0:
+            continue
+        rows = d[first:first + size]
+        bad = (~torch.isfinite(rows)).sum().item()
+        assert bad == 0, f"{what}: expert {g}: {bad} elements NaN or Inf"
+        diff, diff_exact = calc_diff(rows, q), calc_diff(rows, exact)
+        assert diff < MAX_DIFF_DEQUANTISED, f"{what}: expert {g}: calc_diff {diff:.3g} against the dequantised product"
+        assert diff_exact < MAX_DIFF_EXACT, f"{what}: expert {g}: calc_diff {diff_exact:.3g} against the exact product"
+
+
+def test_m_grouped_contiguous():
+    """m_grouped_fp8_gemm_nt_contiguous against each expert's float64 products: experts of ragged sizes (one empty),
+    padding-only blocks at the end, row-major scales of A (converted), a call on another stream, and a refused call
+    that leaves D as it was."""
+    sizes = [300, 0, 37, 128, 1000, 5]
+    n, k = 2112, 1536
+    a, b, indices, runs, refs = m_grouped_problem(sizes, n, k, seed=123, tail_blocks=2)
+    m = indices.shape[0]
+    d = new_d(m, n)
+    kiln.m_grouped_fp8_gemm_nt_contiguous(a, b, d, indices)
+    check_experts(d, runs, refs, "default call")
+    expected = d.clone()
+    poison(d)
+    kiln.m_grouped_fp8_gemm_nt_contiguous((a[0], a[1].contiguous()), b, d, indices, recipe=(1, 128, 128))
+    torch.cuda.synchronize()
+    for first, size in runs:  # the experts' rows bit for bit; padding rows are unspecified
+        assert torch.equal(d[first:first + size], expected[first:first + size]), "row-major scales changed the result"
+    stream = torch.cuda.Stream()
+    poison(d)
+    torch.cuda.synchronize()
+    with torch.cuda.stream(stream):
+        kiln.m_grouped_fp8_gemm_nt_contiguous(a, b, d, indices)
+    stream.synchronize()
+    check_experts(d, runs, refs, "on a side stream")
+    with raises(ValueError, match=r"m_indices must be of shape"):
+        kiln.m_grouped_fp8_gemm_nt_contiguous(a, b, d, indices[:-1])
+    print(f"  {len(sizes)} experts, m = {m}: every expert within calc_diff {MAX_DIFF_DEQUANTISED}")
+
+
+def test_m_grouped_contiguous_in_a_graph():
+    """Captured after a warm-up, as serving engines run it: the replay reads m_indices as they are at replay time, so
+    moving rows between experts needs no new capture."""
+    sizes = [256, 128, 0, 384]
+    n, k = 4096, 7168
+    a, b, indices, runs, refs = m_grouped_problem(sizes, n, k, seed=321)
+    d = new_d(indices.shape[0], n)
+    kiln.m_grouped_fp8_gemm_nt_contiguous(a, b, d, indices)  # warm-up: compiled and loaded outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        kiln.m_grouped_fp8_gemm_nt_contiguous(a, b, d, indices)
+    poison(d)
+    graph.replay()
+    check_experts(d, runs, refs, "replay")
+    # The same rows given to other experts, then replayed: each block reads its index at run time.
+    swapped = [3, 0, 1, 2]
+    new_indices = indices.clone()
+    for g, (first, size) in enumerate(runs):
+        new_indices[first:first + size] = swapped[g]
+    indices.copy_(new_indices)
+    poison(d)
+    graph.replay()
+    torch.cuda.synchronize()
+    for g, (first, size) in enumerate(runs):
+        if size == 0:
+            continue
+        target = swapped[g]
+        q = dequantised(a[0][first:first + size], a[1][first:first + size], 1) @ dequantised(b[0][target], b[1][target], 128).T
+        diff = calc_diff(d[first:first + size], q)
+        assert diff < MAX_DIFF_DEQUANTISED, f"replay after moving expert {g}'s rows to {target}: calc_diff {diff:.3g}"
+    print("  replays follow m_indices as they are at replay time")
+
+
 if __name__ == "__main__":
     sys.exit(run_module(globals()))
