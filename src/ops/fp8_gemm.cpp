@@ -212,8 +212,11 @@ const GemmKernel* resolve_kernel(const ShapeEntry& entry, int index, CUstream st
     std::fprintf(stderr,
                  "kiln: %s on cuda:%d (%s, %d SMs usable): n=%lld k=%lld, m in %s: %s%s; %u threads/CTA, %u bytes "
                  "shared memory, persistent grid <= %d CTAs, PDL %s (kernel %d of %zu for this shape)\n",
-                 cfg.k_grouped ? kKGroupedOp : cfg.m_grouped ? kMGroupedOp : cfg.accumulate ? kWgradOp : kOp, entry.device,
-                 entry.device_name.c_str(),
+                 cfg.k_grouped   ? kKGroupedOp
+                 : cfg.m_grouped ? kMGroupedOp
+                 : cfg.accumulate ? kWgradOp
+                                  : kOp,
+                 entry.device, entry.device_name.c_str(),
                  entry.sm_count, static_cast<long long>(entry.n), static_cast<long long>(entry.k), ranges.c_str(),
                  cfg.describe().c_str(), ring_note.c_str(), k.threads, k.shared_bytes, entry.sm_count,
                  get_pdl() ? "on" : "off", index + 1, entry.plan.kernels.size());

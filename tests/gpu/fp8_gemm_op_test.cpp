@@ -384,7 +384,8 @@ void test_m_grouped(const std::vector<int64_t>& sizes, int64_t n, int64_t k, int
   m += tail_blocks * 128;
   const int64_t ldd = n + 8, sfa_stride = kiln::get_tma_aligned_size(m, 4);
   std::vector<uint8_t> a(static_cast<size_t>(m * k), 0x7f), b(static_cast<size_t>(groups * n * k));
-  std::vector<float> sfa(static_cast<size_t>(kb * sfa_stride), std::nanf("")), sfb(static_cast<size_t>(groups * nb * kb));
+  std::vector<float> sfa(static_cast<size_t>(kb * sfa_stride), std::nanf(""));
+  std::vector<float> sfb(static_cast<size_t>(groups * nb * kb));
   std::vector<int32_t> layout(static_cast<size_t>(m), -1);
   std::vector<HostData> hosts;
   for (size_t g = 0; g < sizes.size(); ++g) {
@@ -417,17 +418,18 @@ void test_m_grouped(const std::vector<int64_t>& sizes, int64_t n, int64_t k, int
   const kiln::TensorView tl = kiln::TensorView::contiguous(dl.data(), kiln::DType::kInt32, {m});
 
   kiln::CompileRequest r{"fp8_gemm_nt", {{"m", m}, {"n", n}, {"k", k}, {"m_grouped", 1}}, std::nullopt, std::nullopt};
-  for (const auto& [name, value] : {std::pair<const char*, int>{"block_m", overrides.block_m}, {"block_n", overrides.block_n},
-                                    {"split_k", overrides.split_k}})
+  for (const auto& [name, value] : {std::pair<const char*, int>{"block_m", overrides.block_m},
+                                    {"block_n", overrides.block_n}, {"split_k", overrides.split_k}})
     if (value != 0) r.problem[name] = value;
   const auto kernels = kiln::plan(r);
   const std::string kernel = kernels.empty() ? "-" : kernels[0].detail.substr(kernels[0].detail.find(": ") + 2);
   std::string sizes_text;
   for (int64_t s : sizes) sizes_text += (sizes_text.empty() ? "" : ",") + std::to_string(s);
   char name[400];
-  std::snprintf(name, sizeof name, "m_grouped_fp8_gemm_nt_contiguous %lld experts (%s rows), m=%lld n=%lld k=%lld [%s]%s%s",
-                static_cast<long long>(groups), sizes_text.c_str(), static_cast<long long>(m), static_cast<long long>(n),
-                static_cast<long long>(k), kernel.c_str(), note[0] ? " " : "", note);
+  std::snprintf(name, sizeof name,
+                "m_grouped_fp8_gemm_nt_contiguous %lld experts (%s rows), m=%lld n=%lld k=%lld [%s]%s%s",
+                static_cast<long long>(groups), sizes_text.c_str(), static_cast<long long>(m),
+                static_cast<long long>(n), static_cast<long long>(k), kernel.c_str(), note[0] ? " " : "", note);
   try {
     kiln::set_fp8_gemm_overrides(overrides);
     kiln::m_grouped_fp8_gemm_nt_contiguous(view(da.data(), kiln::DType::kFloat8E4M3, m, k, k, 1),
@@ -452,9 +454,11 @@ void test_m_grouped(const std::vector<int64_t>& sizes, int64_t n, int64_t k, int
     std::vector<int64_t> rows;  // the expert's own rows, outside the bad block
     for (int64_t row : rows_to_check(sizes[g], seed + g))
       if (bad_block < 0 || (first[g] + row) / 128 != bad_block) rows.push_back(row);
+    const auto at = [](int64_t i) { return static_cast<size_t>(i); };
     const Reference ref = reference(
-        rows, n, k, [&](int64_t rr, int64_t c) { return lut[h.a[static_cast<size_t>(rr * k + c)]] * h.a_scale[static_cast<size_t>(rr * kb + c / 128)]; },
-        [&](int64_t rr, int64_t c) { return lut[h.b[static_cast<size_t>(rr * k + c)]] * h.sfb[static_cast<size_t>((rr / 128) * kb + c / 128)]; },
+        rows, n, k,
+        [&](int64_t rr, int64_t c) { return lut[h.a[at(rr * k + c)]] * h.a_scale[at(rr * kb + c / 128)]; },
+        [&](int64_t rr, int64_t c) { return lut[h.b[at(rr * k + c)]] * h.sfb[at((rr / 128) * kb + c / 128)]; },
         [&](int64_t rr, int64_t c) { return static_cast<double>(h.g.a(static_cast<uint64_t>(rr), static_cast<uint64_t>(c))); },
         [&](int64_t rr, int64_t c) { return static_cast<double>(h.g.b(static_cast<uint64_t>(rr), static_cast<uint64_t>(c))); });
     for (int64_t row : rows) {
@@ -471,16 +475,19 @@ void test_m_grouped(const std::vector<int64_t>& sizes, int64_t n, int64_t k, int
       ++checked_rows;
     }
   }
-  for (int64_t col = 0; col < ldd; ++col) poison_kept = poison_kept && out[static_cast<size_t>(m * ldd + col)] == 0xffff;
+  for (int64_t col = 0; col < ldd; ++col)
+    poison_kept = poison_kept && out[static_cast<size_t>(m * ldd + col)] == 0xffff;
   if (bad_block >= 0)  // every row and column of the block NaN (bf16 NaN: exponent all ones, mantissa not 0)
     for (int64_t row = bad_block * 128; row < (bad_block + 1) * 128; ++row)
-      for (int64_t col = 0; col < n; ++col) bad_is_nan = bad_is_nan && std::isnan(bf16_to_double(out[static_cast<size_t>(row * ldd + col)]));
+      for (int64_t col = 0; col < n; ++col)
+        bad_is_nan = bad_is_nan && std::isnan(bf16_to_double(out[static_cast<size_t>(row * ldd + col)]));
   const double diff_q = calc_diff(got, want_q), diff_f = calc_diff(got, want_f);
   const bool ok = checked_rows > 0 && finite && poison_kept && bad_is_nan && diff_q < 1e-5 && diff_f < 1e-3;
   char line[800];
-  std::snprintf(line, sizeof line, "%s: calc_diff %.3g (dequantised, < 1e-5), %.3g (exact, < 1e-3), %zu rows%s%s%s%s", name,
-                diff_q, diff_f, checked_rows, bad_block >= 0 ? (bad_is_nan ? ", out-of-range block NaN" : ", OUT-OF-RANGE BLOCK NOT NaN") : "",
-                finite ? "" : ", NON-FINITE OUTPUT", poison_kept ? "" : ", WROTE OUTSIDE D", "");
+  const char* bad_note = bad_block < 0 ? "" : bad_is_nan ? ", out-of-range block NaN" : ", OUT-OF-RANGE BLOCK NOT NaN";
+  std::snprintf(line, sizeof line, "%s: calc_diff %.3g (dequantised, < 1e-5), %.3g (exact, < 1e-3), %zu rows%s%s%s",
+                name, diff_q, diff_f, checked_rows, bad_note, finite ? "" : ", NON-FINITE OUTPUT",
+                poison_kept ? "" : ", WROTE OUTSIDE D");
   report(ok, line);
 }
 

@@ -711,7 +711,8 @@ def test_m_grouped_contiguous_in_a_graph():
         if size == 0:
             continue
         target = swapped[g]
-        q = dequantised(a[0][first:first + size], a[1][first:first + size], 1) @ dequantised(b[0][target], b[1][target], 128).T
+        rows = slice(first, first + size)
+        q = dequantised(a[0][rows], a[1][rows], 1) @ dequantised(b[0][target], b[1][target], 128).T
         diff = calc_diff(d[first:first + size], q)
         assert diff < MAX_DIFF_DEQUANTISED, f"replay after moving expert {g}'s rows to {target}: calc_diff {diff:.3g}"
     print("  replays follow m_indices as they are at replay time")

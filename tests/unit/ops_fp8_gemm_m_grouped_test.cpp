@@ -221,8 +221,10 @@ class Fp8GemmMGroupedCompile : public ::testing::TestWithParam<Backend> {
 
 TEST_P(Fp8GemmMGroupedCompile, ThePlansKernelsAndForcedTilesBuild) {
   std::vector<std::pair<int64_t, ops::Fp8GemmConfig>> kernels;
-  for (const ops::Fp8GemmConfig& c : ops::fp8_gemm_m_grouped_plan(kH200, 576, 7168).kernels) kernels.push_back({7168, c});
-  for (int bn : {160, 192}) kernels.push_back({720, ops::fp8_gemm_m_grouped_plan(kH200, 576, 720, {128, bn, 0, 0}).kernels.at(0)});
+  for (const ops::Fp8GemmConfig& c : ops::fp8_gemm_m_grouped_plan(kH200, 576, 7168).kernels)
+    kernels.push_back({7168, c});
+  for (int bn : {160, 192})
+    kernels.push_back({720, ops::fp8_gemm_m_grouped_plan(kH200, 576, 720, {128, bn, 0, 0}).kernels.at(0)});
   ASSERT_GE(kernels.size(), 6u);
   for (const auto& [k, c] : kernels) {
     const codegen::KernelSpec spec = ops::fp8_gemm_spec(576, k, c);
