@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""MoE expert GEMMs from Python: kiln.m_grouped_fp8_gemm_nt_contiguous against cuBLAS through torch, per expert.
+
+The peers file's m-grouped contiguous shapes (shared/bench/peers-h200.md: DeepGEMM on the H200): G experts whose
+rows (multiples of 128, drawn once per shape from a fixed seed, 0.7..1.3 of the expected count, summing to the file's
+row count) lie one after the other in A, each expert with its own B [n, k] cast per 128x128 block:
+
+  kiln             kiln.m_grouped_fp8_gemm_nt_contiguous(a, b, d, m_indices): one call
+  kiln dense       kiln.fp8_gemm_nt over all the rows with one expert's B: the same work with one B, for scale
+  cuBLAS bw        per expert torch.nn.functional.scaled_mm(A_g, B_g^T, BlockWise1x128 / BlockWise128x128, bf16 out)
+                   into its rows of D: the same recipe, one GEMM per expert
+
+Timing as bench/fp8_gemm_bench.py: the L2 flushed by a 1 GB write before every call, CUDA events, the median of --reps
+(>= 30) after --warmup calls, each measurement after --idle-ms of idle GPU. TFLOPS = 2 m n k / t over all m rows (as
+the peers file counts them). Every kiln result is verified first: 64 rows of each expert against the float64 product
+of the dequantised inputs, calc_diff < 1e-5. DeepGEMM's figure is shown on an H200 only (the card it was measured on).
+
+Writes fp8_gemm_m_grouped_bench.json to --out (default $OUT; nothing when neither is set); prints a line per shape, a
+RESULT line (geometric mean against cuBLAS), one PASS/FAIL line and a table. Exit 0 when every result verified, 1
+otherwise, 77 without a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from pathlib import Path
+
+# (experts, rows in all, n, k, DeepGEMM µs on the H200 from the peers file)
+SHAPES = [(4, 34304, 6144, 7168, 2115.0), (8, 34048, 4096, 2048, 434.0)]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fp8_gemm_bench import (MAX_DIFF, add_timing_arguments, calc_diff, cuda_torch, geomean,  # noqa: E402 - beside this
+                            time_into)
+from fp8_gemm_wgrad_bench import write_report  # noqa: E402 - the dense weight-gradient benchmark, beside this
+
+
+def expert_rows(groups: int, rows: int, seed: int) -> list[int]:
+    """`groups` multiples of 128 between about 0.7 and 1.3 of rows / groups, summing to `rows` (a multiple of 128)."""
+    rng = random.Random(seed)
+    blocks = rows // 128
+    weights = [rng.uniform(0.7, 1.3) for _ in range(groups)]
+    counts = [int(blocks * w / sum(weights)) for w in weights]
+    counts[0] += blocks - sum(counts)
+    return [c * 128 for c in counts]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_timing_arguments(parser)
+    args = parser.parse_args()
+    args.reps = max(args.reps, 30)
+
+    torch = cuda_torch("fp8_gemm_m_grouped_bench")
+    if torch is None:
+        return 77
+    import torch.nn.functional as F
+    import kiln
+    from flushed_timing import flushed_median_us
+
+    device = torch.device("cuda", torch.cuda.current_device())
+    props = torch.cuda.get_device_properties(device)
+    on_h200 = "H200" in props.name
+    print(f"fp8_gemm_m_grouped_bench: {props.name} ({props.multi_processor_count} SMs), torch {torch.__version__}, "
+          f"kiln {kiln.__version__}; {len(SHAPES)} shapes, median of {args.reps} after {args.warmup} warm-ups, each "
+          f"after {args.idle_ms:g} ms idle, L2 flushed (1 GB write) before every call", flush=True)
+    scaling = getattr(F, "ScalingType", None)
+    blockwise_missing = None if hasattr(F, "scaled_mm") and scaling is not None else \
+        f"torch {torch.__version__} has no torch.nn.functional.scaled_mm / ScalingType"
+
+    flush = torch.empty(1 << 30, dtype=torch.uint8, device=device)
+
+    def timed_us(call) -> float:
+        return flushed_median_us(call, flush, reps=args.reps, warmup=args.warmup, idle_s=args.idle_ms / 1000)
+
+    rows, failures = [], 0
+    for index, (groups, m, n, k, deepgemm_us) in enumerate(SHAPES):
+        sizes = expert_rows(groups, m, seed=index)
+        torch.manual_seed(index)
+        a_fp8, sfa = kiln.per_token_cast_to_fp8(torch.randn(m, k, device=device, dtype=torch.bfloat16))
+        casts = [kiln.per_block_cast_to_fp8(torch.randn(n, k, device=device, dtype=torch.bfloat16))
+                 for _ in range(groups)]
+        b_fp8 = torch.stack([x for x, _ in casts])
+        sfb = torch.stack([s for _, s in casts]).contiguous()
+        del casts
+        indices = torch.empty(m, dtype=torch.int32, device=device)
+        firsts, first = [], 0
+        for g, size in enumerate(sizes):
+            indices[first:first + size] = g
+            firsts.append(first)
+            first += size
+        d = torch.empty(m, n, device=device, dtype=torch.bfloat16)
+        row = {"groups": groups, "m": m, "n": n, "k": k, "rows": sizes}
+        if on_h200:
+            row["deepgemm_us"] = deepgemm_us
+        try:
+            d.fill_(float("nan"))
+            kiln.m_grouped_fp8_gemm_nt_contiguous((a_fp8, sfa), (b_fp8, sfb), d, indices)
+            torch.cuda.synchronize()
+            worst = 0.0
+            for g, (first, size) in enumerate(zip(firsts, sizes)):
+                rows_g = slice(first, first + min(size, 64))
+                sa = sfa[rows_g].double().repeat_interleave(128, dim=1)[:, :k]
+                sb = sfb[g].double().repeat_interleave(128, dim=1).repeat_interleave(128, dim=0)[:n, :k]
+                reference = (a_fp8[rows_g].double() * sa) @ (b_fp8[g].double() * sb).T
+                worst = max(worst, calc_diff(d[rows_g], reference))
+                del sa, sb, reference
+            row["diff_reference"] = worst
+            row["verified"] = bool(torch.isfinite(d).all()) and worst < MAX_DIFF
+        except Exception as e:  # noqa: BLE001 - reported, counted as a failure
+            row["error"] = f"{type(e).__name__}: {e}"
+            row["verified"] = False
+        failures += 0 if row["verified"] else 1
+
+        # cuBLAS takes each expert's A scales MN-major with strides (1, rows): copies made once, outside the timing.
+        expert_sfa = [sfa[first:first + size].t().contiguous().t() for first, size in zip(firsts, sizes)]
+
+        def cublas_per_expert():
+            for g, (first, size) in enumerate(zip(firsts, sizes)):
+                rows_g = slice(first, first + size)
+                d[rows_g] = F.scaled_mm(a_fp8[rows_g], b_fp8[g].T, scale_a=expert_sfa[g],
+                                        scale_recipe_a=scaling.BlockWise1x128, scale_b=sfb[g].T,
+                                        scale_recipe_b=scaling.BlockWise128x128, output_dtype=torch.bfloat16)
+
+        calls = {"kiln": lambda: kiln.m_grouped_fp8_gemm_nt_contiguous((a_fp8, sfa), (b_fp8, sfb), d, indices),
+                 "kiln_dense": lambda: kiln.fp8_gemm_nt((a_fp8, sfa), (b_fp8[0], sfb[0]), d)}
+        if blockwise_missing is None:
+            calls["cublas_bw"] = cublas_per_expert
+        flops = 2.0 * m * n * k
+        for peer, call in calls.items():
+            if peer != "kiln" or "error" not in row:
+                time_into(row, peer, timed_us, call, flops)
+        for peer in ("cublas_bw", "kiln_dense", "deepgemm"):
+            if row.get("kiln_us") and row.get(f"{peer}_us"):
+                row[f"speedup_vs_{peer}"] = row[f"{peer}_us"] / row["kiln_us"]
+        rows.append(row)
+        nan = float("nan")
+        print(f"{groups} experts, {m} rows ({min(sizes)}..{max(sizes)}) x {n} x {k}: kiln {row.get('kiln_us', nan):8.1f} "
+              f"us {row.get('kiln_tflops', nan):5.0f} TFLOPS  dense {row.get('kiln_dense_us', nan):8.1f} us  cuBLAS bw "
+              f"per expert {row.get('cublas_bw_us', nan):8.1f} us  DeepGEMM {row.get('deepgemm_us', nan):7.1f} us  "
+              f"diff {row.get('diff_reference', nan):.1e}{'' if row['verified'] else '  NOT VERIFIED'}", flush=True)
+        del a_fp8, sfa, b_fp8, sfb, d, indices, expert_sfa
+        torch.cuda.empty_cache()
+
+    summary = {peer: geomean([r.get(f"speedup_vs_{peer}") for r in rows]) for peer in ("cublas_bw", "deepgemm")}
+    if summary["cublas_bw"]:
+        print(f"RESULT fp8_gemm_m_grouped kiln vs cublas_bw: {summary['cublas_bw']:.3f}x (geometric mean over "
+              f"{len(rows)} shapes)")
+    write_report("fp8_gemm_m_grouped_bench", args.out, props, torch, kiln, args.reps, blockwise_missing, rows,
+                 summary, failures)
+    print("| experts | rows | n x k | kiln µs | TFLOPS | kiln dense µs | cuBLAS bw per expert µs | x cuBLAS | DeepGEMM µs "
+          "| x DeepGEMM |")
+    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        nan = float("nan")
+        cb, dg = r.get("speedup_vs_cublas_bw"), r.get("speedup_vs_deepgemm")
+        print(f"| {r['groups']} | {r['m']} | {r['n']} x {r['k']} | {r.get('kiln_us', nan):.1f} | "
+              f"{r.get('kiln_tflops', nan):.0f} | {r.get('kiln_dense_us', nan):.1f} | {r.get('cublas_bw_us', nan):.1f} | "
+              f"{f'{cb:.2f}' if cb else 'n/a'} | {r.get('deepgemm_us', nan):.1f} | {f'{dg:.2f}' if dg else 'n/a'} |")
+    return 0 if failures == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
