@@ -112,6 +112,49 @@ def cuda_torch(name: str):
     return torch
 
 
+def split_in_blocks(total: int, weights) -> list[int]:
+    """`total` (a multiple of 128) split into len(weights) multiples of 128 in proportion to the weights, summing to
+    it exactly (the rounding's remainder goes to the heaviest): the grouped benchmarks' tokens or rows per expert."""
+    blocks = total // 128
+    counts = [int(blocks * w / sum(weights)) for w in weights]
+    counts[max(range(len(weights)), key=lambda g: weights[g])] += blocks - sum(counts)
+    return [c * 128 for c in counts]
+
+
+class GpuBench:
+    """What the cuBLAS-comparing benchmarks share once torch has a GPU (start_gpu_bench): torch, its functional
+    module F, kiln, the device and its properties, torch's ScalingType (or None) and why the block-wise peer is
+    missing (None when scaled_mm has it), and timed_us(call): the flushed median of bench/flushed_timing.py with the
+    run's --reps, --warmup and --idle-ms, the L2 flushed by a 1 GB write before every call."""
+
+    def __init__(self, torch, args):
+        import torch.nn.functional as F
+        import kiln
+        from flushed_timing import flushed_median_us
+        self.torch, self.F, self.kiln = torch, F, kiln
+        self.device = torch.device("cuda", torch.cuda.current_device())
+        self.props = torch.cuda.get_device_properties(self.device)
+        self.scaling = getattr(F, "ScalingType", None)
+        self.blockwise_missing = None if hasattr(F, "scaled_mm") and self.scaling is not None else \
+            f"torch {torch.__version__} has no torch.nn.functional.scaled_mm / ScalingType"
+        flush = torch.empty(1 << 30, dtype=torch.uint8, device=self.device)
+        self.timed_us = lambda call: flushed_median_us(call, flush, reps=args.reps, warmup=args.warmup,
+                                                       idle_s=args.idle_ms / 1000)
+
+
+def start_gpu_bench(name: str, args, shapes: int):
+    """A GpuBench for benchmark `name` of `shapes` shapes after printing its header line, or None (after the SKIP
+    line: exit status 77) without PyTorch or a GPU."""
+    torch = cuda_torch(name)
+    if torch is None:
+        return None
+    bench = GpuBench(torch, args)
+    print(f"{name}: {bench.props.name} ({bench.props.multi_processor_count} SMs), torch {torch.__version__}, kiln "
+          f"{bench.kiln.__version__}; {shapes} shapes, median of {args.reps} after {args.warmup} warm-ups, each after "
+          f"{args.idle_ms:g} ms idle, L2 flushed (1 GB write) before every call", flush=True)
+    return bench
+
+
 def calc_diff(x, y) -> float:
     x, y = x.double(), y.double()
     denominator = (x * x + y * y).sum()

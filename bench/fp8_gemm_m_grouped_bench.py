@@ -30,19 +30,15 @@ from pathlib import Path
 # (experts, rows in all, n, k, DeepGEMM µs on the H200 from the peers file)
 SHAPES = [(4, 34304, 6144, 7168, 2115.0), (8, 34048, 4096, 2048, 434.0)]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fp8_gemm_bench import (MAX_DIFF, add_timing_arguments, calc_diff, cuda_torch, geomean,  # noqa: E402 - beside this
-                            time_into)
+from fp8_gemm_bench import (MAX_DIFF, add_timing_arguments, calc_diff, geomean,  # noqa: E402 - beside this
+                            split_in_blocks, start_gpu_bench, time_into)
 from fp8_gemm_wgrad_bench import write_report  # noqa: E402 - the dense weight-gradient benchmark, beside this
 
 
 def expert_rows(groups: int, rows: int, seed: int) -> list[int]:
     """`groups` multiples of 128 between about 0.7 and 1.3 of rows / groups, summing to `rows` (a multiple of 128)."""
     rng = random.Random(seed)
-    blocks = rows // 128
-    weights = [rng.uniform(0.7, 1.3) for _ in range(groups)]
-    counts = [int(blocks * w / sum(weights)) for w in weights]
-    counts[0] += blocks - sum(counts)
-    return [c * 128 for c in counts]
+    return split_in_blocks(rows, [rng.uniform(0.7, 1.3) for _ in range(groups)])
 
 
 def main() -> int:
@@ -51,27 +47,12 @@ def main() -> int:
     args = parser.parse_args()
     args.reps = max(args.reps, 30)
 
-    torch = cuda_torch("fp8_gemm_m_grouped_bench")
-    if torch is None:
+    bench = start_gpu_bench("fp8_gemm_m_grouped_bench", args, len(SHAPES))
+    if bench is None:
         return 77
-    import torch.nn.functional as F
-    import kiln
-    from flushed_timing import flushed_median_us
-
-    device = torch.device("cuda", torch.cuda.current_device())
-    props = torch.cuda.get_device_properties(device)
+    torch, F, kiln, device, props = bench.torch, bench.F, bench.kiln, bench.device, bench.props
+    scaling, blockwise_missing, timed_us = bench.scaling, bench.blockwise_missing, bench.timed_us
     on_h200 = "H200" in props.name
-    print(f"fp8_gemm_m_grouped_bench: {props.name} ({props.multi_processor_count} SMs), torch {torch.__version__}, "
-          f"kiln {kiln.__version__}; {len(SHAPES)} shapes, median of {args.reps} after {args.warmup} warm-ups, each "
-          f"after {args.idle_ms:g} ms idle, L2 flushed (1 GB write) before every call", flush=True)
-    scaling = getattr(F, "ScalingType", None)
-    blockwise_missing = None if hasattr(F, "scaled_mm") and scaling is not None else \
-        f"torch {torch.__version__} has no torch.nn.functional.scaled_mm / ScalingType"
-
-    flush = torch.empty(1 << 30, dtype=torch.uint8, device=device)
-
-    def timed_us(call) -> float:
-        return flushed_median_us(call, flush, reps=args.reps, warmup=args.warmup, idle_s=args.idle_ms / 1000)
 
     rows, failures = [], 0
     for index, (groups, m, n, k, deepgemm_us) in enumerate(SHAPES):

@@ -37,8 +37,8 @@ from pathlib import Path
 WEIGHTS = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048), (576, 7168)]
 TOKENS = [512, 4096, 8192]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fp8_gemm_bench import (MAX_DIFF, add_timing_arguments, calc_diff, cuda_torch, geomean,  # noqa: E402 - beside this
-                            time_into)
+from fp8_gemm_bench import (MAX_DIFF, add_timing_arguments, calc_diff, geomean,  # noqa: E402 - beside this
+                            start_gpu_bench, time_into)
 
 
 def write_report(name: str, out, props, torch, kiln, reps: int, blockwise_missing, rows, summary,
@@ -63,32 +63,17 @@ def main() -> int:
     args = parser.parse_args()
     args.reps = max(args.reps, 30)
 
-    torch = cuda_torch("fp8_gemm_wgrad_bench")
-    if torch is None:
-        return 77
-    import torch.nn.functional as F
-    import kiln
-    from flushed_timing import flushed_median_us
-
     shapes = [(n_w, k_w, t) for n_w, k_w in WEIGHTS for t in args.tokens]
-    device = torch.device("cuda", torch.cuda.current_device())
-    props = torch.cuda.get_device_properties(device)
-    print(f"fp8_gemm_wgrad_bench: {props.name} ({props.multi_processor_count} SMs), torch {torch.__version__}, "
-          f"kiln {kiln.__version__}; {len(shapes)} shapes, median of {args.reps} after {args.warmup} warm-ups, "
-          f"each after {args.idle_ms:g} ms idle, L2 flushed (1 GB write) before every call", flush=True)
-    scaling = getattr(F, "ScalingType", None)
-    blockwise_missing = None if hasattr(F, "scaled_mm") and scaling is not None else \
-        f"torch {torch.__version__} has no torch.nn.functional.scaled_mm / ScalingType"
+    bench = start_gpu_bench("fp8_gemm_wgrad_bench", args, len(shapes))
+    if bench is None:
+        return 77
+    torch, F, kiln, device, props = bench.torch, bench.F, bench.kiln, bench.device, bench.props
+    scaling, blockwise_missing, timed_us = bench.scaling, bench.blockwise_missing, bench.timed_us
 
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         list(pool.map(lambda s: kiln.precompile("fp8_gemm_nt", n=s[1], k=s[2], m=s[0], accumulate=1), shapes))
     print(f"precompile: {time.perf_counter() - t0:.1f} s", flush=True)
-
-    flush = torch.empty(1 << 30, dtype=torch.uint8, device=device)
-
-    def timed_us(call) -> float:
-        return flushed_median_us(call, flush, reps=args.reps, warmup=args.warmup, idle_s=args.idle_ms / 1000)
 
     one = torch.ones((), device=device)
     rows, failures = [], 0
