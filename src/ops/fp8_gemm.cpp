@@ -174,6 +174,9 @@ const ShapeEntry* resolve_shape(const Table::Key& key, const TensorView& a, int6
   // cluster_m, cluster_n or split_k set for the bf16 form does not apply to it (a plan request asking for both is
   // refused instead).
   if (weight_gradient(form)) overrides.cluster_m = overrides.cluster_n = overrides.split_k = 0;
+  // Likewise the m-grouped kernel has no pair sharing B (its two m blocks may be two groups'): a cluster_m set for
+  // the bf16 form does not apply to it.
+  if (id == kGemmMGroupedKeyId) overrides.cluster_m = 0;
   entry->form = form;
   entry->stages_forced = overrides.stages > 0;
   const TargetInfo target = device_target(info, entry->sm_count);
