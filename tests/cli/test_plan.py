@@ -139,3 +139,18 @@ def test_column_mapped_tiles_run_on_any_sm_count(kiln):
     for sms in ("num_sms=1", "num_sms=3"):
         ok = kiln.json("plan", *tile, sms)["kernels"]
         assert len(ok) == 1 and "block_m=128 block_n=176" in ok[0]["spec"]
+
+
+def test_m_grouped_plans_one_block_kernels_and_precompiles_them(kiln):
+    # The m-grouped form (m_grouped_fp8_gemm_nt_contiguous): every kernel takes one m block per CTA, at most eight
+    # over every M, and `precompile` builds what `plan` lists.
+    grouped = ["fp8_gemm_nt", "n=576", "k=512", "m=1..65536", "m_grouped=1", "--arch", ARCH]
+    kernels = kiln.json("plan", *grouped)["kernels"]
+    assert 1 <= len(kernels) <= 8
+    for k in kernels:
+        assert "m_grouped=true" in k["spec"] and "block_m=256" not in k["spec"] and "m-grouped" in k["detail"], k
+    pieces_tile(kernels, 1, 65536)
+    built = kiln.json("precompile", *grouped, "--backend", "nvrtc")["kernels"]
+    assert sorted(k["spec"] for k in built) == sorted(k["spec"] for k in kernels)
+    assert_error(kiln.run("plan", "fp8_gemm_nt", "n=576", "k=512", "m=64", "m_grouped=1", "block_m=256", "--arch",
+                          ARCH), "block_m must be 0 (heuristic), 64 or 128 for the m-grouped form")
