@@ -30,7 +30,7 @@ from pathlib import Path
 
 # (experts, rows in all, n, k, DeepGEMM µs on the H200 from the peers file, rows of padding only after them): the
 # peers file's two shapes, and the second again in a buffer twice its size, the rest padding (-1), as a serving
-# engine's fixed-size buffer leaves it (kiln skips such blocks: the time should stay).
+# engine's fixed-size buffer leaves it (kiln computes such blocks for now: the row measures what they cost).
 SHAPES = [(4, 34304, 6144, 7168, 2115.0, 0), (8, 34048, 4096, 2048, 434.0, 0), (8, 34048, 4096, 2048, None, 34048)]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fp8_gemm_bench import (MAX_DIFF, add_timing_arguments, calc_diff, geomean,  # noqa: E402 - beside this
