@@ -259,10 +259,11 @@ def _pair(value: Any, name: str, function: str = "fp8_gemm_nt") -> Tuple[Any, An
     raise KilnTypeError(f"{function}: {name} must be a pair ({name}_fp8, sf{name}) of tensors, got {given}")
 
 
-def _gemm_recipe(recipe: Any, compiled_dims: Any) -> int:
-    """The native call's recipe argument for DeepGEMM's ``recipe``; checks ``compiled_dims`` too."""
+def _gemm_recipe(recipe: Any, compiled_dims: Any, function: str = "fp8_gemm_nt") -> int:
+    """The native call's recipe argument for DeepGEMM's ``recipe``; checks ``compiled_dims`` too. Errors name
+    ``function``."""
     if not isinstance(compiled_dims, str) or not set(compiled_dims) <= set("mnk"):
-        raise KilnValueError(f"fp8_gemm_nt: compiled_dims must be a string of the letters m, n and k (DeepGEMM's "
+        raise KilnValueError(f"{function}: compiled_dims must be a string of the letters m, n and k (DeepGEMM's "
                              f"default is 'nk'), got {compiled_dims!r}")
     if recipe is None:
         return 0
@@ -272,7 +273,7 @@ def _gemm_recipe(recipe: Any, compiled_dims: Any) -> int:
         given = None
     if given not in _RECIPES:
         raise KilnValueError(
-            f"fp8_gemm_nt: recipe={recipe!r} is not supported by kiln: only recipe=None, (1, 128, 128) (A scaled per "
+            f"{function}: recipe={recipe!r} is not supported by kiln: only recipe=None, (1, 128, 128) (A scaled per "
             f"1x128, B per 128x128, bfloat16 d) or (1, 1, 128) (both per 1x128, the weight-gradient form with a "
             f"float32 d), with float32 scales")
     return _RECIPES[given]
@@ -439,11 +440,8 @@ def m_grouped_fp8_gemm_nt_contiguous(a: Sequence[Any], b: Sequence[Any], d: Any,
     """
     del disable_ue8m0_cast  # float32 scales on sm_90: nothing to cast (as for fp8_gemm_nt)
     if recipe is not None or compiled_dims != "nk":
-        try:
-            form = _gemm_recipe(recipe, compiled_dims)
-        except KilnValueError as e:
-            raise KilnValueError(str(e).replace("fp8_gemm_nt:", "m_grouped_fp8_gemm_nt_contiguous:", 1)) from None
-        if form != _RECIPES[(1, 128, 128)]:
+        form = _gemm_recipe(recipe, compiled_dims, "m_grouped_fp8_gemm_nt_contiguous")
+        if form not in (0, _RECIPES[(1, 128, 128)]):  # 0: recipe None
             raise KilnValueError(f"m_grouped_fp8_gemm_nt_contiguous: recipe must be None or (1, 128, 128) (A scaled "
                                  f"per 1x128, B per 128x128, bfloat16 d), got {recipe!r}")
     a_fp8, sfa = _pair(a, "a", "m_grouped_fp8_gemm_nt_contiguous")

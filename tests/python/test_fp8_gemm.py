@@ -496,6 +496,10 @@ def test_m_grouped_empty_problems_are_no_ops_without_a_gpu():
     for m, n in ((0, 576), (256, 0)):
         a, b, d, idx = m_grouped_fakes(m=m, n=n)
         assert MGROUPED(a, b, d, idx) is None
+    # DeepGEMM's other arguments, given explicitly, are accepted as they are.
+    a, b, d, idx = m_grouped_fakes(m=0)
+    assert MGROUPED(a, b, d, idx, compiled_dims="mn") is None
+    assert MGROUPED(a, b, d, idx, recipe=(1, 128, 128), compiled_dims="nk", disable_ue8m0_cast=True) is None
 
 
 @pytest.mark.skipif(not NO_GPU, reason="would launch on fake pointers: only meaningful without a GPU")
