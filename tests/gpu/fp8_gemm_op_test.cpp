@@ -157,6 +157,18 @@ Reference reference(const std::vector<int64_t>& rows_in, int64_t n, int64_t k, c
   return ref;
 }
 
+// The reference rows of `rows` for one HostData: its dequantised inputs and the generator's unquantised ones.
+Reference reference_of(const HostData& h, const std::vector<int64_t>& rows) {
+  const double* lut = e4m3_lut();
+  const auto at = [](int64_t i) { return static_cast<size_t>(i); };
+  const int64_t k = h.k, kb = h.kb;
+  return reference(
+      rows, h.n, k, [&](int64_t r, int64_t c) { return lut[h.a[at(r * k + c)]] * h.a_scale[at(r * kb + c / 128)]; },
+      [&](int64_t r, int64_t c) { return lut[h.b[at(r * k + c)]] * h.sfb[at((r / 128) * kb + c / 128)]; },
+      [&](int64_t r, int64_t c) { return static_cast<double>(h.g.a(static_cast<uint64_t>(r), static_cast<uint64_t>(c))); },
+      [&](int64_t r, int64_t c) { return static_cast<double>(h.g.b(static_cast<uint64_t>(r), static_cast<uint64_t>(c))); });
+}
+
 // ---- device helpers -----------------------------------------------------------------------------------------------
 
 const kiln::cuda::DriverApi& cu() { return kiln::cuda::DriverApi::get(); }
@@ -332,12 +344,7 @@ void run_group(const std::vector<Case>& cases, uint64_t seed, Timing* timing) {
   std::vector<int64_t> rows;
   for (const Case& c : cases)
     for (int64_t r : rows_to_check(c.m, static_cast<uint64_t>(c.m * 131 + n))) rows.push_back(r);
-  const double* lut = e4m3_lut();
-  const Reference ref = reference(
-      rows, n, k, [&](int64_t r, int64_t c) { return lut[h.a[static_cast<size_t>(r * k + c)]] * h.a_scale[static_cast<size_t>(r * h.kb + c / 128)]; },
-      [&](int64_t r, int64_t c) { return lut[h.b[static_cast<size_t>(r * k + c)]] * h.sfb[static_cast<size_t>((r / 128) * h.kb + c / 128)]; },
-      [&](int64_t r, int64_t c) { return static_cast<double>(h.g.a(static_cast<uint64_t>(r), static_cast<uint64_t>(c))); },
-      [&](int64_t r, int64_t c) { return static_cast<double>(h.g.b(static_cast<uint64_t>(r), static_cast<uint64_t>(c))); });
+  const Reference ref = reference_of(h, rows);
   const double host_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("(n=%lld k=%lld: inputs for m <= %lld and %zu reference rows in %.1f s)\n", static_cast<long long>(n),
               static_cast<long long>(k), static_cast<long long>(m_max), ref.index.size(), host_s);
@@ -444,7 +451,6 @@ void test_m_grouped(const std::vector<int64_t>& sizes, int64_t n, int64_t k, int
   }
   std::vector<uint16_t> out(static_cast<size_t>((m + 1) * ldd));
   dd.download(out.data());
-  const double* lut = e4m3_lut();
   std::vector<double> got, want_q, want_f;
   bool finite = true, poison_kept = true, bad_is_nan = true;
   size_t checked_rows = 0;
@@ -454,13 +460,7 @@ void test_m_grouped(const std::vector<int64_t>& sizes, int64_t n, int64_t k, int
     std::vector<int64_t> rows;  // the expert's own rows, outside the bad block
     for (int64_t row : rows_to_check(sizes[g], seed + g))
       if (bad_block < 0 || (first[g] + row) / 128 != bad_block) rows.push_back(row);
-    const auto at = [](int64_t i) { return static_cast<size_t>(i); };
-    const Reference ref = reference(
-        rows, n, k,
-        [&](int64_t rr, int64_t c) { return lut[h.a[at(rr * k + c)]] * h.a_scale[at(rr * kb + c / 128)]; },
-        [&](int64_t rr, int64_t c) { return lut[h.b[at(rr * k + c)]] * h.sfb[at((rr / 128) * kb + c / 128)]; },
-        [&](int64_t rr, int64_t c) { return static_cast<double>(h.g.a(static_cast<uint64_t>(rr), static_cast<uint64_t>(c))); },
-        [&](int64_t rr, int64_t c) { return static_cast<double>(h.g.b(static_cast<uint64_t>(rr), static_cast<uint64_t>(c))); });
+    const Reference ref = reference_of(h, rows);
     for (int64_t row : rows) {
       const size_t at = ref.index.at(row) * static_cast<size_t>(n);
       const uint16_t* line = &out[static_cast<size_t>((first[g] + row) * ldd)];
@@ -652,12 +652,7 @@ int main(int argc, char** argv) {
     const HostData h = make_data(16, 256, 1024, 7);
     std::vector<int64_t> rows;
     for (int64_t r = 0; r < 16; ++r) rows.push_back(r);
-    const double* lut = e4m3_lut();
-    const Reference ref = reference(
-        rows, 256, 1024, [&](int64_t r, int64_t c) { return lut[h.a[static_cast<size_t>(r * 1024 + c)]] * h.a_scale[static_cast<size_t>(r * 8 + c / 128)]; },
-        [&](int64_t r, int64_t c) { return lut[h.b[static_cast<size_t>(r * 1024 + c)]] * h.sfb[static_cast<size_t>((r / 128) * 8 + c / 128)]; },
-        [&](int64_t r, int64_t c) { return static_cast<double>(h.g.a(static_cast<uint64_t>(r), static_cast<uint64_t>(c))); },
-        [&](int64_t r, int64_t c) { return static_cast<double>(h.g.b(static_cast<uint64_t>(r), static_cast<uint64_t>(c))); });
+    const Reference ref = reference_of(h, rows);
     const double diff = calc_diff(ref.q, ref.f);
     char line[120];
     std::snprintf(line, sizeof line, "host quantiser: calc_diff(dequantised, exact) = %.3g (in (0, 1e-3))", diff);
