@@ -397,6 +397,16 @@ int64_t value_of(const Problem& problem, const char* name, int64_t fallback) {
   return it == problem.end() ? fallback : it->second.lo;
 }
 
+// A 0/1 problem parameter (0 when absent); `allowed` says what each value means, for the error otherwise:
+// "fp8_gemm_nt: parameter <name> must be <allowed>, got <value>".
+bool flag(const Problem& problem, const char* name, const char* allowed) {
+  const int64_t v = value_of(problem, name, 0);
+  if (v != 0 && v != 1)
+    throw Error(ErrorKind::kValueError,
+                std::string(kOp) + ": parameter " + name + " must be " + allowed + ", got " + std::to_string(v));
+  return v == 1;
+}
+
 int narrow(const Problem& problem, const char* name) {
   const int64_t v = value_of(problem, name, 0);
   if (v > INT32_MAX)
@@ -468,15 +478,9 @@ std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target)
   TargetInfo t = target;
   const int num_sms = narrow(problem, "num_sms");
   if (num_sms > 0) t.sm_count = std::min(num_sms, target.sm_count);
-  const int64_t accumulate = value_of(problem, "accumulate", 0);
-  if (accumulate != 0 && accumulate != 1)
-    throw Error(ErrorKind::kValueError, std::string(kOp) +
-                                            ": parameter accumulate must be 0 (the bf16 form) or 1 (the weight-gradient "
-                                            "form, D (fp32) += A . B^T), got " + std::to_string(accumulate));
-  const int64_t no_c = value_of(problem, "no_c", 0);
-  if (no_c != 0 && no_c != 1)
-    throw Error(ErrorKind::kValueError, std::string(kOp) + ": parameter no_c must be 0 (calls with C) or 1 (calls "
-                                                           "without C, c=None), got " + std::to_string(no_c));
+  const bool accumulate =
+      flag(problem, "accumulate", "0 (the bf16 form) or 1 (the weight-gradient form, D (fp32) += A . B^T)");
+  const bool no_c = flag(problem, "no_c", "0 (calls with C) or 1 (calls without C, c=None)");
   if (no_c && !accumulate)
     throw Error(ErrorKind::kValueError,
                 std::string(kOp) + ": parameter no_c=1 needs accumulate=1 (C is the weight-gradient form's), got "
@@ -489,25 +493,19 @@ std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target)
                 std::string(kOp) + ": parameter k may be a range only with accumulate=1 (the weight-gradient form's "
                                    "kernels take k at run time; the bf16 form's are specialised on it), got " +
                     k_value.text());
-  const int64_t k_grouped = value_of(problem, "k_grouped", 0);
-  if (k_grouped != 0 && k_grouped != 1)
-    throw Error(ErrorKind::kValueError, std::string(kOp) + ": parameter k_grouped must be 0 or 1 (the k-grouped "
-                                                           "kernels of k_grouped_fp8_gemm_nt_contiguous), got " +
-                                            std::to_string(k_grouped));
+  const bool k_grouped =
+      flag(problem, "k_grouped", "0 or 1 (the k-grouped kernels of k_grouped_fp8_gemm_nt_contiguous)");
   if (k_grouped && !accumulate)
     throw Error(ErrorKind::kValueError,
                 std::string(kOp) + ": parameter k_grouped=1 needs accumulate=1 (the k-grouped kernels are the weight-"
                                    "gradient form's), got accumulate=0");
-  const int64_t m_grouped = value_of(problem, "m_grouped", 0);
-  if (m_grouped != 0 && m_grouped != 1)
-    throw Error(ErrorKind::kValueError, std::string(kOp) + ": parameter m_grouped must be 0 or 1 (the m-grouped "
-                                                           "kernels of m_grouped_fp8_gemm_nt_contiguous), got " +
-                                            std::to_string(m_grouped));
+  const bool m_grouped =
+      flag(problem, "m_grouped", "0 or 1 (the m-grouped kernels of m_grouped_fp8_gemm_nt_contiguous)");
   if (m_grouped && accumulate)
     throw Error(ErrorKind::kValueError,
                 std::string(kOp) + ": parameter m_grouped=1 needs accumulate=0 (the m-grouped kernels are the bf16 "
                                    "form's), got accumulate=1");
-  if (k_value.is_range()) return token_count_uses(m, n, k_value, overrides, t, k_grouped != 0, form);
+  if (k_value.is_range()) return token_count_uses(m, n, k_value, overrides, t, k_grouped, form);
   // Either validates n, k and the overrides.
   const Fp8GemmPlan plan =
       m_grouped ? fp8_gemm_m_grouped_plan(t, n, k, overrides) : fp8_gemm_plan(t, n, k, overrides, form);
@@ -520,7 +518,7 @@ std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target)
       if (b.kernel == static_cast<int>(index)) use.ranges.emplace_back(b.m_lo, b.m_hi);
     if (use.ranges.empty()) continue;
     Fp8GemmConfig config = plan.kernels[index];
-    config.k_grouped = k_grouped != 0;
+    config.k_grouped = k_grouped;
     use.spec = fp8_gemm_spec(n, k, config);
     use.range_param = "m";
     use.detail = "n=" + std::to_string(n) + " k=" + std::to_string(k) + ": " + config.describe();
