@@ -103,9 +103,16 @@ using OnlyIf = typename detail::OnlyIfImpl<kOn, T>::type;
 // (m_group_of): B's rows from group * N on (B's maps span all the groups' rows) and that group's scales. The
 // host aligns every group's rows to the m block (its tiles are 64 or 128 rows, never a pair sharing B, which
 // would take two m blocks).
+//
+// kMasked (with kMGrouped): the m-grouped masked GEMM (m_grouped_fp8_gemm_nt_masked, MoE decode): A is [G, M, K]
+// and D [G, M, N] (Fp8GemmParams::m = M, each group's room), and group g's first masked_m[g] rows are its rows
+// (Fp8GemmParams::grouped_layout = masked_m, read on the device). The work units are those m blocks' tiles, group
+// after group (Schedule's MaskedWalk); A's and its scales' maps span all the groups (rows g * M + ..., K-block
+// columns g * ceil(K / 128) + ...), D's is 3-D with the group as its plane, so no store crosses into the next
+// group's rows.
 template <u32 kN, u32 kK, u32 kBlockM, u32 kBlockN, u32 kStages, u32 kNumMathWarpgroups, bool kTmaStore,
           u32 kClusterM, u32 kClusterN, bool kOverlapPromotion, bool kAccumulate, u32 kSplitK,
-          u32 kGroupM = kFp8GemmDefaultGroupM, bool kKGrouped = false, bool kMGrouped = false>
+          u32 kGroupM = kFp8GemmDefaultGroupM, bool kKGrouped = false, bool kMGrouped = false, bool kMasked = false>
 struct Fp8Gemm {
   static constexpr u32 kBlockK = kFp8GemmBlockK;
   static constexpr u32 kNumThreads = fp8_gemm_num_threads(kNumMathWarpgroups);
@@ -249,6 +256,8 @@ struct Fp8Gemm {
   static_assert(!kMGrouped || (!kAccumulate && kWaves == 1 && kClusterM == 1),
                 "the m-grouped form: the inference form's one-wave tiles, each m block one group's (no pair sharing "
                 "B across two m blocks)");
+  static_assert(!kMasked || (kMGrouped && kTmaStore),
+                "the masked form is an m-grouped form, storing through D's 3-D map (its plane the group)");
   static_assert(kSplitK == 1 || (kSplitK - 1) * kKBlocksPerSplit < kNumKBlocks, "every split of K needs K blocks");
 
   // The tile-local column where B's second 128-column scale block starts in the tile of n block `n_block` (a
@@ -275,6 +284,7 @@ struct Fp8Gemm {
     bool valid;  // grouped_layout named -1 or a group
   };
   static __device__ __forceinline__ MGroup m_group_of(const Fp8GemmParams& p, u32 m_block) {
+    static_assert(!kMasked, "the masked form's groups come from its walk (MaskedWalk)");
     const i32 g = __ldg(p.grouped_layout + m_block * kBlockM);
     const bool in_range = g >= 0 && static_cast<u32>(g) < p.num_groups;
     return {in_range ? static_cast<u32>(g) : 0u, in_range || g == -1};
@@ -302,6 +312,23 @@ struct Fp8Gemm {
     u32 units_per_group;
   };
 
+  // The masked form's m blocks of group g: its masked_m[g] rows (clamped into [0, M]: a count the host cannot see,
+  // so a bad one costs rows, never a read or a store outside the group) over BLOCK_M.
+  static __device__ __forceinline__ u32 masked_m_blocks(const i32* masked_m, u32 m, u32 g) {
+    const i32 rows = __ldg(masked_m + g);
+    const u32 clamped = rows <= 0 ? 0u : static_cast<u32>(rows) < m ? static_cast<u32>(rows) : m;
+    return (clamped + kBlockM - 1) / kBlockM;
+  }
+  // What the walk keeps of the masked form (kMasked): a cursor over the groups. The work units are numbered group
+  // after group, each group's walked like a problem of its own (unit_coords over its m blocks); every walker asks
+  // for its units in increasing order, so the cursor only moves forward, one load of masked_m per group passed
+  // (the array is a few lines, in L1 after the count below). A base of Schedule only there.
+  struct MaskedWalk {
+    const i32* masked_m;
+    u32 m, num_groups;
+    mutable u32 group, group_first_unit, group_units, group_m_units;
+  };
+
   // The walk over output tiles, shared by the producer and the math warpgroups of a CTA (they must agree
   // exactly) and by the CTAs of a cluster (they must run the same number of K blocks). Work units are
   // kClusterM vertically or kClusterN horizontally adjacent tiles; unit u goes to cluster u mod (clusters),
@@ -311,7 +338,7 @@ struct Fp8Gemm {
   // With split-K, both CTAs of a cluster walk the same tiles, CTA `rank` over K blocks [kb_begin, kb_begin +
   // kb_count). K groups in one launch: group g's work units follow group g - 1's, each walked like a problem of its
   // own, with its own K count (kb_count_of).
-  struct Schedule : OnlyIf<kKGrouped, ScheduleGroups> {
+  struct Schedule : OnlyIf<kKGrouped, ScheduleGroups>, OnlyIf<kMasked, MaskedWalk> {
     u32 num_m_units, num_n_units, num_units, first, stride, rank, kb_begin, kb_count, group_shift;
     __device__ __forceinline__ Schedule(const Fp8GemmParams& p, const Fp8GemmGroupedParams* grouped) {
       const u32 num_m_blocks = (p.m + kBlockM - 1) / kBlockM;
@@ -328,6 +355,20 @@ struct Fp8Gemm {
         this->groups = grouped;
         this->units_per_group = num_units;
         num_units *= grouped->num_groups;
+      }
+      if constexpr (kMasked) {
+        // Every group's m blocks, counted by the warp (whole warps build their schedules), a group per lane.
+        const u32 lane = threadIdx.x % 32;
+        u32 blocks = 0;
+        for (u32 g = lane; g < p.num_groups; g += 32) blocks += masked_m_blocks(p.grouped_layout, p.m, g);
+        num_units = __reduce_add_sync(0xffffffffu, blocks) * kNumNUnits;
+        this->masked_m = p.grouped_layout;
+        this->m = p.m;
+        this->num_groups = p.num_groups;
+        this->group = 0;
+        this->group_first_unit = 0;
+        this->group_m_units = masked_m_blocks(p.grouped_layout, p.m, 0);
+        this->group_units = this->group_m_units * kNumNUnits;
       }
       first = cluster;
       stride = clusters;
@@ -349,9 +390,27 @@ struct Fp8Gemm {
     __device__ __forceinline__ void coords(u32 unit, u32& m_block, u32& n_block) const {
       u32 m_unit, n_unit;
       if constexpr (kKGrouped) unit -= group_of(unit) * this->units_per_group;  // the unit within its group
-      unit_coords(unit, num_m_units, num_n_units, group_shift, m_unit, n_unit);
+      if constexpr (kMasked) {
+        // On to the unit's group (groups without rows have no units and are passed over).
+        while (unit - this->group_first_unit >= this->group_units && this->group + 1 < this->num_groups) {
+          this->group_first_unit += this->group_units;
+          ++this->group;
+          this->group_m_units = masked_m_blocks(this->masked_m, this->m, this->group);
+          this->group_units = this->group_m_units * kNumNUnits;
+        }
+        unit_coords(unit - this->group_first_unit, this->group_m_units, num_n_units, group_shift, m_unit, n_unit);
+      } else {
+        unit_coords(unit, num_m_units, num_n_units, group_shift, m_unit, n_unit);
+      }
       m_block = kClusterM == 1 ? m_unit : m_unit * kClusterM + rank;
       n_block = n_block_of(n_unit);
+    }
+    // The masked form: the group of the unit coords() was last asked for.
+    __device__ __forceinline__ u32 masked_group() const {
+      if constexpr (kMasked)
+        return this->group;
+      else
+        return 0;
     }
     // This CTA's n block in n unit `n_unit`.
     __device__ __forceinline__ u32 n_block_of(u32 n_unit) const {
@@ -510,9 +569,17 @@ struct Fp8Gemm {
       }
       const u32 kb_count = schedule.kb_count_of(unit);
       const i32 m0 = static_cast<i32>(m_block * kBlockM);
-      // The m-grouped form: the rows of this m block's group in B's maps, which span every group's N rows.
-      i32 b_row0 = 0;
-      if constexpr (kMGrouped) b_row0 = static_cast<i32>(m_group_of(p, m_block).group * kN);
+      // The m-grouped form: the rows of this m block's group in B's maps, which span every group's N rows. The
+      // masked form's A too spans every group's M rows, and its scales every group's K blocks.
+      i32 b_row0 = 0, a_row0 = 0;
+      if constexpr (kMasked) {
+        const u32 g = schedule.masked_group();
+        b_row0 = static_cast<i32>(g * kN);
+        a_row0 = static_cast<i32>(g * p.m);
+        scale_kb_offset = g * kNumKBlocks;
+      } else if constexpr (kMGrouped) {
+        b_row0 = static_cast<i32>(m_group_of(p, m_block).group * kN);
+      }
       const i32 n0 = static_cast<i32>(n_block * kBlockN);
       // The weight-gradient form reads D back in its epilogue (reduce-adds done in L2): without help each
       // reduce-add misses L2 and waits on DRAM, and D's traffic ran at half a copy's rate, behind the math at
@@ -536,7 +603,7 @@ struct Fp8Gemm {
         ptx::mbarrier_arrive_expect_tx(&full[stage], stage_tx_bytes);
         const i32 k0 = static_cast<i32>(kb * kBlockK);
         load_operand<kBlockM, kClusterN>(smem + kLayout.a_offset + stage * kLayout.a_stage_bytes, tma_a,
-                                         &full[stage], k0, m0, schedule.rank, ptx::kL2EvictNormal);
+                                         &full[stage], k0, a_row0 + m0, schedule.rank, ptx::kL2EvictNormal);
         if constexpr (kColumnMap) {
           if (!beyond_n)
             load_b_boxes(smem + kLayout.b_offset + stage * kLayout.b_stage_bytes, p, &full[stage], k0, n_block,
@@ -553,7 +620,8 @@ struct Fp8Gemm {
           // The pair shares the m block, so its A scales too: one load, multicast (0.1-0.4 % faster at M = 4096
           // than each CTA loading them, with less L2 traffic). Both full barriers count the bytes either way.
           if (schedule.rank == 0)
-            ptx::tma_load_2d_multicast(sfa_slot, tma_sfa, &full[stage], m0, static_cast<i32>(kb), u16{0b11});
+            ptx::tma_load_2d_multicast(sfa_slot, tma_sfa, &full[stage], m0, static_cast<i32>(kb + scale_kb_offset),
+                                       u16{0b11});
         } else {
           ptx::tma_load_2d(sfa_slot, tma_sfa, &full[stage], m0, static_cast<i32>(kb + scale_kb_offset));
         }
@@ -663,7 +731,9 @@ struct Fp8Gemm {
       // The m-grouped form: the block's group's scales, or NaN where grouped_layout names no group (m_group_of).
       const float* sfb_base = p.sfb;
       [[maybe_unused]] bool poison = false;
-      if constexpr (kMGrouped) {
+      if constexpr (kMasked) {
+        sfb_base += schedule.masked_group() * kNumSfbRows * kNumKBlocks;
+      } else if constexpr (kMGrouped) {
         const MGroup g = m_group_of(p, m_block);
         sfb_base += g.group * kNumSfbRows * kNumKBlocks;
         poison = !g.valid;
@@ -741,7 +811,11 @@ struct Fp8Gemm {
   struct TileGroup {
     u32 kb_count, d_group;
   };
-  struct Tile : OnlyIf<kKGrouped, TileGroup> {
+  // The masked form: the tile's group, D's plane its stores go to (a base of Tile only there).
+  struct TilePlane {
+    u32 d_plane;
+  };
+  struct Tile : OnlyIf<kKGrouped, TileGroup>, OnlyIf<kMasked, TilePlane> {
     u32 m_block, n_origin;  // n_origin: tile_origin of its n block
     u32 sfb_switch;  // switch_column_of the tile (contiguous tiles)
     __device__ __forceinline__ Tile(const Schedule& schedule, u32 unit) {
@@ -754,6 +828,7 @@ struct Fp8Gemm {
         this->kb_count = schedule.groups->k_blocks[g];
         this->d_group = schedule.groups->d_group[g];
       }
+      if constexpr (kMasked) this->d_plane = schedule.masked_group();
     }
   };
 
@@ -934,6 +1009,8 @@ struct Fp8Gemm {
     __device__ __forceinline__ u32 tile_d_group() const {
       if constexpr (kKGrouped)
         return tile.d_group;
+      else if constexpr (kMasked)
+        return tile.d_plane;
       else
         return 0;
     }
@@ -1223,7 +1300,8 @@ struct Fp8Gemm {
           if constexpr (kColumnMap && kClusterN > 1)
             if (tile.n_origin >= kNumNBlocks) return;
           if constexpr (kTmaStore)
-            store_tile_tma(p, smem, accum, warpgroup, (threadIdx.x / 32) % 4, lane, tile.m_block, tile.n_origin);
+            store_tile_tma(p, smem, accum, warpgroup, (threadIdx.x / 32) % 4, lane, tile.m_block, tile.n_origin,
+                           tile_d_group());
           else if constexpr (kAccumulate)
             reduce_tile_tma(p, smem, accum, warpgroup, (threadIdx.x / 32) % 4, lane, tile.m_block, tile.n_origin,
                             tile_d_group());
@@ -1347,7 +1425,7 @@ struct Fp8Gemm {
           }
         }
         if constexpr (kNumKBlocks % 2 != 0) block();
-        store_tile_tma(p, smem, accum, warpgroup, warp_in_group, lane, tile.m_block, tile.n_origin);
+        store_tile_tma(p, smem, accum, warpgroup, warp_in_group, lane, tile.m_block, tile.n_origin, 0);
 #pragma unroll
         for (u32 i = 0; i < kAccumPerThread; ++i) accum[i] = 0.0f;
       }
@@ -1496,7 +1574,8 @@ struct Fp8Gemm {
   // stmatrix over all banks.
   static __device__ __forceinline__ void store_tile_tma(const Fp8GemmParams& p, u8* smem,
                                                         const float (&accum)[kAccumPerThread], u32 warpgroup,
-                                                        u32 warp_in_group, u32 lane, u32 m_block, u32 n_origin) {
+                                                        u32 warp_in_group, u32 lane, u32 m_block, u32 n_origin,
+                                                        [[maybe_unused]] u32 d_plane) {
     const bool issuer = warp_in_group == 0 && lane == 0;
     // The previous tile's stores must have finished reading the staging rows before they are overwritten.
     if (issuer) ptx::tma_store_wait_read<0>();
@@ -1531,10 +1610,17 @@ struct Fp8Gemm {
       for (u32 v = 0; v < kWaves; ++v) {
         const u32 first_row = v * kWaveRows + warpgroup * 64;
 #pragma unroll
-        for (u32 g = 0; g < kBlockN / kStoreCols; ++g)
-          ptx::tma_store_2d(&p.tma_d, smem + kLayout.d_offset + g * kStoreGroupBytes + first_row * kStoreRowBytes,
-                            static_cast<i32>(column_of(n_origin, g * kStoreCols)),
-                            static_cast<i32>(m_block * kBlockM + first_row));
+        for (u32 g = 0; g < kBlockN / kStoreCols; ++g) {
+          const u8* const box = smem + kLayout.d_offset + g * kStoreGroupBytes + first_row * kStoreRowBytes;
+          const i32 col = static_cast<i32>(column_of(n_origin, g * kStoreCols));
+          const i32 row = static_cast<i32>(m_block * kBlockM + first_row);
+          // The masked form's D is 3-D, the group its plane: rows past the group's M are clipped, not stored into
+          // the next group's.
+          if constexpr (kMasked)
+            ptx::tma_store_3d(&p.tma_d, box, col, row, static_cast<i32>(d_plane));
+          else
+            ptx::tma_store_2d(&p.tma_d, box, col, row);
+        }
       }
       ptx::tma_store_commit();
     }
