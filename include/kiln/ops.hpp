@@ -141,6 +141,31 @@ void m_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa
                                       const TensorView& sfb, const TensorView& d, const TensorView& m_indices,
                                       Stream stream = nullptr);
 
+// DeepGEMM's m_grouped_fp8_gemm_nt_masked: the decode-time GEMMs of G MoE experts in one launch, each expert's tokens
+// in its own block of rows of which only the first masked_m[g] hold tokens (the count stays on the device, so a CUDA
+// graph replays any routing):
+//   D[g, r, :] (bfloat16) = (A[g, r, :] * sfa[g, r]) . (B[g] * sfb[g])^T      for r < masked_m[g]
+// a:   float8_e4m3 [G, m, k], each group's [m, k] K-major as fp8_gemm_nt's a, the groups one after the other
+//      (stride(0) == m * stride(1));
+// sfa: float32 [G, m, ceil(k/128)], each group's per-token scales MN-major and TMA-aligned as fp8_gemm_nt takes
+//      them, the groups one after the other: strides (ceil(k/128) * s, 1, s), as get_mn_major_tma_aligned_tensor
+//      writes them;
+// b, sfb: as for m_grouped_fp8_gemm_nt_contiguous;
+// d:   bfloat16 [G, m, n], each group's [m, n] as fp8_gemm_nt's d, the groups a multiple of 8 elements apart and
+//      not overlapping;
+// masked_m: int32 [G], contiguous, on a's device: each group's rows. The kernel reads it (a value below 0 counts as
+//      0, above m as m: never a read or store outside the group). Rows of a group from masked_m[g] on come out
+//      unspecified up to its last 64- or 128-row block's end (as DeepGEMM leaves them); the rows past that are not
+//      written.
+// expected_m: the rows a group is expected to hold (>= 0; clamped into [1, m]): the call runs the kernel its plan
+//      picks at M = G * expected_m, so a serving engine passes a typical count, not the batch's.
+// Every other precondition is checked before anything is launched; m = 0 or n = 0 launches nothing. The kernels are
+// the m-grouped form's (`kiln plan fp8_gemm_nt ... m_grouped=1 masked=1` lists them). Errors name
+// m_grouped_fp8_gemm_nt_masked.
+void m_grouped_fp8_gemm_nt_masked(const TensorView& a, const TensorView& sfa, const TensorView& b,
+                                  const TensorView& sfb, const TensorView& d, const TensorView& masked_m,
+                                  int64_t expected_m, Stream stream = nullptr);
+
 // Overrides of the FP8 GEMM heuristic, process-wide (0: the heuristic decides). Applied to every later
 // fp8_gemm_nt launch (both forms) and to plan/precompile of fp8_gemm_nt (where the problem parameters block_m,
 // block_n, stages, cluster_m, cluster_n and split_k do the same for one request). The weight-gradient form has

@@ -45,10 +45,12 @@ constexpr int64_t kGemmKGroupedKeyId = 5;       // the same plan, its kernels k-
 constexpr int64_t kGemmStoreKeyId = 6;          // the weight-gradient form without C (Fp8GemmForm::kFp32Store)
 constexpr int64_t kGemmKGroupedStoreKeyId = 7;  // the same plan, its kernels k-grouped
 constexpr int64_t kGemmMGroupedKeyId = 8;       // the m-grouped contiguous form (fp8_gemm_m_grouped_plan)
+constexpr int64_t kGemmMGroupedMaskedKeyId = 9;  // the m-grouped masked form (the same plan, its kernels masked)
 constexpr const char* kAccumulateOp = "fp8_gemm_nt_accumulate";
 constexpr const char* kWgradOp = "fp8_gemm_nt_wgrad";
 constexpr const char* kKGroupedOp = "k_grouped_fp8_gemm_nt_contiguous";
 constexpr const char* kMGroupedOp = "m_grouped_fp8_gemm_nt_contiguous";
+constexpr const char* kMGroupedMaskedOp = "m_grouped_fp8_gemm_nt_masked";
 constexpr int64_t kScaleBlock = 128;  // K (and N, for B) per scale
 
 
@@ -176,12 +178,13 @@ const ShapeEntry* resolve_shape(const Table::Key& key, const TensorView& a, int6
   if (weight_gradient(form)) overrides.cluster_m = overrides.cluster_n = overrides.split_k = 0;
   // Likewise the m-grouped kernel has no pair sharing B (its two m blocks may be two groups'): a cluster_m set for
   // the bf16 form does not apply to it.
-  if (id == kGemmMGroupedKeyId) overrides.cluster_m = 0;
+  const bool m_grouped = id == kGemmMGroupedKeyId || id == kGemmMGroupedMaskedKeyId;
+  if (m_grouped) overrides.cluster_m = 0;
   entry->form = form;
   entry->stages_forced = overrides.stages > 0;
   const TargetInfo target = device_target(info, entry->sm_count);
-  entry->plan = id == kGemmMGroupedKeyId ? fp8_gemm_m_grouped_plan(target, n, k, overrides)
-                                         : fp8_gemm_plan(target, n, k, overrides, form);
+  entry->plan = m_grouped ? fp8_gemm_m_grouped_plan(target, n, k, overrides, id == kGemmMGroupedMaskedKeyId)
+                          : fp8_gemm_plan(target, n, k, overrides, form);
   for (Fp8GemmConfig& cfg : entry->plan.kernels) cfg.k_grouped = k_grouped;
   return table().insert(key, entry);
 }
@@ -216,6 +219,7 @@ const GemmKernel* resolve_kernel(const ShapeEntry& entry, int index, CUstream st
                  "kiln: %s on cuda:%d (%s, %d SMs usable): n=%lld k=%lld, m in %s: %s%s; %u threads/CTA, %u bytes "
                  "shared memory, persistent grid <= %d CTAs, PDL %s (kernel %d of %zu for this shape)\n",
                  cfg.k_grouped   ? kKGroupedOp
+                 : cfg.masked    ? kMGroupedMaskedOp
                  : cfg.m_grouped ? kMGroupedOp
                  : cfg.accumulate ? kWgradOp
                                   : kOp,
@@ -505,10 +509,15 @@ std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target)
     throw Error(ErrorKind::kValueError,
                 std::string(kOp) + ": parameter m_grouped=1 needs accumulate=0 (the m-grouped kernels are the bf16 "
                                    "form's), got accumulate=1");
+  const bool masked = flag(problem, "masked", "0 or 1 (with m_grouped=1: the kernels of m_grouped_fp8_gemm_nt_masked)");
+  if (masked && !m_grouped)
+    throw Error(ErrorKind::kValueError,
+                std::string(kOp) + ": parameter masked=1 needs m_grouped=1 (the masked kernels are m-grouped ones), "
+                                   "got m_grouped=0");
   if (k_value.is_range()) return token_count_uses(m, n, k_value, overrides, t, k_grouped, form);
   // Either validates n, k and the overrides.
   const Fp8GemmPlan plan =
-      m_grouped ? fp8_gemm_m_grouped_plan(t, n, k, overrides) : fp8_gemm_plan(t, n, k, overrides, form);
+      m_grouped ? fp8_gemm_m_grouped_plan(t, n, k, overrides, masked) : fp8_gemm_plan(t, n, k, overrides, form);
   std::vector<KernelUse> uses;
   if (m.hi == 0 || n == 0) return uses;  // m = 0: nothing to launch
   const std::vector<Fp8GemmBucket> covered = plan.covering(std::max<int64_t>(1, m.lo), m.hi);
@@ -624,10 +633,16 @@ Resolved resolve(const char* function, const Checked& c, const TensorView& a, CU
   return {entry, kernel};
 }
 
-// The m-grouped form's extra: its groups (B is `groups` [n, k] one after the other) and each row's group.
+// The m-grouped forms' extra: their groups (B is `groups` [n, k] one after the other) and, contiguous, each row's
+// group, or, masked, each group's row count.
 struct MGrouped {
   int64_t groups = 0;
-  const int32_t* layout = nullptr;
+  const int32_t* layout = nullptr;  // Fp8GemmParams::grouped_layout
+  // The masked form: A and D are `groups` blocks of Checked::m rows each (A's one after the other, D's d_plane_stride
+  // elements apart), and the call's kernel is the one its plan picks at M = plan_m (groups * expected_m).
+  bool masked = false;
+  int64_t plan_m = 0;
+  int64_t d_plane_stride = 0;
 };
 
 // Everything after the checks, for both forms: the plan and kernel (resolve), D's preparation (weight-gradient
@@ -636,8 +651,12 @@ struct MGrouped {
 void launch(const char* function, const Checked& c, const TensorView& a, const TensorView& sfa, const TensorView& b,
             const TensorView& sfb, const TensorView& d, CUstream stream, bool accumulate, CMode mode,
             const TensorView* c_tensor, const MGrouped* m_grouped = nullptr) {
-  const auto [entry, kernel] = resolve(function, c, a, stream,
-                                       m_grouped    ? kGemmMGroupedKeyId
+  const bool masked = m_grouped && m_grouped->masked;
+  Checked planned = c;  // the masked form picks its kernel at groups * expected_m rows
+  if (masked) planned.m = m_grouped->plan_m;
+  const auto [entry, kernel] = resolve(function, planned, a, stream,
+                                       masked       ? kGemmMGroupedMaskedKeyId
+                                       : m_grouped  ? kGemmMGroupedKeyId
                                        : accumulate ? weight_gradient_key(mode, false)
                                                     : kGemmKeyId);
   const Fp8GemmConfig& cfg = kernel->config;
@@ -645,14 +664,19 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   Fp8GemmParams params;
   const uint64_t k_blocks = w64(cdiv(c.k, kScaleBlock));
   // A and its scales, boxed whole (pairs sharing A: each CTA half of the tile's rows) and, for a last m block
-  // with fewer rows, boxed to them (fp8_gemm_last_box_rows): only the maps the kernel reads are encoded.
+  // with fewer rows, boxed to them (fp8_gemm_last_box_rows): only the maps the kernel reads are encoded. The masked
+  // form's maps span every group: A's rows g * m + .., its scales' K-block columns g * k_blocks + .. (both checked
+  // to follow each other so), always boxed whole (a box past a group's rows reads the next group's, whose rows of D
+  // are never stored).
+  const int64_t groups = masked ? m_grouped->groups : 1;
   const uint32_t block_m = w32(cfg.block_m);
-  const uint32_t last_box_rows = kernels::fp8_gemm_last_box_rows(block_m, w32(c.m), w32(cfg.cluster_n));
+  const uint32_t last_box_rows =
+      masked ? block_m : kernels::fp8_gemm_last_box_rows(block_m, w32(c.m), w32(cfg.cluster_n));
   const auto a_map = [&](uint32_t rows) {
-    return tensor_map_2d(operand_key(a, c.k, c.m, c.lda, rows / w32(cfg.cluster_n)), "a");
+    return tensor_map_2d(operand_key(a, c.k, c.m * groups, c.lda, rows / w32(cfg.cluster_n)), "a");
   };
   const auto sfa_map = [&](uint32_t rows) {
-    return tensor_map_2d(scale_key(sfa, c.m, k_blocks, c.sfa_stride, rows), "sfa");
+    return tensor_map_2d(scale_key(sfa, c.m, k_blocks * w64(groups), c.sfa_stride, rows), "sfa");
   };
   const bool short_last = last_box_rows != block_m;
   if (!short_last || c.m > cfg.block_m) {
@@ -663,7 +687,7 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
     copy_map(params.tma_a_last, a_map(last_box_rows));
     copy_map(params.tma_sfa_last, sfa_map(last_box_rows));
   }
-  params.b_cache_policy = kernels::fp8_gemm_b_cache_policy(block_m, w32(c.m));
+  params.b_cache_policy = kernels::fp8_gemm_b_cache_policy(block_m, w32(planned.m));
   // B likewise (fp8_gemm_b_boxes): boxed whole (pairs sharing B: each CTA block_n / 2 rows) and, for a last n
   // block with fewer rows, boxed to them; column-mapped tiles (fp8_gemm_column_map) piece by piece, a map per
   // piece's width, all of them read, and no short box.
@@ -689,11 +713,16 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   } else {
     params.sfb = static_cast<const float*>(sfb.data);
   }
-  if (cfg.tma_store)
-    copy_map(params.tma_d, tensor_map_2d({reinterpret_cast<uint64_t>(d.data), w64(c.n), w64(c.m), w64(c.ldd * 2),
-                                          kernel->store_cols, kernels::kFp8GemmStoreRows,
-                                          CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, row_swizzle(kernel->store_cols * 2)},
-                                         "d"));
+  if (cfg.tma_store) {
+    TensorMapKey d_key{reinterpret_cast<uint64_t>(d.data), w64(c.n), w64(c.m), w64(c.ldd * 2),
+                       kernel->store_cols, kernels::kFp8GemmStoreRows, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                       row_swizzle(kernel->store_cols * 2)};
+    if (masked) {  // each group's rows a plane: a store past them is clipped, not written into the next group's
+      d_key.planes = w64(groups);
+      d_key.plane_bytes = w64(m_grouped->d_plane_stride * 2);
+    }
+    copy_map(params.tma_d, tensor_map_2d(d_key, "d"));
+  }
   else if (accumulate)  // the weight-gradient form's reduce-add epilogue
     copy_map(params.tma_d, tensor_map_2d(reduce_d_key(d, c, kernel->reduce_cols), "d"));
   params.d = d.data;
@@ -710,7 +739,7 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   params.num_groups = m_grouped ? w32(m_grouped->groups) : 0;
 
   cuda::LaunchConfig config;
-  config.grid[0] = fp8_gemm_grid(cfg, c.m, c.n, entry->sm_count);
+  config.grid[0] = fp8_gemm_grid(cfg, c.m * groups, c.n, entry->sm_count);  // masked: the most m blocks there can be
   config.block[0] = kernel->threads;
   config.cluster[0] = static_cast<uint32_t>(cfg.cluster_size());
   config.shared_bytes = kernel->shared_bytes;
@@ -784,6 +813,107 @@ MGroupedChecked check_m_grouped(const TensorView& a, const TensorView& sfa, cons
   out.c = check_arguments(kMGroupedOp, a, sfa, b0, sfb0, d);
   out.grouped.groups = groups;
   out.grouped.layout = static_cast<const int32_t*>(m_indices.data);
+  return out;
+}
+
+// ---- the m-grouped masked GEMM (MoE experts' decode pass) ---------------------------------------------------------
+
+// "strides (x, y, z)" of a 3-D tensor, for errors.
+std::string strides_text(const TensorView& t) { return "strides " + format_dims(t.strides.data(), 3); }
+
+// Every check of m_grouped_fp8_gemm_nt_masked, in the order its errors are reported: the grouped tensors' dtypes,
+// ranks and shapes, the layouts that let one map span every group (A's and its scales' groups one after the other,
+// D's planes apart, B's as the contiguous form's), expected_m, then everything fp8_gemm_nt checks on group 0's [m, k],
+// [n, k] and [m, n] views (each group's are alike). Checked::m is one group's rows (a's size(1)).
+MGroupedChecked check_m_grouped_masked(const TensorView& a, const TensorView& sfa, const TensorView& b,
+                                       const TensorView& sfb, const TensorView& d, const TensorView& masked_m,
+                                       int64_t expected_m) {
+  const char* fn = kMGroupedMaskedOp;
+  const Arg aa{fn, "a"}, asfa{fn, "sfa"}, ab{fn, "b"}, asfb{fn, "sfb"}, ad{fn, "d"}, amask{fn, "masked_m"};
+  check_dtype(aa, a, DType::kFloat8E4M3);
+  check_dtype(asfa, sfa, DType::kFloat32);
+  check_dtype(ab, b, DType::kFloat8E4M3);
+  check_dtype(asfb, sfb, DType::kFloat32);
+  check_dtype(ad, d, DType::kBFloat16);
+  check_dtype(amask, masked_m, DType::kInt32);
+  check_on_cuda(aa, a);
+  check_same_device(amask, masked_m, aa, a);
+  check_ndim(aa, a, 3);
+  check_ndim(asfa, sfa, 3);
+  check_ndim(ab, b, 3);
+  check_ndim(asfb, sfb, 3);
+  check_ndim(ad, d, 3);
+  check_ndim(amask, masked_m, 1);
+  const int64_t groups = a.shape[0], m = a.shape[1], k = a.shape[2], n = b.shape[1];
+  if (groups < 1 || groups > INT32_MAX)
+    fail(ErrorKind::kValueError, aa, a, "of shape (groups, m, k) with 1 <= groups <= 2147483647",
+         "groups == " + std::to_string(groups));
+  if (b.shape[0] != groups || b.shape[2] != k)
+    fail(ErrorKind::kValueError, ab, b,
+         "of shape (groups, n, k) with groups == " + std::to_string(groups) + " and k == " + std::to_string(k) +
+             " (a's)",
+         "shape " + format_dims(b.shape.data(), 3));
+  const int64_t k_blocks = cdiv(k, kScaleBlock);
+  check_shape(asfa, sfa, {groups, m, k_blocks}, "(groups, m, ceil(k / 128)): each group's per-token 1x128 scales");
+  check_shape(asfb, sfb, {groups, cdiv(n, kScaleBlock), k_blocks},
+              "(groups, ceil(n / 128), ceil(k / 128)): each group's 128x128-block scales");
+  check_shape(ad, d, {groups, m, n}, "(groups, m of a, n of b)");
+  check_shape(amask, masked_m, {groups}, "(groups,): each group's count of valid rows");
+  check_contiguous(amask, masked_m);
+  check_pointer_aligned(amask, masked_m, 4);
+  if (expected_m < 0)
+    throw Error(ErrorKind::kValueError, std::string(fn) + ": expected_m must be >= 0 (the rows a group is expected "
+                                                          "to hold, which picks the kernel), got " +
+                                            std::to_string(expected_m));
+  if (groups * m > INT32_MAX)
+    fail(ErrorKind::kValueError, aa, a, "at most 2147483647 rows in all (groups * m)",
+         "groups * m == " + std::to_string(groups * m));
+  if (groups > 1 && b.strides[0] != n * b.strides[1])
+    fail(ErrorKind::kValueError, ab, b,
+         "groups one after the other: strides (n * s, s, 1), here stride(0) == " + std::to_string(n * b.strides[1]),
+         strides_text(b));
+  check_contiguous(asfb, sfb);
+  const TensorView a0 = view_2d(a, 0, m, k, a.strides[1], a.strides[2]);
+  const TensorView sfa0 = view_2d(sfa, 0, m, k_blocks, sfa.strides[1], sfa.strides[2]);
+  const TensorView b0 = view_2d(b, 0, n, k, b.strides[1], b.strides[2]);
+  const TensorView sfb0 = view_2d(sfb, 0, cdiv(n, kScaleBlock), k_blocks, k_blocks, 1);
+  const TensorView d0 = view_2d(d, 0, m, n, d.strides[1], d.strides[2]);
+  MGroupedChecked out;
+  out.c = check_arguments(fn, a0, sfa0, b0, sfb0, d0);
+  Checked& c = out.c;
+  // One map reads every group's rows of A (row stride lda), and one every group's scales (K-block columns
+  // sfa_stride apart): the groups must follow each other at those distances. D's groups are the planes of a 3-D
+  // map: 16 bytes apart at least, and never overlapping.
+  if (groups > 1 && m > 0 && n > 0) {
+    if (a.strides[0] != m * c.lda)
+      fail(ErrorKind::kValueError, aa, a,
+           "groups one after the other: stride(0) == m * " + std::to_string(c.lda) + " (the row stride) == " +
+               std::to_string(m * c.lda),
+           strides_text(a));
+    if (k_blocks == 1) {
+      // One K block: the groups are the scale map's columns, so their distance is its column stride.
+      if (sfa.strides[0] < m || sfa.strides[0] % 4 != 0)
+        fail(ErrorKind::kValueError, asfa, sfa,
+             "groups at least m == " + std::to_string(m) + " floats apart and a multiple of 4 (16-byte TMA rows)",
+             strides_text(sfa));
+      c.sfa_stride = sfa.strides[0];
+    } else if (sfa.strides[0] != k_blocks * c.sfa_stride) {
+      fail(ErrorKind::kValueError, asfa, sfa,
+           "groups one after the other, each MN-major: strides (ceil(k / 128) * s, 1, s), here stride(0) == " +
+               std::to_string(k_blocks * c.sfa_stride) + " (get_mn_major_tma_aligned_tensor(sfa) makes that layout)",
+           strides_text(sfa));
+    }
+    if (d.strides[0] % 8 != 0 || d.strides[0] < m * c.ldd)
+      fail(ErrorKind::kValueError, ad, d,
+           "groups apart by a multiple of 8 elements (16 bytes) and by at least m * " + std::to_string(c.ldd) +
+               " (the row stride) == " + std::to_string(m * c.ldd) + " elements",
+           strides_text(d));
+  }
+  out.grouped.groups = groups;
+  out.grouped.layout = static_cast<const int32_t*>(masked_m.data);
+  out.grouped.masked = true;
+  out.grouped.plan_m = groups * std::clamp<int64_t>(expected_m, 1, std::max<int64_t>(m, 1));
+  out.grouped.d_plane_stride = groups > 1 ? d.strides[0] : m * c.ldd;
   return out;
 }
 
@@ -1015,6 +1145,7 @@ codegen::KernelSpec fp8_gemm_spec(int64_t n, int64_t k, const Fp8GemmConfig& c) 
     spec.arg("group_m", int64_t{c.group_m});
   // The m-grouped kernel: the template's last argument, after k_grouped's.
   if (c.m_grouped) spec.arg("k_grouped", false).arg("m_grouped", true);
+  if (c.masked) spec.arg("masked", true);  // the masked form: the argument after m_grouped's
   // The k-grouped kernel takes Fp8GemmGroupedParams; its template argument follows the group height's (whose
   // default it spells out: the kernel reads the height from its parameters, as every kernel with K at run time).
   if (c.k_grouped) {
@@ -1063,6 +1194,9 @@ OpDescriptor fp8_gemm_nt_descriptor() {
                "may differ from those of calls with C at short k; 0 (default): calls with C (D += A . B^T)", false},
       {"m_grouped", "1 (bf16 form): the m-grouped kernels of m_grouped_fp8_gemm_nt_contiguous, MoE experts' rows one "
                     "group after another (m: all their rows; 64- and 128-row tiles only); 0 (default): one GEMM's",
+       false},
+      {"masked", "1 (with m_grouped=1): the kernels of m_grouped_fp8_gemm_nt_masked (m: groups * expected_m, the rows "
+                 "a call picks its kernel at); 0 (default): the contiguous form's",
        false},
   };
   op.uses = uses_of;
@@ -1118,6 +1252,15 @@ void m_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa
   const ops::MGroupedChecked checked = ops::check_m_grouped(a, sfa, b, sfb, d, m_indices);
   if (checked.c.m == 0 || checked.c.n == 0) return;  // nothing to do: no compile, no launch
   ops::launch(ops::kMGroupedOp, checked.c, a, sfa, b, sfb, d, static_cast<CUstream>(stream), false,
+              ops::CMode::kAccumulate, nullptr, &checked.grouped);
+}
+
+void m_grouped_fp8_gemm_nt_masked(const TensorView& a, const TensorView& sfa, const TensorView& b,
+                                  const TensorView& sfb, const TensorView& d, const TensorView& masked_m,
+                                  int64_t expected_m, Stream stream) {
+  const ops::MGroupedChecked checked = ops::check_m_grouped_masked(a, sfa, b, sfb, d, masked_m, expected_m);
+  if (checked.c.m == 0 || checked.c.n == 0) return;  // nothing to do: no compile, no launch
+  ops::launch(ops::kMGroupedMaskedOp, checked.c, a, sfa, b, sfb, d, static_cast<CUstream>(stream), false,
               ops::CMode::kAccumulate, nullptr, &checked.grouped);
 }
 

@@ -505,7 +505,7 @@ std::string Fp8GemmConfig::describe() const {
                 group_m != static_cast<int>(kernels::kFp8GemmDefaultGroupM)
                     ? (", groups of " + std::to_string(group_m)).c_str()
                     : "");
-  return m_grouped ? std::string(s) + ", m-grouped" : std::string(s);
+  return masked ? std::string(s) + ", m-grouped masked" : m_grouped ? std::string(s) + ", m-grouped" : std::string(s);
 }
 
 int64_t Fp8GemmConfig::units(int64_t m, int64_t n) const {
@@ -922,16 +922,21 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
   return make_plan(target, n, k, overrides, form, false);
 }
 
-Fp8GemmPlan fp8_gemm_m_grouped_plan(const TargetInfo& target, int64_t n, int64_t k, const Fp8GemmOverrides& overrides) {
-  constexpr const char* kWho = "m_grouped_fp8_gemm_nt_contiguous";
+Fp8GemmPlan fp8_gemm_m_grouped_plan(const TargetInfo& target, int64_t n, int64_t k, const Fp8GemmOverrides& overrides,
+                                    bool masked) {
+  const char* kWho = masked ? "m_grouped_fp8_gemm_nt_masked" : "m_grouped_fp8_gemm_nt_contiguous";
   if (overrides.block_m == 256)
-    invalid(kWho, "block_m must be 0 (heuristic), 64 or 128 for the m-grouped form (each m block must lie in one "
-                  "group, whose rows are aligned to 128), got 256");
+    invalid(kWho, std::string("block_m must be 0 (heuristic), 64 or 128 for the m-grouped form (each m block must lie "
+                              "in one group") +
+                      (masked ? "), got 256" : ", whose rows are aligned to 128), got 256"));
   if (overrides.cluster_m > 1)
     invalid(kWho, "cluster_m must be 0 (heuristic) or 1 for the m-grouped form (a pair sharing B takes two m blocks, "
                   "which may be two groups'), got " + std::to_string(overrides.cluster_m));
   Fp8GemmPlan plan = make_plan(target, n, k, overrides, Fp8GemmForm::kInference, true);
-  for (Fp8GemmConfig& c : plan.kernels) c.m_grouped = true;
+  for (Fp8GemmConfig& c : plan.kernels) {
+    c.m_grouped = true;
+    c.masked = masked;
+  }
   return plan;
 }
 

@@ -84,6 +84,10 @@ struct Fp8GemmConfig {
   // The inference form's m-grouped kernel (kiln::m_grouped_fp8_gemm_nt_contiguous): each m block reads the B and the
   // scales of its rows' group (Fp8GemmParams::grouped_layout). Set by fp8_gemm_m_grouped_plan only.
   bool m_grouped = false;
+  // The m-grouped masked kernel (kiln::m_grouped_fp8_gemm_nt_masked, with m_grouped): groups of A's and D's rows at a
+  // fixed distance, each with its row count on the device (Fp8GemmParams::grouped_layout = masked_m). Set by
+  // fp8_gemm_m_grouped_plan with `masked` only.
+  bool masked = false;
 
   bool operator==(const Fp8GemmConfig&) const = default;
   // "128x128, 5 stages, 2 math warpgroups, TMA store, overlapped promotion" (+ ", B multicast x2", + ",
@@ -147,8 +151,10 @@ Fp8GemmPlan fp8_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const 
 // 256-row tiles; the heuristic never pairs CTAs sharing B), every kernel marked m_grouped. At most kFp8GemmMaxKernels.
 // The cost model is the inference form's: it does not see that each group reads its own B. Overrides as
 // fp8_gemm_plan's, but block_m = 256 and cluster_m = 2 are refused (Error(kValueError) naming them).
+// `masked`: the same plan for the masked form (kiln::m_grouped_fp8_gemm_nt_masked), its kernels marked masked too and
+// its errors naming that function; its calls pick their kernel at M = groups * expected_m.
 Fp8GemmPlan fp8_gemm_m_grouped_plan(const TargetInfo& target, int64_t n, int64_t k,
-                                    const Fp8GemmOverrides& overrides = {});
+                                    const Fp8GemmOverrides& overrides = {}, bool masked = false);
 
 // The cost model behind the choice: estimated kernel time in microseconds (including the fixed time that
 // CUDA-event timings of the sweep contained) of `config` for an m x n x k problem on `target`. Fitted to the

@@ -42,7 +42,8 @@ TEST(Fp8GemmRegistry, IsRegisteredWithItsParameters) {
   std::vector<std::string> names;
   for (const auto& p : op.params) names.push_back(p.name);
   EXPECT_THAT(names, ::testing::ElementsAre("m", "n", "k", "block_m", "block_n", "stages", "cluster_m", "cluster_n",
-                                            "split_k", "num_sms", "accumulate", "k_grouped", "no_c", "m_grouped"));
+                                            "split_k", "num_sms", "accumulate", "k_grouped", "no_c", "m_grouped",
+                                            "masked"));
   EXPECT_TRUE(op.params[0].accepts_range);
   EXPECT_FALSE(op.params[1].accepts_range);
   EXPECT_FALSE(op.params[3].required);
