@@ -321,6 +321,23 @@ NB_MODULE(_native, m) {
       "stream"_a.none() = nb::none(),
       "D[r] (bf16) = A[r] . B[m_indices[r]]^T for MoE experts' rows one after another, B [G, n, k] (see "
       "kiln.m_grouped_fp8_gemm_nt_contiguous).");
+  m.def(
+      "m_grouped_fp8_gemm_nt_masked",
+      [](nb::handle a, nb::handle sfa, nb::handle b, nb::handle sfb, nb::handle d, nb::handle masked_m,
+         int64_t expected_m, nb::handle stream) {
+        constexpr const char* kFunction = "m_grouped_fp8_gemm_nt_masked";
+        KeepAlive keep;
+        GemmViews v(a, sfa, b, sfb, d, kFunction, keep);
+        const kiln::TensorView counts = to_view(masked_m, kFunction, "masked_m", keep);
+        const uintptr_t s = resolve_stream(stream, a, v.a, kFunction);
+        nb::gil_scoped_release release;
+        kiln::m_grouped_fp8_gemm_nt_masked(v.a, v.sfa, v.b, v.sfb, v.d, counts, expected_m,
+                                           reinterpret_cast<kiln::Stream>(s));
+      },
+      "a"_a.none(), "sfa"_a.none(), "b"_a.none(), "sfb"_a.none(), "d"_a.none(), "masked_m"_a.none(), "expected_m"_a,
+      "stream"_a.none() = nb::none(),
+      "D[g, r] (bf16) = A[g, r] . B[g]^T for r < masked_m[g], A [G, m, k], B [G, n, k], D [G, m, n] (see "
+      "kiln.m_grouped_fp8_gemm_nt_masked).");
   m.def("per_token_scales_storage", &kiln::per_token_scales_storage, "m"_a, "k"_a,
         "Floats of storage behind per_token_cast_to_fp8's scales: (k / 128) * get_tma_aligned_size(m, 4).");
   m.def(

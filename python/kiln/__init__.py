@@ -43,6 +43,7 @@ __all__ = [
     "fp8_gemm_nt",
     "k_grouped_fp8_gemm_nt_contiguous",
     "m_grouped_fp8_gemm_nt_contiguous",
+    "m_grouped_fp8_gemm_nt_masked",
     "get_mk_alignment_for_contiguous_layout",
     "per_token_cast_to_fp8",
     "per_block_cast_to_fp8",
@@ -84,6 +85,7 @@ _per_token_outputs = _tensors.per_token_outputs
 _per_block_outputs = _tensors.per_block_outputs
 _gemm_native = _native.fp8_gemm_nt
 _gemm_sfa = _tensors.gemm_sfa
+_grouped_gemm_sfa = _tensors.grouped_gemm_sfa
 _gemm_sfb = _tensors.gemm_sfb
 
 
@@ -447,6 +449,50 @@ def m_grouped_fp8_gemm_nt_contiguous(a: Sequence[Any], b: Sequence[Any], d: Any,
     a_fp8, sfa = _pair(a, "a", "m_grouped_fp8_gemm_nt_contiguous")
     b_fp8, sfb = _pair(b, "b", "m_grouped_fp8_gemm_nt_contiguous")
     _native.m_grouped_fp8_gemm_nt_contiguous(a_fp8, _gemm_sfa(sfa), b_fp8, sfb, d, m_indices, stream)
+
+
+def m_grouped_fp8_gemm_nt_masked(a: Sequence[Any], b: Sequence[Any], d: Any, masked_m: Any, expected_m: int,
+                                 recipe: Optional[Sequence[int]] = None, compiled_dims: str = "nk",
+                                 disable_ue8m0_cast: bool = False, *, stream: Any = None) -> None:
+    """The decode-time GEMMs of many MoE experts in one launch, in place (DeepGEMM's
+    ``m_grouped_fp8_gemm_nt_masked``, same arguments): expert ``g``'s tokens are the first ``masked_m[g]`` rows of its
+    block of A, and ``D[g, r] = (A[g, r] * sfa[g, r]) . (B[g] * sfb[g])^T`` in bfloat16 for ``r < masked_m[g]``.
+
+    * ``a = (a_fp8, sfa)``: float8_e4m3fn ``[G, m, k]``, each expert's ``[m, k]`` K-major, the experts one after the
+      other, and float32 ``[G, m, ceil(k/128)]`` scales; scales in any other layout than the MN-major, TMA-aligned
+      one ``get_mn_major_tma_aligned_tensor`` writes are converted (one copy per call).
+    * ``b = (b_fp8, sfb)``: as for ``m_grouped_fp8_gemm_nt_contiguous``.
+    * ``d``: bfloat16 ``[G, m, n]``, each expert's ``[m, n]`` as ``fp8_gemm_nt`` takes it.
+    * ``masked_m``: int32 ``[G]``, contiguous, on a's device: each expert's rows. It stays on the device, so a CUDA
+      graph captured once replays any routing. A count below 0 counts as 0 and above ``m`` as ``m``.
+    * ``expected_m``: the rows an expert is expected to hold; it picks the kernel (the one planned for
+      ``G * expected_m`` rows), so pass a typical count, the same from call to call.
+
+    Rows of ``D[g]`` from ``masked_m[g]`` on are left unspecified up to the end of their 64- or 128-row block (as
+    DeepGEMM leaves them); later rows are not written. ``recipe`` (None or ``(1, 128, 128)``), ``compiled_dims`` and
+    ``disable_ue8m0_cast`` mean what they mean for ``fp8_gemm_nt``; ``stream`` as there. Every other precondition is
+    checked before anything is launched (m = 0 or n = 0 launches nothing). ``precompile("fp8_gemm_nt", n=..., k=...,
+    m=..., m_grouped=1, masked=1)`` builds the kernels ahead of time. Errors name ``m_grouped_fp8_gemm_nt_masked``.
+
+    Raises:
+        TypeError: wrong dtype or a non-tensor argument. ValueError: bad shape, strides, alignment, device,
+        expected_m, recipe or compiled_dims. RuntimeError: CUDA errors, a failed compile, or a compile needed during
+        graph capture.
+    """
+    del disable_ue8m0_cast  # float32 scales on sm_90: nothing to cast (as for fp8_gemm_nt)
+    function = "m_grouped_fp8_gemm_nt_masked"
+    if recipe is not None or compiled_dims != "nk":
+        form = _gemm_recipe(recipe, compiled_dims, function)
+        if form not in (0, _RECIPES[(1, 128, 128)]):  # 0: recipe None
+            raise KilnValueError(f"{function}: recipe must be None or (1, 128, 128) (A scaled per 1x128, B per "
+                                 f"128x128, bfloat16 d), got {recipe!r}")
+    try:
+        expected = operator.index(expected_m)
+    except TypeError:
+        raise KilnTypeError(f"{function}: expected_m must be an int, got {type(expected_m).__name__}") from None
+    a_fp8, sfa = _pair(a, "a", function)
+    b_fp8, sfb = _pair(b, "b", function)
+    _native.m_grouped_fp8_gemm_nt_masked(a_fp8, _grouped_gemm_sfa(sfa), b_fp8, sfb, d, masked_m, expected, stream)
 
 
 # ---- Settings ----------------------------------------------------------------------------------------------

@@ -117,6 +117,9 @@ def k_grouped_fp8_gemm_nt_contiguous(a: Sequence[_Tensor], b: Sequence[_Tensor],
 def m_grouped_fp8_gemm_nt_contiguous(a: Sequence[_Tensor], b: Sequence[_Tensor], d: _Tensor, m_indices: _Tensor,
                                      recipe: Optional[Sequence[int]] = None, compiled_dims: str = "nk",
                                      disable_ue8m0_cast: bool = False, *, stream: _StreamLike = None) -> None: ...
+def m_grouped_fp8_gemm_nt_masked(a: Sequence[_Tensor], b: Sequence[_Tensor], d: _Tensor, masked_m: _Tensor,
+                                 expected_m: int, recipe: Optional[Sequence[int]] = None, compiled_dims: str = "nk",
+                                 disable_ue8m0_cast: bool = False, *, stream: _StreamLike = None) -> None: ...
 def get_mk_alignment_for_contiguous_layout() -> int: ...
 def per_token_cast_to_fp8(x: _Tensor, use_ue8m0: bool = False, gran_k: int = 128, use_packed_ue8m0: bool = False,
                           *, out: Optional[Sequence[_Tensor]] = None,

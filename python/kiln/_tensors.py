@@ -168,6 +168,26 @@ def gemm_sfa(sfa: Any) -> Any:
     return get_mn_major_tma_aligned_tensor(sfa)
 
 
+def grouped_gemm_sfa(sfa: Any) -> Any:
+    """A's scales for m_grouped_fp8_gemm_nt_masked: ``sfa`` itself when the C++ op accepts its layout (each
+    group's [m, kb] as gemm_sfa accepts them, the groups one after the other: strides (kb * s, 1, s)), else, for a
+    float32 3-D CUDA torch tensor, the MN-major TMA-aligned copy get_mn_major_tma_aligned_tensor makes (one
+    allocation and one transposing copy). Anything else is passed through for the C++ op to judge."""
+    if not isinstance(sfa, Tensor) and not (bind() and isinstance(sfa, Tensor)):
+        return sfa
+    if sfa.dtype != _float32 or sfa.dim() != 3 or not sfa.is_cuda:
+        return sfa
+    groups, m, kb = sfa.shape
+    if groups == 0 or m == 0 or kb == 0:
+        return sfa
+    # With one K block the groups are the map's columns: any 16-byte multiple apart, at least m floats.
+    s0 = sfa.stride(0)
+    follow = s0 >= m and s0 % 4 == 0 if kb == 1 else s0 == kb * sfa.stride(2)
+    if gemm_sfa_layout_ok(sfa[0]) and (groups == 1 or follow):
+        return sfa
+    return get_mn_major_tma_aligned_tensor(sfa)
+
+
 def gemm_sfb(sfb: Any, d: Any) -> Any:
     """B's scales for fp8_gemm_nt: converted like A's (gemm_sfa) when ``d`` is a float32 torch tensor, i.e. in
     the weight-gradient form, where B is scaled per row and the kernel reads those scales MN-major and

@@ -512,3 +512,75 @@ def test_m_grouped_valid_call_without_a_gpu_is_a_cuda_error():
 def test_m_grouped_kernels_are_planned_without_a_gpu():
     kernels = kiln.plan("fp8_gemm_nt", n=4096, k=7168, m=4096, m_grouped=1, arch="sm_90a")
     assert len(kernels) == 1 and "m_grouped=true" in kernels[0]["spec"], kernels
+
+
+# ---- The m-grouped masked GEMM (m_grouped_fp8_gemm_nt_masked), through DLPack tensors "on the GPU" ----------------
+
+MASKED = kiln.m_grouped_fp8_gemm_nt_masked
+
+
+def masked_fakes(groups: int = 4, m: int = 256, n: int = 576, k: int = 512, **changes):
+    """(a, sfa), (b, sfb), d, masked_m for `groups` experts of m rows each: A [G, m, k] with its scales MN-major per
+    group as get_mn_major_tma_aligned_tensor writes them, B [G, n, k], D [G, m, n]."""
+    kb, aligned = cdiv(k, 128), cdiv(m, 4) * 4
+    t = {
+        "a": FakeDLPack((groups, m, k), "float8_e4m3fn", ptr=BASE),
+        "sfa": FakeDLPack((groups, m, kb), "float32", strides=(kb * aligned, 1, aligned), ptr=SFA),
+        "b": FakeDLPack((groups, n, k), "float8_e4m3fn", ptr=B),
+        "sfb": FakeDLPack((groups, cdiv(n, 128), kb), "float32", ptr=SFB),
+        "d": FakeDLPack((groups, m, n), "bfloat16", ptr=D),
+        "masked_m": FakeDLPack((groups,), "int32", ptr=IDX),
+    }
+    t.update(changes)
+    return (t["a"], t["sfa"]), (t["b"], t["sfb"]), t["d"], t["masked_m"]
+
+
+def test_masked_arguments_kiln_checks_itself():
+    a, b, d, counts = masked_fakes()
+    with pytest.raises(ValueError, match=r"m_grouped_fp8_gemm_nt_masked: recipe must be None or \(1, 128, 128\)"):
+        MASKED(a, b, d, counts, 64, recipe=(1, 1, 128))
+    with pytest.raises(ValueError, match="m_grouped_fp8_gemm_nt_masked: compiled_dims must be a string"):
+        MASKED(a, b, d, counts, 64, compiled_dims="x")
+    with pytest.raises(TypeError, match=r"m_grouped_fp8_gemm_nt_masked: a must be a pair \(a_fp8, sfa\)"):
+        MASKED(a[0], b, d, counts, 64)
+    with pytest.raises(TypeError, match="m_grouped_fp8_gemm_nt_masked: expected_m must be an int, got float"):
+        MASKED(a, b, d, counts, 64.0)
+    with pytest.raises(ValueError, match="m_grouped_fp8_gemm_nt_masked: expected_m must be >= 0"):
+        MASKED(a, b, d, counts, -1)
+
+
+@pytest.mark.parametrize("changes, error, message", [
+    ({"masked_m": FakeDLPack((4,), "int64", ptr=IDX)}, TypeError, "masked_m must be int32, got int64"),
+    ({"masked_m": FakeDLPack((5,), "int32", ptr=IDX)}, ValueError, r"masked_m must be of shape \(4,\)"),
+    ({"a": FakeDLPack((1024, 512), "float8_e4m3fn", ptr=BASE)}, ValueError, "a must be 3-dimensional"),
+    ({"d": FakeDLPack((4, 256, 584), "bfloat16", ptr=D)}, ValueError,
+     r"d must be of shape \(4, 256, 576\) \(groups, m of a, n of b\)"),
+    ({"a": FakeDLPack((4, 256, 512), "float8_e4m3fn", strides=(256 * 512 + 16, 512, 1), ptr=BASE)}, ValueError,
+     r"a must be groups one after the other"),
+    ({"d": FakeDLPack((4, 256, 576), "bfloat16", strides=(256 * 576 - 8, 576, 1), ptr=D)}, ValueError,
+     r"d must be groups apart by a multiple of 8 elements"),
+])
+def test_masked_preconditions(changes, error, message):
+    a, b, d, counts = masked_fakes(**changes)
+    with pytest.raises(error, match="m_grouped_fp8_gemm_nt_masked: " + message):
+        MASKED(a, b, d, counts, 64)
+
+
+def test_masked_empty_problems_are_no_ops_without_a_gpu():
+    for m, n in ((0, 576), (256, 0)):
+        a, b, d, counts = masked_fakes(m=m, n=n)
+        assert MASKED(a, b, d, counts, 64) is None
+    a, b, d, counts = masked_fakes(m=0)
+    assert MASKED(a, b, d, counts, 0, recipe=(1, 128, 128), compiled_dims="mn", disable_ue8m0_cast=True) is None
+
+
+@pytest.mark.skipif(not NO_GPU, reason="would launch on fake pointers: only meaningful without a GPU")
+def test_masked_valid_call_without_a_gpu_is_a_cuda_error():
+    a, b, d, counts = masked_fakes()
+    with pytest.raises(kiln.CudaError):
+        MASKED(a, b, d, counts, 64)
+
+
+def test_masked_kernels_are_planned_without_a_gpu():
+    kernels = kiln.plan("fp8_gemm_nt", n=7168, k=2048, m=32 * 20, m_grouped=1, masked=1, arch="sm_90a")
+    assert len(kernels) == 1 and "masked=true" in kernels[0]["spec"], kernels
