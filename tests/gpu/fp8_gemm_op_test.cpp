@@ -491,6 +491,124 @@ void test_m_grouped(const std::vector<int64_t>& sizes, int64_t n, int64_t k, int
   report(ok, line);
 }
 
+// ---- the m-grouped masked GEMM (MoE decode) -----------------------------------------------------------------------
+
+// m_grouped_fp8_gemm_nt_masked over experts with `counts[g]` rows each (masked_m; a count above `m` or below 0 is
+// clamped by the kernel) in blocks of `m` rows. Each expert has its own A rows and B (make_data per expert); A's rows
+// past the count are NaN bytes with NaN scales, so a row of another expert or past the count leaking into a valid
+// one shows. D is [G, m, n] with a padded row stride and its planes 64 elements further apart than its rows need,
+// poisoned first: the valid rows are checked against the float64 references (every row up to 256, else 64), and the
+// ldd padding, the gaps between planes and every row from the count rounded up to 128 on must keep their poison (a
+// tile's rows past the count are the only ones the kernel may write besides the valid ones). `expected_m` picks the
+// kernel (its plan at G * expected_m rows).
+void test_masked(const std::vector<int64_t>& counts, int64_t m, int64_t n, int64_t k, int64_t expected_m,
+                 const char* note, kiln::Fp8GemmOverrides overrides, uint64_t seed) {
+  const int64_t groups = static_cast<int64_t>(counts.size()), kb = (k + 127) / 128, nb = (n + 127) / 128;
+  const int64_t ldd = n + 8, plane = m * ldd + 64, sfa_stride = kiln::get_tma_aligned_size(m, 4);
+  const auto rows_of = [&](size_t g) { return std::clamp<int64_t>(counts[g], 0, m); };
+  std::vector<uint8_t> a(static_cast<size_t>(groups * m * k), 0x7f), b(static_cast<size_t>(groups * n * k));
+  std::vector<float> sfa(static_cast<size_t>(groups * kb * sfa_stride), std::nanf(""));
+  std::vector<float> sfb(static_cast<size_t>(groups * nb * kb));
+  std::vector<int32_t> masked(counts.begin(), counts.end());
+  std::vector<HostData> hosts;
+  for (size_t g = 0; g < counts.size(); ++g) {
+    hosts.push_back(make_data(std::max<int64_t>(rows_of(g), 1), n, k, seed * 1000 + g));
+    const HostData& h = hosts.back();
+    const int64_t gi = static_cast<int64_t>(g);
+    for (int64_t r = 0; r < rows_of(g); ++r) {
+      std::memcpy(&a[static_cast<size_t>((gi * m + r) * k)], &h.a[static_cast<size_t>(r * k)], static_cast<size_t>(k));
+      for (int64_t c = 0; c < kb; ++c)
+        sfa[static_cast<size_t>((gi * kb + c) * sfa_stride + r)] = h.a_scale[static_cast<size_t>(r * kb + c)];
+    }
+    std::memcpy(&b[static_cast<size_t>(gi * n * k)], h.b.data(), h.b.size());
+    std::memcpy(&sfb[static_cast<size_t>(gi * nb * kb)], h.sfb.data(), h.sfb.size() * 4);
+  }
+  DeviceBuffer da(a.size()), db(b.size()), dsfa(sfa.size() * 4), dsfb(sfb.size() * 4), dmask(masked.size() * 4),
+      dd(static_cast<size_t>(groups * plane * 2));
+  da.upload(a.data());
+  db.upload(b.data());
+  dsfa.upload(sfa.data());
+  dsfb.upload(sfb.data());
+  dmask.upload(masked.data());
+  dd.poison();
+  const auto tensor = [](void* data, kiln::DType dtype, std::initializer_list<int64_t> shape,
+                         std::initializer_list<int64_t> strides) {
+    kiln::TensorView t = kiln::TensorView::contiguous(data, dtype, shape);
+    std::copy(strides.begin(), strides.end(), t.strides.begin());
+    return t;
+  };
+  const kiln::TensorView ta = tensor(da.data(), kiln::DType::kFloat8E4M3, {groups, m, k}, {m * k, k, 1});
+  const kiln::TensorView tsfa =
+      tensor(dsfa.data(), kiln::DType::kFloat32, {groups, m, kb}, {kb * sfa_stride, 1, sfa_stride});
+  const kiln::TensorView tb = kiln::TensorView::contiguous(db.data(), kiln::DType::kFloat8E4M3, {groups, n, k});
+  const kiln::TensorView tsfb = kiln::TensorView::contiguous(dsfb.data(), kiln::DType::kFloat32, {groups, nb, kb});
+  const kiln::TensorView td = tensor(dd.data(), kiln::DType::kBFloat16, {groups, m, n}, {plane, ldd, 1});
+  const kiln::TensorView tmask = kiln::TensorView::contiguous(dmask.data(), kiln::DType::kInt32, {groups});
+
+  const int64_t plan_m = groups * std::clamp<int64_t>(expected_m, 1, m);
+  kiln::CompileRequest r{"fp8_gemm_nt", {{"m", plan_m}, {"n", n}, {"k", k}, {"m_grouped", 1}, {"masked", 1}},
+                         std::nullopt, std::nullopt};
+  for (const auto& [name, value] : {std::pair<const char*, int>{"block_m", overrides.block_m},
+                                    {"block_n", overrides.block_n}, {"split_k", overrides.split_k},
+                                    {"cluster_n", overrides.cluster_n}})
+    if (value != 0) r.problem[name] = value;
+  const auto kernels = kiln::plan(r);
+  const std::string kernel = kernels.empty() ? "-" : kernels[0].detail.substr(kernels[0].detail.find(": ") + 2);
+  std::string counts_text;
+  for (int64_t c : counts) counts_text += (counts_text.empty() ? "" : ",") + std::to_string(c);
+  char name[400];
+  std::snprintf(name, sizeof name,
+                "m_grouped_fp8_gemm_nt_masked %lld experts (masked_m %s) of m=%lld, n=%lld k=%lld expected_m=%lld "
+                "[%s]%s%s",
+                static_cast<long long>(groups), counts_text.c_str(), static_cast<long long>(m),
+                static_cast<long long>(n), static_cast<long long>(k), static_cast<long long>(expected_m),
+                kernel.c_str(), note[0] ? " " : "", note);
+  try {
+    kiln::set_fp8_gemm_overrides(overrides);
+    kiln::m_grouped_fp8_gemm_nt_masked(ta, tsfa, tb, tsfb, td, tmask, expected_m);
+    KILN_CU_CHECK(cu().cuCtxSynchronize());
+    kiln::set_fp8_gemm_overrides({});
+  } catch (const std::exception& e) {
+    kiln::set_fp8_gemm_overrides({});
+    report(false, std::string(name) + ": " + e.what());
+    return;
+  }
+  std::vector<uint16_t> out(static_cast<size_t>(groups * plane));
+  dd.download(out.data());
+  std::vector<double> got, want_q, want_f;
+  bool finite = true, poison_kept = true;
+  size_t checked_rows = 0;
+  for (size_t g = 0; g < counts.size(); ++g) {
+    const uint16_t* d_plane = &out[g * static_cast<size_t>(plane)];
+    const int64_t rows = rows_of(g), written = std::min(m, (rows + 127) / 128 * 128);
+    for (int64_t row = 0; row < m; ++row)
+      for (int64_t col = row < written ? n : 0; col < ldd; ++col)
+        poison_kept = poison_kept && d_plane[row * ldd + col] == 0xffff;
+    for (int64_t i = m * ldd; i < plane; ++i) poison_kept = poison_kept && d_plane[i] == 0xffff;
+    if (rows == 0) continue;
+    const std::vector<int64_t> check = rows_to_check(rows, seed + g);
+    const Reference ref = reference_of(hosts[g], check);
+    for (int64_t row : check) {
+      const size_t at = ref.index.at(row) * static_cast<size_t>(n);
+      for (int64_t col = 0; col < n; ++col) {
+        const double v = bf16_to_double(d_plane[row * ldd + col]);
+        finite = finite && std::isfinite(v);
+        got.push_back(v);
+        want_q.push_back(ref.q[at + static_cast<size_t>(col)]);
+        want_f.push_back(ref.f[at + static_cast<size_t>(col)]);
+      }
+      ++checked_rows;
+    }
+  }
+  const double diff_q = calc_diff(got, want_q), diff_f = calc_diff(got, want_f);
+  const bool ok = checked_rows > 0 && finite && poison_kept && diff_q < 1e-5 && diff_f < 1e-3;
+  char line[800];
+  std::snprintf(line, sizeof line, "%s: calc_diff %.3g (dequantised, < 1e-5), %.3g (exact, < 1e-3), %zu rows%s%s",
+                name, diff_q, diff_f, checked_rows, finite ? "" : ", NON-FINITE OUTPUT",
+                poison_kept ? "" : ", WROTE WHERE IT MUST NOT");
+  report(ok, line);
+}
+
 // ---- the casts feeding the GEMM on the GPU ------------------------------------------------------------------------
 
 void test_casts_then_gemm(int64_t m, int64_t n, int64_t k) {
@@ -797,6 +915,22 @@ int main(int argc, char** argv) {
       test_m_grouped(experts, 1000, 2048, 0, "overrides block_m=128 block_n=192", {128, 192, 0, 0}, seed++);
       test_m_grouped({700, 900, 0, 1200, 333, 64, 2000, 1000}, 4096, 512, 3, "(eight experts)", {}, seed++);
       test_m_grouped(experts, 576, 720, 1, "(block 2's first index out of range)", {}, seed++, 2);
+      // The masked GEMM: the plan's kernels at a decode and a prefill expected_m, forced tiles over the same paths
+      // plus pairs sharing A, experts without rows, counts past m and below 0 (clamped), and m not a multiple of
+      // the tile (a group's last block reads into the next group's rows, whose rows of D it must not write).
+      const std::vector<int64_t> counts = {37, 0, 300, 128, 1, 200, 400, -5};
+      test_masked(counts, 384, 576, 7168, 20, "", {}, seed++);
+      test_masked(counts, 384, 4096, 512, 192, "", {}, seed++);
+      test_masked(counts, 300, 576, 720, 64, "(m not a multiple of 64 or 128)", {}, seed++);
+      test_masked({100, 3}, 256, 2112, 7168, 16, "(the plan's split-K pairs)", {}, seed++);
+      test_masked(counts, 384, 576, 720, 64, "overrides block_m=64 block_n=32 split_k=2", {64, 32, 0, 0, 0, 2}, seed++);
+      test_masked(counts, 300, 576, 720, 64, "overrides block_m=64 block_n=128", {64, 128, 0, 0}, seed++);
+      test_masked(counts, 384, 1024, 720, 64, "overrides block_m=64 block_n=128 cluster_n=2", {64, 128, 0, 0, 2},
+                  seed++);
+      test_masked(counts, 384, 576, 720, 64, "overrides block_m=128 block_n=144", {128, 144, 0, 0}, seed++);
+      test_masked(counts, 300, 1000, 2048, 64, "overrides block_m=128 block_n=160", {128, 160, 0, 0}, seed++);
+      test_masked(counts, 384, 1000, 2048, 64, "overrides block_m=128 block_n=192", {128, 192, 0, 0}, seed++);
+      test_masked({1, 2, 3, 4}, 64, 7168, 2048, 2, "(a decode batch)", {}, seed++);
     }
     if (!quick && !multicast_only) {
       test_casts_then_gemm(200, 576, 512);

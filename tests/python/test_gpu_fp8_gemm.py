@@ -21,6 +21,8 @@ row-major B scales (converted, bit-identical), a padded row stride of D, on typi
 (< 1e-5), D - C against the dequantised product alone (< 1e-5) and against the bf16 inputs' product (< 1e-3).
 The k-grouped call (k_grouped_fp8_gemm_nt_contiguous, every group in one launch of up to 32 groups): each group
 against its float64 product, with an empty group, 70 groups in three launches, and replayed from a CUDA graph.
+The m-grouped calls (m_grouped_fp8_gemm_nt_contiguous and _masked): each expert's rows against its float64 products,
+padding and rows past a count left as the contract says, and CUDA graphs that follow the routing at replay time.
 
 Runs under pytest, or alone: `python3 tests/python/test_gpu_fp8_gemm.py` (one PASS/FAIL line per test).
 """
@@ -717,6 +719,110 @@ def test_m_grouped_contiguous_in_a_graph():
         assert diff < MAX_DIFF_DEQUANTISED, f"replay after moving expert {g}'s rows to {target}: calc_diff {diff:.3g}"
     print("  replays follow m_indices as they are at replay time")
 
+
+
+def masked_problem(counts, m: int, n: int, k: int, seed: int):
+    """m_grouped_fp8_gemm_nt_masked's operands for experts with `counts` rows (masked_m) in blocks of m: A [G, m, k]
+    cast per group (its scales stacked row-major, as a caller who casts each expert would have them), every expert's B
+    cast per 128x128 block, D [G, m, n] poisoned. Returns (a, sfa), (b, sfb), d, masked_m and each expert's float64
+    references (dequantised, exact) of its first min(count, m) rows."""
+    torch.manual_seed(seed)
+    groups = len(counts)
+    a = torch.randn(groups, m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(groups, n, k, device="cuda", dtype=torch.bfloat16)
+    a_casts = [kiln.per_token_cast_to_fp8(a[g]) for g in range(groups)]
+    a_fp8 = torch.stack([x for x, _ in a_casts])
+    sfa = torch.stack([s for _, s in a_casts])  # row-major [G, m, kb]: the wrapper converts it
+    b_casts = [kiln.per_block_cast_to_fp8(b[g]) for g in range(groups)]
+    b_fp8 = torch.stack([x for x, _ in b_casts])
+    sfb = torch.stack([s for _, s in b_casts]).contiguous()
+    masked_m = torch.tensor(counts, device="cuda", dtype=torch.int32)
+    refs = []
+    for g, count in enumerate(counts):
+        rows = min(max(count, 0), m)
+        refs.append((dequantised(a_fp8[g, :rows], sfa[g, :rows], 1) @ dequantised(b_fp8[g], sfb[g], 128).T,
+                     a[g, :rows].double() @ b[g].double().T))
+    d = torch.full((groups, m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    return (a_fp8, sfa), (b_fp8, sfb), d, masked_m, refs
+
+
+def check_masked(d, counts, refs, what: str):
+    """Each expert's valid rows against its references (the exact one where given); its rows from the count rounded
+    up to 128 on must keep their poison (only the valid rows and the rest of their last tile may be written)."""
+    torch.cuda.synchronize()
+    m = d.shape[1]
+    for g, (count, (q, exact)) in enumerate(zip(counts, refs)):
+        rows = min(max(count, 0), m)
+        untouched = d[g, min(m, (rows + 127) // 128 * 128):]
+        assert torch.isnan(untouched).all(), f"{what}: expert {g}: rows past its last tile were written"
+        if rows == 0:
+            continue
+        valid = d[g, :rows]
+        bad = (~torch.isfinite(valid)).sum().item()
+        assert bad == 0, f"{what}: expert {g}: {bad} elements NaN or Inf"
+        diff = calc_diff(valid, q)
+        assert diff < MAX_DIFF_DEQUANTISED, f"{what}: expert {g}: calc_diff {diff:.3g} against the dequantised product"
+        if exact is not None:
+            diff_exact = calc_diff(valid, exact)
+            assert diff_exact < MAX_DIFF_EXACT, f"{what}: expert {g}: calc_diff {diff_exact:.3g} against the exact one"
+
+
+def test_m_grouped_masked():
+    """m_grouped_fp8_gemm_nt_masked against each expert's float64 products: ragged counts (one empty, one full, one
+    past m and one negative, both clamped), row-major scales of A (converted) against the MN-major layout (the same
+    bits), a decode and a prefill expected_m (two kernels), a call on another stream, and a refused call."""
+    counts = [200, 0, 37, 256, 1, 300, -3, 129]
+    m, n, k = 256, 2112, 1536
+    a, b, d, masked_m, refs = masked_problem(counts, m, n, k, seed=77)
+    kiln.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, 128)
+    check_masked(d, counts, refs, "row-major scales")
+    expected = d.clone()
+    mn_major = (a[0], kiln.get_mn_major_tma_aligned_tensor(a[1]))
+    poison(d)
+    kiln.m_grouped_fp8_gemm_nt_masked(mn_major, b, d, masked_m, 128, recipe=(1, 128, 128))
+    torch.cuda.synchronize()
+    for g, count in enumerate(counts):
+        rows = min(max(count, 0), m)
+        assert torch.equal(d[g, :rows], expected[g, :rows]), "the scales' layout changed the result"
+    for expected_m in (8, 256):
+        poison(d)
+        kiln.m_grouped_fp8_gemm_nt_masked(mn_major, b, d, masked_m, expected_m)
+        check_masked(d, counts, refs, f"expected_m={expected_m}")
+    stream = torch.cuda.Stream()
+    poison(d)
+    torch.cuda.synchronize()
+    with torch.cuda.stream(stream):
+        kiln.m_grouped_fp8_gemm_nt_masked(mn_major, b, d, masked_m, 128)
+    stream.synchronize()
+    check_masked(d, counts, refs, "on a side stream")
+    with raises(ValueError, match=r"m_grouped_fp8_gemm_nt_masked: masked_m must be of shape \(8,\)"):
+        kiln.m_grouped_fp8_gemm_nt_masked(mn_major, b, d, masked_m[:-1], 128)
+    print(f"  {len(counts)} experts of up to {m} rows: every expert within calc_diff {MAX_DIFF_DEQUANTISED}")
+
+
+def test_m_grouped_masked_in_a_graph():
+    """Captured once, as a decode step is: the replay reads masked_m as it is at replay time, so each step's routing
+    needs no new capture."""
+    counts = [20, 3, 0, 64]
+    m, n, k = 128, 4096, 7168
+    a, b, d, masked_m, _ = masked_problem(counts, m, n, k, seed=78)
+    a = (a[0], kiln.get_mn_major_tma_aligned_tensor(a[1]))  # converted outside the capture
+    kiln.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, 32)  # warm-up: compiled and loaded outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        kiln.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, 32)
+    for step in ([20, 3, 0, 64], [0, 128, 7, 1], [128, 128, 128, 128]):
+        masked_m.copy_(torch.tensor(step, dtype=torch.int32))
+        poison(d)
+        graph.replay()
+        torch.cuda.synchronize()
+        refs = []
+        for g, count in enumerate(step):
+            rows = min(count, m)
+            refs.append((dequantised(a[0][g, :rows], a[1][g, :rows], 1) @ dequantised(b[0][g], b[1][g], 128).T, None))
+        check_masked(d, step, refs, f"replay with masked_m {step}")
+    print("  replays follow masked_m as it is at replay time")
 
 if __name__ == "__main__":
     sys.exit(run_module(globals()))
