@@ -86,7 +86,7 @@ fi
 # host-overhead benchmark and the FP8 GEMM benchmarks against cuBLAS, both forms (their JSON and PNG go to $OUT
 # directly).
 # Just these steps: ONLY='^python$|python_gpu_fp8_gemm|python_fp8_gemm_bench|python_fp8_gemm_wgrad_bench|
-# python_fp8_gemm_k_grouped_bench|python_fp8_gemm_m_grouped_bench'.
+# python_fp8_gemm_k_grouped_bench|python_fp8_gemm_m_grouped_bench|python_fp8_gemm_masked_bench'.
 if [[ ($what == bench || $what == python || $what == all) && python =~ $only ]]; then
   pydir=$PWD/$build/python-package
   t0=$(date +%s)
@@ -112,6 +112,8 @@ if [[ ($what == bench || $what == python || $what == all) && python =~ $only ]];
       python3 bench/fp8_gemm_k_grouped_bench.py --out "$final_out"
     [[ $what != tests ]] && PYTHONPATH=$pydir run_step python_fp8_gemm_m_grouped_bench 240 \
       python3 bench/fp8_gemm_m_grouped_bench.py --out "$final_out"
+    [[ $what != tests ]] && PYTHONPATH=$pydir run_step python_fp8_gemm_masked_bench 240 \
+      python3 bench/fp8_gemm_masked_bench.py --out "$final_out"
   else
     tail -30 "$out/python_build.log"
     record python_build FAIL "$(( $(date +%s) - t0 )) s (log: python_build.log)"
