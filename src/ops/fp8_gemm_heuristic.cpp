@@ -63,6 +63,17 @@ constexpr double kL2BytesPerUs = 10.0e6;
 // 16384, 1-2 % at 2048 x K >= 4096, 2-6 % at 193..384 x 2560 x K >= 7168; at K <= 3072 the two are level,
 // and where A is the larger operand (N = 256, M >= 2113) 64x128 is faster, up to 21 %.
 constexpr double kNarrowL2Weight = 0.85;
+// The L2 reads of 128x128 in the m-grouped plans (Fp8GemmConfig::m_grouped) count this much. Those plans are the
+// only ones that rank the 128-row tiles at large M (elsewhere 256-row pairs take it), and there the figure above
+// makes 128x128 look as fast as 128x160 and 128x192, which it is not: on an H100 (2026-12-06, forty-ninth session,
+// L2 flushed) at 34048 x 4096 x 2048 it ran 496 us against 420 and 424, the model 478 against 486 and 480. With the
+// weight the plans move 128x128 to a wider tile at 348 of 1920 (n, k, m) points (m >= 1792, six MoE weights);
+// bench/probes/m_grouped_plan_moves.py timed 28 of them (old and new tile in both orders, the m-grouped kernel): new /
+// old 0.937 on geometric mean, 25 faster (down to 0.83), the worst 1.053 (2112 x 7168 at m = 4864). Weighing every
+// m-grouped tile instead moved kernels at m <= 512 too, through the plan's pruning, and lost there (64x144 for
+// 128x96 at 192 x 6144 x 7168: 1.6 times slower): 1.037 over 18 moves. The dense plans keep the figure they were
+// fitted with.
+constexpr double kMGroupedL2Weight = 1.12;
 constexpr int64_t kNarrowMinNOverM = 2;
 constexpr int64_t kNarrowMinKBlocks = 32;
 // Where DRAM bounds the call, time goes by rounds of tiles (one per CTA): each round reads its share of the
@@ -647,7 +658,8 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   const double l2_bytes = tiles * static_cast<double>(k_blocks) * (l2_load_bytes + kZeroFillWeight * zero_filled_bytes);
   const bool narrow_streaming_b =
       c.block_m == 128 && c.block_n == 64 && n >= kNarrowMinNOverM * m && k_blocks >= kNarrowMinKBlocks;
-  const double l2_weight = narrow_streaming_b ? kNarrowL2Weight : 1.0;
+  const bool m_grouped_128 = c.m_grouped && c.block_m == 128 && c.block_n == 128;
+  const double l2_weight = (narrow_streaming_b ? kNarrowL2Weight : 1.0) * (m_grouped_128 ? kMGroupedL2Weight : 1.0);
   // DRAM by rounds (see kDramBoundTileShare); every round takes at least a tile, so this covers the busiest CTA.
   const double dram_us = dram_bytes / kDramBytesPerUs;
   const double full_rounds = tiles_per_cta - 1;
@@ -691,7 +703,10 @@ Fp8GemmPlan make_plan(const TargetInfo& target, int64_t n, int64_t k, const Fp8G
   // The pruning's candidates first, then the fill tiles, which enter the plan only by the swaps below.
   const size_t pruned = cands.size();
   for (const Fp8GemmConfig& c : fill_tiles(target, n, k, overrides, form)) cands.push_back(c);
-  for (Fp8GemmConfig& c : cands) c.group_m = tile_order_group_m(n, k, c);
+  for (Fp8GemmConfig& c : cands) {
+    c.group_m = tile_order_group_m(n, k, c);
+    c.m_grouped = one_block;  // costed as the m-grouped kernels (kMGroupedL2Weight)
+  }
   const size_t nc = cands.size();
 
   // The intervals: [1, kDecodeM] costed at M = 1, (kDecodeM, 64] at 64, then (64 i, 64 (i + 1)] each at its

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -162,6 +163,47 @@ TEST(Fp8GemmMGroupedPlan, OneMBlockPerCtaAndAtMostEightKernels) {
   const ops::Fp8GemmConfig& c = big.kernels[static_cast<size_t>(big.bucket_of(34304).kernel)];
   EXPECT_EQ(c.block_m, 128);
   EXPECT_EQ(c.block_n, 192);
+}
+
+// kMGroupedL2Weight's moves (bench/probes/m_grouped_plan_moves.txt): n, k, m, 128x128's time, the wider tile the plan
+// takes now and its time, on an H100 (2026-12-06, m_grouped_fp8_gemm_nt_contiguous with the tiles forced, each the
+// mean of two flushed medians in old-new-new-old order).
+struct MGroupedMove {
+  int64_t n, k, m;
+  double old_us;
+  int new_block_n;
+  double new_us;
+};
+const MGroupedMove kMGroupedMovesH100[] = {
+    {2112, 7168, 3712, 102.1, 176, 100.1}, {2112, 7168, 4864, 121.3, 176, 127.7}, {4096, 2048, 5504, 83.0, 160, 78.5},
+    {4096, 2048, 10880, 151.9, 160, 142.0}, {4096, 2048, 3584, 56.8, 192, 55.3},
+    {4096, 2048, 38784, 559.1, 192, 474.1}, {4096, 2048, 35328, 515.9, 192, 428.9},
+    {4096, 4096, 5760, 154.8, 160, 145.0}, {4096, 4096, 9344, 253.7, 160, 230.8}, {4096, 4096, 2048, 61.1, 176, 61.2},
+    {4096, 4096, 6272, 162.3, 176, 161.1}, {4096, 4096, 3584, 103.3, 192, 101.3},
+    {4096, 4096, 12416, 360.4, 192, 300.3}, {4096, 4096, 8704, 244.5, 192, 218.4},
+    {6144, 7168, 2688, 204.1, 176, 194.1}, {6144, 7168, 3712, 294.8, 176, 249.0},
+    {6144, 7168, 2432, 167.7, 192, 164.9}, {6144, 7168, 4352, 306.6, 192, 274.6}, {7168, 2048, 1792, 47.9, 160, 45.9},
+    {7168, 2048, 3584, 93.2, 160, 89.8}, {7168, 2048, 2048, 56.6, 192, 57.5}, {7168, 2048, 9856, 233.0, 192, 221.0},
+    {7168, 2048, 12544, 288.5, 192, 272.6}, {7168, 3072, 1792, 63.7, 160, 61.9},
+    {7168, 3072, 6272, 215.1, 160, 202.6}, {7168, 3072, 2048, 78.0, 192, 77.9},
+    {7168, 3072, 10240, 350.1, 192, 318.7}, {7168, 3072, 12928, 475.4, 192, 399.9},
+};
+
+TEST(Fp8GemmMGroupedPlan, WiderTilesThan128x128AtLargeMAsTimed) {
+  double log_ratio = 0;
+  for (const MGroupedMove& mv : kMGroupedMovesH100) {
+    const ops::Fp8GemmPlan plan = ops::fp8_gemm_m_grouped_plan(kH200, mv.n, mv.k);
+    const ops::Fp8GemmConfig& c = plan.kernels[static_cast<size_t>(plan.bucket_of(mv.m).kernel)];
+    EXPECT_EQ(c.block_m, 128) << mv.n << " x " << mv.k << " at m = " << mv.m << ": " << c.describe();
+    EXPECT_EQ(c.block_n, mv.new_block_n) << mv.n << " x " << mv.k << " at m = " << mv.m << ": " << c.describe();
+    EXPECT_LE(mv.new_us, mv.old_us * 1.06) << mv.n << " x " << mv.k << " at m = " << mv.m;
+    log_ratio += std::log(mv.new_us / mv.old_us);
+  }
+  EXPECT_LT(log_ratio, 28 * std::log(0.94));  // 0.937
+  // Below m = 1792 it moves nothing: 128x112 keeps its intervals (weighing every m-grouped tile took them, and lost).
+  const ops::Fp8GemmPlan plan = ops::fp8_gemm_m_grouped_plan(kH200, 7168, 3072);
+  for (const int64_t m : {192, 256, 512})
+    EXPECT_EQ(plan.kernels[static_cast<size_t>(plan.bucket_of(m).kernel)].block_n, 112) << m;
 }
 
 TEST(Fp8GemmMGroupedPlan, TwoBlockOverridesAreRefused) {
