@@ -772,6 +772,20 @@ struct MGroupedChecked {
   MGrouped grouped;
 };
 
+// "strides (x, y, z)" of a 3-D tensor, for errors.
+std::string strides_text(const TensorView& t) { return "strides " + format_dims(t.strides.data(), 3); }
+
+// B's and its scales' layouts in both m-grouped forms: one tensor map reads every group's rows of B, so the groups
+// must follow each other at n rows' distance; the scale loader indexes the scales as one dense array.
+void check_grouped_b_layout(const char* function, const TensorView& b, const TensorView& sfb, int64_t groups) {
+  const int64_t n = b.shape[1];
+  if (groups > 1 && b.strides[0] != n * b.strides[1])
+    fail(ErrorKind::kValueError, Arg{function, "b"}, b,
+         "groups one after the other: strides (n * s, s, 1), here stride(0) == " + std::to_string(n * b.strides[1]),
+         strides_text(b));
+  check_contiguous(Arg{function, "sfb"}, sfb);
+}
+
 // Every check of m_grouped_fp8_gemm_nt_contiguous, in the order its errors are reported: the grouped tensors' dtypes,
 // ranks, shapes and layouts (B's groups one after the other, their scales and m_indices dense), then everything
 // fp8_gemm_nt checks, on group 0's [n, k] views of B and its scales (each group's are alike).
@@ -799,13 +813,7 @@ MGroupedChecked check_m_grouped(const TensorView& a, const TensorView& sfa, cons
   check_shape(ai, m_indices, {m}, "(m,): the group of each of a's rows");
   check_contiguous(ai, m_indices);
   check_pointer_aligned(ai, m_indices, 4);
-  // One tensor map reads every group's rows of B: groups must follow each other at n rows' distance.
-  if (groups > 1 && b.strides[0] != n * b.strides[1])
-    fail(ErrorKind::kValueError, ab, b,
-         "groups one after the other: strides (n * s, s, 1), here stride(0) == " + std::to_string(n * b.strides[1]),
-         "strides (" + std::to_string(b.strides[0]) + ", " + std::to_string(b.strides[1]) + ", " +
-             std::to_string(b.strides[2]) + ")");
-  check_contiguous(asfb, sfb);
+  check_grouped_b_layout(kMGroupedOp, b, sfb, groups);
   const int64_t k_blocks = cdiv(k, kScaleBlock);
   const TensorView b0 = view_2d(b, 0, n, k, b.strides[1], b.strides[2]);
   const TensorView sfb0 = view_2d(sfb, 0, cdiv(n, kScaleBlock), k_blocks, k_blocks, 1);
@@ -817,9 +825,6 @@ MGroupedChecked check_m_grouped(const TensorView& a, const TensorView& sfa, cons
 }
 
 // ---- the m-grouped masked GEMM (MoE experts' decode pass) ---------------------------------------------------------
-
-// "strides (x, y, z)" of a 3-D tensor, for errors.
-std::string strides_text(const TensorView& t) { return "strides " + format_dims(t.strides.data(), 3); }
 
 // Every check of m_grouped_fp8_gemm_nt_masked, in the order its errors are reported: the grouped tensors' dtypes,
 // ranks and shapes, the layouts that let one map span every group (A's and its scales' groups one after the other,
@@ -868,11 +873,7 @@ MGroupedChecked check_m_grouped_masked(const TensorView& a, const TensorView& sf
   if (groups * m > INT32_MAX)
     fail(ErrorKind::kValueError, aa, a, "at most 2147483647 rows in all (groups * m)",
          "groups * m == " + std::to_string(groups * m));
-  if (groups > 1 && b.strides[0] != n * b.strides[1])
-    fail(ErrorKind::kValueError, ab, b,
-         "groups one after the other: strides (n * s, s, 1), here stride(0) == " + std::to_string(n * b.strides[1]),
-         strides_text(b));
-  check_contiguous(asfb, sfb);
+  check_grouped_b_layout(fn, b, sfb, groups);
   const TensorView a0 = view_2d(a, 0, m, k, a.strides[1], a.strides[2]);
   const TensorView sfa0 = view_2d(sfa, 0, m, k_blocks, sfa.strides[1], sfa.strides[2]);
   const TensorView b0 = view_2d(b, 0, n, k, b.strides[1], b.strides[2]);

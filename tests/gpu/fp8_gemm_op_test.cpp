@@ -211,19 +211,24 @@ double deepgemm_us(int64_t m, int64_t n, int64_t k) {
   return it == kPeers.end() ? 0.0 : it->second;
 }
 
-// The kernel the public plan says serves one problem (what DG_PRINT_CONFIGS would print), with the
-// process-wide overrides in force.
-std::string kernel_for(int64_t m, int64_t n, int64_t k) {
-  kiln::CompileRequest r{"fp8_gemm_nt", {{"m", m}, {"n", n}, {"k", k}}, std::nullopt, std::nullopt};
-  const kiln::Fp8GemmOverrides o = kiln::get_fp8_gemm_overrides();
+// The kernel the public plan says serves request `r` with overrides `o` (what DG_PRINT_CONFIGS would print), in
+// words ("-" when none).
+std::string kernel_for(kiln::CompileRequest r, const kiln::Fp8GemmOverrides& o) {
   for (const auto& [name, value] : {std::pair<const char*, int>{"block_m", o.block_m}, {"block_n", o.block_n},
-                                    {"stages", o.stages}, {"cluster_m", o.cluster_m}, {"cluster_n", o.cluster_n}})
+                                    {"stages", o.stages}, {"cluster_m", o.cluster_m}, {"cluster_n", o.cluster_n},
+                                    {"split_k", o.split_k}})
     if (value != 0) r.problem[name] = value;
   const auto reports = kiln::plan(r);
   if (reports.empty()) return "-";
   const std::string& d = reports[0].detail;
   const size_t colon = d.find(": ");
   return colon == std::string::npos ? d : d.substr(colon + 2);
+}
+
+// The same for one dense problem, with the process-wide overrides in force.
+std::string kernel_for(int64_t m, int64_t n, int64_t k) {
+  return kernel_for({"fp8_gemm_nt", {{"m", m}, {"n", n}, {"k", k}}, std::nullopt, std::nullopt},
+                    kiln::get_fp8_gemm_overrides());
 }
 
 int g_failures = 0;
@@ -424,12 +429,8 @@ void test_m_grouped(const std::vector<int64_t>& sizes, int64_t n, int64_t k, int
   const kiln::TensorView tsfb = kiln::TensorView::contiguous(dsfb.data(), kiln::DType::kFloat32, {groups, nb, kb});
   const kiln::TensorView tl = kiln::TensorView::contiguous(dl.data(), kiln::DType::kInt32, {m});
 
-  kiln::CompileRequest r{"fp8_gemm_nt", {{"m", m}, {"n", n}, {"k", k}, {"m_grouped", 1}}, std::nullopt, std::nullopt};
-  for (const auto& [name, value] : {std::pair<const char*, int>{"block_m", overrides.block_m},
-                                    {"block_n", overrides.block_n}, {"split_k", overrides.split_k}})
-    if (value != 0) r.problem[name] = value;
-  const auto kernels = kiln::plan(r);
-  const std::string kernel = kernels.empty() ? "-" : kernels[0].detail.substr(kernels[0].detail.find(": ") + 2);
+  const std::string kernel = kernel_for(
+      {"fp8_gemm_nt", {{"m", m}, {"n", n}, {"k", k}, {"m_grouped", 1}}, std::nullopt, std::nullopt}, overrides);
   std::string sizes_text;
   for (int64_t s : sizes) sizes_text += (sizes_text.empty() ? "" : ",") + std::to_string(s);
   char name[400];
@@ -546,14 +547,9 @@ void test_masked(const std::vector<int64_t>& counts, int64_t m, int64_t n, int64
   const kiln::TensorView tmask = kiln::TensorView::contiguous(dmask.data(), kiln::DType::kInt32, {groups});
 
   const int64_t plan_m = groups * std::clamp<int64_t>(expected_m, 1, m);
-  kiln::CompileRequest r{"fp8_gemm_nt", {{"m", plan_m}, {"n", n}, {"k", k}, {"m_grouped", 1}, {"masked", 1}},
-                         std::nullopt, std::nullopt};
-  for (const auto& [name, value] : {std::pair<const char*, int>{"block_m", overrides.block_m},
-                                    {"block_n", overrides.block_n}, {"split_k", overrides.split_k},
-                                    {"cluster_n", overrides.cluster_n}})
-    if (value != 0) r.problem[name] = value;
-  const auto kernels = kiln::plan(r);
-  const std::string kernel = kernels.empty() ? "-" : kernels[0].detail.substr(kernels[0].detail.find(": ") + 2);
+  const std::string kernel = kernel_for(
+      {"fp8_gemm_nt", {{"m", plan_m}, {"n", n}, {"k", k}, {"m_grouped", 1}, {"masked", 1}}, std::nullopt, std::nullopt},
+      overrides);
   std::string counts_text;
   for (int64_t c : counts) counts_text += (counts_text.empty() ? "" : ",") + std::to_string(c);
   char name[400];
