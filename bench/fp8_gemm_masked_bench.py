@@ -156,8 +156,8 @@ def main() -> int:
               f"{len(rows)} shapes)")
     write_report("fp8_gemm_masked_bench", args.out, props, torch, kiln, args.reps, blockwise_missing, rows, summary,
                  failures)
-    print("| experts x expected M | valid rows | n x k | kiln µs | TFLOPS | GB/s | kiln dense µs | cuBLAS bw per expert "
-          "µs | x cuBLAS | DeepGEMM µs | x DeepGEMM |")
+    print("| experts x expected M | valid rows | n x k | kiln µs | TFLOPS | GB/s | kiln dense µs | cuBLAS bw per "
+          "expert µs | x cuBLAS | DeepGEMM µs | x DeepGEMM |")
     print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         nan = float("nan")
