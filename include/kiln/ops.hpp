@@ -170,14 +170,15 @@ void m_grouped_fp8_gemm_nt_masked(const TensorView& a, const TensorView& sfa, co
 // fp8_gemm_nt launch (both forms) and to plan/precompile of fp8_gemm_nt (where the problem parameters block_m,
 // block_n, stages, cluster_m, cluster_n and split_k do the same for one request). The weight-gradient form has
 // no cluster variant: it ignores cluster_m, cluster_n and split_k set here, and a plan request with
-// accumulate=1 and any of them at 2 is refused; m_grouped_fp8_gemm_nt_contiguous ignores cluster_m (and a plan
-// request with m_grouped=1 and cluster_m=2 is refused), and refuses block_m 256. Validated when set: block_m 64, 128 or 256 (256: block_n at most
-// 128, the bf16 form only); block_n a multiple of 16 in 16..192 that makes a tile straddle at most two of B's
-// 128-column scale blocks (not 176); stages 1..16 and fitting in shared memory (checked per kernel); cluster_m
-// 1 or 2 (2: CTA pairs on vertically adjacent tiles multicast B; needs block_n / 2 a multiple of 8); cluster_n
-// 1 or 2 (2: CTA pairs on horizontally adjacent tiles multicast A); split_k 1 (never split) or 2 (CTA pairs
-// split K in halves; not with 256-row tiles); at most one of cluster_m, cluster_n and split_k at 2 (each uses
-// the CTA pair). Throws Error(kValueError) naming the field otherwise.
+// accumulate=1 and any of them at 2 is refused; the m-grouped forms (m_grouped_fp8_gemm_nt_contiguous and _masked)
+// ignore cluster_m (and a plan request with m_grouped=1 and cluster_m=2 is refused), and refuse block_m 256.
+// Validated when set: block_m 64, 128 or 256 (256: block_n at most 128, the bf16 form only); block_n a multiple of
+// 16 in 16..192 that makes a tile straddle at most two of B's 128-column scale blocks (not 176); stages 1..16 and
+// fitting in shared memory (checked per kernel); cluster_m 1 or 2 (2: CTA pairs on vertically adjacent tiles
+// multicast B; needs block_n / 2 a multiple of 8); cluster_n 1 or 2 (2: CTA pairs on horizontally adjacent tiles
+// multicast A); split_k 1 (never split) or 2 (CTA pairs split K in halves; not with 256-row tiles); at most one of
+// cluster_m, cluster_n and split_k at 2 (each uses the CTA pair). Throws Error(kValueError) naming the field
+// otherwise.
 struct Fp8GemmOverrides {
   int block_m = 0;
   int block_n = 0;
