@@ -68,7 +68,7 @@ constexpr double kNarrowL2Weight = 0.85;
 // makes 128x128 look as fast as 128x160 and 128x192, which it is not: on an H100 (2026-12-06, forty-ninth session,
 // L2 flushed) at 34048 x 4096 x 2048 it ran 496 us against 420 and 424, the model 478 against 486 and 480. With the
 // weight the plans move 128x128 to a wider tile at 348 of 1920 (n, k, m) points (m >= 1792, six MoE weights);
-// bench/probes/m_grouped_plan_moves.py timed 28 of them (old and new tile in both orders, the m-grouped kernel): new /
+// bench/probes/l2_weight_moves.py timed 28 of them (old and new tile in both orders, the m-grouped kernel): new /
 // old 0.937 on geometric mean, 25 faster (down to 0.83), the worst 1.053 (2112 x 7168 at m = 4864). Weighing every
 // m-grouped tile instead moved kernels at m <= 512 too, through the plan's pruning, and lost there (64x144 for
 // 128x96 at 192 x 6144 x 7168: 1.6 times slower): 1.037 over 18 moves. The dense plans keep the figure they were
