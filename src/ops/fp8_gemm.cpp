@@ -722,9 +722,9 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
       d_key.plane_bytes = w64(m_grouped->d_plane_stride * 2);
     }
     copy_map(params.tma_d, tensor_map_2d(d_key, "d"));
-  }
-  else if (accumulate)  // the weight-gradient form's reduce-add epilogue
+  } else if (accumulate) {  // the weight-gradient form's reduce-add epilogue
     copy_map(params.tma_d, tensor_map_2d(reduce_d_key(d, c, kernel->reduce_cols), "d"));
+  }
   params.d = d.data;
   params.ldd = w64(c.ldd);
   params.m = w32(c.m);
