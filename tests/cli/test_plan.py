@@ -154,3 +154,18 @@ def test_m_grouped_plans_one_block_kernels_and_precompiles_them(kiln):
     assert sorted(k["spec"] for k in built) == sorted(k["spec"] for k in kernels)
     assert_error(kiln.run("plan", "fp8_gemm_nt", "n=576", "k=512", "m=64", "m_grouped=1", "block_m=256", "--arch",
                           ARCH), "block_m must be 0 (heuristic), 64 or 128 for the m-grouped form")
+
+
+def test_masked_plans_the_m_grouped_tiles_masked_and_precompiles_them(kiln):
+    # The masked form (m_grouped_fp8_gemm_nt_masked): the same tiles as the contiguous form's, each kernel masked; m is
+    # the experts times expected_m, so a decode step of 32 experts x 20 tokens is m=640.
+    masked = ["fp8_gemm_nt", "n=576", "k=512", "m=640", "m_grouped=1", "masked=1", "--arch", ARCH]
+    kernels = kiln.json("plan", *masked)["kernels"]
+    contiguous = kiln.json("plan", "fp8_gemm_nt", "n=576", "k=512", "m=640", "m_grouped=1", "--arch", ARCH)["kernels"]
+    assert len(kernels) == 1 == len(contiguous)
+    assert kernels[0]["spec"] == contiguous[0]["spec"] + " masked=true", (kernels, contiguous)
+    assert "m-grouped masked" in kernels[0]["detail"]
+    built = kiln.json("precompile", *masked, "--backend", "nvrtc")["kernels"]
+    assert [k["spec"] for k in built] == [kernels[0]["spec"]]
+    assert_error(kiln.run("plan", "fp8_gemm_nt", "n=576", "k=512", "m=64", "masked=1", "--arch", ARCH),
+                 "parameter masked=1 needs m_grouped=1")
