@@ -643,17 +643,22 @@ def m_grouped_problem(sizes, n: int, k: int, seed: int, tail_blocks: int = 0):
     return (a_fp8, sfa), (b_fp8, sfb), indices, runs, refs
 
 
+def check_expert_rows(rows, q, exact, what: str):
+    """One expert's rows of D: finite, and within calc_diff of its float64 products (the exact one where given)."""
+    bad = (~torch.isfinite(rows)).sum().item()
+    assert bad == 0, f"{what}: {bad} elements NaN or Inf"
+    diff = calc_diff(rows, q)
+    assert diff < MAX_DIFF_DEQUANTISED, f"{what}: calc_diff {diff:.3g} against the dequantised product"
+    if exact is not None:
+        diff_exact = calc_diff(rows, exact)
+        assert diff_exact < MAX_DIFF_EXACT, f"{what}: calc_diff {diff_exact:.3g} against the exact product"
+
+
 def check_experts(d, runs, refs, what: str):
     torch.cuda.synchronize()
     for g, ((first, size), (q, exact)) in enumerate(zip(runs, refs)):
-        if size == 0:
-            continue
-        rows = d[first:first + size]
-        bad = (~torch.isfinite(rows)).sum().item()
-        assert bad == 0, f"{what}: expert {g}: {bad} elements NaN or Inf"
-        diff, diff_exact = calc_diff(rows, q), calc_diff(rows, exact)
-        assert diff < MAX_DIFF_DEQUANTISED, f"{what}: expert {g}: calc_diff {diff:.3g} against the dequantised product"
-        assert diff_exact < MAX_DIFF_EXACT, f"{what}: expert {g}: calc_diff {diff_exact:.3g} against the exact product"
+        if size:
+            check_expert_rows(d[first:first + size], q, exact, f"{what}: expert {g}")
 
 
 def test_m_grouped_contiguous():
@@ -755,16 +760,8 @@ def check_masked(d, counts, refs, what: str):
         rows = min(max(count, 0), m)
         untouched = d[g, min(m, (rows + 127) // 128 * 128):]
         assert torch.isnan(untouched).all(), f"{what}: expert {g}: rows past its last tile were written"
-        if rows == 0:
-            continue
-        valid = d[g, :rows]
-        bad = (~torch.isfinite(valid)).sum().item()
-        assert bad == 0, f"{what}: expert {g}: {bad} elements NaN or Inf"
-        diff = calc_diff(valid, q)
-        assert diff < MAX_DIFF_DEQUANTISED, f"{what}: expert {g}: calc_diff {diff:.3g} against the dequantised product"
-        if exact is not None:
-            diff_exact = calc_diff(valid, exact)
-            assert diff_exact < MAX_DIFF_EXACT, f"{what}: expert {g}: calc_diff {diff_exact:.3g} against the exact one"
+        if rows:
+            check_expert_rows(d[g, :rows], q, exact, f"{what}: expert {g}")
 
 
 def test_m_grouped_masked():
