@@ -281,6 +281,16 @@ def _gemm_recipe(recipe: Any, compiled_dims: Any, function: str = "fp8_gemm_nt")
     return _RECIPES[given]
 
 
+def _check_block_recipe(recipe: Any, compiled_dims: Any, function: str) -> None:
+    """DeepGEMM's ``recipe`` and ``compiled_dims`` for the functions that have the bfloat16 form only (the m-grouped
+    GEMMs): None or (1, 128, 128), A scaled per 1x128 and B per 128x128 block. Errors name ``function``."""
+    if recipe is None and compiled_dims == "nk":
+        return
+    if _gemm_recipe(recipe, compiled_dims, function) not in (0, _RECIPES[(1, 128, 128)]):  # 0: recipe None
+        raise KilnValueError(f"{function}: recipe must be None or (1, 128, 128) (A scaled per 1x128, B per 128x128, "
+                             f"bfloat16 d), got {recipe!r}")
+
+
 def fp8_gemm_nt(a: Sequence[Any], b: Sequence[Any], d: Any, c: Any = None, recipe: Optional[Sequence[int]] = None,
                 compiled_dims: str = "nk", disable_ue8m0_cast: bool = False, *, stream: Any = None) -> None:
     """FP8 GEMM with DeepSeek-V3 fine-grained scaling, in place (DeepGEMM's ``fp8_gemm_nt``, same arguments). Two
@@ -441,11 +451,7 @@ def m_grouped_fp8_gemm_nt_contiguous(a: Sequence[Any], b: Sequence[Any], d: Any,
         capture.
     """
     del disable_ue8m0_cast  # float32 scales on sm_90: nothing to cast (as for fp8_gemm_nt)
-    if recipe is not None or compiled_dims != "nk":
-        form = _gemm_recipe(recipe, compiled_dims, "m_grouped_fp8_gemm_nt_contiguous")
-        if form not in (0, _RECIPES[(1, 128, 128)]):  # 0: recipe None
-            raise KilnValueError(f"m_grouped_fp8_gemm_nt_contiguous: recipe must be None or (1, 128, 128) (A scaled "
-                                 f"per 1x128, B per 128x128, bfloat16 d), got {recipe!r}")
+    _check_block_recipe(recipe, compiled_dims, "m_grouped_fp8_gemm_nt_contiguous")
     a_fp8, sfa = _pair(a, "a", "m_grouped_fp8_gemm_nt_contiguous")
     b_fp8, sfb = _pair(b, "b", "m_grouped_fp8_gemm_nt_contiguous")
     _native.m_grouped_fp8_gemm_nt_contiguous(a_fp8, _gemm_sfa(sfa), b_fp8, sfb, d, m_indices, stream)
@@ -481,11 +487,7 @@ def m_grouped_fp8_gemm_nt_masked(a: Sequence[Any], b: Sequence[Any], d: Any, mas
     """
     del disable_ue8m0_cast  # float32 scales on sm_90: nothing to cast (as for fp8_gemm_nt)
     function = "m_grouped_fp8_gemm_nt_masked"
-    if recipe is not None or compiled_dims != "nk":
-        form = _gemm_recipe(recipe, compiled_dims, function)
-        if form not in (0, _RECIPES[(1, 128, 128)]):  # 0: recipe None
-            raise KilnValueError(f"{function}: recipe must be None or (1, 128, 128) (A scaled per 1x128, B per "
-                                 f"128x128, bfloat16 d), got {recipe!r}")
+    _check_block_recipe(recipe, compiled_dims, function)
     try:
         expected = operator.index(expected_m)
     except TypeError:
