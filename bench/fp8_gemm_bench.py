@@ -161,6 +161,18 @@ def calc_diff(x, y) -> float:
     return float(1 - 2 * (x * y).sum() / denominator) if float(denominator) != 0 else 0.0
 
 
+def dequantised_product(a_fp8, sfa, b_fp8, sfb, b_rows_per_scale: int = 128):
+    """The float64 product (A * sfa) . (B * sfb)^T of K-major e4m3 operands, the benchmarks' reference: A scaled per
+    row per 128 K; B per 128 x 128 block (b_rows_per_scale = 128, the bf16 form) or per row (1, the weight-gradient
+    form). Scales row-major or MN-major alike (values are read, not strides)."""
+    k, n = a_fp8.shape[1], b_fp8.shape[0]
+    sa = sfa.double().repeat_interleave(128, dim=1)[:, :k]
+    sb = sfb.double().repeat_interleave(128, dim=1)[:, :k]
+    if b_rows_per_scale > 1:
+        sb = sb.repeat_interleave(b_rows_per_scale, dim=0)[:n]
+    return (a_fp8.double() * sa) @ (b_fp8.double() * sb).T
+
+
 def not_available(e: Exception) -> str:
     """Why a peer cannot run a shape, for its `_na` entry: the exception's type and first line."""
     return f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
@@ -273,10 +285,7 @@ def main() -> int:
         try:
             run_kiln()
             torch.cuda.synchronize()
-            sa = sfa.double().repeat_interleave(128, dim=1)[:, :k]
-            sb = sfb.double().repeat_interleave(128, dim=0)[:n].repeat_interleave(128, dim=1)[:, :k]
-            reference = (a_fp8.float().double() * sa) @ (b_fp8.float().double() * sb).T
-            del sa, sb
+            reference = dequantised_product(a_fp8, sfa, b_fp8, sfb)
             row["nan"] = int((~torch.isfinite(d)).sum())  # NaN (D was poisoned) or Inf
             row["diff_reference"] = calc_diff(d, reference)
             del reference

@@ -33,8 +33,8 @@ from pathlib import Path
 # engine's fixed-size buffer leaves it (kiln computes such blocks for now: the row measures what they cost).
 SHAPES = [(4, 34304, 6144, 7168, 2115.0, 0), (8, 34048, 4096, 2048, 434.0, 0), (8, 34048, 4096, 2048, None, 34048)]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fp8_gemm_bench import (MAX_DIFF, add_timing_arguments, calc_diff, geomean,  # noqa: E402 - beside this
-                            split_in_blocks, start_gpu_bench, time_into)
+from fp8_gemm_bench import (MAX_DIFF, add_timing_arguments, calc_diff, dequantised_product,  # noqa: E402
+                            geomean, split_in_blocks, start_gpu_bench, time_into)
 from fp8_gemm_wgrad_bench import write_report  # noqa: E402 - the dense weight-gradient benchmark, beside this
 
 
@@ -42,6 +42,13 @@ def expert_rows(groups: int, rows: int, seed: int) -> list[int]:
     """`groups` multiples of 128 between about 0.7 and 1.3 of rows / groups, summing to `rows` (a multiple of 128)."""
     rng = random.Random(seed)
     return split_in_blocks(rows, [rng.uniform(0.7, 1.3) for _ in range(groups)])
+
+
+def expert_weights(torch, kiln, groups: int, n: int, k: int, device):
+    """`groups` experts' random B [n, k], each cast per 128 x 128 block: (b_fp8 [G, n, k], sfb [G, ceil(n/128),
+    ceil(k/128)] contiguous), as the m-grouped GEMMs take them."""
+    casts = [kiln.per_block_cast_to_fp8(torch.randn(n, k, device=device, dtype=torch.bfloat16)) for _ in range(groups)]
+    return torch.stack([x for x, _ in casts]), torch.stack([s for _, s in casts]).contiguous()
 
 
 def main() -> int:
@@ -62,11 +69,7 @@ def main() -> int:
         sizes = expert_rows(groups, m, seed=min(index, 1))  # the padded repeat of shape 1 has its rows
         torch.manual_seed(index)
         a_fp8, sfa = kiln.per_token_cast_to_fp8(torch.randn(m + tail, k, device=device, dtype=torch.bfloat16))
-        casts = [kiln.per_block_cast_to_fp8(torch.randn(n, k, device=device, dtype=torch.bfloat16))
-                 for _ in range(groups)]
-        b_fp8 = torch.stack([x for x, _ in casts])
-        sfb = torch.stack([s for _, s in casts]).contiguous()
-        del casts
+        b_fp8, sfb = expert_weights(torch, kiln, groups, n, k, device)
         indices = torch.full((m + tail,), -1, dtype=torch.int32, device=device)
         firsts, first = [], 0
         for g, size in enumerate(sizes):
@@ -84,11 +87,9 @@ def main() -> int:
             worst = 0.0
             for g, (first, size) in enumerate(zip(firsts, sizes)):
                 rows_g = slice(first, first + min(size, 64))
-                sa = sfa[rows_g].double().repeat_interleave(128, dim=1)[:, :k]
-                sb = sfb[g].double().repeat_interleave(128, dim=1).repeat_interleave(128, dim=0)[:n, :k]
-                reference = (a_fp8[rows_g].double() * sa) @ (b_fp8[g].double() * sb).T
+                reference = dequantised_product(a_fp8[rows_g], sfa[rows_g], b_fp8[g], sfb[g])
                 worst = max(worst, calc_diff(d[rows_g], reference))
-                del sa, sb, reference
+                del reference
             row["diff_reference"] = worst
             row["verified"] = bool(torch.isfinite(d[:m]).all()) and worst < MAX_DIFF  # padding-only blocks: not written
         except Exception as e:  # noqa: BLE001 - reported, counted as a failure

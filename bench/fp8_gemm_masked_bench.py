@@ -36,8 +36,9 @@ MAX_M = 4096
 SHAPES = [(32, 192, 6559, 6144, 7168, 555.0), (6, 1024, 6262, 7168, 3072, 219.0),
           (32, 20, None, 6144, 7168, None), (6, 20, None, 7168, 3072, None)]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fp8_gemm_bench import (MAX_DIFF, add_timing_arguments, calc_diff, geomean,  # noqa: E402 - beside this
-                            start_gpu_bench, time_into)
+from fp8_gemm_bench import (MAX_DIFF, add_timing_arguments, calc_diff, dequantised_product,  # noqa: E402
+                            geomean, start_gpu_bench, time_into)
+from fp8_gemm_m_grouped_bench import expert_weights  # noqa: E402 - the contiguous form's benchmark, beside this
 from fp8_gemm_wgrad_bench import write_report  # noqa: E402 - the dense weight-gradient benchmark, beside this
 
 
@@ -79,11 +80,7 @@ def main() -> int:
                 torch.randn(MAX_M, k, device=device, dtype=torch.bfloat16))
         sfa = kiln.get_mn_major_tma_aligned_tensor(sfa_rows)  # the grouped MN-major layout, made once
         del sfa_rows
-        casts = [kiln.per_block_cast_to_fp8(torch.randn(n, k, device=device, dtype=torch.bfloat16))
-                 for _ in range(groups)]
-        b_fp8 = torch.stack([x for x, _ in casts])
-        sfb = torch.stack([s for _, s in casts]).contiguous()
-        del casts
+        b_fp8, sfb = expert_weights(torch, kiln, groups, n, k, device)
         masked_m = torch.tensor(counts, dtype=torch.int32, device=device)
         d = torch.empty(groups, MAX_M, n, device=device, dtype=torch.bfloat16)
         row = {"groups": groups, "max_m": MAX_M, "expected_m": expected, "valid_rows": valid, "n": n, "k": k,
@@ -100,11 +97,9 @@ def main() -> int:
                     continue
                 finite = finite and bool(torch.isfinite(d[g, :count]).all())
                 check = min(count, 64)
-                sa = sfa[g, :check].double().repeat_interleave(128, dim=1)[:, :k]
-                sb = sfb[g].double().repeat_interleave(128, dim=1).repeat_interleave(128, dim=0)[:n, :k]
-                reference = (a_fp8[g, :check].double() * sa) @ (b_fp8[g].double() * sb).T
+                reference = dequantised_product(a_fp8[g, :check], sfa[g, :check], b_fp8[g], sfb[g])
                 worst = max(worst, calc_diff(d[g, :check], reference))
-                del sa, sb, reference
+                del reference
             row["diff_reference"] = worst
             row["verified"] = finite and worst < MAX_DIFF
         except Exception as e:  # noqa: BLE001 - reported, counted as a failure
