@@ -859,6 +859,7 @@ Fp8GemmPlan make_plan(const TargetInfo& target, int64_t n, int64_t k, const Fp8G
   if (form == Fp8GemmForm::kInference && tile_free && n % 144 == 0 && cdiv(k, 128) >= kWhole144MinKBlocks) {
     Fp8GemmConfig narrower = make_config({128, 144}, target, overrides, form);
     narrower.group_m = tile_order_group_m(n, k, narrower);
+    narrower.m_grouped = one_block;  // as every candidate above
     for (size_t c = 0; c < nc && narrower.stages > 0; ++c) {
       if (!kept[c] || cands[c].block_m != 128 || cands[c].block_n != 160 || cands[c].split_k != 1) continue;
       bool ahead_everywhere = true;
@@ -947,11 +948,8 @@ Fp8GemmPlan fp8_gemm_m_grouped_plan(const TargetInfo& target, int64_t n, int64_t
   if (overrides.cluster_m > 1)
     invalid(kWho, "cluster_m must be 0 (heuristic) or 1 for the m-grouped form (a pair sharing B takes two m blocks, "
                   "which may be two groups'), got " + std::to_string(overrides.cluster_m));
-  Fp8GemmPlan plan = make_plan(target, n, k, overrides, Fp8GemmForm::kInference, true);
-  for (Fp8GemmConfig& c : plan.kernels) {
-    c.m_grouped = true;
-    c.masked = masked;
-  }
+  Fp8GemmPlan plan = make_plan(target, n, k, overrides, Fp8GemmForm::kInference, true);  // its kernels m_grouped
+  for (Fp8GemmConfig& c : plan.kernels) c.masked = masked;
   return plan;
 }
 
