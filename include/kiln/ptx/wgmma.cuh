@@ -1,6 +1,6 @@
 // Warpgroup matrix multiply-accumulate (sm_90a): shared-memory matrix descriptors, the fences and
-// commit/wait of the asynchronous WGMMA pipeline, `wgmma.mma_async` for FP8 (e4m3 x e4m3 -> f32),
-// m64nNk32, both operands from shared memory, and `stmatrix`, which stores accumulator fragments. The wgmma
+// commit/wait of the asynchronous WGMMA pipeline, `wgmma.mma_async` for FP8 (e4m3 x e4m3 -> f32,
+// m64nNk32) and BF16 (bf16 x bf16 -> f32, m64nNk16), both operands from shared memory, and `stmatrix`, which stores accumulator fragments. The wgmma
 // instructions are `.sync.aligned`: all 128 threads of the warpgroup execute them together, with uniform
 // operands (stmatrix is aligned per warp).
 #pragma once
@@ -92,6 +92,13 @@ __device__ __forceinline__ void stmatrix_x4(void* smem_row, u32 r0, u32 r1, u32 
 // scripts/gen_wgmma_shapes.py writes: inline PTX needs each operand numbered.
 template <u32 kN>
 struct WgmmaE4M3;
+
+// wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 d, desc_a, desc_b, p, 1, 1, 0, 0: the same for bf16 inputs,
+// both K-major (transpose immediates 0). K = 16 bf16 is 32 bytes, as K = 32 e4m3 is: one instruction reads the same
+// bytes of a 128-byte swizzled row, so descriptors advance alike. Same fragment layout. The specialisations are in
+// wgmma_bf16_shapes.cuh (generated likewise), which only the BF16 kernels include.
+template <u32 kN>
+struct WgmmaBF16;
 
 }  // namespace kiln::ptx
 
