@@ -147,18 +147,7 @@ Store& store() {
 // errors; the form is the key's first word.
 const ShapeEntry* resolve_shape(const Table::Key& key, const TensorView& a, int64_t n, int64_t k, int usable_limit,
                                 const char* function) {
-  // Without a driver device_count() is 0 and device_info() says what is missing (kCudaError).
-  const int count = cuda::device_count();
-  if (count > 0 && a.device >= count)
-    fail(ErrorKind::kValueError, Arg{function, "a"}, a,
-         "on an existing CUDA device (0 <= ordinal < " + std::to_string(count) + ")",
-         "cuda:" + std::to_string(a.device));
-  const cuda::DeviceInfo info = cuda::device_info(a.device);
-  if (info.cc_major != 9 || info.cc_minor != 0)
-    fail(ErrorKind::kValueError, Arg{function, "a"}, a,
-         "on a GPU of compute capability 9.0 (H100/H200: the kernel needs sm_90a's WGMMA and TMA)",
-         "cuda:" + std::to_string(a.device) + " = " + info.name + " (compute capability " +
-             std::to_string(info.cc_major) + "." + std::to_string(info.cc_minor) + ")");
+  const cuda::DeviceInfo info = check_sm90_device(Arg{function, "a"}, a);
   Fp8GemmOverrides overrides = unpack(static_cast<uint64_t>(key.words[5]));  // what the key was made with
   ShapeEntry* entry = store().add_entry();
   entry->device = a.device;

@@ -523,28 +523,10 @@ int64_t Fp8GemmConfig::units(int64_t m, int64_t n) const {
   return cdiv(cdiv(m, block_m), cluster_m) * cdiv(cdiv(n, block_n), cluster_n);
 }
 
-const Fp8GemmBucket& Fp8GemmPlan::bucket_of(int64_t m) const {
-  size_t lo = 0, hi = buckets.size() - 1;  // the answer is in [lo, hi]; the last bucket is unbounded
-  while (lo < hi) {
-    const size_t mid = (lo + hi) / 2;
-    if (m <= buckets[mid].m_hi)
-      hi = mid;
-    else
-      lo = mid + 1;
-  }
-  return buckets[lo];
-}
+const Fp8GemmBucket& Fp8GemmPlan::bucket_of(int64_t m) const { return ops::bucket_of(buckets, m); }
 
 std::vector<Fp8GemmBucket> Fp8GemmPlan::covering(int64_t lo, int64_t hi) const {
-  std::vector<Fp8GemmBucket> out;
-  for (const Fp8GemmBucket& b : buckets) {
-    if (b.m_hi < lo || b.m_lo > hi) continue;
-    Fp8GemmBucket clipped = b;
-    clipped.m_lo = std::max(b.m_lo, lo);
-    clipped.m_hi = std::min(b.m_hi, hi);
-    out.push_back(clipped);
-  }
-  return out;
+  return ops::covering(buckets, lo, hi);
 }
 
 void check_fp8_gemm_overrides(const Fp8GemmOverrides& o, const char* who) {
@@ -996,10 +978,6 @@ int fp8_gemm_ring_stages(const Fp8GemmConfig& c, int64_t k, Fp8GemmForm form, bo
   const bool lead = l2_bytes > 0 && c.block_n >= kLeadMinBlockN &&
                     (l2_bytes < kLeadLimitedL2Bytes || k_blocks <= kLeadAnyL2MaxKBlocks);
   return lead ? static_cast<int>(std::min<int64_t>(c.stages, k_blocks + 1)) : c.stages;
-}
-
-std::string describe_m_range(int64_t lo, int64_t hi) {
-  return std::to_string(lo) + ".." + (hi == kFp8GemmUnboundedM ? std::string() : std::to_string(hi));
 }
 
 }  // namespace kiln::ops

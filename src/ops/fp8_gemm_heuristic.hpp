@@ -41,6 +41,7 @@
 
 #include "kiln/kernels/fp8_gemm_layout.h"
 #include "kiln/ops.hpp"
+#include "ops/m_buckets.hpp"
 #include "ops/registry.hpp"
 
 namespace kiln::ops {
@@ -55,7 +56,7 @@ constexpr int64_t kFp8GemmAccumulateSampledMaxM = 32768;
 // kept for M <= kFp8GemmSampledMaxM where the model puts it clearly ahead of the tail kernel, and M above it the
 // kept kernel cheapest per output (at M = 2^20): no kernel is added.
 constexpr int64_t kFp8GemmLongMaxM = 65536;
-constexpr int64_t kFp8GemmUnboundedM = INT64_MAX;  // the last bucket's upper end
+constexpr int64_t kFp8GemmUnboundedM = kUnboundedM;  // the last bucket's upper end
 
 // One kernel configuration: the template arguments of kiln::kernels::Fp8Gemm besides N and K.
 struct Fp8GemmConfig {
@@ -100,11 +101,7 @@ struct Fp8GemmConfig {
 };
 
 // An inclusive range of M [m_lo, m_hi] (m_hi = kFp8GemmUnboundedM for the last) served by kernels[kernel].
-struct Fp8GemmBucket {
-  int64_t m_lo = 1;
-  int64_t m_hi = kFp8GemmUnboundedM;
-  int kernel = 0;
-};
+using Fp8GemmBucket = MBucket;
 
 // The heuristic's answer for one (target, N, K, overrides): the distinct kernels (at most
 // kFp8GemmMaxKernels, in order of first use as M grows) and buckets in increasing M, contiguous from M = 1
@@ -179,8 +176,5 @@ int fp8_gemm_ring_stages(const Fp8GemmConfig& config, int64_t k, Fp8GemmForm for
 uint32_t fp8_gemm_grid(const Fp8GemmConfig& config, int64_t m, int64_t n, int sm_count);
 uint32_t fp8_gemm_threads(const Fp8GemmConfig& config);
 uint32_t fp8_gemm_shared_bytes(const Fp8GemmConfig& config);
-
-// "1..64" or "4097.." (unbounded).
-std::string describe_m_range(int64_t lo, int64_t hi);
 
 }  // namespace kiln::ops

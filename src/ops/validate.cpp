@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "cuda/driver.hpp"
 #include "kiln/ops.hpp"
 
 namespace kiln::ops {
@@ -41,6 +42,21 @@ void check_on_cuda(const Arg& arg, const TensorView& t) {
   if (t.device < 0)
     fail(ErrorKind::kValueError, arg, t, "on a CUDA device with an ordinal >= 0",
          "device ordinal " + std::to_string(t.device));
+}
+
+cuda::DeviceInfo check_sm90_device(const Arg& arg, const TensorView& t) {
+  // Without a driver device_count() is 0 and device_info() says what is missing (kCudaError).
+  const int count = cuda::device_count();
+  if (count > 0 && t.device >= count)
+    fail(ErrorKind::kValueError, arg, t, "on an existing CUDA device (0 <= ordinal < " + std::to_string(count) + ")",
+         "cuda:" + std::to_string(t.device));
+  cuda::DeviceInfo info = cuda::device_info(t.device);
+  if (info.cc_major != 9 || info.cc_minor != 0)
+    fail(ErrorKind::kValueError, arg, t,
+         "on a GPU of compute capability 9.0 (H100/H200: the kernel needs sm_90a's WGMMA and TMA)",
+         "cuda:" + std::to_string(t.device) + " = " + info.name + " (compute capability " +
+             std::to_string(info.cc_major) + "." + std::to_string(info.cc_minor) + ")");
+  return info;
 }
 
 void check_same_device(const Arg& arg, const TensorView& t, const Arg& ref_arg, const TensorView& ref) {

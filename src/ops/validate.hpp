@@ -12,6 +12,10 @@
 #include "kiln/error.hpp"
 #include "kiln/tensor.hpp"
 
+namespace kiln::cuda {
+struct DeviceInfo;
+}
+
 namespace kiln::ops {
 
 // The function and argument a check is about, for its message: {"per_token_cast_to_fp8", "x"}.
@@ -32,6 +36,10 @@ void check_on_cuda(const Arg& arg, const TensorView& t);
 
 // `t` on the same CUDA device as `ref` (checked with check_on_cuda first), else kValueError naming both.
 void check_same_device(const Arg& arg, const TensorView& t, const Arg& ref_arg, const TensorView& ref);
+
+// `t` on an existing device of compute capability 9.0 (H100/H200: the GEMM kernels need sm_90a's WGMMA and TMA),
+// else kValueError; that device's description. Without a driver, Error(kCudaError) saying what is missing.
+cuda::DeviceInfo check_sm90_device(const Arg& arg, const TensorView& t);
 
 // t.ndim == ndim, else kValueError.
 void check_ndim(const Arg& arg, const TensorView& t, int ndim);

@@ -11,15 +11,10 @@
 // form; M is here, and K in the weight-gradient form (num_k_blocks).
 #pragma once
 
+#include "kiln/kernels/tma_descriptor.h"
 #include "kiln/ptx/types.cuh"
 
 namespace kiln {
-
-// Room for one CUtensorMap (128 bytes, 64-byte aligned): the host memcpy's an encoded map into it. Inside a
-// `__grid_constant__` parameter struct its address is the parameter-space address TMA instructions want.
-struct alignas(64) TmaDescriptor {
-  unsigned long long opaque[16];
-};
 
 struct alignas(64) Fp8GemmParams {
   // A: e4m3 [M, K], dims {K, M}, box {128, BLOCK_M} (BLOCK_M / 2 for pairs sharing A), 128-byte swizzle,
