@@ -38,6 +38,7 @@
 
 #include "kiln/kernels/fp8_gemm_layout.h"
 #include "kiln/kernels/fp8_gemm_params.h"
+#include "kiln/kernels/gemm_schedule.cuh"
 #include "kiln/ptx/cluster.cuh"
 #include "kiln/ptx/convert.cuh"
 #include "kiln/ptx/fence.cuh"
@@ -290,19 +291,11 @@ struct Fp8Gemm {
     return {in_range ? static_cast<u32>(g) : 0u, in_range || g == -1};
   }
 
-  // Unit index -> (m unit, n unit) on the grid of num_m_units x kNumNUnits. Groups of 2^height_shift m units
-  // (kGroupM, or with K at run time the params' group_m); inside a group m varies fastest, so consecutive CTAs
-  // share B panels and a wave touches about that many A panels. The group is a shift and a division by the
-  // constant kNumNUnits (num_n_units), as cheap with a run-time height as with a compile-time one.
+  // Unit index -> (m unit, n unit) on the grid of num_m_units x kNumNUnits (gemm_unit_coords: groups of
+  // 2^height_shift m units, kGroupM or with K at run time the params' group_m, m fastest inside a group).
   static __device__ __forceinline__ void unit_coords(u32 unit, u32 num_m_units, u32 num_n_units, u32 height_shift,
                                                      u32& m_unit, u32& n_unit) {
-    const u32 height = 1u << height_shift;
-    const u32 group = (unit >> height_shift) / num_n_units;  // = unit / (height * num_n_units)
-    const u32 first_m = group * height;
-    const u32 group_m = num_m_units - first_m < height ? num_m_units - first_m : height;
-    const u32 in_group = unit - group * (height * num_n_units);
-    m_unit = first_m + in_group % group_m;
-    n_unit = in_group / group_m;
+    gemm_unit_coords(unit, num_m_units, num_n_units, height_shift, m_unit, n_unit);
   }
 
   // What the walk keeps of K groups in one launch (kKGrouped): the table, and the work units of one group (group
@@ -418,17 +411,9 @@ struct Fp8Gemm {
     }
   };
 
-  // A position in the ring of pipeline slots; the parity flips each time the ring wraps. The ring is kStages long,
-  // or in the weight-gradient form the launch's ring_stages (see ring_length).
-  struct Slot {
-    u32 stage = 0, phase = 0;
-    __device__ __forceinline__ void advance(u32 ring) {
-      if (++stage == ring) {
-        stage = 0;
-        phase ^= 1;
-      }
-    }
-  };
+  // A position in the ring of pipeline slots. The ring is kStages long, or in the weight-gradient form the launch's
+  // ring_stages (see ring_length).
+  using Slot = GemmSlot;
   // The pipeline's length: the compiled kStages (a constant: the inference kernels' code is as it was), or in the
   // weight-gradient form Fp8GemmParams::ring_stages where it is 1..kStages. Producer and math warps walk the same
   // ring, so its slots' barriers pair up as with kStages; the slots beyond it stay unused.
