@@ -58,6 +58,8 @@ if [[ $what == tests || $what == all ]]; then
   # check). With NVRTC's own cache on, the second was a hit there, with no report (kiln passes --no-cache).
   [[ -x $build/tests/fp8_gemm_test ]] && DG_JIT_USE_NVRTC=1 run_step fp8_gemm_test_nvrtc_twice 120 bash -c \
     "$build/tests/fp8_gemm_test --shape 128 2112 7168 64x32 && $build/tests/fp8_gemm_test --shape 128 2112 7168 64x32"
+  # The BF16 GEMM built by NVRTC: the dense shapes and the ragged ones.
+  DG_JIT_USE_NVRTC=1 run_step bf16_gemm_test_nvrtc 180 $build/tests/bf16_gemm_test --quick
   run_step demo 120 $build/kiln_demo
 fi
 if [[ $what == bench || $what == all ]]; then
@@ -86,7 +88,8 @@ fi
 # host-overhead benchmark and the FP8 GEMM benchmarks against cuBLAS, both forms (their JSON and PNG go to $OUT
 # directly).
 # Just these steps: ONLY='^python$|python_gpu_fp8_gemm|python_fp8_gemm_bench|python_fp8_gemm_wgrad_bench|
-# python_fp8_gemm_k_grouped_bench|python_fp8_gemm_m_grouped_bench|python_fp8_gemm_masked_bench'.
+# python_fp8_gemm_k_grouped_bench|python_fp8_gemm_m_grouped_bench|python_fp8_gemm_masked_bench|
+# python_bf16_gemm_bench'.
 if [[ ($what == bench || $what == python || $what == all) && python =~ $only ]]; then
   pydir=$PWD/$build/python-package
   t0=$(date +%s)
@@ -114,6 +117,9 @@ if [[ ($what == bench || $what == python || $what == all) && python =~ $only ]];
       python3 bench/fp8_gemm_m_grouped_bench.py --out "$final_out"
     [[ $what != tests ]] && PYTHONPATH=$pydir run_step python_fp8_gemm_masked_bench 240 \
       python3 bench/fp8_gemm_masked_bench.py --out "$final_out"
+    # BF16_SWEEP=1 adds every forced tile of the sweep (the plan's cost model is fitted to it).
+    [[ $what != tests ]] && PYTHONPATH=$pydir run_step python_bf16_gemm_bench 420 \
+      python3 bench/bf16_gemm_bench.py --out "$final_out" ${BF16_SWEEP:+--sweep}
   else
     tail -30 "$out/python_build.log"
     record python_build FAIL "$(( $(date +%s) - t0 )) s (log: python_build.log)"

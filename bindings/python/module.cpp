@@ -338,6 +338,20 @@ NB_MODULE(_native, m) {
       "stream"_a.none() = nb::none(),
       "D[g, r] (bf16) = A[g, r] . B[g]^T for r < masked_m[g], A [G, m, k], B [G, n, k], D [G, m, n] (see "
       "kiln.m_grouped_fp8_gemm_nt_masked).");
+  m.def(
+      "bf16_gemm_nt",
+      [](nb::handle a, nb::handle b, nb::handle d, nb::handle stream) {
+        constexpr const char* kFunction = "bf16_gemm_nt";
+        KeepAlive keep;
+        const kiln::TensorView av = to_view(a, kFunction, "a", keep);
+        const kiln::TensorView bv = to_view(b, kFunction, "b", keep);
+        const kiln::TensorView dv = to_view(d, kFunction, "d", keep);
+        const uintptr_t s = resolve_stream(stream, a, av, kFunction);
+        nb::gil_scoped_release release;
+        kiln::bf16_gemm_nt(av, bv, dv, reinterpret_cast<kiln::Stream>(s));
+      },
+      "a"_a.none(), "b"_a.none(), "d"_a.none(), "stream"_a.none() = nb::none(),
+      "D (bf16) = A . B^T, A [m, k], B [n, k], D [m, n], all bfloat16 (see kiln.bf16_gemm_nt).");
   m.def("per_token_scales_storage", &kiln::per_token_scales_storage, "m"_a, "k"_a,
         "Floats of storage behind per_token_cast_to_fp8's scales: (k / 128) * get_tma_aligned_size(m, 4).");
   m.def(
@@ -380,6 +394,25 @@ NB_MODULE(_native, m) {
         return d;
       },
       "The FP8 GEMM heuristic's overrides, as a dict (0: the heuristic decides).");
+  m.def(
+      "set_bf16_gemm_overrides",
+      [](int block_m, int block_n, int stages, int cluster_m) {
+        kiln::set_bf16_gemm_overrides({block_m, block_n, stages, cluster_m});
+      },
+      "block_m"_a, "block_n"_a, "stages"_a, "cluster_m"_a,
+      "Process-wide overrides of the BF16 GEMM's plan (0: the plan decides).");
+  m.def(
+      "get_bf16_gemm_overrides",
+      [] {
+        const kiln::Bf16GemmOverrides o = kiln::get_bf16_gemm_overrides();
+        nb::dict d;
+        d["block_m"] = o.block_m;
+        d["block_n"] = o.block_n;
+        d["stages"] = o.stages;
+        d["cluster_m"] = o.cluster_m;
+        return d;
+      },
+      "The BF16 GEMM plan's overrides, as a dict (0: the plan decides).");
 
   // ---- Ahead of time
   m.def(

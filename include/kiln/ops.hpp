@@ -166,6 +166,34 @@ void m_grouped_fp8_gemm_nt_masked(const TensorView& a, const TensorView& sfa, co
                                   const TensorView& sfb, const TensorView& d, const TensorView& masked_m,
                                   int64_t expected_m, Stream stream = nullptr);
 
+// ---- BF16 GEMM (DeepGEMM's bf16_gemm_nt, without C) ---------------------------------------------------------------
+//
+//   D[m, n] (bfloat16) = A . B^T        summed in FP32 by the tensor cores
+//
+// a:   bfloat16 [m, k], K-major: strides (lda, 1) with lda >= k and lda a multiple of 8 (16-byte rows); 16-byte
+//      aligned; k a positive multiple of 8 (when m, n > 0).
+// b:   bfloat16 [n, k], K-major, as a (the weights; n a multiple of 8).
+// d:   bfloat16 [m, n], strides (ldd, 1) with ldd >= n and ldd a multiple of 8; 16-byte aligned; not overlapping a or
+//      b (the kernel would read what it has written).
+// All on one CUDA device with compute capability 9.0 (H100/H200). m may be anything >= 0 (0: nothing is launched);
+// every precondition is checked before any launch. The kernel is chosen per (device, n, k, m bucket) by the plan in
+// docs/BF16_GEMM.md (`kiln plan bf16_gemm_nt n=... k=... m=1..16384` lists it); DG_PRINT_CONFIGS=1 prints each
+// choice once. Errors name bf16_gemm_nt.
+void bf16_gemm_nt(const TensorView& a, const TensorView& b, const TensorView& d, Stream stream = nullptr);
+
+// Overrides of the BF16 GEMM's plan, process-wide (0: the plan decides), for later bf16_gemm_nt launches. Validated
+// when set: block_m 64, 128 or 256; block_n a multiple of 16 in 16..256 (at most 128 with block_m 256, whose two
+// waves' accumulators fill the registers); stages 1..32 (checked to fit in shared memory per kernel); cluster_m 1 or 2
+// (2: CTA pairs on vertically adjacent tiles multicast B). Throws Error(kValueError) naming the field otherwise.
+struct Bf16GemmOverrides {
+  int block_m = 0;
+  int block_n = 0;
+  int stages = 0;
+  int cluster_m = 0;
+};
+void set_bf16_gemm_overrides(const Bf16GemmOverrides& overrides);
+Bf16GemmOverrides get_bf16_gemm_overrides();
+
 // Overrides of the FP8 GEMM heuristic, process-wide (0: the heuristic decides). Applied to every later
 // fp8_gemm_nt launch (both forms) and to plan/precompile of fp8_gemm_nt (where the problem parameters block_m,
 // block_n, stages, cluster_m, cluster_n and split_k do the same for one request). The weight-gradient form has

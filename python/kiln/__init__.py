@@ -44,6 +44,7 @@ __all__ = [
     "k_grouped_fp8_gemm_nt_contiguous",
     "m_grouped_fp8_gemm_nt_contiguous",
     "m_grouped_fp8_gemm_nt_masked",
+    "bf16_gemm_nt",
     "get_mk_alignment_for_contiguous_layout",
     "per_token_cast_to_fp8",
     "per_block_cast_to_fp8",
@@ -56,6 +57,8 @@ __all__ = [
     "get_pdl",
     "set_fp8_gemm_overrides",
     "get_fp8_gemm_overrides",
+    "set_bf16_gemm_overrides",
+    "get_bf16_gemm_overrides",
     "ceil_div",
     "align",
     # kiln's own
@@ -497,6 +500,29 @@ def m_grouped_fp8_gemm_nt_masked(a: Sequence[Any], b: Sequence[Any], d: Any, mas
     _native.m_grouped_fp8_gemm_nt_masked(a_fp8, _grouped_gemm_sfa(sfa), b_fp8, sfb, d, masked_m, expected, stream)
 
 
+def bf16_gemm_nt(a: Any, b: Any, d: Any, c: Any = None, compiled_dims: str = "nk", *, stream: Any = None) -> None:
+    """BF16 GEMM, in place (DeepGEMM's ``bf16_gemm_nt`` without ``c``): ``D = A . B^T``, the products summed in
+    float32 by the tensor cores and rounded to bfloat16.
+
+    * ``a``: bfloat16 ``[m, k]`` K-major (row stride a multiple of 8 elements, 16-byte aligned); ``k`` a multiple of 8.
+    * ``b``: bfloat16 ``[n, k]`` K-major, as ``a``; ``n`` a multiple of 8.
+    * ``d``: bfloat16 ``[m, n]``, row stride >= n and a multiple of 8, 16-byte aligned, not overlapping ``a`` or ``b``.
+
+    ``m`` may be anything (0 launches nothing); ``n`` and ``k`` are compiled into the kernels, so the first call for
+    an ``(n, k)`` compiles (``precompile("bf16_gemm_nt", n=..., k=..., m=...)`` does it ahead of time). Every
+    precondition is checked before anything is launched (TypeError or ValueError naming the argument). ``c`` (D = C +
+    A . B^T with a float32 ``d``) is not supported yet: ValueError. ``compiled_dims`` is accepted for DeepGEMM's
+    signature (kiln always compiles n and k in)."""
+    function = "bf16_gemm_nt"
+    if c is not None:
+        raise KilnValueError(f"{function}: c is not supported by kiln yet (D = A . B^T into a bfloat16 d only); "
+                             f"got a c")
+    if not isinstance(compiled_dims, str) or not set(compiled_dims) <= set("mnk"):
+        raise KilnValueError(f"{function}: compiled_dims must be a string of the letters m, n and k (DeepGEMM's "
+                             f"default is 'nk'), got {compiled_dims!r}")
+    _native.bf16_gemm_nt(a, b, d, stream)
+
+
 # ---- Settings ----------------------------------------------------------------------------------------------
 
 def set_num_sms(num_sms: int) -> None:
@@ -543,6 +569,22 @@ def get_fp8_gemm_overrides() -> dict:
     """The FP8 GEMM heuristic's overrides as set with ``set_fp8_gemm_overrides``: a dict of block_m, block_n,
     stages, cluster_m, cluster_n and split_k (0: the heuristic decides)."""
     return _native.get_fp8_gemm_overrides()
+
+
+def set_bf16_gemm_overrides(*, block_m: int = 0, block_n: int = 0, stages: int = 0, cluster_m: int = 0) -> None:
+    """Override the BF16 GEMM's plan for every later ``bf16_gemm_nt`` call (process-wide; 0 leaves a choice to the
+    plan, and calling with no arguments removes every override). ``block_m`` 64, 128 or 256; ``block_n`` a multiple of
+    16 in 16..256 (at most 128 with ``block_m`` 256); ``stages`` 1..32 (0: as many as fit; a count that does not fit
+    is an error at the call); ``cluster_m`` 2: CTA pairs multicasting B, 1: never. Raises ValueError naming the field,
+    before anything changes."""
+    _native.set_bf16_gemm_overrides(operator.index(block_m), operator.index(block_n), operator.index(stages),
+                                    operator.index(cluster_m))
+
+
+def get_bf16_gemm_overrides() -> dict:
+    """The BF16 GEMM plan's overrides as set with ``set_bf16_gemm_overrides``: a dict of block_m, block_n, stages and
+    cluster_m (0: the plan decides)."""
+    return _native.get_bf16_gemm_overrides()
 
 
 # ---- Ahead of time -----------------------------------------------------------------------------------------

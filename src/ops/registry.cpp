@@ -5,6 +5,7 @@
 
 #include "cuda/driver.hpp"
 #include "kiln/error.hpp"
+#include "ops/bf16_gemm.hpp"
 #include "ops/fp8_gemm.hpp"
 #include "ops/quantize.hpp"
 
@@ -19,6 +20,7 @@ constexpr DescriptorFactory kOps[] = {
     per_block_cast_descriptor,
     mn_major_scales_descriptor,
     fp8_gemm_nt_descriptor,
+    bf16_gemm_nt_descriptor,
 };
 
 std::string known_names(const std::vector<OpDescriptor>& ops) {

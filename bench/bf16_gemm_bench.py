@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""BF16 GEMM from Python: kiln.bf16_gemm_nt against cuBLAS (torch.matmul) on every dense_bf16 shape.
+
+Every shape of shared/bench/shapes.json's dense_bf16 set (M = 1, 128, 4096 over six (N, K) of DeepSeek-V3), D = A . B^T
+with A [M, K] and B [N, K] bfloat16 (torch.randn), D bfloat16:
+
+  kiln      kiln.bf16_gemm_nt(a, b, d): the plan's kernel for the shape
+  cuBLAS    torch.matmul(a, b.T, out=d): the same product through torch's cuBLAS
+  DeepGEMM  the peers file's BF16 table (shared/bench/peers-h200.md), shown on an H200 only (the card it was measured
+            on)
+
+Timing as bench/fp8_gemm_bench.py: the L2 flushed by a 1 GB write before every call, CUDA events, the median of --reps
+(>= 30) after --warmup calls, each measurement after --idle-ms of idle GPU. TFLOPS = 2 M N K / t; GB/s counts A, B and
+D once. Every kiln result is verified first: up to 64 rows against the float64 product, calc_diff < 1e-5.
+
+--sweep: each shape also timed with every tile in SWEEP_TILES forced (set_bf16_gemm_overrides), for the plan's cost
+model; the rows get a "sweep" dict of tile -> µs.
+
+Writes bf16_gemm_bench.json to --out (default $OUT; nothing when neither is set); prints a line per shape, a RESULT line
+(geometric mean against cuBLAS), one PASS/FAIL line and a table. Exit 0 when every result verified, 1 otherwise, 77
+without a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fp8_gemm_bench import (MAX_DIFF, PEERS_CARD, add_timing_arguments, calc_diff, geomean,  # noqa: E402
+                            start_gpu_bench, time_into)
+
+SHAPES_FILE = Path(__file__).resolve().parents[2] / "shared" / "bench" / "shapes.json"
+PEERS_FILE = Path(__file__).resolve().parents[2] / "shared" / "bench" / "peers-h200.md"
+# The shapes file's dense_bf16 set, in case the shared folder is not beside the repository (the device machine).
+DEFAULT_M = [1, 128, 4096]
+DEFAULT_NK = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
+# The peers file's BF16 table, in case it is not there either: (M, N, K) -> DeepGEMM µs on the H200.
+DEFAULT_PEERS = {(4096, 7168, 2048): 162.0, (4096, 2112, 7168): 164.9, (128, 7168, 2048): 15.7}
+# (block_m, block_n, cluster_m) forced by --sweep: each tile family at a few widths.
+SWEEP_TILES = [(64, 16, 1), (64, 32, 1), (64, 64, 1), (64, 128, 1), (64, 256, 1), (128, 64, 1), (128, 128, 1),
+               (128, 128, 2), (128, 192, 1), (128, 256, 1), (128, 256, 2), (256, 128, 1), (256, 128, 2)]
+
+
+def load_shapes(path: Path) -> tuple[list[int], list[tuple[int, int]]]:
+    if not path.exists():
+        return DEFAULT_M, DEFAULT_NK
+    dense = json.loads(path.read_text())["dense_bf16"]
+    return list(dense["m"]), [tuple(nk) for nk in dense["nk"]]
+
+
+def load_peers(path: Path) -> dict:
+    """DeepGEMM µs per (M, N, K) from the peers file's BF16 table: rows '| M × N × K | µs / TFLOPS | ...'."""
+    if not path.exists():
+        return DEFAULT_PEERS
+    table = {}
+    for line in path.read_text().split("## BF16 GEMM", 1)[-1].split("\n## ", 1)[0].splitlines():
+        match = re.match(r"\|\s*(\d+)\s*×\s*(\d+)\s*×\s*(\d+)\s*\|\s*([\d.]+)\s*/", line)
+        if match:
+            table[tuple(int(v) for v in match.groups()[:3])] = float(match.group(4))
+    return table
+
+
+def tile_name(tile: tuple[int, int, int]) -> str:
+    return f"{tile[0]}x{tile[1]}" + (" pair" if tile[2] == 2 else "")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_timing_arguments(parser)
+    parser.add_argument("--sweep", action="store_true", help="also time every tile of SWEEP_TILES on every shape")
+    parser.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1), help="parallel precompile threads")
+    args = parser.parse_args()
+    args.reps = max(args.reps, 30)
+
+    ms, nks = load_shapes(SHAPES_FILE)
+    shapes = [(m, n, k) for m in ms for n, k in nks]
+    bench = start_gpu_bench("bf16_gemm_bench", args, len(shapes))
+    if bench is None:
+        return 77
+    torch, kiln, device, props, timed_us = bench.torch, bench.kiln, bench.device, bench.props, bench.timed_us
+    peers = load_peers(PEERS_FILE) if PEERS_CARD in props.name else {}
+
+    t0 = time.perf_counter()
+    requests = [dict(n=n, k=k, m=m) for m, n, k in shapes]
+    if args.sweep:
+        requests += [dict(n=n, k=k, m=m, block_m=t[0], block_n=t[1], cluster_m=t[2]) for m, n, k in shapes
+                     for t in SWEEP_TILES]
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        list(pool.map(lambda r: kiln.precompile("bf16_gemm_nt", **r), requests))
+    print(f"precompile: {len(requests)} requests in {time.perf_counter() - t0:.1f} s", flush=True)
+
+    rows, failures = [], 0
+    for index, (m, n, k) in enumerate(shapes):
+        torch.manual_seed(index)
+        a = torch.randn(m, k, device=device, dtype=torch.bfloat16)
+        b = torch.randn(n, k, device=device, dtype=torch.bfloat16)
+        d = torch.empty(m, n, device=device, dtype=torch.bfloat16)
+        row = {"m": m, "n": n, "k": k}
+        if (m, n, k) in peers:
+            row["deepgemm_us"] = peers[(m, n, k)]
+        try:
+            d.fill_(float("nan"))
+            kiln.bf16_gemm_nt(a, b, d)
+            torch.cuda.synchronize()
+            check = min(m, 64)
+            reference = a[:check].double() @ b.double().T
+            row["diff_reference"] = calc_diff(d[:check], reference)
+            row["verified"] = bool(torch.isfinite(d).all()) and row["diff_reference"] < MAX_DIFF
+            del reference
+        except Exception as e:  # noqa: BLE001 - reported, counted as a failure
+            row["error"] = f"{type(e).__name__}: {e}"
+            row["verified"] = False
+        failures += 0 if row["verified"] else 1
+        flops = 2.0 * m * n * k
+        nbytes = 2.0 * (m * k + n * k + m * n)
+        if "error" not in row:
+            time_into(row, "kiln", timed_us, lambda: kiln.bf16_gemm_nt(a, b, d), flops, nbytes)
+        time_into(row, "cublas", timed_us, lambda: torch.matmul(a, b.T, out=d), flops, nbytes)
+        if args.sweep and "error" not in row:
+            row["sweep"] = {}
+            for tile in SWEEP_TILES:
+                kiln.set_bf16_gemm_overrides(block_m=tile[0], block_n=tile[1], cluster_m=tile[2])
+                try:
+                    row["sweep"][tile_name(tile)] = timed_us(lambda: kiln.bf16_gemm_nt(a, b, d))
+                except Exception as e:  # noqa: BLE001 - a tile that cannot run (e.g. too little shared memory)
+                    row["sweep"][tile_name(tile)] = f"{type(e).__name__}: {e}"
+                finally:
+                    kiln.set_bf16_gemm_overrides()
+        for peer in ("cublas", "deepgemm"):
+            if row.get("kiln_us") and row.get(f"{peer}_us"):
+                row[f"speedup_vs_{peer}"] = row[f"{peer}_us"] / row["kiln_us"]
+        rows.append(row)
+        nan = float("nan")
+        sweep = ""
+        if row.get("sweep"):
+            timed = {t: us for t, us in row["sweep"].items() if isinstance(us, float)}
+            fastest = min(timed, key=timed.get) if timed else None
+            sweep = f"; fastest forced {fastest} {timed[fastest]:.1f} µs" if fastest else ""
+        print(f"{m} x {n} x {k}: kiln {row.get('kiln_us', nan):.1f} µs ({row.get('kiln_tflops', nan):.0f} TFLOPS, "
+              f"{row.get('kiln_gbps', nan):.0f} GB/s), cuBLAS {row.get('cublas_us', nan):.1f} µs, "
+              f"x cuBLAS {row.get('speedup_vs_cublas', nan):.3f}"
+              + (f", x DeepGEMM {row['speedup_vs_deepgemm']:.3f}" if "speedup_vs_deepgemm" in row else "")
+              + f", calc_diff {row.get('diff_reference', nan):.1e}{sweep}" + (f" ERROR {row['error']}" if "error" in row
+                                                                             else ""), flush=True)
+
+    summary = {"geomean_vs_cublas": geomean([r["speedup_vs_cublas"] for r in rows if "speedup_vs_cublas" in r])}
+    for m in ms:
+        summary[f"geomean_vs_cublas_m{m}"] = geomean([r["speedup_vs_cublas"] for r in rows
+                                                      if r["m"] == m and "speedup_vs_cublas" in r])
+    if any("speedup_vs_deepgemm" in r for r in rows):
+        summary["geomean_vs_deepgemm"] = geomean([r["speedup_vs_deepgemm"] for r in rows if "speedup_vs_deepgemm" in r])
+    print("RESULT bf16_gemm_bench: " + ", ".join(f"{key} {value:.3f}" for key, value in summary.items()
+                                                  if value is not None))
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "bf16_gemm_bench.json").write_text(json.dumps(
+            {"device": props.name, "torch": torch.__version__, "kiln": kiln.__version__, "reps": args.reps,
+             "l2_flush_bytes": 1 << 30, "max_calc_diff": MAX_DIFF, "rows": rows, "summary": summary}, indent=1))
+    print(("PASS" if failures == 0 else "FAIL") + f" bf16_gemm_bench: {len(rows) - failures} of {len(rows)} results "
+          f"verified against float64 (calc_diff < {MAX_DIFF:g})")
+    print(f"{'M':>5} {'N':>6} {'K':>6} {'kiln µs':>9} {'TFLOPS':>7} {'cuBLAS µs':>9} {'x cuBLAS':>8} {'x DeepGEMM':>10}")
+    for r in rows:
+        print(f"{r['m']:>5} {r['n']:>6} {r['k']:>6} {r.get('kiln_us', float('nan')):>9.1f} "
+              f"{r.get('kiln_tflops', float('nan')):>7.0f} {r.get('cublas_us', float('nan')):>9.1f} "
+              f"{r.get('speedup_vs_cublas', float('nan')):>8.3f} {r.get('speedup_vs_deepgemm', float('nan')):>10.3f}")
+    return 0 if failures == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

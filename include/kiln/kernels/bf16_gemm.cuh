@@ -1,0 +1,289 @@
+// BF16 GEMM (sm_90a):  D[M, N] (bf16) = A[M, K] (bf16) . B[N, K]^T (bf16), summed in FP32.
+//
+// A and B are K-major; parameters and shared-memory layout in bf16_gemm_params.h.
+//
+// Structure (persistent, warp-specialised), the FP8 GEMM's (fp8_gemm.cuh) without its scales:
+//   * one CTA per SM walks output tiles unit = cluster, cluster + clusters, ...; tiles are ordered in groups of
+//     kGroupM m units (m fastest inside a group) so that a wave of CTAs shares A and B panels in L2;
+//   * the producer warpgroup's elected thread issues, per 64-wide K block, the TMA loads of the A and B tiles into
+//     a kStages-deep ring of slots, each guarded by a "full" mbarrier (transaction bytes) and an "empty" mbarrier
+//     (one arrival per math warp, of each CTA sharing the slot's B);
+//   * math warpgroup w owns rows [64w, 64w + 64) of each 64 * kNumMathWarpgroups-row wave of the tile: per K block
+//     it issues four wgmma m64nNk16 bf16 (128-byte swizzled operands straight from shared memory) into its FP32
+//     accumulators, which the tensor cores keep summing across the whole K loop (bf16 products summed in FP32 need
+//     no promotion on the CUDA cores, unlike FP8's), and frees the previous block's slot once that block's WGMMAs
+//     are done, so that one block's WGMMAs are always queued behind the running ones;
+//   * setmaxnreg moves registers from the producer (40) to the math warpgroups (232 / 240);
+//   * kClusterM = 2: CTAs work in pairs on vertically adjacent tiles (same n block, m blocks 2u and 2u + 1); each
+//     loads half of the shared B tile and multicasts it to both, halving B's traffic from L2; a slot is free once
+//     the math warps of both CTAs have released it;
+//   * epilogue: each math warpgroup converts its rows to bf16, writes them with stmatrix into a swizzled staging
+//     tile and one thread issues TMA stores (which clip rows >= M and columns >= N); the wait for those stores to
+//     finish reading the staging tile is deferred to the next tile's epilogue, so it overlaps the next main loop.
+//
+// Edges: M is a run-time value (TMA zero-fills rows of A beyond M, or loads only align(M, 8) rows of the last m block,
+// bf16_gemm_last_box_rows; the stores clip them). N is compile-time,
+// N % 8 == 0; K is compile-time, K % 8 == 0 (16-byte TMA strides); a K tail inside the last 64-block is zero-filled
+// by TMA and contributes nothing.
+#pragma once
+
+#include "kiln/kernels/bf16_gemm_params.h"
+#include "kiln/kernels/gemm_schedule.cuh"
+#include "kiln/ptx/cluster.cuh"
+#include "kiln/ptx/convert.cuh"
+#include "kiln/ptx/fence.cuh"
+#include "kiln/ptx/mbarrier.cuh"
+#include "kiln/ptx/memory.cuh"
+#include "kiln/ptx/regalloc.cuh"
+#include "kiln/ptx/tma.cuh"
+#include "kiln/ptx/types.cuh"
+#include "kiln/ptx/wgmma.cuh"
+#include "kiln/ptx/wgmma_bf16_shapes.cuh"
+
+namespace kiln::kernels {
+
+// kN, kK: the problem's N and K. kBlockM = 64 * kNumMathWarpgroups rows, or twice that (two waves: each math
+// warpgroup owns two 64-row pieces of the tile, rows 64 * kNumMathWarpgroups * v + 64 w for wave v), and kBlockN
+// columns per tile; kStages pipeline slots (bf16_gemm_max_stages gives the most that fit). Launch with
+// bf16_gemm_num_threads(kNumMathWarpgroups) threads, bf16_gemm_layout(...).total_bytes of dynamic shared memory, at
+// most one CTA per SM, and with kClusterM = 2 clusters of (2, 1, 1), an even grid and B's tensor map boxed
+// {64, kBlockN / 2}.
+template <u32 kN, u32 kK, u32 kBlockM, u32 kBlockN, u32 kStages, u32 kNumMathWarpgroups, u32 kClusterM,
+          u32 kGroupM = kBf16GemmDefaultGroupM>
+struct Bf16Gemm {
+  static constexpr u32 kBlockK = kBf16GemmBlockK;
+  static constexpr u32 kNumKBlocks = (kK + kBlockK - 1) / kBlockK;
+  static constexpr u32 kNumNBlocks = (kN + kBlockN - 1) / kBlockN;
+  static constexpr u32 kWgmmaK = 16;  // K of one wgmma.m64nNk16 for 16-bit inputs (32 bytes of a 128-byte row)
+  static constexpr u32 kWaveRows = 64 * kNumMathWarpgroups;
+  static constexpr u32 kWaves = kBlockM / kWaveRows;
+  static constexpr u32 kAccumPerWave = kBlockN / 2;  // a 64 x kBlockN fp32 tile over 128 threads
+  static constexpr u32 kNumThreads = bf16_gemm_num_threads(kNumMathWarpgroups);
+  static constexpr u32 kProducerRegisters = kNumMathWarpgroups == 1 ? 56 : 40;
+  static constexpr u32 kMathRegisters = kNumMathWarpgroups == 1 ? 240 : 232;
+  static constexpr Bf16GemmLayout kLayout = bf16_gemm_layout(kBlockM, kBlockN, kStages);
+  static constexpr u32 kEmptyArrivals = kNumMathWarpgroups * 4 * kClusterM;
+  static constexpr u32 kProducerWarp = kNumMathWarpgroups * 4;
+  // TMA-store epilogue geometry: column groups of kStoreCols, staging rows of kStoreCols * 2 bytes swizzled in
+  // 16-byte units (kUnitsPerRow per row).
+  static constexpr u32 kStoreCols = bf16_gemm_store_cols(kBlockN);
+  static constexpr u32 kStoreRowBytes = kStoreCols * 2;
+  static constexpr u32 kUnitsPerRow = kStoreCols / 8;
+  static constexpr u32 kStoreGroupBytes = kBlockM * kStoreRowBytes;
+  static constexpr u32 kRowBytes = kBlockK * 2;  // one K block of one row of A or B
+
+  static_assert(kNumMathWarpgroups == 1 || kNumMathWarpgroups == 2, "one or two math warpgroups");
+  static_assert(kBlockM == kWaves * kWaveRows && (kWaves == 1 || kWaves == 2),
+                "BLOCK_M: 64 rows per math warpgroup, or two waves of them");
+  static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "BLOCK_N: a multiple of 16 in 16..256");
+  static_assert(kWaves * kAccumPerWave <= 128, "at most 128 accumulators a thread (beside 232 registers)");
+  static_assert(kClusterM == 1 || (kClusterM == 2 && kBlockN % 16 == 0), "pairs sharing B: halves of 8-row atoms");
+  static_assert(kGroupM >= 1 && (kGroupM & (kGroupM - 1)) == 0, "a group holds a power of two of m units");
+  static_assert(kStages >= 1 && kStages <= kBf16GemmMaxStages, "stages: 1..32");
+  static_assert(kLayout.total_bytes <= kBf16GemmSmemPerBlock, "the stages do not fit in shared memory");
+  static_assert(kN % 8 == 0 && kN > 0, "N must be a positive multiple of 8");
+  static_assert(kK % 8 == 0 && kK > 0, "K must be a positive multiple of 8 (TMA strides are 16-byte units)");
+  static_assert(kProducerRegisters * 128 + kMathRegisters * 128 * kNumMathWarpgroups <= 65536,
+                "register reallocation exceeds the register file");
+
+  using Walk = GemmTileWalk<kClusterM, gemm_log2(kGroupM)>;
+
+  static __device__ __forceinline__ void run(const Bf16GemmParams& p) {
+    extern __shared__ __align__(1024) u8 smem[];
+    u64* full = reinterpret_cast<u64*>(smem + kLayout.full_barrier_offset);
+    u64* empty = reinterpret_cast<u64*>(smem + kLayout.empty_barrier_offset);
+    const u32 warpgroup = threadIdx.x / 128;
+
+    if (threadIdx.x == kNumMathWarpgroups * 128) {
+      ptx::tma_prefetch_descriptor(&p.tma_a);
+      if (p.last_box_rows != kBlockM) ptx::tma_prefetch_descriptor(&p.tma_a_last);
+      ptx::tma_prefetch_descriptor(&p.tma_b);
+      ptx::tma_prefetch_descriptor(&p.tma_d);
+#pragma unroll
+      for (u32 s = 0; s < kStages; ++s) {
+        ptx::mbarrier_init(&full[s], 1);
+        ptx::mbarrier_init(&empty[s], kEmptyArrivals);
+      }
+      ptx::fence_mbarrier_init();
+    }
+    // The peer CTA's multicasts and remote arrivals target these barriers: initialised cluster-wide first.
+    if constexpr (kClusterM > 1)
+      ptx::cluster_sync();
+    else
+      __syncthreads();
+
+    // Programmatic dependent launch (no-ops without it): nothing the previous kernel writes is read before it has
+    // completed; the next kernel may start launching now (it waits for our completion itself).
+    ptx::grid_dependency_wait();
+    ptx::launch_dependents();
+
+    // One if/else over whole warpgroups, for setmaxnreg; each role builds its walk after it, so nothing stays live
+    // across the register reallocation.
+    if (warpgroup == kNumMathWarpgroups) {
+      ptx::setmaxnreg_dec<kProducerRegisters>();
+      const Walk walk(p.m, kBlockM, kNumNBlocks);
+      // Its other warps, and this one once its loads are issued, exit: the loads complete on the full barriers
+      // the math warps wait for, and the math warps keep the CTA alive until the peer is done with it.
+      if (threadIdx.x / 32 == kProducerWarp && ptx::elect_one_sync()) produce(p, smem, full, empty, walk);
+      return;
+    } else {
+      ptx::setmaxnreg_inc<kMathRegisters>();
+      const Walk walk(p.m, kBlockM, kNumNBlocks);
+      // Through a shuffle, so that the compiler knows it is warp-uniform: the operand descriptors built from it
+      // stay in uniform registers.
+      consume(p, smem, full, empty, walk, __shfl_sync(0xffffffffu, warpgroup, 0));
+    }
+    // No CTA may exit while its peer can still multicast into its shared memory or arrive on its barriers.
+    if constexpr (kClusterM > 1) ptx::cluster_sync();
+  }
+
+  static __device__ __forceinline__ void produce(const Bf16GemmParams& p, u8* smem, u64* full, u64* empty,
+                                                 const Walk& walk) {
+    const u64 b_policy = p.b_cache_policy;
+    // The last m block's box of A may be shorter than BLOCK_M (bf16_gemm_last_box_rows): fewer bytes per stage,
+    // through its own map.
+    const u32 last_m_block = p.last_box_rows != kBlockM ? (p.m - 1) / kBlockM : ~0u;
+    const u32 last_stage_tx_bytes = kLayout.stage_tx_bytes - (kBlockM - p.last_box_rows) * kRowBytes;
+    GemmSlot slot;
+    for (u32 unit = walk.first; unit < walk.num_units; unit += walk.stride) {
+      u32 m_block, n_block;
+      walk.coords(unit, m_block, n_block);
+      const bool last = m_block == last_m_block;
+      const void* const tma_a = last ? &p.tma_a_last : &p.tma_a;
+      const u32 stage_tx_bytes = last ? last_stage_tx_bytes : kLayout.stage_tx_bytes;
+      const i32 m0 = static_cast<i32>(m_block * kBlockM);
+      const i32 n0 = static_cast<i32>(n_block * kBlockN);
+      // Not unrolled: one thread issues, and an unrolled copy per K block overflows the producer's registers.
+#pragma unroll 1
+      for (u32 kb = 0; kb < kNumKBlocks; ++kb, slot.advance(kStages)) {
+        const u32 stage = slot.stage;
+        // Until every math warp (of both CTAs of a pair) has released the slot; passes at once on the first round.
+        ptx::mbarrier_wait_parity_sleep(&empty[stage], slot.phase ^ 1);
+        // TMA counts the zero fill past M, N and K as delivered bytes.
+        ptx::mbarrier_arrive_expect_tx(&full[stage], stage_tx_bytes);
+        const i32 k0 = static_cast<i32>(kb * kBlockK);
+        u8* const a_tile = smem + kLayout.a_offset + stage * kLayout.a_stage_bytes;
+        u8* const b_tile = smem + kLayout.b_offset + stage * kLayout.b_stage_bytes;
+        ptx::tma_load_2d_hint(a_tile, tma_a, &full[stage], k0, m0, ptx::kL2EvictNormal);
+        if constexpr (kClusterM == 1) {
+          ptx::tma_load_2d_hint(b_tile, &p.tma_b, &full[stage], k0, n0, b_policy);
+        } else {
+          // This CTA's half of the pair's B tile, into the same place in both CTAs.
+          constexpr u32 kHalf = kBlockN / 2;
+          ptx::tma_load_2d_multicast(b_tile + walk.rank * kHalf * kRowBytes, &p.tma_b, &full[stage], k0,
+                                     n0 + static_cast<i32>(walk.rank * kHalf), u16{0b11});
+        }
+      }
+    }
+  }
+
+  static __device__ __forceinline__ void release(u64* empty, u32 stage, u32 lane) {
+    if constexpr (kClusterM == 1) {
+      if (lane == 0) ptx::mbarrier_arrive(&empty[stage]);
+    } else {
+      // Lane r arrives on CTA r's barrier: one instruction for the pair.
+      if (lane < kClusterM) ptx::mbarrier_arrive_cluster(&empty[stage], lane);
+    }
+  }
+
+  static __device__ __forceinline__ void consume(const Bf16GemmParams& p, u8* smem, u64* full, u64* empty,
+                                                 const Walk& walk, u32 warpgroup) {
+    const u32 lane = threadIdx.x % 32;
+    const u32 warp_in_group = (threadIdx.x / 32) % 4;
+    const u32 window = static_cast<u32>(__cvta_generic_to_shared(smem));
+    // Operand descriptors of stage 0 (in 16-byte units; a stage adds its stride): this warpgroup's 64 rows of A,
+    // the whole B tile. 128-byte swizzle, 1024-byte 8-row atoms.
+    const u64 desc_a0 = ptx::make_smem_desc_units((window + kLayout.a_offset + warpgroup * 64 * kRowBytes) >> 4,
+                                                  ptx::SmemSwizzle::k128B, 0, 1024);
+    const u64 desc_b0 =
+        ptx::make_smem_desc_units((window + kLayout.b_offset) >> 4, ptx::SmemSwizzle::k128B, 0, 1024);
+    float accum[kWaves][kAccumPerWave];
+    GemmSlot slot;
+    for (u32 unit = walk.first; unit < walk.num_units; unit += walk.stride) {
+      u32 m_block, n_block;
+      walk.coords(unit, m_block, n_block);
+      u32 previous_stage = 0;
+#pragma unroll 1
+      for (u32 kb = 0; kb < kNumKBlocks; ++kb, slot.advance(kStages)) {
+        const u32 stage = slot.stage;
+        ptx::mbarrier_wait_parity(&full[stage], slot.phase);
+        const u64 desc_a = ptx::smem_desc_advance(desc_a0, stage * (kLayout.a_stage_bytes >> 4));
+        const u64 desc_b = ptx::smem_desc_advance(desc_b0, stage * (kLayout.b_stage_bytes >> 4));
+#pragma unroll
+        for (u32 v = 0; v < kWaves; ++v) ptx::fence_operands(accum[v]);
+        ptx::wgmma_fence();
+#pragma unroll
+        for (u32 v = 0; v < kWaves; ++v) {
+#pragma unroll
+          for (u32 k = 0; k < kBlockK / kWgmmaK; ++k) {
+            // k * 32 bytes along the 128-byte swizzled row: +2 in the descriptor's 16-byte units; wave v's rows
+            // kWaveRows further down A's tile. The first block of a tile overwrites the accumulators (scale-d 0).
+            ptx::WgmmaBF16<kBlockN>::mma(ptx::smem_desc_advance(desc_a, v * (kWaveRows * kRowBytes >> 4) + 2 * k),
+                                         ptx::smem_desc_advance(desc_b, 2 * k), accum[v],
+                                         kb > 0 || k > 0 ? 1u : 0u);
+          }
+        }
+        ptx::wgmma_commit_group();
+#pragma unroll
+        for (u32 v = 0; v < kWaves; ++v) ptx::fence_operands(accum[v]);
+        // The previous block's WGMMAs are done once at most this block's group is pending: its slot is free.
+        ptx::wgmma_wait_group<1>();
+        if (kb > 0) release(empty, previous_stage, lane);
+        previous_stage = stage;
+      }
+      ptx::wgmma_wait_group<0>();
+#pragma unroll
+      for (u32 v = 0; v < kWaves; ++v) ptx::fence_operands(accum[v]);
+      release(empty, previous_stage, lane);
+      store_tile(p, smem, accum, warpgroup, warp_in_group, lane, m_block, n_block);
+    }
+    // The last tile's stores must have read the staging tile before the CTA (and its shared memory) goes.
+    if (warp_in_group == 0 && lane == 0) ptx::tma_store_wait_read<0>();
+  }
+
+  static __device__ __forceinline__ void store_tile(const Bf16GemmParams& p, u8* smem,
+                                                    const float (&accum)[kWaves][kAccumPerWave], u32 warpgroup,
+                                                    u32 warp_in_group, u32 lane, u32 m_block, u32 n_block) {
+    const bool issuer = warp_in_group == 0 && lane == 0;
+    // The previous tile's stores must have finished reading the staging rows before they are overwritten.
+    if (issuer) ptx::tma_store_wait_read<0>();
+    ptx::named_barrier_sync(1 + warpgroup, 128);
+
+    // stmatrix x4 writes column chunks j, j + 1 (8 columns each), top and bottom 8 rows of this warp's 16: lane l
+    // addresses row l % 8 of matrix l / 8 = (chunk j + (l / 8) / 2, half (l / 8) % 2).
+    const u32 matrix = lane / 8;
+#pragma unroll
+    for (u32 v = 0; v < kWaves; ++v) {
+      const u32 row = v * kWaveRows + warpgroup * 64 + warp_in_group * 16 + (matrix & 1) * 8 + lane % 8;
+#pragma unroll
+      for (u32 j = 0; j < kBlockN / 8; j += 2) {
+        const u32 chunk = j + (matrix >> 1);
+        const u32 linear =
+            (chunk / kUnitsPerRow) * kStoreGroupBytes + row * kStoreRowBytes + (chunk % kUnitsPerRow) * 16;
+        const u32 swizzled = linear ^ (((linear >> 7) & (kUnitsPerRow - 1)) << 4);
+        ptx::stmatrix_x4(smem + kLayout.d_offset + swizzled,
+                         ptx::f32x2_to_bf16x2(accum[v][4 * j + 0], accum[v][4 * j + 1]),
+                         ptx::f32x2_to_bf16x2(accum[v][4 * j + 2], accum[v][4 * j + 3]),
+                         ptx::f32x2_to_bf16x2(accum[v][4 * j + 4], accum[v][4 * j + 5]),
+                         ptx::f32x2_to_bf16x2(accum[v][4 * j + 6], accum[v][4 * j + 7]));
+      }
+    }
+    // Generic-proxy writes -> visible to the TMA engine, then every writer is done before the issue.
+    ptx::fence_proxy_async_shared_cta();
+    ptx::named_barrier_sync(1 + warpgroup, 128);
+    if (issuer) {
+#pragma unroll
+      for (u32 v = 0; v < kWaves; ++v) {
+        const u32 first_row = v * kWaveRows + warpgroup * 64;
+#pragma unroll
+        for (u32 g = 0; g < kBlockN / kStoreCols; ++g)
+          ptx::tma_store_2d(&p.tma_d, smem + kLayout.d_offset + g * kStoreGroupBytes + first_row * kStoreRowBytes,
+                            static_cast<i32>(n_block * kBlockN + g * kStoreCols),
+                            static_cast<i32>(m_block * kBlockM + first_row));
+      }
+      ptx::tma_store_commit();
+    }
+  }
+};
+
+}  // namespace kiln::kernels

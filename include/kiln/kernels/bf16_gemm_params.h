@@ -1,0 +1,110 @@
+// The BF16 GEMM kernel's parameters and shared-memory layout (bf16_gemm.cuh), shared by the host launch code
+// (plain C++) and the device template:
+//
+//   D[M, N] (bf16) = A[M, K] (bf16) . B[N, K]^T (bf16)        summed in FP32 by the tensor cores
+//
+// A and B are K-major. N and K are compile-time template arguments of the kernel, M is here.
+//
+// Shared memory: a bf16 staging tile for D's TMA stores, then per pipeline stage an A tile [BLOCK_M][64] and a B
+// tile [BLOCK_N][64] bf16 (one 128-byte swizzled row of K each, as TMA writes them; each tile 1024-byte aligned),
+// then a "full" and an "empty" mbarrier per stage:
+//
+//   [D staging][A stages][B stages][full][empty]
+#pragma once
+
+#include "kiln/kernels/tma_descriptor.h"
+#include "kiln/ptx/cache_policy.cuh"
+#include "kiln/ptx/types.cuh"
+
+namespace kiln {
+
+struct alignas(64) Bf16GemmParams {
+  // A: bf16 [M, K], dims {K, M}, box {64, BLOCK_M}, 128-byte swizzle, out-of-bounds zero fill.
+  TmaDescriptor tma_a;
+  // The same map boxed {64, last_box_rows}, for the last m block (the same as tma_a where that is BLOCK_M).
+  TmaDescriptor tma_a_last;
+  // B: bf16 [N, K], dims {K, N}, box {64, BLOCK_N} (BLOCK_N / 2 for CTA pairs sharing B), 128-byte swizzle,
+  // out-of-bounds zero fill.
+  TmaDescriptor tma_b;
+  // D: bf16 [M, N] with row stride ldd, dims {N, M}, box {bf16_gemm_store_cols(BLOCK_N), 64}, a swizzle of
+  // store_cols * 2 bytes (ldd * 2 and the base 16-byte aligned).
+  TmaDescriptor tma_d;
+  // The L2 policy of B's loads (kiln/ptx/cache_policy.cuh): bf16_gemm_b_cache_policy(BLOCK_M, m).
+  u64 b_cache_policy;
+  // Rows of A and D; > 0 (the host does not launch for M = 0).
+  u32 m;
+  // Rows of A's box for the last m block: bf16_gemm_last_box_rows(BLOCK_M, m).
+  u32 last_box_rows;
+};
+
+namespace kernels {
+
+constexpr u32 kBf16GemmBlockK = 64;             // K per stage: one 128-byte swizzled row of bf16
+constexpr u32 kBf16GemmMaxStages = 32;
+constexpr u32 kBf16GemmDefaultGroupM = 8;       // the tile order's group height, in m units
+constexpr u32 kBf16GemmSmemPerBlock = 232448;   // 227 KB: the opt-in dynamic shared memory limit of H100/H200
+constexpr u32 kBf16GemmProducerThreads = 128;
+
+constexpr u32 bf16_gemm_align_up(u32 x, u32 a) { return (x + a - 1) / a * a; }
+
+// Columns of D per TMA store box: the widest of 64 / 32 / 16 that divides BLOCK_N, so a box never reaches into the
+// next tile; the staging rows are swizzled by store_cols * 2 bytes (128, 64 or 32), which keeps the stmatrix writes
+// free of bank conflicts.
+constexpr u32 bf16_gemm_store_cols(u32 block_n) { return block_n % 64 == 0 ? 64 : block_n % 32 == 0 ? 32 : 16; }
+
+struct Bf16GemmLayout {
+  u32 d_offset = 0, d_bytes = 0;
+  u32 a_offset = 0, a_stage_bytes = 0;
+  u32 b_offset = 0, b_stage_bytes = 0;
+  u32 full_barrier_offset = 0, empty_barrier_offset = 0;
+  u32 total_bytes = 0;     // the dynamic shared memory a launch requests
+  u32 stage_tx_bytes = 0;  // bytes the TMA loads of one stage deliver (the full barrier's transaction count)
+};
+
+// BLOCK_M and BLOCK_N multiples of 8 (whole 1024-byte swizzle atoms).
+constexpr Bf16GemmLayout bf16_gemm_layout(u32 block_m, u32 block_n, u32 stages) {
+  Bf16GemmLayout l;
+  l.d_bytes = bf16_gemm_align_up(block_m * block_n * 2, 1024);
+  l.a_stage_bytes = block_m * kBf16GemmBlockK * 2;
+  l.b_stage_bytes = block_n * kBf16GemmBlockK * 2;
+  l.a_offset = l.d_offset + l.d_bytes;
+  l.b_offset = bf16_gemm_align_up(l.a_offset + stages * l.a_stage_bytes, 1024);
+  l.full_barrier_offset = l.b_offset + stages * l.b_stage_bytes;
+  l.empty_barrier_offset = l.full_barrier_offset + stages * 8;
+  l.total_bytes = l.empty_barrier_offset + stages * 8;
+  l.stage_tx_bytes = l.a_stage_bytes + l.b_stage_bytes;
+  return l;
+}
+
+// The most stages (<= kBf16GemmMaxStages) whose layout fits `smem_bytes`; 0 when not even one fits.
+constexpr u32 bf16_gemm_max_stages(u32 block_m, u32 block_n, u32 smem_bytes = kBf16GemmSmemPerBlock) {
+  u32 best = 0;
+  for (u32 s = 1; s <= kBf16GemmMaxStages; ++s)
+    if (bf16_gemm_layout(block_m, block_n, s).total_bytes <= smem_bytes) best = s;
+  return best;
+}
+
+// B's L2 policy: streamed (evict first) where each B tile is read by one or two m blocks only, so it does not push
+// A's tiles, which every n block reads, out of L2; normal otherwise.
+constexpr u64 bf16_gemm_b_cache_policy(u32 block_m, u32 m) {
+  return (m + block_m - 1) / block_m <= 2 ? ptx::kL2EvictFirst : ptx::kL2EvictNormal;
+}
+
+// Rows of A's TMA box for the last m block: its rows rounded up to 8 (a whole swizzle atom), at most BLOCK_M. A box of
+// BLOCK_M would have TMA zero-fill the rest, which costs the SM as much shared-memory bandwidth as loading it: at M = 1
+// a 64-row tile's stage is then 8 KB of A's zeros for 2-32 KB of B. The rows past the box keep an earlier stage's data
+// and come out as garbage in rows of the accumulators that are never stored (each row of D depends on its row of A
+// only, and the stores clip at M).
+constexpr u32 bf16_gemm_last_box_rows(u32 block_m, u32 m) {
+  const u32 rows = m - (m - 1) / block_m * block_m;  // in the last m block, 1..block_m
+  const u32 box = (rows + 7) / 8 * 8;
+  return box < block_m ? box : block_m;
+}
+
+// Threads per CTA: one producer warpgroup plus the math warpgroups.
+constexpr u32 bf16_gemm_num_threads(u32 num_math_warpgroups) {
+  return kBf16GemmProducerThreads + 128 * num_math_warpgroups;
+}
+
+}  // namespace kernels
+}  // namespace kiln

@@ -1,0 +1,569 @@
+// The BF16 GEMM (bf16_gemm_nt): plan, kernel spec, registry entry, validation, tensor maps and launch.
+//
+// Launch path, as the FP8 GEMM's: validate every argument (no allocation, no string on success) -> compact key {op,
+// device, n, k, usable SMs, packed overrides} -> lock-free table of per-shape plans -> the bucket of m -> the bucket's
+// loaded kernel (an atomic pointer; loaded on first use) -> tensor maps from the per-thread cache -> POD params ->
+// LoadedKernel::launch. No environment read, no string, no map lookup by string on a hit.
+#include "ops/bf16_gemm.hpp"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cuda/driver.hpp"
+#include "cuda/kernel.hpp"
+#include "jit/jit_runtime.hpp"
+#include "jit/kernel_table.hpp"
+#include "kiln/config.hpp"
+#include "kiln/error.hpp"
+#include "kiln/kernels/bf16_gemm_params.h"
+#include "ops/tensor_map.hpp"
+#include "ops/validate.hpp"
+
+namespace kiln::ops {
+namespace {
+
+constexpr const char* kOp = "bf16_gemm_nt";
+constexpr int64_t kBlockK = kernels::kBf16GemmBlockK;
+
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+uint32_t w32(int64_t v) { return static_cast<uint32_t>(v); }
+uint64_t w64(int64_t v) { return static_cast<uint64_t>(v); }
+
+[[noreturn]] void invalid(const char* who, const std::string& what) {
+  throw Error(ErrorKind::kValueError, std::string(who) + ": " + what);
+}
+
+// ---- the cost model -----------------------------------------------------------------------------------------------
+//
+// The FP8 GEMM's model (fp8_gemm_heuristic.cpp), whose rates were fitted on the H200, with the BF16 kernel's work per
+// K block: a 64-wide bf16 K block is as many bytes per row as FP8's 128-wide one and as many tensor-core cycles (bf16
+// runs at half FP8's rate), and it has no promotion on the CUDA cores. The figures below are first estimates from that
+// correspondence, not a fit of the BF16 kernel; bench/RESULTS.md has what it measured.
+
+constexpr double kFixedUs = 4.22;             // one call's launch, prologue, pipeline fill and drain (events-timed)
+constexpr double kFloorUsPerKBlock = 0.10;    // full-barrier wait -> WGMMA -> release: latency-bound at small tiles
+// Tensor-core cycles per K block and 64-row wave: four m64nNk16 of N columns at 1024 bf16 multiply-adds a cycle per
+// SM (N / 2 cycles each), plus a fixed issue and wait cost. The math warpgroups share the tensor cores.
+constexpr double kCyclesPerColumn = 2.0;
+constexpr double kFixedCyclesPerWave = 40.0;
+constexpr double kCyclesPerUs = 1600.0;       // the sustained clock under tensor-core load
+constexpr double kSmLoadBytesPerUs = 89.4e3;  // what one SM's producer streams into shared memory at most
+constexpr double kDramBytesPerUs = 4.554e6;   // whole-device DRAM reads and L2 -> SM fills (the FP8 model's fit)
+constexpr double kL2BytesPerUs = 10.0e6;
+constexpr double kDramBoundTileShare = 0.329;  // a tile's fill and drain that DRAM-bound calls do not hide
+constexpr double kDramBoundFade = 4.0;
+constexpr double kEpilogueFixedUs = 0.0333;   // per tile: convert, stmatrix, TMA store
+constexpr double kEpilogueBytesPerUs = 45.144e3;
+// Pruning bounds (see bf16_gemm.hpp): the mean loss over the intervals and the loss at any one interval.
+constexpr double kPruneMeanLoss = 1.01;
+constexpr double kPruneMaxLoss = 1.02;
+
+bool two_waves(const Bf16GemmConfig& c) { return c.block_m > 64 * c.math_warpgroups; }
+
+// Work units (clusters' tiles) of an m x n problem.
+int64_t units_of(const Bf16GemmConfig& c, int64_t m, int64_t n) {
+  return cdiv(cdiv(m, c.block_m), c.cluster_m) * cdiv(n, c.block_n);
+}
+
+// The candidates a plan chooses among, narrowed by the overrides; stages as many as fit unless forced.
+std::vector<Bf16GemmConfig> candidates(const TargetInfo& target, const Bf16GemmOverrides& o) {
+  std::vector<Bf16GemmConfig> out;
+  const uint32_t smem = static_cast<uint32_t>(std::min<int64_t>(target.shared_memory_per_block, UINT32_MAX));
+  for (const int block_m : {64, 128, 256}) {
+    if (o.block_m != 0 && o.block_m != block_m) continue;
+    const int widest = block_m == 256 ? 128 : 256;
+    const int narrowest = block_m == 64 ? 16 : 64;
+    for (int block_n = 16; block_n <= widest; block_n += 16) {
+      if (o.block_n != 0 ? o.block_n != block_n : block_n < narrowest) continue;
+      for (const int cluster_m : {1, 2}) {
+        // Pairs sharing B only where B is worth sharing (unless asked for): 128- and 256-row tiles.
+        if (o.cluster_m != 0 ? o.cluster_m != cluster_m : cluster_m == 2 && block_m == 64) continue;
+        Bf16GemmConfig c;
+        c.block_m = block_m;
+        c.block_n = block_n;
+        c.math_warpgroups = block_m == 64 ? 1 : 2;
+        c.cluster_m = cluster_m;
+        const uint32_t fit = kernels::bf16_gemm_max_stages(w32(block_m), w32(block_n), smem);
+        if (o.stages != 0 && static_cast<uint32_t>(o.stages) > fit)
+          invalid(kOp, "stages " + std::to_string(o.stages) + " do not fit in " + std::to_string(smem) +
+                           " bytes of shared memory with a " + std::to_string(block_m) + "x" +
+                           std::to_string(block_n) + " tile (at most " + std::to_string(fit) + ")");
+        if (fit == 0) continue;
+        c.stages = o.stages != 0 ? o.stages : static_cast<int>(fit);
+        out.push_back(c);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// ---- configs ---------------------------------------------------------------------------------------------------
+
+std::string Bf16GemmConfig::describe() const {
+  return std::to_string(block_m) + "x" + std::to_string(block_n) + ", " + std::to_string(stages) + " stages, " +
+         std::to_string(math_warpgroups) + " math warpgroup" + (math_warpgroups == 1 ? "" : "s") +
+         (cluster_m == 2 ? ", B multicast x2" : "");
+}
+
+uint32_t Bf16GemmConfig::grid(int64_t m, int64_t n, int sm_count) const {
+  const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(units_of(*this, m, n), sm_count / cluster_m));
+  return w32(clusters * cluster_m);
+}
+
+uint32_t Bf16GemmConfig::threads() const { return kernels::bf16_gemm_num_threads(w32(math_warpgroups)); }
+
+uint32_t Bf16GemmConfig::shared_bytes() const {
+  return kernels::bf16_gemm_layout(w32(block_m), w32(block_n), w32(stages)).total_bytes;
+}
+
+// ---- the plan --------------------------------------------------------------------------------------------------
+
+void check_bf16_gemm_overrides(const Bf16GemmOverrides& o, const char* who) {
+  if (o.block_m != 0 && o.block_m != 64 && o.block_m != 128 && o.block_m != 256)
+    invalid(who, "block_m must be 0 (heuristic), 64, 128 or 256, got " + std::to_string(o.block_m));
+  if (o.block_n != 0 && (o.block_n < 16 || o.block_n > 256 || o.block_n % 16 != 0))
+    invalid(who, "block_n must be 0 (heuristic) or a multiple of 16 in 16..256, got " + std::to_string(o.block_n));
+  if (o.block_m == 256 && o.block_n > 128)
+    invalid(who, "block_n must be 0 (heuristic) or at most 128 with block_m 256 (its two waves' accumulators fill the "
+                 "registers), got " + std::to_string(o.block_n));
+  if (o.stages < 0 || o.stages > static_cast<int>(kernels::kBf16GemmMaxStages))
+    invalid(who, "stages must be 0 (heuristic) or 1.." + std::to_string(kernels::kBf16GemmMaxStages) + ", got " +
+                     std::to_string(o.stages));
+  if (o.cluster_m != 0 && o.cluster_m != 1 && o.cluster_m != 2)
+    invalid(who, "cluster_m must be 0 (heuristic), 1 or 2, got " + std::to_string(o.cluster_m));
+}
+
+double bf16_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int64_t k, const Bf16GemmConfig& c) {
+  const double bn = c.block_n;
+  const int64_t k_blocks = cdiv(k, kBlockK);
+  const int64_t units = units_of(c, m, n);
+  const int64_t grid_units = std::max<int64_t>(1, std::min<int64_t>(units, target.sm_count / c.cluster_m));
+  const int64_t rounds = cdiv(units, grid_units);
+  const double waves = two_waves(c) ? 2.0 : 1.0;
+  const double cycles = waves * c.math_warpgroups * (kCyclesPerColumn * bn + kFixedCyclesPerWave);
+  const double a_rows = std::min<double>(c.block_m, static_cast<double>(m));  // rows of A read from memory
+  const double load_bytes = (a_rows + bn) * 128.0;
+  const double l2_load_bytes = (a_rows + bn / c.cluster_m) * 128.0;  // a pair reads its shared B once
+  const double per_k_block = std::max({kFloorUsPerKBlock, cycles / kCyclesPerUs, load_bytes / kSmLoadBytesPerUs});
+  const double epilogue = kEpilogueFixedUs + c.block_m * bn * 2.0 / kEpilogueBytesPerUs;
+  const double tile_us = static_cast<double>(k_blocks) * per_k_block + epilogue;
+  const double busiest_cta = static_cast<double>(rounds) * tile_us;
+
+  const double md = static_cast<double>(m), nd = static_cast<double>(n), kd = static_cast<double>(k);
+  const double dram_us = 2.0 * (md * kd + nd * kd + md * nd) / kDramBytesPerUs;
+  const double tiles = static_cast<double>(units * c.cluster_m);
+  const double l2_us = tiles * static_cast<double>(k_blocks) * l2_load_bytes / kL2BytesPerUs;
+  // DRAM by rounds of one unit per cluster: each round reads its share of the bytes, or takes a tile's time.
+  const double full_rounds = static_cast<double>(rounds - 1);
+  const double last_round_units = static_cast<double>(units) - full_rounds * static_cast<double>(grid_units);
+  const double rounds_us =
+      full_rounds * std::max(dram_us * static_cast<double>(grid_units) / static_cast<double>(units), tile_us) +
+      std::max(dram_us * last_round_units / static_cast<double>(units), tile_us);
+  const double exposed_us =
+      kDramBoundTileShare * tile_us * std::pow(std::min(1.0, dram_us / busiest_cta), kDramBoundFade);
+  return kFixedUs + std::max(rounds_us + exposed_us, l2_us);
+}
+
+Bf16GemmPlan bf16_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const Bf16GemmOverrides& overrides) {
+  if (n <= 0 || n % 8 != 0) invalid(kOp, "n must be a positive multiple of 8, got " + std::to_string(n));
+  if (k <= 0 || k % 8 != 0) invalid(kOp, "k must be a positive multiple of 8, got " + std::to_string(k));
+  if (n > INT32_MAX || k > INT32_MAX) invalid(kOp, "n and k must be at most 2147483647");
+  check_bf16_gemm_overrides(overrides, kOp);
+  if (target.sm_count <= 0) invalid(kOp, "the target must have SMs to use");
+  const std::vector<Bf16GemmConfig> all = candidates(target, overrides);
+  if (all.empty()) invalid(kOp, "no tile fits in the target's shared memory");
+
+  // Intervals (64 (i - 1), 64 i] of M, costed at their upper end (a tile count is constant inside one), each weighed
+  // by ln of its M range so that every doubling of M counts alike.
+  const int64_t intervals = kBf16GemmSampledMaxM / 64;
+  std::vector<std::vector<double>> cost(all.size(), std::vector<double>(static_cast<size_t>(intervals)));
+  std::vector<double> best(static_cast<size_t>(intervals), INFINITY), weight(static_cast<size_t>(intervals));
+  for (int64_t i = 0; i < intervals; ++i) {
+    weight[static_cast<size_t>(i)] =
+        std::log(64.0 * static_cast<double>(i + 1) / std::max(1.0, 64.0 * static_cast<double>(i)));
+    for (size_t c = 0; c < all.size(); ++c) {
+      cost[c][static_cast<size_t>(i)] = bf16_gemm_estimate_us(target, 64 * (i + 1), n, k, all[c]);
+      best[static_cast<size_t>(i)] = std::min(best[static_cast<size_t>(i)], cost[c][static_cast<size_t>(i)]);
+    }
+  }
+  // Each interval's cheapest among `kept`, and the mean and worst loss against the best of all.
+  const auto assign = [&](const std::vector<size_t>& kept, std::vector<size_t>& choice, double& mean, double& worst) {
+    double sum = 0.0, weights = 0.0;
+    worst = 1.0;
+    for (size_t i = 0; i < static_cast<size_t>(intervals); ++i) {
+      size_t pick = kept[0];
+      for (const size_t c : kept)
+        if (cost[c][i] < cost[pick][i]) pick = c;
+      choice[i] = pick;
+      const double loss = cost[pick][i] / best[i];
+      sum += weight[i] * loss;
+      weights += weight[i];
+      worst = std::max(worst, loss);
+    }
+    mean = sum / weights;
+  };
+  std::vector<size_t> choice(static_cast<size_t>(intervals));
+  double mean = 0.0, worst = 0.0;
+  std::vector<size_t> everyone(all.size());
+  for (size_t c = 0; c < all.size(); ++c) everyone[c] = c;
+  assign(everyone, choice, mean, worst);
+  // Candidates no interval takes cost nothing to drop: the pruning starts from those that are the best somewhere.
+  std::vector<size_t> kept;
+  for (size_t c = 0; c < all.size(); ++c)
+    if (std::find(choice.begin(), choice.end(), c) != choice.end()) kept.push_back(c);
+  while (kept.size() > 1) {
+    size_t drop = 0;
+    double drop_mean = INFINITY, drop_worst = INFINITY;
+    for (size_t j = 0; j < kept.size(); ++j) {
+      std::vector<size_t> rest = kept;
+      rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(j));
+      double m_loss = 0.0, w_loss = 0.0;
+      assign(rest, choice, m_loss, w_loss);
+      if (m_loss < drop_mean) {
+        drop = j;
+        drop_mean = m_loss;
+        drop_worst = w_loss;
+      }
+    }
+    const bool within = drop_mean <= kPruneMeanLoss && drop_worst <= kPruneMaxLoss;
+    if (!within && kept.size() <= static_cast<size_t>(kBf16GemmMaxKernels)) break;
+    kept.erase(kept.begin() + static_cast<std::ptrdiff_t>(drop));
+  }
+  assign(kept, choice, mean, worst);
+
+  // Buckets: equal neighbours joined; kernels numbered in order of first use; the last bucket unbounded.
+  Bf16GemmPlan plan;
+  std::vector<int> index_of(all.size(), -1);
+  for (size_t i = 0; i < static_cast<size_t>(intervals); ++i) {
+    const size_t c = choice[i];
+    if (index_of[c] < 0) {
+      index_of[c] = static_cast<int>(plan.kernels.size());
+      plan.kernels.push_back(all[c]);
+    }
+    const int64_t lo = i == 0 ? 1 : 64 * static_cast<int64_t>(i) + 1, hi = 64 * static_cast<int64_t>(i + 1);
+    if (!plan.buckets.empty() && plan.buckets.back().kernel == index_of[c])
+      plan.buckets.back().m_hi = hi;
+    else
+      plan.buckets.push_back(MBucket{lo, hi, index_of[c]});
+  }
+  plan.buckets.back().m_hi = kUnboundedM;
+  return plan;
+}
+
+// ---- kernel specs and the registry -------------------------------------------------------------------------------
+
+codegen::KernelSpec bf16_gemm_spec(int64_t n, int64_t k, const Bf16GemmConfig& c) {
+  codegen::KernelSpec spec;
+  spec.op = kOp;
+  spec.header = "kiln/kernels/bf16_gemm.cuh";
+  spec.kernel_template = "kiln::kernels::Bf16Gemm";
+  spec.params_type = "kiln::Bf16GemmParams";
+  spec.arg("n", n)
+      .arg("k", k)
+      .arg("block_m", int64_t{c.block_m})
+      .arg("block_n", int64_t{c.block_n})
+      .arg("stages", int64_t{c.stages})
+      .arg("math_warpgroups", int64_t{c.math_warpgroups})
+      .arg("cluster_m", int64_t{c.cluster_m});
+  spec.block_threads = static_cast<int>(c.threads());
+  spec.min_blocks_per_sm = 1;
+  return spec;
+}
+
+namespace {
+
+int64_t value_of(const Problem& problem, const char* name) {
+  const auto it = problem.find(name);
+  if (it == problem.end()) return 0;
+  if (it->second.lo > INT32_MAX)
+    invalid(kOp, std::string("parameter ") + name + " is too large, got " + std::to_string(it->second.lo));
+  return it->second.lo;
+}
+
+std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target) {
+  validate_problem(find_op(kOp), problem);
+  const ProblemValue m = problem.at("m");
+  const int64_t n = problem.at("n").lo, k = problem.at("k").lo;
+  Bf16GemmOverrides overrides;
+  overrides.block_m = static_cast<int>(value_of(problem, "block_m"));
+  overrides.block_n = static_cast<int>(value_of(problem, "block_n"));
+  overrides.stages = static_cast<int>(value_of(problem, "stages"));
+  overrides.cluster_m = static_cast<int>(value_of(problem, "cluster_m"));
+  TargetInfo t = target;
+  const int num_sms = static_cast<int>(value_of(problem, "num_sms"));
+  if (num_sms > 0) t.sm_count = std::min(num_sms, target.sm_count);
+  const Bf16GemmPlan plan = bf16_gemm_plan(t, n, k, overrides);  // validates n, k and the overrides
+  std::vector<KernelUse> uses;
+  if (m.hi == 0) return uses;  // m = 0: nothing to launch
+  const std::vector<MBucket> covered = covering(plan.buckets, std::max<int64_t>(1, m.lo), m.hi);
+  for (size_t index = 0; index < plan.kernels.size(); ++index) {
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    for (const MBucket& b : covered)
+      if (b.kernel == static_cast<int>(index)) ranges.emplace_back(b.m_lo, b.m_hi);
+    if (ranges.empty()) continue;
+    const Bf16GemmConfig& config = plan.kernels[index];
+    uses.push_back(KernelUse{bf16_gemm_spec(n, k, config), std::string(1, 'm'), std::move(ranges),
+                             "n=" + std::to_string(n) + " k=" + std::to_string(k) + ": " + config.describe()});
+  }
+  return uses;  // the plan numbers its kernels in order of first use as m grows
+}
+
+}  // namespace
+
+OpDescriptor bf16_gemm_nt_descriptor() {
+  OpDescriptor op;
+  op.name = kOp;
+  op.summary = "D[m, n] (bf16) = A[m, k] (bf16) . B[n, k]^T (bf16), summed in FP32";
+  op.params = {
+      {"m", "rows of A and D, or a range lo..hi (a serving warm-up: m=1..16384); m = 0 needs no kernel", true, true},
+      {"n", "rows of B, columns of D: a positive multiple of 8 (the kernel is specialised on it)", true},
+      {"k", "the reduction: a positive multiple of 8 (the kernel is specialised on it)", true},
+      {"block_m", "override: 64, 128 or 256 rows per tile (0: the plan's)", false},
+      {"block_n", "override: columns per tile, a multiple of 16 in 16..256 (at most 128 with block_m 256)", false},
+      {"stages", "override: pipeline stages, 1..32 (0: as many as fit)", false},
+      {"cluster_m", "override: 1, or 2 for CTA pairs multicasting B (0: the plan's)", false},
+      {"num_sms", "SMs the kernel may use, as set_num_sms (0: all of the target's)", false},
+  };
+  op.uses = uses_of;
+  op.kernels = [](const Problem& problem, const TargetInfo& target) {
+    std::vector<codegen::KernelSpec> specs;
+    for (KernelUse& use : uses_of(problem, target)) specs.push_back(std::move(use.spec));
+    return specs;
+  };
+  return op;
+}
+
+// ---- the launch path --------------------------------------------------------------------------------------------
+
+namespace {
+
+static_assert(sizeof(CUtensorMap) == sizeof(TmaDescriptor), "TmaDescriptor must hold a CUtensorMap");
+
+// The overrides in one word (16 bits each), read with one relaxed load per launch and used as a word of the table key.
+std::atomic<uint64_t> g_overrides{0};
+
+uint64_t pack(const Bf16GemmOverrides& o) {
+  return static_cast<uint64_t>(o.block_m) | static_cast<uint64_t>(o.block_n) << 16 |
+         static_cast<uint64_t>(o.stages) << 32 | static_cast<uint64_t>(o.cluster_m) << 48;
+}
+
+Bf16GemmOverrides unpack(uint64_t w) {
+  Bf16GemmOverrides o;
+  o.block_m = static_cast<int>(w & 0xffff);
+  o.block_n = static_cast<int>((w >> 16) & 0xffff);
+  o.stages = static_cast<int>((w >> 32) & 0xffff);
+  o.cluster_m = static_cast<int>((w >> 48) & 0xffff);
+  return o;
+}
+
+struct GemmKernel {
+  const cuda::LoadedKernel* kernel = nullptr;
+  Bf16GemmConfig config;
+};
+
+// Everything one (device, n, k, usable SMs, overrides) needs: the plan and its kernels, loaded on first use.
+struct ShapeEntry {
+  Bf16GemmPlan plan;
+  int device = 0;
+  int sm_count = 0;  // the SMs the kernels may use
+  int64_t n = 0, k = 0;
+  std::string device_name;
+  mutable std::array<std::atomic<const GemmKernel*>, kBf16GemmMaxKernels> kernels{};
+  mutable std::mutex mutex;  // serialises loading
+};
+
+// Owns entries and kernels for the process's lifetime (the table and the entries hold pointers).
+class Store {
+ public:
+  ShapeEntry* add_entry() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return entries_.emplace_back(std::make_unique<ShapeEntry>()).get();
+  }
+  const GemmKernel* add_kernel(const GemmKernel& k) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return &kernels_.emplace_back(k);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::deque<std::unique_ptr<ShapeEntry>> entries_;
+  std::deque<GemmKernel> kernels_;
+};
+
+using Table = jit::KernelTable<ShapeEntry>;
+Table& table() {
+  static Table t;
+  return t;
+}
+Store& store() {
+  static Store s;
+  return s;
+}
+
+// The miss path for a shape: check the device, make the plan, publish it.
+const ShapeEntry* resolve_shape(const Table::Key& key, const TensorView& a, int64_t n, int64_t k, int usable_limit) {
+  const cuda::DeviceInfo info = check_sm90_device(Arg{kOp, "a"}, a);
+  ShapeEntry* entry = store().add_entry();
+  entry->device = a.device;
+  entry->sm_count = usable_limit > 0 ? std::min(usable_limit, info.sm_count) : info.sm_count;
+  entry->n = n;
+  entry->k = k;
+  entry->device_name = info.name;
+  entry->plan = bf16_gemm_plan(device_target(info, entry->sm_count), n, k, unpack(w64(key.words[5])));
+  return table().insert(key, entry);
+}
+
+// The miss path for a bucket's kernel: build (or fetch) and load it, once per entry and kernel.
+const GemmKernel* resolve_kernel(const ShapeEntry& entry, int index, CUstream stream) {
+  std::lock_guard<std::mutex> lock(entry.mutex);
+  if (const GemmKernel* k = entry.kernels[static_cast<size_t>(index)].load(std::memory_order_acquire)) return k;
+  const Bf16GemmConfig& cfg = entry.plan.kernels[static_cast<size_t>(index)];
+  GemmKernel k;
+  k.kernel = &jit::runtime().kernel(bf16_gemm_spec(entry.n, entry.k, cfg), entry.device, stream);
+  k.config = cfg;
+  const GemmKernel* stored = store().add_kernel(k);
+  entry.kernels[static_cast<size_t>(index)].store(stored, std::memory_order_release);
+  if (config().print_configs) {
+    std::string ranges;
+    for (const MBucket& b : entry.plan.buckets)
+      if (b.kernel == index) ranges += (ranges.empty() ? "" : ", ") + describe_m_range(b.m_lo, b.m_hi);
+    std::fprintf(stderr,
+                 "kiln: %s on cuda:%d (%s, %d SMs usable): n=%lld k=%lld, m in %s: %s; %u threads/CTA, %u bytes "
+                 "shared memory, persistent grid <= %d CTAs, PDL %s (kernel %d of %zu for this shape)\n",
+                 kOp, entry.device, entry.device_name.c_str(), entry.sm_count, static_cast<long long>(entry.n),
+                 static_cast<long long>(entry.k), ranges.c_str(), cfg.describe().c_str(), cfg.threads(),
+                 cfg.shared_bytes(), entry.sm_count, get_pdl() ? "on" : "off", index + 1, entry.plan.kernels.size());
+  }
+  return stored;
+}
+
+struct Checked {
+  int64_t m, n, k, lda, ldb, ldd;
+};
+
+// In the order errors are reported: dtypes, devices, shapes, strides, alignment, overlap.
+Checked check_arguments(const TensorView& a, const TensorView& b, const TensorView& d) {
+  const Arg aa{kOp, "a"}, ab{kOp, "b"}, ad{kOp, "d"};
+  check_dtype(aa, a, DType::kBFloat16);
+  check_dtype(ab, b, DType::kBFloat16);
+  check_dtype(ad, d, DType::kBFloat16);
+  check_on_cuda(aa, a);
+  check_same_device(ab, b, aa, a);
+  check_same_device(ad, d, aa, a);
+  check_ndim(aa, a, 2);
+  check_ndim(ab, b, 2);
+  Checked c{};
+  c.m = a.shape[0];
+  c.k = a.shape[1];
+  c.n = b.shape[0];
+  if (b.shape[1] != c.k)
+    fail(ErrorKind::kValueError, ab, b, "of shape (n, k) with k == " + std::to_string(c.k) + " (a's k)",
+         "shape " + format_dims(b.shape.data(), 2));
+  check_shape(ad, d, {c.m, c.n}, "(m of a, n of b)");
+  if (c.n % 8 != 0)
+    fail(ErrorKind::kValueError, ab, b, "of a size(0) (n) that is a multiple of 8", "n == " + std::to_string(c.n));
+  if (c.k % 8 != 0 || (c.k == 0 && c.m > 0 && c.n > 0))
+    fail(ErrorKind::kValueError, aa, a, "of a size(1) (k) that is a positive multiple of 8",
+         "k == " + std::to_string(c.k));
+  if (c.m > INT32_MAX) fail(ErrorKind::kValueError, aa, a, "at most 2147483647 rows", "m == " + std::to_string(c.m));
+  if (c.n > INT32_MAX || c.k > INT32_MAX)
+    fail(ErrorKind::kValueError, ab, b, "at most 2147483647 rows and columns", "shape " + format_dims(b.shape.data(), 2));
+  c.lda = check_rows_dense(aa, a, 16);
+  c.ldb = check_rows_dense(ab, b, 16);
+  c.ldd = check_rows_dense(ad, d, 16);
+  check_pointer_aligned(aa, a, 16);
+  check_pointer_aligned(ab, b, 16);
+  check_pointer_aligned(ad, d, 16);
+  if (c.m > 0 && c.n > 0) {
+    // The tiles read A and B while others are stored: D sharing their memory would be read after being written.
+    if (spans_overlap(d, a)) fail(ErrorKind::kValueError, ad, d, "memory that does not overlap a's", "an overlap");
+    if (spans_overlap(d, b)) fail(ErrorKind::kValueError, ad, d, "memory that does not overlap b's", "an overlap");
+  }
+  return c;
+}
+
+// A bf16 operand (A or B) as the kernel loads it: K-major, `rows` rows of k elements with row stride `ld`, boxed
+// {64 (one K block, 128 bytes), box_rows} with a 128-byte swizzle.
+TensorMapKey operand_key(const TensorView& x, int64_t k, int64_t rows, int64_t ld, uint32_t box_rows) {
+  return {reinterpret_cast<uint64_t>(x.data), w64(k), w64(rows), w64(ld * 2), w32(kBlockK), box_rows,
+          CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, CU_TENSOR_MAP_SWIZZLE_128B};
+}
+
+void copy_map(TmaDescriptor& dst, const CUtensorMap& src) { std::memcpy(&dst, &src, sizeof(dst)); }
+
+void launch(const Checked& c, const TensorView& a, const TensorView& b, const TensorView& d, CUstream stream) {
+  const int usable_limit = get_num_sms();
+  Table::Key key;
+  key.words[0] = 1;  // this op's table: one plan per shape
+  key.words[1] = a.device;
+  key.words[2] = c.n;
+  key.words[3] = c.k;
+  key.words[4] = usable_limit;
+  key.words[5] = static_cast<int64_t>(g_overrides.load(std::memory_order_relaxed));
+  const ShapeEntry* entry = table().find(key);
+  if (!entry) entry = resolve_shape(key, a, c.n, c.k, usable_limit);
+  const int index = entry->plan.bucket_of(c.m).kernel;
+  const GemmKernel* kernel = entry->kernels[static_cast<size_t>(index)].load(std::memory_order_acquire);
+  if (!kernel) kernel = resolve_kernel(*entry, index, stream);
+  const Bf16GemmConfig& cfg = kernel->config;
+
+  Bf16GemmParams params;
+  // A boxed whole (also what a pair's tile past M reads) and, for a last m block with fewer rows, boxed to them.
+  const uint32_t block_m = w32(cfg.block_m);
+  const uint32_t last_box_rows = kernels::bf16_gemm_last_box_rows(block_m, w32(c.m));
+  copy_map(params.tma_a, tensor_map_2d(operand_key(a, c.k, c.m, c.lda, block_m), "a"));
+  if (last_box_rows != block_m)
+    copy_map(params.tma_a_last, tensor_map_2d(operand_key(a, c.k, c.m, c.lda, last_box_rows), "a"));
+  params.last_box_rows = last_box_rows;
+  copy_map(params.tma_b, tensor_map_2d(operand_key(b, c.k, c.n, c.ldb, w32(cfg.block_n / cfg.cluster_m)), "b"));
+  const uint32_t store_cols = kernels::bf16_gemm_store_cols(w32(cfg.block_n));
+  const CUtensorMapSwizzle swizzle = store_cols == 64   ? CU_TENSOR_MAP_SWIZZLE_128B
+                                     : store_cols == 32 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                                        : CU_TENSOR_MAP_SWIZZLE_32B;
+  const TensorMapKey d_key{reinterpret_cast<uint64_t>(d.data), w64(c.n), w64(c.m), w64(c.ldd * 2), store_cols, 64,
+                           CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, static_cast<uint32_t>(swizzle)};
+  copy_map(params.tma_d, tensor_map_2d(d_key, "d"));
+  params.b_cache_policy = kernels::bf16_gemm_b_cache_policy(w32(cfg.block_m), w32(c.m));
+  params.m = w32(c.m);
+
+  cuda::LaunchConfig config;
+  config.grid[0] = cfg.grid(c.m, c.n, entry->sm_count);
+  config.block[0] = cfg.threads();
+  config.cluster[0] = w32(cfg.cluster_m);
+  config.shared_bytes = cfg.shared_bytes();
+  config.pdl = get_pdl();  // the kernel waits (griddepcontrol.wait) before its first global read
+  config.stream = stream;
+  kernel->kernel->launch(config, &params);
+}
+
+}  // namespace
+}  // namespace kiln::ops
+
+namespace kiln {
+
+void set_bf16_gemm_overrides(const Bf16GemmOverrides& overrides) {
+  ops::check_bf16_gemm_overrides(overrides, "set_bf16_gemm_overrides");
+  ops::g_overrides.store(ops::pack(overrides), std::memory_order_relaxed);
+}
+
+Bf16GemmOverrides get_bf16_gemm_overrides() { return ops::unpack(ops::g_overrides.load(std::memory_order_relaxed)); }
+
+void bf16_gemm_nt(const TensorView& a, const TensorView& b, const TensorView& d, Stream stream) {
+  const ops::Checked c = ops::check_arguments(a, b, d);
+  if (c.m == 0 || c.n == 0) return;  // nothing to do: no compile, no launch
+  ops::launch(c, a, b, d, static_cast<CUstream>(stream));
+}
+
+}  // namespace kiln

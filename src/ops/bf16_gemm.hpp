@@ -1,0 +1,72 @@
+// The BF16 GEMM (bf16_gemm_nt): its kernel choice, kernel specs and registry entry, shared by the registry (ahead of
+// time) and the launch path (run time), so a kernel built by `kiln precompile` is exactly the one a launch looks for.
+//
+// How a choice is made: candidates are tiles of 64 rows (one math warpgroup; 16..256 columns), 128 rows (two; 64..256
+// columns, alone or in CTA pairs multicasting B) and 256 rows (two warpgroups of two waves; 64..128 columns), each
+// with as many pipeline stages as fit. A cost model (bf16_gemm_estimate_us) estimates each at every 64-row interval
+// of M up to kBf16GemmSampledMaxM; each interval takes its cheapest, and candidates are dropped, the cheapest loss
+// first, while the intervals stay within 1 % of the best on average (weighed by ln of M, so every doubling counts
+// alike) and 2 % at every interval, and anyway while more than kBf16GemmMaxKernels remain. M above that range takes
+// the remaining kernel cheapest at M = kBf16GemmSampledMaxM.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "codegen/kernel_spec.hpp"
+#include "kiln/ops.hpp"
+#include "ops/m_buckets.hpp"
+#include "ops/registry.hpp"
+
+namespace kiln::ops {
+
+constexpr int kBf16GemmMaxKernels = 8;             // distinct kernels per (target, N, K) over all M, at most
+constexpr int64_t kBf16GemmSampledMaxM = 16384;    // M is modelled (and kernels pruned) up to this
+
+// One kernel configuration: the template arguments of kiln::kernels::Bf16Gemm besides N and K.
+struct Bf16GemmConfig {
+  int block_m = 128;
+  int block_n = 128;
+  int stages = 1;
+  int math_warpgroups = 2;  // 1 for 64 rows, else 2 (256 rows: two waves each)
+  int cluster_m = 1;        // 2: CTA pairs on vertically adjacent tiles, multicasting B
+
+  bool operator==(const Bf16GemmConfig&) const = default;
+  // "128x256, 3 stages, 2 math warpgroups" (+ ", B multicast x2").
+  std::string describe() const;
+  // CTAs for an m x n problem on `sm_count` SMs: one per tile, at most the SMs, a whole number of clusters.
+  uint32_t grid(int64_t m, int64_t n, int sm_count) const;
+  uint32_t threads() const;
+  uint32_t shared_bytes() const;
+};
+
+// The heuristic's answer for one (target, N, K, overrides): the distinct kernels (at most kBf16GemmMaxKernels, in
+// order of first use as M grows) and buckets in increasing M, contiguous from M = 1 to unbounded.
+struct Bf16GemmPlan {
+  std::vector<Bf16GemmConfig> kernels;
+  std::vector<MBucket> buckets;
+  const MBucket& bucket_of(int64_t m) const { return ops::bucket_of(buckets, m); }
+};
+
+// Checks an override set (see Bf16GemmOverrides in kiln/ops.hpp). Throws Error(kValueError) "<who>: <field> must
+// be ..., got ..." naming the field.
+void check_bf16_gemm_overrides(const Bf16GemmOverrides& overrides, const char* who);
+
+// The plan for (target, n, k). n > 0, n % 8 == 0, k > 0, k % 8 == 0 (Error(kValueError) naming n or k otherwise);
+// target.sm_count > 0 is the SMs the kernels may use. A forced stage count that does not fit in
+// target.shared_memory_per_block is an error naming the tile. Pure: equal arguments give equal plans.
+Bf16GemmPlan bf16_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const Bf16GemmOverrides& overrides = {});
+
+// The cost model behind the choice: estimated kernel time in microseconds of `config` for an m x n x k problem.
+double bf16_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int64_t k, const Bf16GemmConfig& config);
+
+// The spec of kiln::kernels::Bf16Gemm<n, k, block_m, block_n, stages, math_warpgroups, cluster_m>: op
+// "bf16_gemm_nt", the config's threads per CTA and one CTA per SM.
+codegen::KernelSpec bf16_gemm_spec(int64_t n, int64_t k, const Bf16GemmConfig& config);
+
+// Registry entry: m (a value or a range), n, k, and the optional overrides block_m, block_n, stages, cluster_m and
+// num_sms (as set_num_sms: 0 for all of the target's SMs).
+OpDescriptor bf16_gemm_nt_descriptor();
+
+}  // namespace kiln::ops

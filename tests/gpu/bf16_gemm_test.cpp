@@ -1,0 +1,227 @@
+// GPU test of the BF16 GEMM through the public C++ API (kiln::bf16_gemm_nt): the plan's kernels for every dense_bf16
+// shape of shared/bench/shapes.json at M = 1, 128 and 4096, one M per kernel of a whole plan (N = 7168, K = 2048),
+// every tile family forced (64-row tiles 16..256 wide, 128-row tiles alone and in pairs sharing B, 256-row tiles of
+// two waves alone and in pairs), ragged shapes (M = 1, 37, 200, 1000; N = 8, 136, 576; K = 8, 520, a K tail inside a
+// 64-block), padded row strides of A, B and D, set_num_sms, a created stream, and validation errors that need a GPU.
+//
+// Inputs are random bf16 with per-row magnitudes over 2^-4..2^4 (never zeros). D, its padding columns and a guard row
+// are poisoned with NaN before each call. Checked rows (all for M <= 256, else 64: first, last, tile edges, random)
+// are compared with a float64 reference of the same bf16 inputs: DeepGEMM's calc_diff below 1e-5, and every element
+// within its bf16 rounding (2^-8 relative) plus a float32 summation bound (2^-20 of the sum of |a_i b_i|). NaN or Inf
+// never passes, and nothing outside D may change. Prints PASS/FAIL lines; exit 0 only if all pass, 77 without a GPU.
+#include <cuda.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cuda/driver.hpp"
+#include "gpu_test_support.hpp"
+#include "kiln/error.hpp"
+#include "kiln/ops.hpp"
+#include "kiln/tensor.hpp"
+
+namespace {
+
+using kiln::gpu_test::bf16_to_f32;
+using kiln::gpu_test::DeviceBuffer;
+using kiln::gpu_test::f32_to_bf16;
+
+int g_failures = 0;
+
+void report(bool ok, const std::string& what) {
+  std::printf("%s %s\n", ok ? "PASS" : "FAIL", what.c_str());
+  if (!ok) ++g_failures;
+}
+
+uint64_t mix(uint64_t x) {  // splitmix64
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+// In [-1, 1) times a per-row magnitude of 2^-4..2^4, rounded to bf16, never exactly zero.
+uint16_t random_bf16(uint64_t seed, uint64_t row, uint64_t col) {
+  const double magnitude = std::ldexp(1.0, static_cast<int>(mix(seed ^ (row * 0x9e37ull)) % 9) - 4);
+  double u = static_cast<double>(mix(seed * 31 + (row << 24) + col) >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+  if (std::fabs(u) < 1e-3) u = 1e-3;
+  return f32_to_bf16(static_cast<float>(u * magnitude));
+}
+
+kiln::TensorView view(void* data, int64_t rows, int64_t cols, int64_t ld) {
+  kiln::TensorView t = kiln::TensorView::contiguous(data, kiln::DType::kBFloat16, {rows, cols});
+  t.strides[0] = ld;
+  return t;
+}
+
+struct Case {
+  int64_t m, n, k;
+  kiln::Bf16GemmOverrides forced{};
+  int64_t pad_a = 0, pad_b = 0, pad_d = 0;  // extra elements per row
+  int num_sms = 0;
+  bool own_stream = false;
+};
+
+std::string name_of(const Case& c) {
+  std::string s = std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k);
+  if (c.forced.block_m)
+    s += " forced " + std::to_string(c.forced.block_m) + "x" + std::to_string(c.forced.block_n) +
+         (c.forced.cluster_m == 2 ? " pair" : "") + (c.forced.stages ? " s" + std::to_string(c.forced.stages) : "");
+  if (c.pad_a || c.pad_b || c.pad_d)
+    s += " padded " + std::to_string(c.pad_a) + "/" + std::to_string(c.pad_b) + "/" + std::to_string(c.pad_d);
+  if (c.num_sms) s += " num_sms " + std::to_string(c.num_sms);
+  if (c.own_stream) s += " own stream";
+  return s;
+}
+
+// Rows the check compares: all of them up to 256, else 64 (first, last, around 64-row tile edges, random).
+std::vector<int64_t> checked_rows(int64_t m, uint64_t seed) {
+  std::vector<int64_t> rows;
+  if (m <= 256) {
+    for (int64_t r = 0; r < m; ++r) rows.push_back(r);
+    return rows;
+  }
+  for (const int64_t r : {int64_t{0}, int64_t{1}, m - 2, m - 1}) rows.push_back(r);
+  for (int64_t e = 64; e < m && rows.size() < 40; e += std::max<int64_t>(64, m / 18 / 64 * 64)) {
+    rows.push_back(e - 1);
+    rows.push_back(e);
+  }
+  while (rows.size() < 64) rows.push_back(static_cast<int64_t>(mix(seed + rows.size()) % static_cast<uint64_t>(m)));
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  return rows;
+}
+
+void run_case(const Case& c) {
+  const std::string name = name_of(c);
+  const uint64_t seed = mix(static_cast<uint64_t>(c.m * 131 + c.n * 7 + c.k));
+  const int64_t lda = c.k + c.pad_a, ldb = c.k + c.pad_b, ldd = c.n + c.pad_d;
+  std::vector<uint16_t> a(static_cast<size_t>(c.m * lda)), b(static_cast<size_t>(c.n * ldb));
+  for (int64_t r = 0; r < c.m; ++r)
+    for (int64_t j = 0; j < lda; ++j)
+      a[static_cast<size_t>(r * lda + j)] = j < c.k ? random_bf16(seed, static_cast<uint64_t>(r), static_cast<uint64_t>(j)) : 0x7fc0;
+  for (int64_t r = 0; r < c.n; ++r)
+    for (int64_t j = 0; j < ldb; ++j)
+      b[static_cast<size_t>(r * ldb + j)] =
+          j < c.k ? random_bf16(~seed, static_cast<uint64_t>(r), static_cast<uint64_t>(j)) : 0x7fc0;
+  DeviceBuffer da(a.size() * 2), db(b.size() * 2);
+  // D and one guard row after it, poisoned (NaN everywhere, the padding columns included).
+  DeviceBuffer dd(static_cast<size_t>((c.m + 1) * ldd * 2));
+  da.upload(a.data());
+  db.upload(b.data());
+  dd.poison();
+  const kiln::TensorView ta = view(da.data(), c.m, c.k, lda), tb = view(db.data(), c.n, c.k, ldb),
+                         td = view(dd.data(), c.m, c.n, ldd);
+  const kiln::cuda::DriverApi& api = kiln::cuda::DriverApi::get();
+  CUstream stream = nullptr;
+  try {
+    kiln::set_bf16_gemm_overrides(c.forced);
+    kiln::set_num_sms(c.num_sms);
+    if (c.own_stream) KILN_CU_CHECK(api.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    kiln::bf16_gemm_nt(ta, tb, td, stream);
+    KILN_CU_CHECK(c.own_stream ? api.cuStreamSynchronize(stream) : api.cuCtxSynchronize());
+  } catch (const std::exception& e) {
+    report(false, name + ": " + e.what());
+  }
+  if (stream) (void)api.cuStreamDestroy(stream);
+  kiln::set_bf16_gemm_overrides({});
+  kiln::set_num_sms(0);
+
+  std::vector<uint16_t> d(static_cast<size_t>((c.m + 1) * ldd));
+  dd.download(d.data());
+  double num = 0.0, den = 0.0, worst = 0.0;
+  int64_t bad = 0, untouched_changed = 0;
+  for (const int64_t r : checked_rows(c.m, seed)) {
+    for (int64_t j = 0; j < c.n; ++j) {
+      double ref = 0.0, abs_sum = 0.0;
+      for (int64_t i = 0; i < c.k; ++i) {
+        const double p = static_cast<double>(bf16_to_f32(a[static_cast<size_t>(r * lda + i)])) *
+                         static_cast<double>(bf16_to_f32(b[static_cast<size_t>(j * ldb + i)]));
+        ref += p;
+        abs_sum += std::fabs(p);
+      }
+      const double got = bf16_to_f32(d[static_cast<size_t>(r * ldd + j)]);
+      const double err = std::fabs(got - ref);
+      const double bound = std::ldexp(std::fabs(ref), -8) + std::ldexp(abs_sum, -20);
+      if (!std::isfinite(got) || err > bound) ++bad;
+      if (std::isfinite(got)) worst = std::max(worst, err / std::max(bound, 1e-30));
+      num += (got - ref) * (got - ref);
+      den += got * got + ref * ref;
+    }
+    for (int64_t j = c.n; j < ldd; ++j)
+      if (d[static_cast<size_t>(r * ldd + j)] != 0xffff) ++untouched_changed;
+  }
+  for (int64_t j = 0; j < ldd; ++j)
+    if (d[static_cast<size_t>(c.m * ldd + j)] != 0xffff) ++untouched_changed;
+  const double diff = den > 0 ? num / den : 1.0;  // DeepGEMM's calc_diff is 1 - 2 xy / (x^2 + y^2): about this
+  char detail[200];
+  std::snprintf(detail, sizeof(detail), ": calc_diff %.2e, worst error %.2f of its bound, %lld out of bounds, "
+                "%lld bytes outside D changed", diff, worst, static_cast<long long>(bad),
+                static_cast<long long>(untouched_changed));
+  report(bad == 0 && untouched_changed == 0 && diff < 1e-5 && std::isfinite(diff), name + detail);
+}
+
+// Errors that only a GPU can produce (a device ordinal past the last).
+void check_errors() {
+  DeviceBuffer buf(1 << 16);
+  kiln::TensorView a = view(buf.data(), 64, 64, 64), b = view(buf.data(), 64, 64, 64);
+  DeviceBuffer dbuf(1 << 16);
+  kiln::TensorView d = view(dbuf.data(), 64, 64, 64);
+  a.device = 99;
+  b.device = 99;
+  d.device = 99;
+  try {
+    kiln::bf16_gemm_nt(a, b, d);
+    report(false, "device 99: no error");
+  } catch (const kiln::Error& e) {
+    report(std::string(e.what()).find("existing CUDA device") != std::string::npos,
+           std::string("device 99: ") + e.what());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  if (!kiln::gpu_test::start_launches("bf16_gemm_test", g_failures)) return 77;
+  std::vector<Case> cases;
+  // Every dense_bf16 shape at M = 1, 128, 4096 (the plan's kernels).
+  const int64_t nk[][2] = {{2112, 7168}, {24576, 1536}, {32768, 512}, {7168, 16384}, {4096, 7168}, {7168, 2048}};
+  for (const int64_t m : {1, 128, 4096})
+    for (const auto& s : nk) cases.push_back({m, s[0], s[1]});
+  // Ragged edges: M, N and K off the tiles, a K tail inside a 64-block, tiny K.
+  for (const int64_t m : {1, 37, 200, 1000}) cases.push_back({m, 576, 520});
+  cases.push_back({77, 136, 8});
+  cases.push_back({3, 8, 72});
+  cases.push_back({300, 2112, 7176});
+  if (!quick) {
+    // One M per kernel of a whole plan.
+    for (const int64_t m : {64, 100, 256, 384, 640, 1100, 2000, 3000, 9000}) cases.push_back({m, 7168, 2048});
+    // Every tile family forced, at a ragged shape and at one with whole tiles.
+    const kiln::Bf16GemmOverrides tiles[] = {
+        {64, 16, 0, 1},  {64, 48, 0, 1},  {64, 128, 0, 1},  {64, 256, 0, 1}, {64, 64, 0, 2},
+        {128, 64, 0, 1}, {128, 112, 0, 2}, {128, 128, 0, 1}, {128, 176, 0, 1}, {128, 256, 0, 1},
+        {128, 256, 0, 2}, {256, 64, 0, 1}, {256, 128, 0, 1}, {256, 128, 0, 2}, {128, 128, 2, 1},
+    };
+    for (const auto& t : tiles) {
+      cases.push_back({333, 1000, 1048, t});
+      cases.push_back({512, 1024, 2048, t});
+    }
+    // Fewer rows than a tile (A's short box) in a pair whose second tile lies past M, and a last block of 8 rows.
+    cases.push_back({50, 1024, 1048, {128, 128, 0, 2}});
+    cases.push_back({200, 1024, 1048, {64, 64, 0, 1}});
+    // Padded row strides, fewer SMs, a created stream.
+    cases.push_back({500, 2112, 1024, {}, 8, 16, 24});
+    cases.push_back({4096, 4096, 1024, {}, 0, 0, 0, 66});
+    cases.push_back({1000, 4096, 1024, {128, 256, 0, 2}, 0, 0, 0, 67});
+    cases.push_back({256, 2048, 2048, {}, 0, 0, 0, 0, true});
+  }
+  for (const Case& c : cases) run_case(c);
+  check_errors();
+  std::printf("%s: %d failures\n", g_failures ? "FAIL" : "PASS", g_failures);
+  return g_failures ? 1 : 0;
+}

@@ -1,0 +1,90 @@
+"""kiln.bf16_gemm_nt without a GPU: the arguments the wrapper checks itself, every validation error the library
+reports on the host (its exception kind and message), empty problems, the overrides, and the plan.
+
+Tensors "on a CUDA device" are DLPack producers that describe memory they do not own (fakes.py): the C++ operation
+checks every precondition before it touches memory or a GPU. A call that passes every check needs a GPU; without one
+it is a CudaError.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import kiln
+from fakes import FakeDLPack
+
+GEMM = kiln.bf16_gemm_nt
+NO_GPU = not kiln.devices()
+BASE = 0x7F0000000000
+B, D = BASE + 0x20000000, BASE + 0x40000000
+
+
+def fakes(m: int = 200, n: int = 576, k: int = 520, **changes):
+    t = {"a": FakeDLPack((m, k), "bfloat16", ptr=BASE), "b": FakeDLPack((n, k), "bfloat16", ptr=B),
+         "d": FakeDLPack((m, n), "bfloat16", ptr=D)}
+    t.update(changes)
+    return t["a"], t["b"], t["d"]
+
+
+def test_arguments_kiln_checks_itself():
+    a, b, d = fakes()
+    with pytest.raises(ValueError, match="bf16_gemm_nt: c is not supported by kiln yet"):
+        GEMM(a, b, d, c=d)
+    with pytest.raises(ValueError, match="bf16_gemm_nt: compiled_dims must be a string of the letters m, n and k"):
+        GEMM(a, b, d, compiled_dims="nx")
+    with pytest.raises(TypeError, match="bf16_gemm_nt: a must be"):
+        GEMM(3, b, d)
+
+
+@pytest.mark.parametrize("changes, error, message", [
+    ({"a": FakeDLPack((200, 520), "float8_e4m3fn", ptr=BASE)}, TypeError, "a must be bfloat16, got float8_e4m3fn"),
+    ({"d": FakeDLPack((200, 576), "float32", ptr=D)}, TypeError, "d must be bfloat16, got float32"),
+    ({"b": FakeDLPack((576, 512), "bfloat16", ptr=B)}, ValueError, r"b must be of shape \(n, k\) with k == 520"),
+    ({"d": FakeDLPack((200, 584), "bfloat16", ptr=D)}, ValueError, r"d must be of shape \(200, 576\)"),
+    ({"b": FakeDLPack((580, 520), "bfloat16", ptr=B), "d": FakeDLPack((200, 580), "bfloat16", ptr=D)}, ValueError,
+     r"b must be of a size\(0\) \(n\) that is a multiple of 8"),
+    ({"a": FakeDLPack((200, 520), "bfloat16", ptr=BASE + 8)}, ValueError, "a must be 16-byte aligned"),
+    ({"d": FakeDLPack((200, 576), "bfloat16", ptr=BASE + 4096)}, ValueError, "d must be memory that does not overlap a"),
+])
+def test_preconditions(changes, error, message):
+    a, b, d = fakes(**changes)
+    with pytest.raises(error, match="bf16_gemm_nt: " + message):
+        GEMM(a, b, d)
+
+
+def test_k_must_be_a_multiple_of_8():
+    a, b, d = fakes(k=516)
+    with pytest.raises(ValueError, match=r"bf16_gemm_nt: a must be of a size\(1\) \(k\) that is a positive multiple of 8"):
+        GEMM(a, b, d)
+
+
+def test_empty_problems_are_no_ops_without_a_gpu():
+    for m, n in ((0, 576), (200, 0)):
+        assert GEMM(*fakes(m=m, n=n)) is None
+
+
+@pytest.mark.skipif(not NO_GPU, reason="would launch on fake pointers: only meaningful without a GPU")
+def test_a_valid_call_without_a_gpu_is_a_cuda_error():
+    with pytest.raises(kiln.CudaError):
+        GEMM(*fakes())
+
+
+def test_overrides():
+    try:
+        kiln.set_bf16_gemm_overrides(block_m=128, block_n=256, cluster_m=2)
+        assert kiln.get_bf16_gemm_overrides() == {"block_m": 128, "block_n": 256, "stages": 0, "cluster_m": 2}
+        with pytest.raises(ValueError, match="set_bf16_gemm_overrides: block_n must be 0 .* or at most 128 with "
+                                             "block_m 256"):
+            kiln.set_bf16_gemm_overrides(block_m=256, block_n=256)
+        assert kiln.get_bf16_gemm_overrides()["block_n"] == 256  # an error changes nothing
+    finally:
+        kiln.set_bf16_gemm_overrides()
+    assert kiln.get_bf16_gemm_overrides() == {"block_m": 0, "block_n": 0, "stages": 0, "cluster_m": 0}
+
+
+def test_kernels_are_planned_without_a_gpu():
+    kernels = kiln.plan("bf16_gemm_nt", n=7168, k=2048, m=4096, arch="sm_90a")
+    assert len(kernels) == 1 and kernels[0]["spec"].startswith("n=7168 k=2048 block_m="), kernels
+    forced = kiln.plan("bf16_gemm_nt", n=7168, k=2048, m=4096, block_m=256, block_n=128, cluster_m=2, arch="sm_90a")
+    assert "block_m=256 block_n=128" in forced[0]["spec"] and "cluster_m=2" in forced[0]["spec"], forced
+    assert "bf16_gemm_nt" in [op["name"] for op in kiln.list_ops()]
