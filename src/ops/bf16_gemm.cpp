@@ -12,7 +12,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,6 +25,7 @@
 #include "kiln/config.hpp"
 #include "kiln/error.hpp"
 #include "kiln/kernels/bf16_gemm_params.h"
+#include "ops/plan_store.hpp"
 #include "ops/tensor_map.hpp"
 #include "ops/validate.hpp"
 
@@ -387,23 +387,7 @@ struct ShapeEntry {
   mutable std::mutex mutex;  // serialises loading
 };
 
-// Owns entries and kernels for the process's lifetime (the table and the entries hold pointers).
-class Store {
- public:
-  ShapeEntry* add_entry() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return entries_.emplace_back(std::make_unique<ShapeEntry>()).get();
-  }
-  const GemmKernel* add_kernel(const GemmKernel& k) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return &kernels_.emplace_back(k);
-  }
-
- private:
-  std::mutex mutex_;
-  std::deque<std::unique_ptr<ShapeEntry>> entries_;
-  std::deque<GemmKernel> kernels_;
-};
+using Store = PlanStore<ShapeEntry, GemmKernel>;
 
 using Table = jit::KernelTable<ShapeEntry>;
 Table& table() {

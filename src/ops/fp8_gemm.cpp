@@ -14,7 +14,6 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -30,6 +29,7 @@
 #include "kiln/kernels/fp8_gemm_layout.h"
 #include "kiln/kernels/fp8_gemm_params.h"
 #include "kiln/ops.hpp"
+#include "ops/plan_store.hpp"
 #include "ops/tensor_map.hpp"
 #include "ops/validate.hpp"
 
@@ -114,23 +114,7 @@ struct ShapeEntry {
   mutable std::mutex mutex;  // serialises loading
 };
 
-// Owns entries and kernels for the process's lifetime (the table and the entries store pointers).
-class Store {
- public:
-  ShapeEntry* add_entry() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return entries_.emplace_back(std::make_unique<ShapeEntry>()).get();
-  }
-  const GemmKernel* add_kernel(const GemmKernel& k) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return &kernels_.emplace_back(k);
-  }
-
- private:
-  std::mutex mutex_;
-  std::deque<std::unique_ptr<ShapeEntry>> entries_;
-  std::deque<GemmKernel> kernels_;
-};
+using Store = PlanStore<ShapeEntry, GemmKernel>;
 
 using Table = jit::KernelTable<ShapeEntry>;
 
