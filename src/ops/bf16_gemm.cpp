@@ -54,7 +54,7 @@ uint64_t w64(int64_t v) { return static_cast<uint64_t>(v); }
 // geometric mean with them, 1.014 with the FP8 model's. They are a first calibration, on one card.
 
 constexpr double kFixedUs = 4.22;             // one call's launch, prologue, pipeline fill and drain (events-timed)
-constexpr double kFloorUsPerKBlock = 0.10;    // full-barrier wait -> WGMMA -> release: latency-bound at small tiles
+constexpr double kFloorUsPerKBlock = 0.128;   // full-barrier wait -> WGMMA -> release: latency-bound at small tiles
 // Tensor-core cycles per K block and 64-row wave: four m64nNk16 of N columns at 1024 bf16 multiply-adds a cycle per
 // SM (N / 2 cycles each), plus a fixed issue and wait cost. The math warpgroups share the tensor cores.
 constexpr double kCyclesPerColumn = 2.0;
@@ -78,16 +78,33 @@ int64_t units_of(const Bf16GemmConfig& c, int64_t m, int64_t n) {
   return cdiv(cdiv(m, c.block_m), c.cluster_m) * cdiv(n, c.block_n);
 }
 
-// The candidates a plan chooses among, narrowed by the overrides; stages as many as fit unless forced.
-std::vector<Bf16GemmConfig> candidates(const TargetInfo& target, const Bf16GemmOverrides& o) {
+// The widths the plan offers per tile height (any multiple of 16 up to the register limit when forced): those the
+// sweep timed (H100, fiftieth session) and found the fastest somewhere or close to it. Left out: 128 rows x 208, 224
+// and 240 (3 stages beside their staging; never within 2 % of the fastest, 128x240 5.9 % behind 128x192 at 4096 x
+// 24576 x 1536), 176 where it does not divide N (it ran 4.7 % behind 160 at 4096 x 7168 x 2048 and leads only where its
+// tiles are whole: 2112 = 12 x 176), and 64 x 16 (8-9 % behind 64 x 32 at 1 x 2112 x 7168 in both runs).
+bool offered(int block_m, int block_n, int64_t n) {
+  switch (block_m) {
+    case 64:
+      return block_n == 32 || block_n == 48 || block_n == 64 || block_n == 96 || block_n == 128 || block_n == 192 ||
+             block_n == 256;
+    case 128:
+      return block_n == 64 || block_n == 96 || block_n == 128 || block_n == 160 || block_n == 192 || block_n == 256 ||
+             (block_n == 176 && n % 176 == 0);
+    default:
+      return block_n == 128;
+  }
+}
+
+// The candidates a plan chooses among for N = n, narrowed by the overrides; stages as many as fit unless forced.
+std::vector<Bf16GemmConfig> candidates(const TargetInfo& target, int64_t n, const Bf16GemmOverrides& o) {
   std::vector<Bf16GemmConfig> out;
   const uint32_t smem = static_cast<uint32_t>(std::min<int64_t>(target.shared_memory_per_block, UINT32_MAX));
   for (const int block_m : {64, 128, 256}) {
     if (o.block_m != 0 && o.block_m != block_m) continue;
     const int widest = block_m == 256 ? 128 : 256;
-    const int narrowest = block_m == 64 ? 16 : 64;
     for (int block_n = 16; block_n <= widest; block_n += 16) {
-      if (o.block_n != 0 ? o.block_n != block_n : block_n < narrowest) continue;
+      if (o.block_n != 0 ? o.block_n != block_n : !offered(block_m, block_n, n)) continue;
       for (const int cluster_m : {1, 2}) {
         // Pairs sharing B only where B is worth sharing (unless asked for): 128- and 256-row tiles.
         if (o.cluster_m != 0 ? o.cluster_m != cluster_m : cluster_m == 2 && block_m == 64) continue;
@@ -185,7 +202,7 @@ Bf16GemmPlan bf16_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, cons
   if (n > INT32_MAX || k > INT32_MAX) invalid(kOp, "n and k must be at most 2147483647");
   check_bf16_gemm_overrides(overrides, kOp);
   if (target.sm_count <= 0) invalid(kOp, "the target must have SMs to use");
-  const std::vector<Bf16GemmConfig> all = candidates(target, overrides);
+  const std::vector<Bf16GemmConfig> all = candidates(target, n, overrides);
   if (all.empty()) invalid(kOp, "no tile fits in the target's shared memory");
 
   // Intervals (64 (i - 1), 64 i] of M, costed at their upper end (a tile count is constant inside one), each weighed
