@@ -169,3 +169,19 @@ def test_masked_plans_the_m_grouped_tiles_masked_and_precompiles_them(kiln):
     assert [k["spec"] for k in built] == [kernels[0]["spec"]]
     assert_error(kiln.run("plan", "fp8_gemm_nt", "n=576", "k=512", "m=64", "masked=1", "--arch", ARCH),
                  "parameter masked=1 needs m_grouped=1")
+
+
+def test_bf16_gemm_plans_a_serving_range_and_precompiles_a_kernel(kiln):
+    # The BF16 GEMM: at most eight kernels for every M of a serving warm-up, the range covered exactly once; a forced
+    # tile is one kernel, built with NVRTC; bad overrides name the field.
+    kernels = kiln.json("plan", "bf16_gemm_nt", "n=7168", "k=2048", "m=1..16384", "--arch", ARCH)["kernels"]
+    assert 1 <= len(kernels) <= 8, kernels
+    covered = sorted(tuple(r) for k in kernels for r in k["m_ranges"])
+    assert covered[0][0] == 1 and covered[-1][1] == 16384
+    assert all(a[1] + 1 == b[0] for a, b in zip(covered, covered[1:])), covered
+    assert all(k["op"] == "bf16_gemm_nt" and k["spec"].startswith("n=7168 k=2048 block_m=") for k in kernels)
+    forced = ["bf16_gemm_nt", "n=136", "k=520", "m=77", "block_m=128", "block_n=64", "cluster_m=2", "--arch", ARCH]
+    built = kiln.json("precompile", *forced, "--backend", "nvrtc")["kernels"]
+    assert len(built) == 1 and "block_m=128 block_n=64" in built[0]["spec"] and "cluster_m=2" in built[0]["spec"]
+    assert_error(kiln.run("plan", "bf16_gemm_nt", "n=7168", "k=2048", "m=64", "block_n=24", "--arch", ARCH),
+                 "block_n must be 0 (heuristic) or a multiple of 16 in 16..256, got 24")
