@@ -43,11 +43,13 @@ DEFAULT_M = [1, 128, 4096]
 DEFAULT_NK = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
 # The peers file's BF16 table, in case it is not there either: (M, N, K) -> DeepGEMM µs on the H200.
 DEFAULT_PEERS = {(4096, 7168, 2048): 162.0, (4096, 2112, 7168): 164.9, (128, 7168, 2048): 15.7}
-# (block_m, block_n, cluster_m) forced by --sweep: each tile family at a few widths.
-SWEEP_TILES = [(64, 16, 1), (64, 32, 1), (64, 48, 1), (64, 64, 1), (64, 96, 1), (64, 128, 1), (64, 192, 1),
-               (64, 256, 1), (128, 64, 1), (128, 96, 1), (128, 128, 1), (128, 128, 2), (128, 160, 1), (128, 176, 1),
-               (128, 192, 1), (128, 208, 1), (128, 224, 1), (128, 240, 1), (128, 256, 1), (128, 256, 2), (256, 128, 1),
-               (256, 128, 2)]
+# (block_m, block_n, cluster_m, stages; 0: as many as fit beside a whole staging tile) forced by --sweep: each tile
+# family at a few widths, and the widest with a stage more than that (half a staging tile, two store passes).
+SWEEP_TILES = [(64, 16, 1, 0), (64, 32, 1, 0), (64, 48, 1, 0), (64, 64, 1, 0), (64, 96, 1, 0), (64, 128, 1, 0),
+               (64, 192, 1, 0), (64, 256, 1, 0), (128, 64, 1, 0), (128, 96, 1, 0), (128, 128, 1, 0), (128, 128, 2, 0),
+               (128, 160, 1, 0), (128, 176, 1, 0), (128, 192, 1, 0), (128, 192, 1, 5), (128, 208, 1, 0),
+               (128, 224, 1, 0), (128, 240, 1, 0), (128, 256, 1, 0), (128, 256, 2, 0), (128, 256, 1, 4),
+               (128, 256, 2, 4), (256, 128, 1, 0), (256, 128, 2, 0)]
 
 
 def load_shapes(path: Path) -> tuple[list[int], list[tuple[int, int]]]:
@@ -69,8 +71,8 @@ def load_peers(path: Path) -> dict:
     return table
 
 
-def tile_name(tile: tuple[int, int, int]) -> str:
-    return f"{tile[0]}x{tile[1]}" + (" pair" if tile[2] == 2 else "")
+def tile_name(tile: tuple[int, int, int, int]) -> str:
+    return f"{tile[0]}x{tile[1]}" + (" pair" if tile[2] == 2 else "") + (f" s{tile[3]}" if tile[3] else "")
 
 
 def main() -> int:
@@ -92,8 +94,8 @@ def main() -> int:
     t0 = time.perf_counter()
     requests = [dict(n=n, k=k, m=m) for m, n, k in shapes]
     if args.sweep:
-        requests += [dict(n=n, k=k, m=m, block_m=t[0], block_n=t[1], cluster_m=t[2]) for m, n, k in shapes
-                     for t in SWEEP_TILES]
+        requests += [dict(n=n, k=k, m=m, block_m=t[0], block_n=t[1], cluster_m=t[2], stages=t[3])
+                     for m, n, k in shapes for t in SWEEP_TILES]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         list(pool.map(lambda r: kiln.precompile("bf16_gemm_nt", **r), requests))
     print(f"precompile: {len(requests)} requests in {time.perf_counter() - t0:.1f} s", flush=True)
@@ -128,7 +130,7 @@ def main() -> int:
         if args.sweep and "error" not in row:
             row["sweep"] = {}
             for tile in SWEEP_TILES:
-                kiln.set_bf16_gemm_overrides(block_m=tile[0], block_n=tile[1], cluster_m=tile[2])
+                kiln.set_bf16_gemm_overrides(block_m=tile[0], block_n=tile[1], cluster_m=tile[2], stages=tile[3])
                 try:
                     row["sweep"][tile_name(tile)] = timed_us(lambda: kiln.bf16_gemm_nt(a, b, d))
                 except Exception as e:  # noqa: BLE001 - a tile that cannot run (e.g. too little shared memory)
@@ -168,7 +170,8 @@ def main() -> int:
              "l2_flush_bytes": 1 << 30, "max_calc_diff": MAX_DIFF, "rows": rows, "summary": summary}, indent=1))
     print(("PASS" if failures == 0 else "FAIL") + f" bf16_gemm_bench: {len(rows) - failures} of {len(rows)} results "
           f"verified against float64 (calc_diff < {MAX_DIFF:g})")
-    print(f"{'M':>5} {'N':>6} {'K':>6} {'kiln µs':>9} {'TFLOPS':>7} {'cuBLAS µs':>9} {'x cuBLAS':>8} {'x DeepGEMM':>10}")
+    print(f"{'M':>5} {'N':>6} {'K':>6} {'kiln µs':>9} {'TFLOPS':>7} {'cuBLAS µs':>9} {'x cuBLAS':>8} "
+          f"{'x DeepGEMM':>10}")
     for r in rows:
         print(f"{r['m']:>5} {r['n']:>6} {r['k']:>6} {r.get('kiln_us', float('nan')):>9.1f} "
               f"{r.get('kiln_tflops', float('nan')):>7.0f} {r.get('cublas_us', float('nan')):>9.1f} "

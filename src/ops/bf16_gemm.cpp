@@ -113,11 +113,14 @@ std::vector<Bf16GemmConfig> candidates(const TargetInfo& target, int64_t n, cons
         c.block_n = block_n;
         c.math_warpgroups = block_m == 64 ? 1 : 2;
         c.cluster_m = cluster_m;
+        // As many stages as fit beside a whole staging tile; a forced count may go further with a part of one (the
+        // epilogue in passes, bf16_gemm_staging_cols).
         const uint32_t fit = kernels::bf16_gemm_max_stages(w32(block_m), w32(block_n), smem);
-        if (o.stages != 0 && static_cast<uint32_t>(o.stages) > fit)
+        const uint32_t forced_fit = kernels::bf16_gemm_max_forced_stages(w32(block_m), w32(block_n), smem);
+        if (o.stages != 0 && static_cast<uint32_t>(o.stages) > forced_fit)
           invalid(kOp, "stages " + std::to_string(o.stages) + " do not fit in " + std::to_string(smem) +
                            " bytes of shared memory with a " + std::to_string(block_m) + "x" +
-                           std::to_string(block_n) + " tile (at most " + std::to_string(fit) + ")");
+                           std::to_string(block_n) + " tile (at most " + std::to_string(forced_fit) + ")");
         if (fit == 0) continue;
         c.stages = o.stages != 0 ? o.stages : static_cast<int>(fit);
         out.push_back(c);
@@ -483,7 +486,8 @@ Checked check_arguments(const TensorView& a, const TensorView& b, const TensorVi
          "k == " + std::to_string(c.k));
   if (c.m > INT32_MAX) fail(ErrorKind::kValueError, aa, a, "at most 2147483647 rows", "m == " + std::to_string(c.m));
   if (c.n > INT32_MAX || c.k > INT32_MAX)
-    fail(ErrorKind::kValueError, ab, b, "at most 2147483647 rows and columns", "shape " + format_dims(b.shape.data(), 2));
+    fail(ErrorKind::kValueError, ab, b, "at most 2147483647 rows and columns",
+         "shape " + format_dims(b.shape.data(), 2));
   c.lda = check_rows_dense(aa, a, 16);
   c.ldb = check_rows_dense(ab, b, 16);
   c.ldd = check_rows_dense(ad, d, 16);

@@ -3,11 +3,11 @@
 //
 // How a choice is made: candidates are tiles of 64 rows (one math warpgroup), 128 rows (two, alone or in CTA pairs
 // multicasting B) and 256 rows (two warpgroups of two waves, alone or in pairs), at the widths a sweep found fast
-// (`offered` in bf16_gemm.cpp), each with as many pipeline stages as fit. A cost model (bf16_gemm_estimate_us) estimates each at every 64-row interval
-// of M up to kBf16GemmSampledMaxM; each interval takes its cheapest, and candidates are dropped, the cheapest loss
-// first, while the intervals stay within 1 % of the best on average (weighed by ln of M, so every doubling counts
-// alike) and 2 % at every interval, and anyway while more than kBf16GemmMaxKernels remain. M above that range takes
-// the remaining kernel cheapest at M = kBf16GemmSampledMaxM.
+// (`offered` in bf16_gemm.cpp), each with as many pipeline stages as fit. A cost model (bf16_gemm_estimate_us)
+// estimates each at every 64-row interval of M up to kBf16GemmSampledMaxM; each interval takes its cheapest, and
+// candidates are dropped, the cheapest loss first, while the intervals stay within 1 % of the best on average
+// (weighed by ln of M, so every doubling counts alike) and 2 % at every interval, and anyway while more than
+// kBf16GemmMaxKernels remain. M above that range takes the last interval's kernel.
 #pragma once
 
 #include <cstdint>

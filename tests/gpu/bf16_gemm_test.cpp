@@ -104,7 +104,8 @@ void run_case(const Case& c) {
   std::vector<uint16_t> a(static_cast<size_t>(c.m * lda)), b(static_cast<size_t>(c.n * ldb));
   for (int64_t r = 0; r < c.m; ++r)
     for (int64_t j = 0; j < lda; ++j)
-      a[static_cast<size_t>(r * lda + j)] = j < c.k ? random_bf16(seed, static_cast<uint64_t>(r), static_cast<uint64_t>(j)) : 0x7fc0;
+      a[static_cast<size_t>(r * lda + j)] =
+          j < c.k ? random_bf16(seed, static_cast<uint64_t>(r), static_cast<uint64_t>(j)) : 0x7fc0;
   for (int64_t r = 0; r < c.n; ++r)
     for (int64_t j = 0; j < ldb; ++j)
       b[static_cast<size_t>(r * ldb + j)] =
@@ -229,6 +230,7 @@ int main(int argc, char** argv) {
         {64, 16, 0, 1},  {64, 48, 0, 1},  {64, 128, 0, 1},  {64, 256, 0, 1}, {64, 64, 0, 2},
         {128, 64, 0, 1}, {128, 112, 0, 2}, {128, 128, 0, 1}, {128, 176, 0, 1}, {128, 256, 0, 1},
         {128, 256, 0, 2}, {256, 64, 0, 1}, {256, 128, 0, 1}, {256, 128, 0, 2}, {128, 128, 2, 1},
+        {128, 256, 4, 1}, {128, 192, 5, 2},  // more stages than a whole staging tile leaves room for: stores in passes
     };
     for (const auto& t : tiles) {
       cases.push_back({333, 1000, 1048, t});

@@ -96,7 +96,8 @@ TEST(Bf16GemmValidate, StridesAlignmentAndOverlap) {
   EXPECT_THAT(error_with([](Problem& p) { p.d.data = ptr(0x50000004); }), HasSubstr("d must be 16-byte aligned"));
   EXPECT_THAT(error_with([](Problem& p) { p.d.data = ptr(0x10000000 + 1024); }),
               AllOf(HasSubstr("d must be memory that does not overlap a's"), HasSubstr("got an overlap")));
-  EXPECT_THAT(error_with([](Problem& p) { p.d.data = p.b.data; }), HasSubstr("d must be memory that does not overlap b's"));
+  EXPECT_THAT(error_with([](Problem& p) { p.d.data = p.b.data; }),
+              HasSubstr("d must be memory that does not overlap b's"));
   // Padded row strides (multiples of 8 elements) are fine, and so is D right after A.
   EXPECT_TRUE(passes_checks([](Problem& p) {
     p.a.strides[0] = 528;
@@ -129,8 +130,10 @@ TEST(Bf16GemmOverrides, SetGetAndErrorsNamingTheField) {
               HasSubstr("block_n must be 0 (heuristic) or a multiple of 16 in 16..256, got 24"));
   EXPECT_THAT(error_of([] { set_bf16_gemm_overrides({256, 192, 0, 0}); }),
               HasSubstr("block_n must be 0 (heuristic) or at most 128 with block_m 256"));
-  EXPECT_THAT(error_of([] { set_bf16_gemm_overrides({0, 0, 33, 0}); }), HasSubstr("stages must be 0 (heuristic) or 1..32"));
-  EXPECT_THAT(error_of([] { set_bf16_gemm_overrides({0, 0, 0, 3}); }), HasSubstr("cluster_m must be 0 (heuristic), 1 or 2"));
+  EXPECT_THAT(error_of([] { set_bf16_gemm_overrides({0, 0, 33, 0}); }),
+              HasSubstr("stages must be 0 (heuristic) or 1..32"));
+  EXPECT_THAT(error_of([] { set_bf16_gemm_overrides({0, 0, 0, 3}); }),
+              HasSubstr("cluster_m must be 0 (heuristic), 1 or 2"));
   EXPECT_EQ(get_bf16_gemm_overrides().block_m, 0);  // an error changes nothing
 }
 
@@ -199,7 +202,16 @@ TEST(Bf16GemmPlan, OverridesNarrowTheCandidates) {
     EXPECT_EQ(c.block_m, 256);
   EXPECT_THAT(error_of([] { ops::bf16_gemm_plan(kH200, 4096, 7168, {128, 256, 9, 0}); }),
               HasSubstr("bf16_gemm_nt: stages 9 do not fit in 232448 bytes of shared memory with a 128x256 tile (at "
-                        "most 3)"));
+                        "most 4)"));
+  // A fourth stage for 128x256 fits beside half a staging tile (two store passes); the plan's own count keeps a whole
+  // one. 128x192 with five stages stores a third at a time.
+  EXPECT_EQ(ops::bf16_gemm_plan(kH200, 4096, 7168, {128, 256, 0, 0}).kernels.at(0).stages, 3);
+  const ops::Bf16GemmConfig four = ops::bf16_gemm_plan(kH200, 4096, 7168, {128, 256, 4, 0}).kernels.at(0);
+  EXPECT_EQ(four.stages, 4);
+  EXPECT_EQ(kernels::bf16_gemm_staging_cols(128, 256, 4), 128u);
+  EXPECT_EQ(kernels::bf16_gemm_staging_cols(128, 256, 3), 256u);
+  EXPECT_EQ(kernels::bf16_gemm_staging_cols(128, 192, 5), 64u);
+  EXPECT_EQ(four.shared_bytes(), 32768u + 4 * (16384 + 32768) + 64);
   EXPECT_THAT(error_of([] { ops::bf16_gemm_plan(kH200, 4100, 7168); }),
               HasSubstr("bf16_gemm_nt: n must be a positive multiple of 8, got 4100"));
   EXPECT_THAT(error_of([] { ops::bf16_gemm_plan(kH200, 4096, 7170); }),
@@ -239,7 +251,8 @@ TEST(Bf16GemmRegistry, PlanListsTheKernelsOfARange) {
     for (const auto& [lo, hi] : u.ranges) covered += hi - lo + 1;
   }
   EXPECT_EQ(covered, 16384);
-  const auto forced = uses({{"m", 4096}, {"n", 7168}, {"k", 2048}, {"block_m", 256}, {"block_n", 128}, {"cluster_m", 2}});
+  const auto forced =
+      uses({{"m", 4096}, {"n", 7168}, {"k", 2048}, {"block_m", 256}, {"block_n", 128}, {"cluster_m", 2}});
   ASSERT_EQ(forced.size(), 1u);
   EXPECT_THAT(forced[0].spec.describe(), HasSubstr("block_m=256 block_n=128 stages=3 math_warpgroups=2 cluster_m=2"));
   EXPECT_TRUE(uses({{"m", 0}, {"n", 7168}, {"k", 2048}}).empty());
@@ -251,11 +264,13 @@ TEST(Bf16GemmRegistry, PlanListsTheKernelsOfARange) {
 TEST(Bf16GemmGolden, SourceOfOneSpec) {
   const ops::Bf16GemmPlan plan = ops::bf16_gemm_plan(kH200, 7168, 2048, {128, 256, 0, 2});
   ASSERT_EQ(plan.kernels.size(), 1u);
-  test::expect_golden_text("ops_bf16_gemm_golden.cu", codegen::render_source(ops::bf16_gemm_spec(7168, 2048, plan.kernels[0])));
+  test::expect_golden_text("ops_bf16_gemm_golden.cu",
+                           codegen::render_source(ops::bf16_gemm_spec(7168, 2048, plan.kernels[0])));
 }
 
-// Both compilers build the kernels for sm_90a with no GPU, without spills, local memory or serialised WGMMAs: the plan's
-// for one (n, k), and every tile family forced at a ragged N and K (64x16, 64x256, 256x128 pairs, 128x256 pairs).
+// Both compilers build the kernels for sm_90a with no GPU, without spills, local memory or serialised WGMMAs: the
+// plan's for one (n, k), and every tile family forced at a ragged N and K (64x16, 64x256, 256x128 pairs, 128x256
+// pairs, and with their epilogue in passes 128x256 with four stages and 128x192 pairs with five).
 class Bf16GemmCompile : public ::testing::TestWithParam<Backend> {
  protected:
   test::TempDir home_, state_;
@@ -265,7 +280,8 @@ TEST_P(Bf16GemmCompile, ThePlansKernelsAndForcedTilesBuild) {
   std::vector<std::pair<int64_t, ops::Bf16GemmConfig>> kernels;
   for (const ops::Bf16GemmConfig& c : ops::bf16_gemm_plan(kH200, 2112, 7168).kernels) kernels.push_back({2112, c});
   for (const Bf16GemmOverrides o : {Bf16GemmOverrides{64, 16, 0, 0}, Bf16GemmOverrides{64, 256, 0, 0},
-                                    Bf16GemmOverrides{256, 128, 0, 2}, Bf16GemmOverrides{128, 256, 0, 2}})
+                                    Bf16GemmOverrides{256, 128, 0, 2}, Bf16GemmOverrides{128, 256, 0, 2},
+                                    Bf16GemmOverrides{128, 256, 4, 0}, Bf16GemmOverrides{128, 192, 5, 2}})
     kernels.push_back({136, ops::bf16_gemm_plan(kH200, 136, 520, o).kernels.at(0)});
   for (const auto& [n, c] : kernels) {
     const codegen::KernelSpec spec = ops::bf16_gemm_spec(n, n == 136 ? 520 : 7168, c);

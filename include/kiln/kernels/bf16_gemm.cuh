@@ -20,6 +20,7 @@
 //   * epilogue: each math warpgroup converts its rows to bf16, writes them with stmatrix into a swizzled staging
 //     tile and one thread issues TMA stores (which clip rows >= M and columns >= N); the wait for those stores to
 //     finish reading the staging tile is deferred to the next tile's epilogue, so it overlaps the next main loop.
+//     With more stages than fit beside a whole staging tile, a part of one, in passes (kPasses).
 //
 // Edges: M is a run-time value (TMA zero-fills rows of A beyond M, or loads only align(M, 8) rows of the last m block,
 // bf16_gemm_last_box_rows; the stores clip them). N is compile-time,
@@ -70,6 +71,10 @@ struct Bf16Gemm {
   static constexpr u32 kStoreRowBytes = kStoreCols * 2;
   static constexpr u32 kUnitsPerRow = kStoreCols / 8;
   static constexpr u32 kStoreGroupBytes = kBlockM * kStoreRowBytes;
+  // The staging tile's columns (bf16_gemm_staging_cols): the whole tile's, or a part of them stored in kPasses passes
+  // where a stage count beyond bf16_gemm_max_stages was asked for.
+  static constexpr u32 kStagingCols = bf16_gemm_staging_cols(kBlockM, kBlockN, kStages);
+  static constexpr u32 kPasses = kBlockN / kStagingCols;
   static constexpr u32 kRowBytes = kBlockK * 2;  // one K block of one row of A or B
 
   static_assert(kNumMathWarpgroups == 1 || kNumMathWarpgroups == 2, "one or two math warpgroups");
@@ -245,43 +250,46 @@ struct Bf16Gemm {
                                                     const float (&accum)[kWaves][kAccumPerWave], u32 warpgroup,
                                                     u32 warp_in_group, u32 lane, u32 m_block, u32 n_block) {
     const bool issuer = warp_in_group == 0 && lane == 0;
-    // The previous tile's stores must have finished reading the staging rows before they are overwritten.
-    if (issuer) ptx::tma_store_wait_read<0>();
-    ptx::named_barrier_sync(1 + warpgroup, 128);
-
     // stmatrix x4 writes column chunks j, j + 1 (8 columns each), top and bottom 8 rows of this warp's 16: lane l
     // addresses row l % 8 of matrix l / 8 = (chunk j + (l / 8) / 2, half (l / 8) % 2).
     const u32 matrix = lane / 8;
 #pragma unroll
-    for (u32 v = 0; v < kWaves; ++v) {
-      const u32 row = v * kWaveRows + warpgroup * 64 + warp_in_group * 16 + (matrix & 1) * 8 + lane % 8;
-#pragma unroll
-      for (u32 j = 0; j < kBlockN / 8; j += 2) {
-        const u32 chunk = j + (matrix >> 1);
-        const u32 linear =
-            (chunk / kUnitsPerRow) * kStoreGroupBytes + row * kStoreRowBytes + (chunk % kUnitsPerRow) * 16;
-        const u32 swizzled = linear ^ (((linear >> 7) & (kUnitsPerRow - 1)) << 4);
-        ptx::stmatrix_x4(smem + kLayout.d_offset + swizzled,
-                         ptx::f32x2_to_bf16x2(accum[v][4 * j + 0], accum[v][4 * j + 1]),
-                         ptx::f32x2_to_bf16x2(accum[v][4 * j + 2], accum[v][4 * j + 3]),
-                         ptx::f32x2_to_bf16x2(accum[v][4 * j + 4], accum[v][4 * j + 5]),
-                         ptx::f32x2_to_bf16x2(accum[v][4 * j + 6], accum[v][4 * j + 7]));
-      }
-    }
-    // Generic-proxy writes -> visible to the TMA engine, then every writer is done before the issue.
-    ptx::fence_proxy_async_shared_cta();
-    ptx::named_barrier_sync(1 + warpgroup, 128);
-    if (issuer) {
+    for (u32 pass = 0; pass < kPasses; ++pass) {
+      // The stores before (the previous pass's, or the previous tile's, whose wait is deferred to here so that it
+      // overlaps this tile's main loop) must have finished reading the staging rows before they are overwritten.
+      if (issuer) ptx::tma_store_wait_read<0>();
+      ptx::named_barrier_sync(1 + warpgroup, 128);
 #pragma unroll
       for (u32 v = 0; v < kWaves; ++v) {
-        const u32 first_row = v * kWaveRows + warpgroup * 64;
+        const u32 row = v * kWaveRows + warpgroup * 64 + warp_in_group * 16 + (matrix & 1) * 8 + lane % 8;
 #pragma unroll
-        for (u32 g = 0; g < kBlockN / kStoreCols; ++g)
-          ptx::tma_store_2d(&p.tma_d, smem + kLayout.d_offset + g * kStoreGroupBytes + first_row * kStoreRowBytes,
-                            static_cast<i32>(n_block * kBlockN + g * kStoreCols),
-                            static_cast<i32>(m_block * kBlockM + first_row));
+        for (u32 j = pass * kStagingCols / 8; j < (pass + 1) * kStagingCols / 8; j += 2) {
+          const u32 chunk = j - pass * kStagingCols / 8 + (matrix >> 1);  // within this pass's columns
+          const u32 linear =
+              (chunk / kUnitsPerRow) * kStoreGroupBytes + row * kStoreRowBytes + (chunk % kUnitsPerRow) * 16;
+          const u32 swizzled = linear ^ (((linear >> 7) & (kUnitsPerRow - 1)) << 4);
+          ptx::stmatrix_x4(smem + kLayout.d_offset + swizzled,
+                           ptx::f32x2_to_bf16x2(accum[v][4 * j + 0], accum[v][4 * j + 1]),
+                           ptx::f32x2_to_bf16x2(accum[v][4 * j + 2], accum[v][4 * j + 3]),
+                           ptx::f32x2_to_bf16x2(accum[v][4 * j + 4], accum[v][4 * j + 5]),
+                           ptx::f32x2_to_bf16x2(accum[v][4 * j + 6], accum[v][4 * j + 7]));
+        }
       }
-      ptx::tma_store_commit();
+      // Generic-proxy writes -> visible to the TMA engine, then every writer is done before the issue.
+      ptx::fence_proxy_async_shared_cta();
+      ptx::named_barrier_sync(1 + warpgroup, 128);
+      if (issuer) {
+#pragma unroll
+        for (u32 v = 0; v < kWaves; ++v) {
+          const u32 first_row = v * kWaveRows + warpgroup * 64;
+#pragma unroll
+          for (u32 g = 0; g < kStagingCols / kStoreCols; ++g)
+            ptx::tma_store_2d(&p.tma_d, smem + kLayout.d_offset + g * kStoreGroupBytes + first_row * kStoreRowBytes,
+                              static_cast<i32>(n_block * kBlockN + pass * kStagingCols + g * kStoreCols),
+                              static_cast<i32>(m_block * kBlockM + first_row));
+        }
+        ptx::tma_store_commit();
+      }
     }
   }
 };

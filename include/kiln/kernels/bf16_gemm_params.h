@@ -61,10 +61,10 @@ struct Bf16GemmLayout {
   u32 stage_tx_bytes = 0;  // bytes the TMA loads of one stage deliver (the full barrier's transaction count)
 };
 
-// BLOCK_M and BLOCK_N multiples of 8 (whole 1024-byte swizzle atoms).
-constexpr Bf16GemmLayout bf16_gemm_layout(u32 block_m, u32 block_n, u32 stages) {
+// BLOCK_M and BLOCK_N multiples of 8 (whole 1024-byte swizzle atoms); a staging tile of `staging_cols` columns.
+constexpr Bf16GemmLayout bf16_gemm_layout_with_staging(u32 block_m, u32 block_n, u32 stages, u32 staging_cols) {
   Bf16GemmLayout l;
-  l.d_bytes = bf16_gemm_align_up(block_m * block_n * 2, 1024);
+  l.d_bytes = bf16_gemm_align_up(block_m * staging_cols * 2, 1024);
   l.a_stage_bytes = block_m * kBf16GemmBlockK * 2;
   l.b_stage_bytes = block_n * kBf16GemmBlockK * 2;
   l.a_offset = l.d_offset + l.d_bytes;
@@ -76,8 +76,33 @@ constexpr Bf16GemmLayout bf16_gemm_layout(u32 block_m, u32 block_n, u32 stages) 
   return l;
 }
 
-// The most stages (<= kBf16GemmMaxStages) whose layout fits `smem_bytes`; 0 when not even one fits.
+// Columns of D's staging tile: the whole tile's, or, where that leaves no room for `stages` (a stage count asked for
+// beyond bf16_gemm_max_stages), the most whole store boxes that fit and cut the tile into equal passes, which the
+// epilogue stores one after the other (each waits for the previous one's stores to have read the staging tile).
+constexpr u32 bf16_gemm_staging_cols(u32 block_m, u32 block_n, u32 stages) {
+  const u32 box = bf16_gemm_store_cols(block_n), boxes = block_n / box;
+  for (u32 g = boxes; g > 1; --g)
+    if (boxes % g == 0 &&
+        bf16_gemm_layout_with_staging(block_m, block_n, stages, g * box).total_bytes <= kBf16GemmSmemPerBlock)
+      return g * box;
+  return box;
+}
+
+constexpr Bf16GemmLayout bf16_gemm_layout(u32 block_m, u32 block_n, u32 stages) {
+  return bf16_gemm_layout_with_staging(block_m, block_n, stages, bf16_gemm_staging_cols(block_m, block_n, stages));
+}
+
+// The most stages (<= kBf16GemmMaxStages) beside a whole staging tile that fit `smem_bytes` (what the plan uses); 0
+// when not even one fits.
 constexpr u32 bf16_gemm_max_stages(u32 block_m, u32 block_n, u32 smem_bytes = kBf16GemmSmemPerBlock) {
+  u32 best = 0;
+  for (u32 s = 1; s <= kBf16GemmMaxStages; ++s)
+    if (bf16_gemm_layout_with_staging(block_m, block_n, s, block_n).total_bytes <= smem_bytes) best = s;
+  return best;
+}
+
+// The most stages an override may ask for: with a part of a staging tile where a whole one leaves no room.
+constexpr u32 bf16_gemm_max_forced_stages(u32 block_m, u32 block_n, u32 smem_bytes = kBf16GemmSmemPerBlock) {
   u32 best = 0;
   for (u32 s = 1; s <= kBf16GemmMaxStages; ++s)
     if (bf16_gemm_layout(block_m, block_n, s).total_bytes <= smem_bytes) best = s;
