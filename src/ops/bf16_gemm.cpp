@@ -78,24 +78,6 @@ int64_t units_of(const Bf16GemmConfig& c, int64_t m, int64_t n) {
   return cdiv(cdiv(m, c.block_m), c.cluster_m) * cdiv(n, c.block_n);
 }
 
-// The widths the plan offers per tile height (any multiple of 16 up to the register limit when forced): those the
-// sweep timed (H100, fiftieth session) and found the fastest somewhere or close to it. Left out: 128 rows x 208, 224
-// and 240 (3 stages beside their staging; never within 2 % of the fastest, 128x240 5.9 % behind 128x192 at 4096 x
-// 24576 x 1536), 176 where it does not divide N (it ran 4.7 % behind 160 at 4096 x 7168 x 2048 and leads only where its
-// tiles are whole: 2112 = 12 x 176), and 64 x 16 (8-9 % behind 64 x 32 at 1 x 2112 x 7168 in both runs).
-bool offered(int block_m, int block_n, int64_t n) {
-  switch (block_m) {
-    case 64:
-      return block_n == 32 || block_n == 48 || block_n == 64 || block_n == 96 || block_n == 128 || block_n == 192 ||
-             block_n == 256;
-    case 128:
-      return block_n == 64 || block_n == 96 || block_n == 128 || block_n == 160 || block_n == 192 || block_n == 256 ||
-             (block_n == 176 && n % 176 == 0);
-    default:
-      return block_n == 128;
-  }
-}
-
 // The candidates a plan chooses among for N = n, narrowed by the overrides; stages as many as fit unless forced.
 std::vector<Bf16GemmConfig> candidates(const TargetInfo& target, int64_t n, const Bf16GemmOverrides& o) {
   std::vector<Bf16GemmConfig> out;
@@ -104,7 +86,7 @@ std::vector<Bf16GemmConfig> candidates(const TargetInfo& target, int64_t n, cons
     if (o.block_m != 0 && o.block_m != block_m) continue;
     const int widest = block_m == 256 ? 128 : 256;
     for (int block_n = 16; block_n <= widest; block_n += 16) {
-      if (o.block_n != 0 ? o.block_n != block_n : !offered(block_m, block_n, n)) continue;
+      if (o.block_n != 0 ? o.block_n != block_n : !bf16_gemm_offered(block_m, block_n, n)) continue;
       for (const int cluster_m : {1, 2}) {
         // Pairs sharing B only where B is worth sharing (unless asked for): 128- and 256-row tiles.
         if (o.cluster_m != 0 ? o.cluster_m != cluster_m : cluster_m == 2 && block_m == 64) continue;
@@ -133,6 +115,25 @@ std::vector<Bf16GemmConfig> candidates(const TargetInfo& target, int64_t n, cons
 }  // namespace
 
 // ---- configs ---------------------------------------------------------------------------------------------------
+
+// The widths the plan offers per tile height (any multiple of 16 up to the register limit when forced): those the
+// sweep timed (H100, fiftieth session) and found the fastest somewhere or close to it. Left out: 128 rows x 208, 224
+// and 240 (3 stages beside their staging; never within 2 % of the fastest, 128x240 5.9 % behind 128x192 at 4096 x
+// 24576 x 1536), 176 where it does not divide N (it ran 4.7 % behind 160 at 4096 x 7168 x 2048 and leads only where its
+// tiles are whole: 2112 = 12 x 176), and 64 x 16 (8-9 % behind 64 x 32 at 1 x 2112 x 7168 in both runs).
+bool bf16_gemm_offered(int block_m, int block_n, int64_t n) {
+  switch (block_m) {
+    case 64:
+      return block_n == 32 || block_n == 48 || block_n == 64 || block_n == 96 || block_n == 128 || block_n == 192 ||
+             block_n == 256;
+    case 128:
+      return block_n == 64 || block_n == 96 || block_n == 128 || block_n == 160 || block_n == 192 || block_n == 256 ||
+             (block_n == 176 && n % 176 == 0);
+    default:
+      return block_n == 128;
+  }
+}
+
 
 std::string Bf16GemmConfig::describe() const {
   return std::to_string(block_m) + "x" + std::to_string(block_n) + ", " + std::to_string(stages) + " stages, " +

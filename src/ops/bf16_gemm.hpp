@@ -3,7 +3,7 @@
 //
 // How a choice is made: candidates are tiles of 64 rows (one math warpgroup), 128 rows (two, alone or in CTA pairs
 // multicasting B) and 256 rows (two warpgroups of two waves, alone or in pairs), at the widths a sweep found fast
-// (`offered` in bf16_gemm.cpp), each with as many pipeline stages as fit. A cost model (bf16_gemm_estimate_us)
+// (bf16_gemm_offered), each with as many pipeline stages as fit. A cost model (bf16_gemm_estimate_us)
 // estimates each at every 64-row interval of M up to kBf16GemmSampledMaxM; each interval takes its cheapest, and
 // candidates are dropped, the cheapest loss first, while the intervals stay within 1 % of the best on average
 // (weighed by ln of M, so every doubling counts alike) and 2 % at every interval, and anyway while more than
@@ -48,6 +48,10 @@ struct Bf16GemmPlan {
   std::vector<MBucket> buckets;
   const MBucket& bucket_of(int64_t m) const { return ops::bucket_of(buckets, m); }
 };
+
+// Whether the plan offers a block_m x block_n tile for N = n (overrides may force any other width): the widths a sweep
+// found the fastest somewhere or close to it (bf16_gemm.cpp says which were left out, and why).
+bool bf16_gemm_offered(int block_m, int block_n, int64_t n);
 
 // Checks an override set (see Bf16GemmOverrides in kiln/ops.hpp). Throws Error(kValueError) "<who>: <field> must
 // be ..., got ..." naming the field.
