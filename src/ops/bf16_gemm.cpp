@@ -114,7 +114,7 @@ std::vector<Bf16GemmConfig> candidates(const TargetInfo& target, int64_t n, cons
 
 }  // namespace
 
-// ---- configs ---------------------------------------------------------------------------------------------------
+// ---- the offered tiles ------------------------------------------------------------------------------------------
 
 // The widths the plan offers per tile height (any multiple of 16 up to the register limit when forced): those the
 // sweep timed (H100, fiftieth session) and found the fastest somewhere or close to it. Left out: 128 rows x 208, 224
@@ -134,6 +134,7 @@ bool bf16_gemm_offered(int block_m, int block_n, int64_t n) {
   }
 }
 
+// ---- configs ---------------------------------------------------------------------------------------------------
 
 std::string Bf16GemmConfig::describe() const {
   return std::to_string(block_m) + "x" + std::to_string(block_n) + ", " + std::to_string(stages) + " stages, " +
