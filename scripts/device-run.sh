@@ -84,12 +84,12 @@ fi
 
 # The Python package (issue 4): built as `pip install .` builds it, with /usr/bin/g++ and the machine's own
 # scikit-build-core and nanobind (no package registry there), into a private directory; then its GPU tests,
-# the whole pytest suite when pytest is installed (without the FP8 GEMM GPU file, which has its own step), the
+# the whole pytest suite when pytest is installed (without the GEMMs' GPU files, which have steps of their own), the
 # host-overhead benchmark and the FP8 GEMM benchmarks against cuBLAS, both forms (their JSON and PNG go to $OUT
 # directly).
-# Just these steps: ONLY='^python$|python_gpu_fp8_gemm|python_fp8_gemm_bench|python_fp8_gemm_wgrad_bench|
-# python_fp8_gemm_k_grouped_bench|python_fp8_gemm_m_grouped_bench|python_fp8_gemm_masked_bench|
-# python_bf16_gemm_bench'.
+# Just these steps: ONLY='^python$|python_gpu_fp8_gemm|python_gpu_bf16_gemm|python_fp8_gemm_bench|
+# python_fp8_gemm_wgrad_bench|python_fp8_gemm_k_grouped_bench|python_fp8_gemm_m_grouped_bench|
+# python_fp8_gemm_masked_bench|python_bf16_gemm_bench'.
 if [[ ($what == bench || $what == python || $what == all) && python =~ $only ]]; then
   pydir=$PWD/$build/python-package
   t0=$(date +%s)
@@ -101,9 +101,10 @@ if [[ ($what == bench || $what == python || $what == all) && python =~ $only ]];
       PYTHONPATH=$pydir run_step python_gpu_ops 200 python3 tests/python/test_gpu_ops.py
       PYTHONPATH=$pydir run_step python_gpu_threads 120 python3 tests/python/test_gpu_threads.py
       PYTHONPATH=$pydir run_step python_gpu_fp8_gemm 300 python3 tests/python/test_gpu_fp8_gemm.py
+      PYTHONPATH=$pydir run_step python_gpu_bf16_gemm 200 python3 tests/python/test_gpu_bf16_gemm.py
       if python3 -c "import pytest, numpy" 2>/dev/null; then
         PYTHONPATH=$pydir run_step python_pytest 240 python3 -m pytest -q -p no:cacheprovider \
-          --ignore=tests/python/test_gpu_fp8_gemm.py tests/python
+          --ignore=tests/python/test_gpu_fp8_gemm.py --ignore=tests/python/test_gpu_bf16_gemm.py tests/python
       fi
     fi
     [[ $what != tests ]] && PYTHONPATH=$pydir run_step python_overhead 300 python3 bench/python_overhead.py

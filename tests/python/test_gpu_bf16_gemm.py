@@ -1,0 +1,160 @@
+"""GPU tests of kiln.bf16_gemm_nt from Python (skipped without PyTorch and a CUDA GPU).
+
+Inputs are random bfloat16 A [m, k] and B [n, k] (torch.randn, never zeros); D is poisoned with NaN before each call.
+Each result is compared with DeepGEMM's calc_diff (1 - 2 sum(xy) / sum(x^2 + y^2)) against the float64 product of the
+same bf16 inputs (< 1e-5); no NaN or Inf may be left in D.
+
+Covered: every dense_bf16 (N, K) of shared/bench/shapes.json at M = 1, 128 and 4096; ragged M, N and K; a padded row
+stride of A, B and D (D's padding must stay untouched); the caller's current stream and an explicit stream argument;
+CUDA graph capture and replay after warm-up; m = 0; overrides (a forced tile, and a stage count that stores the
+epilogue in passes); errors the wrapper and the library raise on the GPU path.
+
+Runs under pytest, or alone: `python3 tests/python/test_gpu_bf16_gemm.py` (one PASS/FAIL line per test).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from gpu_support import HAVE_GPU, SKIP_REASON, raises, run_module, torch  # noqa: E402
+
+import kiln  # noqa: E402
+
+try:
+    import pytest
+    pytestmark = pytest.mark.skipif(not HAVE_GPU, reason=SKIP_REASON)
+except ImportError:
+    pytest = None
+
+# shared/bench/shapes.json, "dense_bf16" (copied: the GPU machine gets the repository only).
+DENSE_M = (1, 128, 4096)
+DENSE_NK = ((2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048))
+MAX_DIFF = 1e-5
+CHECK_ROWS = 64  # rows compared against float64 (the first ones, and the last)
+
+
+def calc_diff(x, y) -> float:
+    x, y = x.double(), y.double()
+    denominator = (x * x + y * y).sum()
+    return float(1 - 2 * (x * y).sum() / denominator) if float(denominator) != 0 else 0.0
+
+
+def operands(m: int, n: int, k: int, seed: int, pad: int = 0):
+    """a [m, k], b [n, k] (row strides k + pad), d [m, n] (row stride n + pad, poisoned), all bf16 on the GPU."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn(m, k + pad, device="cuda", generator=g, dtype=torch.bfloat16)[:, :k]
+    b = torch.randn(n, k + pad, device="cuda", generator=g, dtype=torch.bfloat16)[:, :k]
+    d = torch.full((m, n + pad), float("nan"), device="cuda", dtype=torch.bfloat16)[:, :n]
+    return a, b, d
+
+
+def check(d, a, b, what: str) -> None:
+    m = a.shape[0]
+    rows = sorted(set(range(min(m, CHECK_ROWS // 2))) | set(range(max(0, m - CHECK_ROWS // 2), m)))
+    index = torch.tensor(rows, device="cuda", dtype=torch.long)
+    reference = a.index_select(0, index).double() @ b.double().T
+    got = d.index_select(0, index)
+    assert bool(torch.isfinite(got).all()), f"{what}: NaN or Inf in D"
+    diff = calc_diff(got, reference)
+    assert diff < MAX_DIFF, f"{what}: calc_diff {diff:.2e} >= {MAX_DIFF}"
+
+
+def _dense_test(n: int, k: int):
+    def test():
+        for m in DENSE_M:
+            a, b, d = operands(m, n, k, seed=m + n + k)
+            kiln.bf16_gemm_nt(a, b, d)
+            torch.cuda.synchronize()
+            check(d, a, b, f"{m} x {n} x {k}")
+        print(f"  M = {DENSE_M} x {n} x {k}: within calc_diff {MAX_DIFF}")
+    test.__name__ = f"test_dense_{n}x{k}"
+    return test
+
+
+for _n, _k in DENSE_NK:
+    globals()[f"test_dense_{_n}x{_k}"] = _dense_test(_n, _k)
+
+
+def test_ragged_shapes():
+    for m, n, k in ((1, 8, 8), (37, 576, 520), (1000, 136, 1048), (300, 2112, 7176)):
+        a, b, d = operands(m, n, k, seed=m)
+        kiln.bf16_gemm_nt(a, b, d)
+        torch.cuda.synchronize()
+        check(d, a, b, f"{m} x {n} x {k}")
+
+
+def test_padded_strides_leave_the_padding_alone():
+    m, n, k, pad = 200, 2112, 1024, 24
+    a, b, d = operands(m, n, k, seed=5, pad=pad)
+    kiln.bf16_gemm_nt(a, b, d)
+    torch.cuda.synchronize()
+    check(d, a, b, "padded strides")
+    padding = d.as_strided((m, pad), (n + pad, 1), d.storage_offset() + n)
+    assert bool(torch.isnan(padding).all()), "D's padding columns were written"
+
+
+def test_the_callers_current_stream_and_an_explicit_one():
+    a, b, d = operands(256, 4096, 2048, seed=6)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        kiln.bf16_gemm_nt(a, b, d)
+    side.synchronize()
+    check(d, a, b, "the current stream")
+    d.fill_(float("nan"))
+    other = torch.cuda.Stream()
+    kiln.bf16_gemm_nt(a, b, d, stream=other)
+    other.synchronize()
+    check(d, a, b, "an explicit stream")
+
+
+def test_graph_capture_and_replay_after_warm_up():
+    a, b, d = operands(128, 7168, 2048, seed=7)
+    kiln.bf16_gemm_nt(a, b, d)  # compiled and loaded outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        kiln.bf16_gemm_nt(a, b, d)
+    for seed in (8, 9):
+        a.copy_(torch.randn_like(a))
+        d.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        check(d, a, b, f"replay {seed}")
+
+
+def test_empty_m_is_a_no_op():
+    a, b, d = operands(0, 4096, 2048, seed=10)
+    kiln.bf16_gemm_nt(a, b, d)
+
+
+def test_overrides_a_forced_tile_and_an_epilogue_in_passes():
+    a, b, d = operands(1000, 4096, 1024, seed=11)
+    try:
+        for tile in (dict(block_m=256, block_n=128, cluster_m=2), dict(block_m=128, block_n=256, stages=4),
+                     dict(block_m=128, block_n=192, cluster_m=2, stages=5)):
+            kiln.set_bf16_gemm_overrides(**tile)
+            d.fill_(float("nan"))
+            kiln.bf16_gemm_nt(a, b, d)
+            torch.cuda.synchronize()
+            check(d, a, b, f"forced {tile}")
+    finally:
+        kiln.set_bf16_gemm_overrides()
+
+
+def test_errors_on_the_gpu():
+    a, b, d = operands(64, 256, 512, seed=12)
+    with raises(TypeError, "bf16_gemm_nt: a must be bfloat16, got float32"):
+        kiln.bf16_gemm_nt(a.float(), b, d)
+    with raises(ValueError, "bf16_gemm_nt: d must be memory that does not overlap a"):
+        kiln.bf16_gemm_nt(a, b, a[:, :256])
+    with raises(ValueError, "bf16_gemm_nt: c is not supported by kiln yet"):
+        kiln.bf16_gemm_nt(a, b, d, c=d.float())
+    with raises(ValueError, r"bf16_gemm_nt: b must be on the same device as a|b must be on a CUDA device"):
+        kiln.bf16_gemm_nt(a, b.cpu(), d)
+
+
+if __name__ == "__main__":
+    sys.exit(run_module(globals()))
