@@ -40,6 +40,15 @@ def random_bf16(rows: int, cols: int, device="cuda", seed: int = 0, row_stride: 
     return x.to(device)
 
 
+def calc_diff(x, y) -> float:
+    """DeepGEMM's calc_diff: 1 - 2 sum(xy) / sum(x^2 + y^2), in float64."""
+    x, y = x.double(), y.double()
+    denominator = (x * x + y * y).sum()
+    if denominator == 0:
+        return 0.0
+    return float(1 - 2 * (x * y).sum() / denominator)
+
+
 def per_token_reference(x):
     """(fp8 [m, k], scales [m, k/128] contiguous) computed on the CPU."""
     m, k = x.shape

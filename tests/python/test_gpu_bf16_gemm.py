@@ -19,7 +19,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from gpu_support import HAVE_GPU, SKIP_REASON, raises, run_module, torch  # noqa: E402
+from gpu_support import HAVE_GPU, SKIP_REASON, calc_diff, raises, run_module, torch  # noqa: E402
 
 import kiln  # noqa: E402
 
@@ -34,12 +34,6 @@ DENSE_M = (1, 128, 4096)
 DENSE_NK = ((2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048))
 MAX_DIFF = 1e-5
 CHECK_ROWS = 64  # rows compared against float64 (the first ones, and the last)
-
-
-def calc_diff(x, y) -> float:
-    x, y = x.double(), y.double()
-    denominator = (x * x + y * y).sum()
-    return float(1 - 2 * (x * y).sum() / denominator) if float(denominator) != 0 else 0.0
 
 
 def operands(m: int, n: int, k: int, seed: int, pad: int = 0):

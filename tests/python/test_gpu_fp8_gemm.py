@@ -35,7 +35,7 @@ import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from gpu_support import HAVE_GPU, SKIP_REASON, raises, run_module, torch  # noqa: E402
+from gpu_support import HAVE_GPU, SKIP_REASON, calc_diff, raises, run_module, torch  # noqa: E402
 
 import kiln  # noqa: E402
 
@@ -50,15 +50,6 @@ DENSE_M = (1, 64, 128, 4096)
 DENSE_NK = ((2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048), (576, 7168))
 MAX_DIFF_DEQUANTISED = 1e-5  # DeepGEMM's test threshold against the dequantised reference
 MAX_DIFF_EXACT = 1e-3  # against the unquantised product (all FP8 paths measure ~6.8e-4)
-
-
-def calc_diff(x, y) -> float:
-    """DeepGEMM's calc_diff: 1 - 2 sum(xy) / sum(x^2 + y^2), in float64."""
-    x, y = x.double(), y.double()
-    denominator = (x * x + y * y).sum()
-    if denominator == 0:
-        return 0.0
-    return float(1 - 2 * (x * y).sum() / denominator)
 
 
 class Problem:
