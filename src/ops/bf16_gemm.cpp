@@ -11,7 +11,6 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -35,7 +34,6 @@ namespace {
 constexpr const char* kOp = "bf16_gemm_nt";
 constexpr int64_t kBlockK = kernels::kBf16GemmBlockK;
 
-int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 uint32_t w32(int64_t v) { return static_cast<uint32_t>(v); }
 uint64_t w64(int64_t v) { return static_cast<uint64_t>(v); }
 
@@ -75,7 +73,7 @@ bool two_waves(const Bf16GemmConfig& c) { return c.block_m > 64 * c.math_warpgro
 
 // Work units (clusters' tiles) of an m x n problem.
 int64_t units_of(const Bf16GemmConfig& c, int64_t m, int64_t n) {
-  return cdiv(cdiv(m, c.block_m), c.cluster_m) * cdiv(n, c.block_n);
+  return ceil_div(ceil_div(m, c.block_m), c.cluster_m) * ceil_div(n, c.block_n);
 }
 
 // The candidates a plan chooses among for N = n, narrowed by the overrides; stages as many as fit unless forced.
@@ -172,10 +170,10 @@ void check_bf16_gemm_overrides(const Bf16GemmOverrides& o, const char* who) {
 
 double bf16_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int64_t k, const Bf16GemmConfig& c) {
   const double bn = c.block_n;
-  const int64_t k_blocks = cdiv(k, kBlockK);
+  const int64_t k_blocks = ceil_div(k, kBlockK);
   const int64_t units = units_of(c, m, n);
   const int64_t grid_units = std::max<int64_t>(1, std::min<int64_t>(units, target.sm_count / c.cluster_m));
-  const int64_t rounds = cdiv(units, grid_units);
+  const int64_t rounds = ceil_div(units, grid_units);
   const double waves = two_waves(c) ? 2.0 : 1.0;
   const double cycles = waves * c.math_warpgroups * (kCyclesPerColumn * bn + kFixedCyclesPerWave);
   const double a_rows = std::min<double>(c.block_m, static_cast<double>(m));  // rows of A read from memory
@@ -374,8 +372,6 @@ OpDescriptor bf16_gemm_nt_descriptor() {
 
 namespace {
 
-static_assert(sizeof(CUtensorMap) == sizeof(TmaDescriptor), "TmaDescriptor must hold a CUtensorMap");
-
 // The overrides in one word (16 bits each), read with one relaxed load per launch and used as a word of the table key.
 std::atomic<uint64_t> g_overrides{0};
 
@@ -393,9 +389,13 @@ Bf16GemmOverrides unpack(uint64_t w) {
   return o;
 }
 
+// A loaded kernel with its launch geometry, worked out once on the miss path rather than on every launch.
 struct GemmKernel {
   const cuda::LoadedKernel* kernel = nullptr;
   Bf16GemmConfig config;
+  uint32_t threads = 0;
+  uint32_t shared_bytes = 0;
+  uint32_t store_cols = 0;  // D's TMA store box columns
 };
 
 // Everything one (device, n, k, usable SMs, overrides) needs: the plan and its kernels, loaded on first use.
@@ -442,6 +442,9 @@ const GemmKernel* resolve_kernel(const ShapeEntry& entry, int index, CUstream st
   GemmKernel k;
   k.kernel = &jit::runtime().kernel(bf16_gemm_spec(entry.n, entry.k, cfg), entry.device, stream);
   k.config = cfg;
+  k.threads = cfg.threads();
+  k.shared_bytes = cfg.shared_bytes();
+  k.store_cols = kernels::bf16_gemm_store_cols(w32(cfg.block_n));
   const GemmKernel* stored = store().add_kernel(k);
   entry.kernels[static_cast<size_t>(index)].store(stored, std::memory_order_release);
   if (config().print_configs) {
@@ -452,8 +455,8 @@ const GemmKernel* resolve_kernel(const ShapeEntry& entry, int index, CUstream st
                  "kiln: %s on cuda:%d (%s, %d SMs usable): n=%lld k=%lld, m in %s: %s; %u threads/CTA, %u bytes "
                  "shared memory, persistent grid <= %d CTAs, PDL %s (kernel %d of %zu for this shape)\n",
                  kOp, entry.device, entry.device_name.c_str(), entry.sm_count, static_cast<long long>(entry.n),
-                 static_cast<long long>(entry.k), ranges.c_str(), cfg.describe().c_str(), cfg.threads(),
-                 cfg.shared_bytes(), entry.sm_count, get_pdl() ? "on" : "off", index + 1, entry.plan.kernels.size());
+                 static_cast<long long>(entry.k), ranges.c_str(), cfg.describe().c_str(), k.threads, k.shared_bytes,
+                 entry.sm_count, get_pdl() ? "on" : "off", index + 1, entry.plan.kernels.size());
   }
   return stored;
 }
@@ -511,8 +514,6 @@ TensorMapKey operand_key(const TensorView& x, int64_t k, int64_t rows, int64_t l
           CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, CU_TENSOR_MAP_SWIZZLE_128B};
 }
 
-void copy_map(TmaDescriptor& dst, const CUtensorMap& src) { std::memcpy(&dst, &src, sizeof(dst)); }
-
 void launch(const Checked& c, const TensorView& a, const TensorView& b, const TensorView& d, CUstream stream) {
   const int usable_limit = get_num_sms();
   Table::Key key;
@@ -538,21 +539,18 @@ void launch(const Checked& c, const TensorView& a, const TensorView& b, const Te
     copy_map(params.tma_a_last, tensor_map_2d(operand_key(a, c.k, c.m, c.lda, last_box_rows), "a"));
   params.last_box_rows = last_box_rows;
   copy_map(params.tma_b, tensor_map_2d(operand_key(b, c.k, c.n, c.ldb, w32(cfg.block_n / cfg.cluster_m)), "b"));
-  const uint32_t store_cols = kernels::bf16_gemm_store_cols(w32(cfg.block_n));
-  const CUtensorMapSwizzle swizzle = store_cols == 64   ? CU_TENSOR_MAP_SWIZZLE_128B
-                                     : store_cols == 32 ? CU_TENSOR_MAP_SWIZZLE_64B
-                                                        : CU_TENSOR_MAP_SWIZZLE_32B;
-  const TensorMapKey d_key{reinterpret_cast<uint64_t>(d.data), w64(c.n), w64(c.m), w64(c.ldd * 2), store_cols, 64,
-                           CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, static_cast<uint32_t>(swizzle)};
+  const TensorMapKey d_key{reinterpret_cast<uint64_t>(d.data), w64(c.n), w64(c.m), w64(c.ldd * 2),
+                           kernel->store_cols, 64, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                           static_cast<uint32_t>(row_swizzle(kernel->store_cols * 2))};
   copy_map(params.tma_d, tensor_map_2d(d_key, "d"));
   params.b_cache_policy = kernels::bf16_gemm_b_cache_policy(w32(cfg.block_m), w32(c.m));
   params.m = w32(c.m);
 
   cuda::LaunchConfig config;
   config.grid[0] = cfg.grid(c.m, c.n, entry->sm_count);
-  config.block[0] = cfg.threads();
+  config.block[0] = kernel->threads;
   config.cluster[0] = w32(cfg.cluster_m);
-  config.shared_bytes = cfg.shared_bytes();
+  config.shared_bytes = kernel->shared_bytes;
   config.pdl = get_pdl();  // the kernel waits (griddepcontrol.wait) before its first global read
   config.stream = stream;
   kernel->kernel->launch(config, &params);

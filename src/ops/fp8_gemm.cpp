@@ -13,7 +13,6 @@
 #include <array>
 #include <atomic>
 #include <cstdio>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -54,8 +53,6 @@ constexpr const char* kMGroupedMaskedOp = "m_grouped_fp8_gemm_nt_masked";
 constexpr int64_t kScaleBlock = 128;  // K (and N, for B) per scale
 
 
-static_assert(sizeof(CUtensorMap) == sizeof(TmaDescriptor), "TmaDescriptor must hold a CUtensorMap");
-static_assert(alignof(TmaDescriptor) >= 64, "TMA descriptors must be 64-byte aligned");
 
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // Sizes and strides narrowed (or widened) to the kernels' parameter and tensor-map widths: every value passed is
@@ -203,15 +200,6 @@ const GemmKernel* resolve_kernel(const ShapeEntry& entry, int index, CUstream st
   }
   return stored;
 }
-
-// The swizzle of a staged box whose rows are `row_bytes` wide (32, 64 or 128): the kernels' staging writes follow it.
-CUtensorMapSwizzle row_swizzle(uint32_t row_bytes) {
-  return row_bytes == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
-         : row_bytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
-                           : CU_TENSOR_MAP_SWIZZLE_32B;
-}
-
-void copy_map(TmaDescriptor& dst, const CUtensorMap& src) { std::memcpy(&dst, &src, sizeof(dst)); }
 
 // ---- argument checks ----------------------------------------------------------------------------------------
 

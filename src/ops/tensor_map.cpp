@@ -1,6 +1,7 @@
 #include "ops/tensor_map.hpp"
 
 #include <atomic>
+#include <cstring>
 #include <string>
 
 #include "cuda/driver.hpp"
@@ -41,6 +42,17 @@ CUresult driver_encode(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t ra
 }
 
 }  // namespace
+
+static_assert(sizeof(CUtensorMap) == sizeof(TmaDescriptor), "TmaDescriptor must hold a CUtensorMap");
+static_assert(alignof(TmaDescriptor) >= 64, "TMA descriptors must be 64-byte aligned");
+
+CUtensorMapSwizzle row_swizzle(uint32_t row_bytes) {
+  return row_bytes == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+         : row_bytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                           : CU_TENSOR_MAP_SWIZZLE_32B;
+}
+
+void copy_map(TmaDescriptor& dst, const CUtensorMap& src) { std::memcpy(&dst, &src, sizeof(dst)); }
 
 const CUtensorMap& tensor_map_2d(const TensorMapKey& key, const char* what) {
   return tensor_map_2d(key, what, driver_encode);

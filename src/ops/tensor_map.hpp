@@ -12,6 +12,8 @@
 
 #include <cstdint>
 
+#include "kiln/kernels/tma_descriptor.h"
+
 namespace kiln::ops {
 
 // Everything an encoded tiled map depends on (besides the constant choices: interleave none, L2 promotion 256 B,
@@ -50,6 +52,12 @@ using TensorMapEncoder = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint3
 const CUtensorMap& tensor_map_2d(const TensorMapKey& key, const char* what);
 // The same with an explicit encoder (tests).
 const CUtensorMap& tensor_map_2d(const TensorMapKey& key, const char* what, TensorMapEncoder encode);
+
+// The swizzle of a staged box whose rows are `row_bytes` wide (32, 64 or 128): the kernels' staging writes follow it.
+CUtensorMapSwizzle row_swizzle(uint32_t row_bytes);
+
+// An encoded map into a kernel parameter struct's room for one.
+void copy_map(TmaDescriptor& dst, const CUtensorMap& src);
 
 // Encodes done by this process (all threads) so far: a repeated call that hits adds nothing.
 uint64_t tensor_map_encodes();
