@@ -24,6 +24,7 @@
 #include "kiln/config.hpp"
 #include "kiln/error.hpp"
 #include "kiln/kernels/bf16_gemm_params.h"
+#include "ops/gemm_rounds.hpp"
 #include "ops/plan_store.hpp"
 #include "ops/tensor_map.hpp"
 #include "ops/validate.hpp"
@@ -61,8 +62,6 @@ constexpr double kCyclesPerUs = 1600.0;       // the sustained clock under tenso
 constexpr double kSmLoadBytesPerUs = 89.4e3;  // what one SM's producer streams into shared memory at most
 constexpr double kDramBytesPerUs = 4.554e6;   // whole-device DRAM reads (the FP8 model's fit) and L2 -> SM fills
 constexpr double kL2BytesPerUs = 12.5e6;
-constexpr double kDramBoundTileShare = 0.329;  // a tile's fill and drain that DRAM-bound calls do not hide
-constexpr double kDramBoundFade = 4.0;
 constexpr double kEpilogueFixedUs = 0.0333;   // per tile: convert, stmatrix, TMA store
 constexpr double kEpilogueBytesPerUs = 90.0e3;
 // Pruning bounds (see bf16_gemm.hpp): the mean loss over the intervals and the loss at any one interval.
@@ -182,21 +181,13 @@ double bf16_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int
   const double per_k_block = std::max({kFloorUsPerKBlock, cycles / kCyclesPerUs, load_bytes / kSmLoadBytesPerUs});
   const double epilogue = kEpilogueFixedUs + c.block_m * bn * 2.0 / kEpilogueBytesPerUs;
   const double tile_us = static_cast<double>(k_blocks) * per_k_block + epilogue;
-  const double busiest_cta = static_cast<double>(rounds) * tile_us;
 
   const double md = static_cast<double>(m), nd = static_cast<double>(n), kd = static_cast<double>(k);
   const double dram_us = 2.0 * (md * kd + nd * kd + md * nd) / kDramBytesPerUs;
   const double tiles = static_cast<double>(units * c.cluster_m);
   const double l2_us = tiles * static_cast<double>(k_blocks) * l2_load_bytes / kL2BytesPerUs;
-  // DRAM by rounds of one unit per cluster: each round reads its share of the bytes, or takes a tile's time.
-  const double full_rounds = static_cast<double>(rounds - 1);
-  const double last_round_units = static_cast<double>(units) - full_rounds * static_cast<double>(grid_units);
-  const double rounds_us =
-      full_rounds * std::max(dram_us * static_cast<double>(grid_units) / static_cast<double>(units), tile_us) +
-      std::max(dram_us * last_round_units / static_cast<double>(units), tile_us);
-  const double exposed_us =
-      kDramBoundTileShare * tile_us * std::pow(std::min(1.0, dram_us / busiest_cta), kDramBoundFade);
-  return kFixedUs + std::max(rounds_us + exposed_us, l2_us);
+  // DRAM by rounds of one unit per cluster (gemm_rounds.hpp, the FP8 model's term and figures).
+  return kFixedUs + std::max(dram_bound_rounds_us(dram_us, tile_us, units, grid_units, rounds), l2_us);
 }
 
 Bf16GemmPlan bf16_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const Bf16GemmOverrides& overrides) {

@@ -10,6 +10,7 @@
 
 #include "kiln/error.hpp"
 #include "kiln/kernels/fp8_gemm_layout.h"
+#include "ops/gemm_rounds.hpp"
 
 namespace kiln::ops {
 namespace {
@@ -76,17 +77,6 @@ constexpr double kNarrowL2Weight = 0.85;
 constexpr double kMGroupedL2Weight = 1.12;
 constexpr int64_t kNarrowMinNOverM = 2;
 constexpr int64_t kNarrowMinKBlocks = 32;
-// Where DRAM bounds the call, time goes by rounds of tiles (one per CTA): each round reads its share of the
-// call's bytes and takes that long or one tile's time, whichever is longer; a partial last round reads less. On
-// top of that, one tile's pipeline fill and drain do not hide behind DRAM: this share of a tile's time, fading as
-// the call turns compute-bound (the DRAM time over the busiest CTA's, to the power kDramBoundFade). This form
-// replaced a share of the busiest CTA's whole time (0.457), which charged a CTA of three short rounds as if none
-// of its work overlapped DRAM: it took 128x192 (one round) at 65..128 x 24576 x 1536, where 64x128 (three rounds)
-// is 4.5 % faster. Fitted with the epilogue rate and the DRAM rate below on 2026-11-30 to every table of the unit
-// tests; every run of M it moved over N 256..32768, K 512..16384 was timed (kRoundsCheck, two passes averaged):
-// 32 of 55 faster by over 1 % (up to 14 %), 15 within 1 %, 8 slower by 1.1-3.9 %.
-constexpr double kDramBoundTileShare = 0.329;
-constexpr double kDramBoundFade = 4.0;
 // Epilogue per tile (convert, stmatrix, TMA store): it overlaps the next tile's first WGMMAs now, but its
 // stores still compete with the loads.
 constexpr double kEpilogueFixedUs = 0.0333;
@@ -632,7 +622,6 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
   const bool thin_pairs = two_waves && m <= 2 * c.block_m && k_blocks <= kThinPairsMaxKBlocks;
   const double tile_us = (static_cast<double>(cta_k_blocks) * per_k_block + epilogue + hand_over) *
                          (short_k_wide ? kShortKWidePenalty : 1.0) * (thin_pairs ? kThinPairsPenalty : 1.0);
-  const double busiest_cta = tiles_per_cta * tile_us;
 
   const double md = static_cast<double>(m), nd = static_cast<double>(n), kd = static_cast<double>(k);
   const double dram_bytes = md * kd + nd * kd + 2.0 * md * nd + 4.0 * static_cast<double>(k_blocks) * (md + nd / 128.0);
@@ -642,19 +631,13 @@ double fp8_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int6
       c.block_m == 128 && c.block_n == 64 && n >= kNarrowMinNOverM * m && k_blocks >= kNarrowMinKBlocks;
   const bool m_grouped_128 = c.m_grouped && c.block_m == 128 && c.block_n == 128;
   const double l2_weight = (narrow_streaming_b ? kNarrowL2Weight : 1.0) * (m_grouped_128 ? kMGroupedL2Weight : 1.0);
-  // DRAM by rounds (see kDramBoundTileShare); every round takes at least a tile, so this covers the busiest CTA.
+  // DRAM by rounds (gemm_rounds.hpp).
   const double dram_us = dram_bytes / kDramBytesPerUs;
-  const double full_rounds = tiles_per_cta - 1;
-  const double last_round_units = static_cast<double>(units) - full_rounds * static_cast<double>(grid_units);
-  const double rounds_us =
-      full_rounds * std::max(dram_us * static_cast<double>(grid_units) / static_cast<double>(units), tile_us) +
-      std::max(dram_us * last_round_units / static_cast<double>(units), tile_us);
-  const double exposed_us =
-      kDramBoundTileShare * tile_us * std::pow(std::min(1.0, dram_us / busiest_cta), kDramBoundFade);
+  const double rounds_us = dram_bound_rounds_us(dram_us, tile_us, units, grid_units, rounds);
   const double first_rounds_us = two_waves && k_blocks <= kTwoWaveFillMaxKBlocks
                                      ? kTwoWaveFillUs / std::pow(tiles_per_cta, kTwoWaveFillPower)
                                      : 0.0;
-  return kFixedUs + first_rounds_us + std::max(rounds_us + exposed_us, l2_weight * l2_bytes / kL2BytesPerUs);
+  return kFixedUs + first_rounds_us + std::max(rounds_us, l2_weight * l2_bytes / kL2BytesPerUs);
 }
 
 namespace {
