@@ -31,6 +31,8 @@ namespace {
 using kiln::gpu_test::bf16_to_f32;
 using kiln::gpu_test::DeviceBuffer;
 using kiln::gpu_test::f32_to_bf16;
+using kiln::gpu_test::magnitude;
+using kiln::gpu_test::mix;
 
 int g_failures = 0;
 
@@ -39,18 +41,12 @@ void report(bool ok, const std::string& what) {
   if (!ok) ++g_failures;
 }
 
-uint64_t mix(uint64_t x) {  // splitmix64
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 // In [-1, 1) times a per-row magnitude of 2^-4..2^4, rounded to bf16, never exactly zero.
 uint16_t random_bf16(uint64_t seed, uint64_t row, uint64_t col) {
-  const double magnitude = std::ldexp(1.0, static_cast<int>(mix(seed ^ (row * 0x9e37ull)) % 9) - 4);
+  const double row_magnitude = magnitude(mix(seed ^ (row * 0x9e37ull)));
   double u = static_cast<double>(mix(seed * 31 + (row << 24) + col) >> 11) / 9007199254740992.0 * 2.0 - 1.0;
   if (std::fabs(u) < 1e-3) u = 1e-3;
-  return f32_to_bf16(static_cast<float>(u * magnitude));
+  return f32_to_bf16(static_cast<float>(u * row_magnitude));
 }
 
 kiln::TensorView view(void* data, int64_t rows, int64_t cols, int64_t ld) {
