@@ -264,12 +264,18 @@ def _pair(value: Any, name: str, function: str = "fp8_gemm_nt") -> Tuple[Any, An
     raise KilnTypeError(f"{function}: {name} must be a pair ({name}_fp8, sf{name}) of tensors, got {given}")
 
 
+def _check_compiled_dims(compiled_dims: Any, function: str, default: str = "nk") -> None:
+    """DeepGEMM's ``compiled_dims``: a string of the letters m, n and k (accepted for the signature; kiln's kernels are
+    specialised the same whatever it says). Errors name ``function`` and DeepGEMM's ``default`` for it."""
+    if not isinstance(compiled_dims, str) or not set(compiled_dims) <= set("mnk"):
+        raise KilnValueError(f"{function}: compiled_dims must be a string of the letters m, n and k (DeepGEMM's "
+                             f"default is {default!r}), got {compiled_dims!r}")
+
+
 def _gemm_recipe(recipe: Any, compiled_dims: Any, function: str = "fp8_gemm_nt") -> int:
     """The native call's recipe argument for DeepGEMM's ``recipe``; checks ``compiled_dims`` too. Errors name
     ``function``."""
-    if not isinstance(compiled_dims, str) or not set(compiled_dims) <= set("mnk"):
-        raise KilnValueError(f"{function}: compiled_dims must be a string of the letters m, n and k (DeepGEMM's "
-                             f"default is 'nk'), got {compiled_dims!r}")
+    _check_compiled_dims(compiled_dims, function)
     if recipe is None:
         return 0
     try:
@@ -402,9 +408,7 @@ def k_grouped_fp8_gemm_nt_contiguous(a: Sequence[Any], b: Sequence[Any], d: Any,
     if given != (1, 1, 128):
         raise KilnValueError(f"k_grouped_fp8_gemm_nt_contiguous: recipe must be (1, 1, 128) (both operands scaled per "
                              f"1x128), got {recipe!r}")
-    if not isinstance(compiled_dims, str) or not set(compiled_dims) <= set("mnk"):
-        raise KilnValueError(f"k_grouped_fp8_gemm_nt_contiguous: compiled_dims must be a string of the letters m, n "
-                             f"and k (DeepGEMM's default is 'mn'), got {compiled_dims!r}")
+    _check_compiled_dims(compiled_dims, "k_grouped_fp8_gemm_nt_contiguous", default="mn")
     try:
         counts = [operator.index(k) for k in ks]
     except TypeError:
@@ -517,9 +521,7 @@ def bf16_gemm_nt(a: Any, b: Any, d: Any, c: Any = None, compiled_dims: str = "nk
     if c is not None:
         raise KilnValueError(f"{function}: c is not supported by kiln yet (D = A . B^T into a bfloat16 d only); "
                              f"got a c")
-    if not isinstance(compiled_dims, str) or not set(compiled_dims) <= set("mnk"):
-        raise KilnValueError(f"{function}: compiled_dims must be a string of the letters m, n and k (DeepGEMM's "
-                             f"default is 'nk'), got {compiled_dims!r}")
+    _check_compiled_dims(compiled_dims, function)
     _native.bf16_gemm_nt(a, b, d, stream)
 
 
