@@ -28,6 +28,7 @@
 #include "kiln/kernels/fp8_gemm_layout.h"
 #include "kiln/kernels/fp8_gemm_params.h"
 #include "kiln/ops.hpp"
+#include "ops/c_into_d.hpp"
 #include "ops/plan_store.hpp"
 #include "ops/tensor_map.hpp"
 #include "ops/validate.hpp"
@@ -235,14 +236,6 @@ TensorMapKey reduce_d_key(const TensorView& d, const Checked& c, uint32_t cols) 
           row_swizzle(cols * 4)};
 }
 
-// What the weight-gradient form does with D.
-enum class CMode {
-  kAccumulate,  // C is D: D += A . B^T
-  kCopy,        // C is another tensor: D = C, then D += A . B^T
-  kZero,        // no C: D = A . B^T, stored by the kernel (Fp8GemmParams::store_d); zeroed only where no kernel
-                // writes (the k-grouped call's groups without tokens)
-};
-
 // The table key's first word for the weight-gradient form: its plan with C or without (kFp32Store: the same
 // kernels, other tiles at short K), k-grouped kernels or not.
 int64_t weight_gradient_key(CMode mode, bool k_grouped) {
@@ -334,27 +327,6 @@ Checked check_arguments(const char* function, const TensorView& a, const TensorV
   check_pointer_aligned(ad, d, 16);
   if (c_tensor) check_pointer_aligned(ac, *c_tensor, 4);
   return c;
-}
-
-// C and D: C may be D itself (the same memory, shape and strides) or memory that does not overlap D's; a
-// partial overlap would make the copy into D read what it has already overwritten.
-CMode check_c_against_d(const char* function, const TensorView* c_tensor, const TensorView& d, const Checked& c) {
-  if (c_tensor == nullptr) return CMode::kZero;
-  if (c.m == 0 || c.n == 0) return CMode::kAccumulate;  // nothing is read or written
-  const Arg ac{function, "c"};
-  if (c_tensor->data == d.data) {
-    if (c.m > 1 && c.ldc != c.ldd)
-      fail(ErrorKind::kValueError, ac, *c_tensor,
-           "d itself when it starts at d's address: the same shape and strides (d's row stride is " +
-               std::to_string(c.ldd) + ")",
-           "stride(0) == " + std::to_string(c.ldc));
-    return CMode::kAccumulate;
-  }
-  if (spans_overlap(*c_tensor, d))
-    fail(ErrorKind::kValueError, ac, *c_tensor,
-         "d itself or memory that does not overlap d's (d is " + d.describe() + ")",
-         "a tensor overlapping d");
-  return CMode::kCopy;
 }
 
 int64_t value_of(const Problem& problem, const char* name, int64_t fallback) {
@@ -501,73 +473,6 @@ std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target)
 
 // ---- launch ---------------------------------------------------------------------------------------------------
 
-bool is_default_stream(CUstream stream) {
-  return stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD;
-}
-
-// Makes a context of `device` current for a driver memory operation on `stream`, and restores the caller's
-// afterwards: the stream's own context, or for the default stream the current one when it is on the device
-// (else the device's primary context, which kiln's kernels use too). Kernel launches do the same inside
-// LoadedKernel::launch; memsets and copies are not context-less, so they need it here.
-class StreamContext {
- public:
-  StreamContext(int device, CUstream stream) : api_(cuda::DriverApi::get()) {
-    cuda::check(api_.cuCtxGetCurrent(&previous_), "cuCtxGetCurrent");
-    CUcontext want = nullptr;
-    if (!is_default_stream(stream)) {
-      cuda::check(api_.cuStreamGetCtx(stream, &want), "cuStreamGetCtx");
-    } else {
-      CUdevice current_device = -1;
-      if (previous_ != nullptr && api_.cuCtxGetDevice(&current_device) == CUDA_SUCCESS && current_device == device)
-        want = previous_;
-      else
-        want = cuda::primary_context(device);
-    }
-    if (want != previous_) {
-      cuda::check(api_.cuCtxSetCurrent(want), "cuCtxSetCurrent");
-      switched_ = true;
-    }
-  }
-  ~StreamContext() {
-    if (switched_) (void)api_.cuCtxSetCurrent(previous_);
-  }
-  StreamContext(const StreamContext&) = delete;
-  StreamContext& operator=(const StreamContext&) = delete;
-
- private:
-  const cuda::DriverApi& api_;
-  CUcontext previous_ = nullptr;
-  bool switched_ = false;
-};
-
-// The weight-gradient form's D before the kernel adds into it (a copy of C), or where no kernel writes it (zeros
-// for no C), enqueued on the caller's stream ahead of the kernel. Nothing is allocated.
-void prepare_d(const char* function, const Checked& c, const TensorView& d, const TensorView* c_tensor, CMode mode,
-               int device, CUstream stream) {
-  if (mode == CMode::kAccumulate) return;
-  const cuda::DriverApi& api = cuda::DriverApi::get();
-  const StreamContext context(device, stream);
-  const std::string what = std::string(" (") + function + ", d is " + d.describe() + ")";
-  const auto d_ptr = reinterpret_cast<CUdeviceptr>(d.data);
-  if (mode == CMode::kZero) {
-    cuda::check(api.cuMemsetD2D32Async(d_ptr, static_cast<size_t>(c.ldd) * 4, 0u, static_cast<size_t>(c.n),
-                                       static_cast<size_t>(c.m), stream),
-                "cuMemsetD2D32Async", what);
-    return;
-  }
-  CUDA_MEMCPY2D copy;
-  std::memset(&copy, 0, sizeof copy);
-  copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-  copy.srcDevice = reinterpret_cast<CUdeviceptr>(c_tensor->data);
-  copy.srcPitch = static_cast<size_t>(c.ldc) * 4;
-  copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-  copy.dstDevice = d_ptr;
-  copy.dstPitch = static_cast<size_t>(c.ldd) * 4;
-  copy.WidthInBytes = static_cast<size_t>(c.n) * 4;
-  copy.Height = static_cast<size_t>(c.m);
-  cuda::check(api.cuMemcpy2DAsync(&copy, stream), "cuMemcpy2DAsync", what + ", copying c (" + c_tensor->describe() + ")");
-}
-
 // The plan's entry and the loaded kernel for a checked problem: a table lookup and an atomic load on a hit; the
 // first call per shape checks the device and plans, the first per kernel compiles or loads it.
 struct Resolved {
@@ -709,7 +614,7 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   // copy of C into D below, which it waits for like any earlier work on the stream.
   config.pdl = get_pdl();
   config.stream = stream;
-  if (mode == CMode::kCopy) prepare_d(function, c, d, c_tensor, mode, a.device, stream);
+  if (mode == CMode::kCopy) prepare_d(function, mode, d, c_tensor, c.m, c.n, c.ldc, c.ldd, a.device, stream);
   kernel->kernel->launch(config, &params);
 }
 
@@ -1203,7 +1108,7 @@ void fp8_gemm_nt_accumulate(const TensorView& a, const TensorView& sfa, const Te
 void fp8_gemm_nt_wgrad(const TensorView& a, const TensorView& sfa, const TensorView& b, const TensorView& sfb,
                        const TensorView& d, const TensorView* c_tensor, Stream stream) {
   const ops::Checked c = ops::check_arguments(ops::kWgradOp, a, sfa, b, sfb, d, true, c_tensor);
-  const ops::CMode mode = ops::check_c_against_d(ops::kWgradOp, c_tensor, d, c);
+  const ops::CMode mode = ops::check_c_against_d(ops::kWgradOp, c_tensor, d, c.m, c.n, c.ldc, c.ldd);
   if (c.m == 0 || c.n == 0) return;
   ops::launch(ops::kWgradOp, c, a, sfa, b, sfb, d, static_cast<CUstream>(stream), true, mode, c_tensor);
 }
@@ -1269,7 +1174,8 @@ void k_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa
   const bool store_d = mode == ops::CMode::kZero;
   for (const ops::GroupProblem& p : groups)
     if (mode == ops::CMode::kCopy || (store_d && p.k == 0))
-      ops::prepare_d(ops::kKGroupedOp, p.checked, p.d, mode == ops::CMode::kCopy ? &p.c : nullptr, mode, a.device, s);
+      ops::prepare_d(ops::kKGroupedOp, mode, p.d, mode == ops::CMode::kCopy ? &p.c : nullptr, p.checked.m, p.checked.n,
+                     p.checked.ldc, p.checked.ldd, a.device, s);
   for (const std::vector<size_t>& launch : ops::k_grouped_launches(class_of)) {
     const auto [kernel, ring] = launch_classes[static_cast<size_t>(class_of[launch.front()])];
     ops::launch_k_grouped(groups, launch, kernels[static_cast<size_t>(kernel)], ring, sfa, sfb, d, store_d, s);
