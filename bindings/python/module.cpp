@@ -200,13 +200,14 @@ void check_gemm_form(bool wgrad, bool has_c, int recipe, const TensorView& d) {
                     d.describe() + "); a float32 d is the weight-gradient form, recipe (1, 1, 128) with B scaled per row");
 }
 
-// The C++ weight-gradient entry point names itself in its argument errors; from Python the call was
-// kiln.fp8_gemm_nt, so those messages name that. Other errors (CUDA, compiles) keep their text and type.
-[[noreturn]] void rethrow_as_fp8_gemm_nt(const Error& e) {
-  static constexpr std::string_view kPrefix = "fp8_gemm_nt_wgrad: ";
+// The C++ entry points with a C (fp8_gemm_nt_wgrad, bf16_gemm_nt_accumulate) name themselves in their argument
+// errors; from Python the call was kiln.fp8_gemm_nt or kiln.bf16_gemm_nt, so those messages name that (`python_name`).
+// Other errors (CUDA, compiles) keep their text and type.
+[[noreturn]] void rethrow_as(const Error& e, std::string_view cpp_name, std::string_view python_name) {
   const std::string_view what = e.what();
-  if ((e.kind() == ErrorKind::kTypeError || e.kind() == ErrorKind::kValueError) && what.substr(0, kPrefix.size()) == kPrefix)
-    throw Error(e.kind(), "fp8_gemm_nt: " + std::string(what.substr(kPrefix.size())));
+  if ((e.kind() == ErrorKind::kTypeError || e.kind() == ErrorKind::kValueError) &&
+      what.substr(0, cpp_name.size()) == cpp_name && what.substr(cpp_name.size(), 2) == ": ")
+    throw Error(e.kind(), std::string(python_name) + std::string(what.substr(cpp_name.size())));
   throw;
 }
 
@@ -280,7 +281,7 @@ NB_MODULE(_native, m) {
           kiln::fp8_gemm_nt_wgrad(v.a, v.sfa, v.b, v.sfb, v.d, c.is_none() ? nullptr : &v.c,
                                   reinterpret_cast<kiln::Stream>(s));
         } catch (const kiln::Error& e) {
-          rethrow_as_fp8_gemm_nt(e);
+          rethrow_as(e, "fp8_gemm_nt_wgrad", "fp8_gemm_nt");
         }
       },
       "a"_a.none(), "sfa"_a.none(), "b"_a.none(), "sfb"_a.none(), "d"_a.none(), "c"_a.none() = nb::none(),
@@ -340,18 +341,29 @@ NB_MODULE(_native, m) {
       "kiln.m_grouped_fp8_gemm_nt_masked).");
   m.def(
       "bf16_gemm_nt",
-      [](nb::handle a, nb::handle b, nb::handle d, nb::handle stream) {
+      [](nb::handle a, nb::handle b, nb::handle d, nb::handle c, nb::handle stream) {
         constexpr const char* kFunction = "bf16_gemm_nt";
         KeepAlive keep;
         const kiln::TensorView av = to_view(a, kFunction, "a", keep);
         const kiln::TensorView bv = to_view(b, kFunction, "b", keep);
         const kiln::TensorView dv = to_view(d, kFunction, "d", keep);
+        kiln::TensorView cv;
+        if (!c.is_none()) cv = to_view(c, kFunction, "c", keep);
         const uintptr_t s = resolve_stream(stream, a, av, kFunction);
         nb::gil_scoped_release release;
-        kiln::bf16_gemm_nt(av, bv, dv, reinterpret_cast<kiln::Stream>(s));
+        if (c.is_none()) {
+          kiln::bf16_gemm_nt(av, bv, dv, reinterpret_cast<kiln::Stream>(s));
+          return;
+        }
+        try {
+          kiln::bf16_gemm_nt_accumulate(av, bv, dv, cv, reinterpret_cast<kiln::Stream>(s));
+        } catch (const kiln::Error& e) {
+          rethrow_as(e, "bf16_gemm_nt_accumulate", kFunction);
+        }
       },
-      "a"_a.none(), "b"_a.none(), "d"_a.none(), "stream"_a.none() = nb::none(),
-      "D (bf16) = A . B^T, A [m, k], B [n, k], D [m, n], all bfloat16 (see kiln.bf16_gemm_nt).");
+      "a"_a.none(), "b"_a.none(), "d"_a.none(), "c"_a.none() = nb::none(), "stream"_a.none() = nb::none(),
+      "D = A . B^T (D bfloat16 or float32), or D (float32) = C + A . B^T with c (d itself or another tensor); "
+      "A [m, k], B [n, k] bfloat16 (see kiln.bf16_gemm_nt).");
   m.def("per_token_scales_storage", &kiln::per_token_scales_storage, "m"_a, "k"_a,
         "Floats of storage behind per_token_cast_to_fp8's scales: (k / 128) * get_tma_aligned_size(m, 4).");
   m.def(

@@ -166,20 +166,35 @@ void m_grouped_fp8_gemm_nt_masked(const TensorView& a, const TensorView& sfa, co
                                   const TensorView& sfb, const TensorView& d, const TensorView& masked_m,
                                   int64_t expected_m, Stream stream = nullptr);
 
-// ---- BF16 GEMM (DeepGEMM's bf16_gemm_nt, without C) ---------------------------------------------------------------
+// ---- BF16 GEMM (DeepGEMM's bf16_gemm_nt) ---------------------------------------------------------------------------
 //
-//   D[m, n] (bfloat16) = A . B^T        summed in FP32 by the tensor cores
+//   D[m, n] (bfloat16 or float32) = A . B^T        summed in FP32 by the tensor cores
 //
 // a:   bfloat16 [m, k], K-major: strides (lda, 1) with lda >= k and lda a multiple of 8 (16-byte rows); 16-byte
 //      aligned; k a positive multiple of 8 (when m, n > 0).
 // b:   bfloat16 [n, k], K-major, as a (the weights; n a multiple of 8).
-// d:   bfloat16 [m, n], strides (ldd, 1) with ldd >= n and ldd a multiple of 8; 16-byte aligned; not overlapping a or
+// d:   bfloat16 or float32 [m, n] (the sums rounded to bfloat16, or stored as they are), strides (ldd, 1) with
+//      ldd >= n and 16-byte rows (ldd a multiple of 8 bfloat16 or 4 float32); 16-byte aligned; not overlapping a or
 //      b (the kernel would read what it has written).
 // All on one CUDA device with compute capability 9.0 (H100/H200). m may be anything >= 0 (0: nothing is launched);
-// every precondition is checked before any launch. The kernel is chosen per (device, n, k, m bucket) by the plan in
-// docs/BF16_GEMM.md (`kiln plan bf16_gemm_nt n=... k=... m=1..16384` lists it); DG_PRINT_CONFIGS=1 prints each
-// choice once. Errors name bf16_gemm_nt.
+// every precondition is checked before any launch. The kernel is chosen per (device, n, k, m bucket, d's dtype) by
+// the plan in docs/BF16_GEMM.md (`kiln plan bf16_gemm_nt n=... k=... m=1..16384 [fp32=1]` lists it);
+// DG_PRINT_CONFIGS=1 prints each choice once. Errors name bf16_gemm_nt.
 void bf16_gemm_nt(const TensorView& a, const TensorView& b, const TensorView& d, Stream stream = nullptr);
+
+// DeepGEMM's bf16_gemm_nt with a C:   D[m, n] (float32) = C + A . B^T
+// a, b: as for bf16_gemm_nt; d: float32, as there.
+// c:   d's own view (or any view with d's data pointer, shape and strides): D += A . B^T, added into D by the kernel
+//      (TMA reduce-adds: no read of D by the SMs); or another float32 [m, n] tensor with dense rows (strides (ldc, 1),
+//      ldc >= n; 4-byte aligned) on the same device that does not overlap d: C is copied into D on `stream` first
+//      (cuMemcpy2DAsync), then added into. Nothing is allocated. A c sharing d's address with other strides, or
+//      overlapping d, is refused.
+// The copy and the kernel are enqueued in that order on `stream` after every check and after the kernel is compiled
+// or loaded, so an error never leaves D half-prepared. m = 0 or n = 0 enqueues nothing (k must still be a positive
+// multiple of 8 when m, n > 0: k = 0 is an error, not "D = C"). The kernels are the plan's with
+// `kiln plan bf16_gemm_nt ... accumulate=1`. Errors name bf16_gemm_nt_accumulate.
+void bf16_gemm_nt_accumulate(const TensorView& a, const TensorView& b, const TensorView& d, const TensorView& c,
+                             Stream stream = nullptr);
 
 // Overrides of the BF16 GEMM's plan, process-wide (0: the plan decides), for later bf16_gemm_nt launches. Validated
 // when set: block_m 64, 128 or 256; block_n a multiple of 16 in 16..256 (at most 128 with block_m 256, whose two

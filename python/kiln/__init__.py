@@ -505,24 +505,26 @@ def m_grouped_fp8_gemm_nt_masked(a: Sequence[Any], b: Sequence[Any], d: Any, mas
 
 
 def bf16_gemm_nt(a: Any, b: Any, d: Any, c: Any = None, compiled_dims: str = "nk", *, stream: Any = None) -> None:
-    """BF16 GEMM, in place (DeepGEMM's ``bf16_gemm_nt`` without ``c``): ``D = A . B^T``, the products summed in
-    float32 by the tensor cores and rounded to bfloat16.
+    """BF16 GEMM, in place (DeepGEMM's ``bf16_gemm_nt``, same arguments): ``D = C + A . B^T``, the products summed
+    in float32 by the tensor cores.
 
     * ``a``: bfloat16 ``[m, k]`` K-major (row stride a multiple of 8 elements, 16-byte aligned); ``k`` a multiple of 8.
     * ``b``: bfloat16 ``[n, k]`` K-major, as ``a``; ``n`` a multiple of 8.
-    * ``d``: bfloat16 ``[m, n]``, row stride >= n and a multiple of 8, 16-byte aligned, not overlapping ``a`` or ``b``.
+    * ``d``: bfloat16 (the sums rounded to it) or float32 ``[m, n]``, row stride >= n and 16-byte rows (a multiple
+      of 8 bfloat16 or 4 float32), 16-byte aligned, not overlapping ``a`` or ``b``.
+    * ``c``: None (``D = A . B^T``: D is only written); ``d`` itself (or a tensor with d's data pointer, shape and
+      strides): ``D += A . B^T``, added into D by the kernel; or another float32 ``[m, n]`` tensor with dense rows
+      that does not overlap ``d``: C is copied into D on the stream, then added into (nothing is allocated). ``c``
+      needs a float32 ``d`` (TypeError otherwise), as in DeepGEMM.
 
     ``m`` may be anything (0 launches nothing); ``n`` and ``k`` are compiled into the kernels, so the first call for
-    an ``(n, k)`` compiles (``precompile("bf16_gemm_nt", n=..., k=..., m=...)`` does it ahead of time). Every
-    precondition is checked before anything is launched (TypeError or ValueError naming the argument). ``c`` (D = C +
-    A . B^T with a float32 ``d``) is not supported yet: ValueError. ``compiled_dims`` is accepted for DeepGEMM's
-    signature (kiln always compiles n and k in)."""
-    function = "bf16_gemm_nt"
-    if c is not None:
-        raise KilnValueError(f"{function}: c is not supported by kiln yet (D = A . B^T into a bfloat16 d only); "
-                             f"got a c")
-    _check_compiled_dims(compiled_dims, function)
-    _native.bf16_gemm_nt(a, b, d, stream)
+    an ``(n, k)`` and dtype of ``d`` compiles (``precompile("bf16_gemm_nt", n=..., k=..., m=...)`` does it ahead of
+    time; add ``fp32=1`` for a float32 ``d``, ``accumulate=1`` for one with ``c``). Every precondition is checked
+    before anything is launched (TypeError or ValueError naming the argument); ``k == 0`` is a ValueError, not
+    ``D = C`` (as ``fp8_gemm_nt``). ``compiled_dims`` is accepted for DeepGEMM's signature (kiln always compiles n
+    and k in)."""
+    _check_compiled_dims(compiled_dims, "bf16_gemm_nt")
+    _native.bf16_gemm_nt(a, b, d, c, stream)
 
 
 # ---- Settings ----------------------------------------------------------------------------------------------

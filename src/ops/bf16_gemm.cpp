@@ -1,5 +1,7 @@
 // The BF16 GEMM (bf16_gemm_nt): plan, kernel spec, registry entry, validation, tensor maps and launch.
 //
+// The form D = C + A . B^T (bf16_gemm_nt_accumulate) first copies C into D where C is not D (ops/c_into_d).
+//
 // Launch path, as the FP8 GEMM's: validate every argument (no allocation, no string on success) -> compact key {op,
 // device, n, k, usable SMs, packed overrides} -> lock-free table of per-shape plans -> the bucket of m -> the bucket's
 // loaded kernel (an atomic pointer; loaded on first use) -> tensor maps from the per-thread cache -> POD params ->
@@ -24,6 +26,7 @@
 #include "kiln/config.hpp"
 #include "kiln/error.hpp"
 #include "kiln/kernels/bf16_gemm_params.h"
+#include "ops/c_into_d.hpp"
 #include "ops/gemm_rounds.hpp"
 #include "ops/plan_store.hpp"
 #include "ops/tensor_map.hpp"
@@ -33,6 +36,7 @@ namespace kiln::ops {
 namespace {
 
 constexpr const char* kOp = "bf16_gemm_nt";
+constexpr const char* kAccumulateOp = "bf16_gemm_nt_accumulate";
 constexpr int64_t kBlockK = kernels::kBf16GemmBlockK;
 
 uint32_t w32(int64_t v) { return static_cast<uint32_t>(v); }
@@ -70,14 +74,18 @@ constexpr double kPruneMaxLoss = 1.02;
 
 bool two_waves(const Bf16GemmConfig& c) { return c.block_m > 64 * c.math_warpgroups; }
 
+uint32_t out_bytes(int epilogue) { return kernels::bf16_gemm_out_bytes(w32(epilogue)); }
+
 // Work units (clusters' tiles) of an m x n problem.
 int64_t units_of(const Bf16GemmConfig& c, int64_t m, int64_t n) {
   return ceil_div(ceil_div(m, c.block_m), c.cluster_m) * ceil_div(n, c.block_n);
 }
 
 // The candidates a plan chooses among for N = n, narrowed by the overrides; stages as many as fit unless forced.
-std::vector<Bf16GemmConfig> candidates(const TargetInfo& target, int64_t n, const Bf16GemmOverrides& o) {
+// Tiles left with fewer than kBf16GemmMinPlannedStages beside their staging are dropped while any other remains.
+std::vector<Bf16GemmConfig> candidates(const TargetInfo& target, int64_t n, const Bf16GemmOverrides& o, int epilogue) {
   std::vector<Bf16GemmConfig> out;
+  const uint32_t bytes = out_bytes(epilogue);
   const uint32_t smem = static_cast<uint32_t>(std::min<int64_t>(target.shared_memory_per_block, UINT32_MAX));
   for (const int block_m : {64, 128, 256}) {
     if (o.block_m != 0 && o.block_m != block_m) continue;
@@ -92,10 +100,11 @@ std::vector<Bf16GemmConfig> candidates(const TargetInfo& target, int64_t n, cons
         c.block_n = block_n;
         c.math_warpgroups = block_m == 64 ? 1 : 2;
         c.cluster_m = cluster_m;
+        c.epilogue = epilogue;
         // As many stages as fit beside a whole staging tile; a forced count may go further with a part of one (the
         // epilogue in passes, bf16_gemm_staging_cols).
-        const uint32_t fit = kernels::bf16_gemm_max_stages(w32(block_m), w32(block_n), smem);
-        const uint32_t forced_fit = kernels::bf16_gemm_max_forced_stages(w32(block_m), w32(block_n), smem);
+        const uint32_t fit = kernels::bf16_gemm_max_stages(w32(block_m), w32(block_n), smem, bytes);
+        const uint32_t forced_fit = kernels::bf16_gemm_max_forced_stages(w32(block_m), w32(block_n), smem, bytes);
         if (o.stages != 0 && static_cast<uint32_t>(o.stages) > forced_fit)
           invalid(kOp, "stages " + std::to_string(o.stages) + " do not fit in " + std::to_string(smem) +
                            " bytes of shared memory with a " + std::to_string(block_m) + "x" +
@@ -106,6 +115,9 @@ std::vector<Bf16GemmConfig> candidates(const TargetInfo& target, int64_t n, cons
       }
     }
   }
+  const auto shallow = [](const Bf16GemmConfig& c) { return c.stages < kBf16GemmMinPlannedStages; };
+  if (!std::all_of(out.begin(), out.end(), shallow))
+    out.erase(std::remove_if(out.begin(), out.end(), shallow), out.end());
   return out;
 }
 
@@ -136,7 +148,10 @@ bool bf16_gemm_offered(int block_m, int block_n, int64_t n) {
 std::string Bf16GemmConfig::describe() const {
   return std::to_string(block_m) + "x" + std::to_string(block_n) + ", " + std::to_string(stages) + " stages, " +
          std::to_string(math_warpgroups) + " math warpgroup" + (math_warpgroups == 1 ? "" : "s") +
-         (cluster_m == 2 ? ", B multicast x2" : "");
+         (cluster_m == 2 ? ", B multicast x2" : "") +
+         (epilogue == static_cast<int>(kernels::kBf16GemmStoreF32)  ? ", float32 D"
+          : epilogue == static_cast<int>(kernels::kBf16GemmAddF32) ? ", added into float32 D"
+                                                                    : "");
 }
 
 uint32_t Bf16GemmConfig::grid(int64_t m, int64_t n, int sm_count) const {
@@ -147,7 +162,7 @@ uint32_t Bf16GemmConfig::grid(int64_t m, int64_t n, int sm_count) const {
 uint32_t Bf16GemmConfig::threads() const { return kernels::bf16_gemm_num_threads(w32(math_warpgroups)); }
 
 uint32_t Bf16GemmConfig::shared_bytes() const {
-  return kernels::bf16_gemm_layout(w32(block_m), w32(block_n), w32(stages)).total_bytes;
+  return kernels::bf16_gemm_layout(w32(block_m), w32(block_n), w32(stages), out_bytes(epilogue)).total_bytes;
 }
 
 // ---- the plan --------------------------------------------------------------------------------------------------
@@ -179,24 +194,32 @@ double bf16_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int
   const double load_bytes = (a_rows + bn) * 128.0;
   const double l2_load_bytes = (a_rows + bn / c.cluster_m) * 128.0;  // a pair reads its shared B once
   const double per_k_block = std::max({kFloorUsPerKBlock, cycles / kCyclesPerUs, load_bytes / kSmLoadBytesPerUs});
-  const double epilogue = kEpilogueFixedUs + c.block_m * bn * 2.0 / kEpilogueBytesPerUs;
+  // A float32 D is twice the bytes to stage and store (an uncalibrated guess: the rates were fitted with bf16 D); one
+  // added into is read from DRAM too, by the reduce-adds in L2.
+  const double d_bytes = out_bytes(c.epilogue);
+  const double epilogue = kEpilogueFixedUs + c.block_m * bn * d_bytes / kEpilogueBytesPerUs;
   const double tile_us = static_cast<double>(k_blocks) * per_k_block + epilogue;
 
   const double md = static_cast<double>(m), nd = static_cast<double>(n), kd = static_cast<double>(k);
-  const double dram_us = 2.0 * (md * kd + nd * kd + md * nd) / kDramBytesPerUs;
+  const double d_traffic = c.epilogue == static_cast<int>(kernels::kBf16GemmAddF32) ? 2.0 * d_bytes : d_bytes;
+  const double dram_us = (2.0 * (md * kd + nd * kd) + d_traffic * md * nd) / kDramBytesPerUs;
   const double tiles = static_cast<double>(units * c.cluster_m);
   const double l2_us = tiles * static_cast<double>(k_blocks) * l2_load_bytes / kL2BytesPerUs;
   // DRAM by rounds of one unit per cluster (gemm_rounds.hpp, the FP8 model's term and figures).
   return kFixedUs + std::max(dram_bound_rounds_us(dram_us, tile_us, units, grid_units, rounds), l2_us);
 }
 
-Bf16GemmPlan bf16_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const Bf16GemmOverrides& overrides) {
+Bf16GemmPlan bf16_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const Bf16GemmOverrides& overrides,
+                            int epilogue) {
   if (n <= 0 || n % 8 != 0) invalid(kOp, "n must be a positive multiple of 8, got " + std::to_string(n));
   if (k <= 0 || k % 8 != 0) invalid(kOp, "k must be a positive multiple of 8, got " + std::to_string(k));
   if (n > INT32_MAX || k > INT32_MAX) invalid(kOp, "n and k must be at most 2147483647");
   check_bf16_gemm_overrides(overrides, kOp);
   if (target.sm_count <= 0) invalid(kOp, "the target must have SMs to use");
-  const std::vector<Bf16GemmConfig> all = candidates(target, n, overrides);
+  if (epilogue < 0 || epilogue > static_cast<int>(kernels::kBf16GemmAddF32))
+    invalid(kOp, "epilogue must be 0 (bfloat16 D), 1 (float32 D) or 2 (added into float32 D), got " +
+                     std::to_string(epilogue));
+  const std::vector<Bf16GemmConfig> all = candidates(target, n, overrides, epilogue);
   if (all.empty()) invalid(kOp, "no tile fits in the target's shared memory");
 
   // Intervals (64 (i - 1), 64 i] of M, costed at their upper end (a tile count is constant inside one), each weighed
@@ -291,6 +314,7 @@ codegen::KernelSpec bf16_gemm_spec(int64_t n, int64_t k, const Bf16GemmConfig& c
       .arg("stages", int64_t{c.stages})
       .arg("math_warpgroups", int64_t{c.math_warpgroups})
       .arg("cluster_m", int64_t{c.cluster_m});
+  if (c.epilogue != static_cast<int>(kernels::kBf16GemmStoreBf16)) spec.arg("epilogue", int64_t{c.epilogue});
   spec.block_threads = static_cast<int>(c.threads());
   spec.min_blocks_per_sm = 1;
   return spec;
@@ -306,10 +330,26 @@ int64_t value_of(const Problem& problem, const char* name) {
   return it->second.lo;
 }
 
+// The epilogue a problem names: fp32=1 a float32 D, accumulate=1 added into one (which fp32=0 contradicts).
+int epilogue_of(const Problem& problem) {
+  const int64_t fp32 = value_of(problem, "fp32"), accumulate = value_of(problem, "accumulate");
+  if (fp32 != 0 && fp32 != 1)
+    invalid(kOp, "parameter fp32 must be 0 (a bfloat16 D) or 1 (a float32 D), got " + std::to_string(fp32));
+  if (accumulate != 0 && accumulate != 1)
+    invalid(kOp, "parameter accumulate must be 0 (D = A . B^T) or 1 (D += A . B^T, a float32 D), got " +
+                     std::to_string(accumulate));
+  if (accumulate == 1 && problem.count("fp32") != 0 && fp32 == 0)
+    invalid(kOp, "parameter accumulate=1 adds into a float32 D: it needs fp32=1 or no fp32, got fp32=0");
+  return static_cast<int>(accumulate == 1 ? kernels::kBf16GemmAddF32
+                          : fp32 == 1     ? kernels::kBf16GemmStoreF32
+                                          : kernels::kBf16GemmStoreBf16);
+}
+
 std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target) {
   validate_problem(find_op(kOp), problem);
   const ProblemValue m = problem.at("m");
   const int64_t n = problem.at("n").lo, k = problem.at("k").lo;
+  const int epilogue = epilogue_of(problem);
   Bf16GemmOverrides overrides;
   overrides.block_m = static_cast<int>(value_of(problem, "block_m"));
   overrides.block_n = static_cast<int>(value_of(problem, "block_n"));
@@ -318,7 +358,7 @@ std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target)
   TargetInfo t = target;
   const int num_sms = static_cast<int>(value_of(problem, "num_sms"));
   if (num_sms > 0) t.sm_count = std::min(num_sms, target.sm_count);
-  const Bf16GemmPlan plan = bf16_gemm_plan(t, n, k, overrides);  // validates n, k and the overrides
+  const Bf16GemmPlan plan = bf16_gemm_plan(t, n, k, overrides, epilogue);  // validates n, k and the overrides
   std::vector<KernelUse> uses;
   if (m.hi == 0) return uses;  // m = 0: nothing to launch
   const std::vector<MBucket> covered = covering(plan.buckets, std::max<int64_t>(1, m.lo), m.hi);
@@ -339,11 +379,14 @@ std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target)
 OpDescriptor bf16_gemm_nt_descriptor() {
   OpDescriptor op;
   op.name = kOp;
-  op.summary = "D[m, n] (bf16) = A[m, k] (bf16) . B[n, k]^T (bf16), summed in FP32";
+  op.summary = "D[m, n] (bf16 or fp32) (+)= A[m, k] (bf16) . B[n, k]^T (bf16), summed in FP32";
   op.params = {
       {"m", "rows of A and D, or a range lo..hi (a serving warm-up: m=1..16384); m = 0 needs no kernel", true, true},
       {"n", "rows of B, columns of D: a positive multiple of 8 (the kernel is specialised on it)", true},
       {"k", "the reduction: a positive multiple of 8 (the kernel is specialised on it)", true},
+      {"fp32", "1: a float32 D (D = A . B^T stored as summed); 0 (default): a bfloat16 D", false},
+      {"accumulate", "1: D (float32) += A . B^T, as bf16_gemm_nt with c (implies fp32=1); 0 (default): D is written",
+       false},
       {"block_m", "override: 64, 128 or 256 rows per tile (0: the plan's)", false},
       {"block_n", "override: columns per tile, a multiple of 16 in 16..256 (at most 128 with block_m 256)", false},
       {"stages", "override: pipeline stages, 1..32 (0: as many as fit)", false},
@@ -389,9 +432,10 @@ struct GemmKernel {
   uint32_t store_cols = 0;  // D's TMA store box columns
 };
 
-// Everything one (device, n, k, usable SMs, overrides) needs: the plan and its kernels, loaded on first use.
+// Everything one (device, n, k, usable SMs, overrides, epilogue) needs: the plan and its kernels, loaded on first use.
 struct ShapeEntry {
   Bf16GemmPlan plan;
+  int epilogue = 0;
   int device = 0;
   int sm_count = 0;  // the SMs the kernels may use
   int64_t n = 0, k = 0;
@@ -413,15 +457,17 @@ Store& store() {
 }
 
 // The miss path for a shape: check the device, make the plan, publish it.
-const ShapeEntry* resolve_shape(const Table::Key& key, const TensorView& a, int64_t n, int64_t k, int usable_limit) {
-  const cuda::DeviceInfo info = check_sm90_device(Arg{kOp, "a"}, a);
+const ShapeEntry* resolve_shape(const char* function, const Table::Key& key, const TensorView& a, int64_t n, int64_t k,
+                                int usable_limit, int epilogue) {
+  const cuda::DeviceInfo info = check_sm90_device(Arg{function, "a"}, a);
   ShapeEntry* entry = store().add_entry();
   entry->device = a.device;
   entry->sm_count = usable_limit > 0 ? std::min(usable_limit, info.sm_count) : info.sm_count;
   entry->n = n;
   entry->k = k;
   entry->device_name = info.name;
-  entry->plan = bf16_gemm_plan(device_target(info, entry->sm_count), n, k, unpack(w64(key.words[5])));
+  entry->epilogue = epilogue;
+  entry->plan = bf16_gemm_plan(device_target(info, entry->sm_count), n, k, unpack(w64(key.words[5])), epilogue);
   return table().insert(key, entry);
 }
 
@@ -435,7 +481,7 @@ const GemmKernel* resolve_kernel(const ShapeEntry& entry, int index, CUstream st
   k.config = cfg;
   k.threads = cfg.threads();
   k.shared_bytes = cfg.shared_bytes();
-  k.store_cols = kernels::bf16_gemm_store_cols(w32(cfg.block_n));
+  k.store_cols = kernels::bf16_gemm_store_cols(w32(cfg.block_n), out_bytes(cfg.epilogue));
   const GemmKernel* stored = store().add_kernel(k);
   entry.kernels[static_cast<size_t>(index)].store(stored, std::memory_order_release);
   if (config().print_configs) {
@@ -453,21 +499,33 @@ const GemmKernel* resolve_kernel(const ShapeEntry& entry, int index, CUstream st
 }
 
 struct Checked {
-  int64_t m, n, k, lda, ldb, ldd;
+  int64_t m, n, k, lda, ldb, ldd, ldc;
+  int epilogue;
 };
 
-// In the order errors are reported: dtypes, devices, shapes, strides, alignment, overlap.
-Checked check_arguments(const TensorView& a, const TensorView& b, const TensorView& d) {
-  const Arg aa{kOp, "a"}, ab{kOp, "b"}, ad{kOp, "d"};
+// In the order errors are reported: dtypes, devices, shapes, strides, alignment, overlap. `c`: the accumulating
+// form's C (which makes D float32); nullptr for bf16_gemm_nt, whose D may be bfloat16 or float32.
+Checked check_arguments(const char* function, const TensorView& a, const TensorView& b, const TensorView& d,
+                        const TensorView* c_tensor) {
+  const Arg aa{function, "a"}, ab{function, "b"}, ad{function, "d"}, ac{function, "c"};
   check_dtype(aa, a, DType::kBFloat16);
   check_dtype(ab, b, DType::kBFloat16);
-  check_dtype(ad, d, DType::kBFloat16);
+  Checked c{};
+  if (c_tensor != nullptr) {
+    check_dtype(ad, d, DType::kFloat32);
+    check_dtype(ac, *c_tensor, DType::kFloat32);
+    c.epilogue = static_cast<int>(kernels::kBf16GemmAddF32);
+  } else if (d.dtype == DType::kFloat32) {
+    c.epilogue = static_cast<int>(kernels::kBf16GemmStoreF32);
+  } else if (d.dtype != DType::kBFloat16) {
+    fail(ErrorKind::kTypeError, ad, d, "bfloat16 or float32", to_string(d.dtype));
+  }
   check_on_cuda(aa, a);
   check_same_device(ab, b, aa, a);
   check_same_device(ad, d, aa, a);
+  if (c_tensor != nullptr) check_same_device(ac, *c_tensor, aa, a);
   check_ndim(aa, a, 2);
   check_ndim(ab, b, 2);
-  Checked c{};
   c.m = a.shape[0];
   c.k = a.shape[1];
   c.n = b.shape[0];
@@ -475,6 +533,7 @@ Checked check_arguments(const TensorView& a, const TensorView& b, const TensorVi
     fail(ErrorKind::kValueError, ab, b, "of shape (n, k) with k == " + std::to_string(c.k) + " (a's k)",
          "shape " + format_dims(b.shape.data(), 2));
   check_shape(ad, d, {c.m, c.n}, "(m of a, n of b)");
+  if (c_tensor != nullptr) check_shape(ac, *c_tensor, {c.m, c.n}, "(m of a, n of b), as d");
   if (c.n % 8 != 0)
     fail(ErrorKind::kValueError, ab, b, "of a size(0) (n) that is a multiple of 8", "n == " + std::to_string(c.n));
   if (c.k % 8 != 0 || (c.k == 0 && c.m > 0 && c.n > 0))
@@ -487,9 +546,11 @@ Checked check_arguments(const TensorView& a, const TensorView& b, const TensorVi
   c.lda = check_rows_dense(aa, a, 16);
   c.ldb = check_rows_dense(ab, b, 16);
   c.ldd = check_rows_dense(ad, d, 16);
+  if (c_tensor != nullptr) c.ldc = check_rows_dense(ac, *c_tensor, 4);  // copied with cuMemcpy2DAsync: any pitch
   check_pointer_aligned(aa, a, 16);
   check_pointer_aligned(ab, b, 16);
   check_pointer_aligned(ad, d, 16);
+  if (c_tensor != nullptr) check_pointer_aligned(ac, *c_tensor, 4);
   if (c.m > 0 && c.n > 0) {
     // The tiles read A and B while others are stored: D sharing their memory would be read after being written.
     if (spans_overlap(d, a)) fail(ErrorKind::kValueError, ad, d, "memory that does not overlap a's", "an overlap");
@@ -505,17 +566,20 @@ TensorMapKey operand_key(const TensorView& x, int64_t k, int64_t rows, int64_t l
           CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, CU_TENSOR_MAP_SWIZZLE_128B};
 }
 
-void launch(const Checked& c, const TensorView& a, const TensorView& b, const TensorView& d, CUstream stream) {
+// Every check has passed; for kCopy, C is copied into D after the kernel is resolved (a compile error leaves D as it
+// was) and before the launch.
+void launch(const char* function, const Checked& c, const TensorView& a, const TensorView& b, const TensorView& d,
+            const TensorView* c_tensor, CMode mode, CUstream stream) {
   const int usable_limit = get_num_sms();
   Table::Key key;
-  key.words[0] = 1;  // this op's table: one plan per shape
+  key.words[0] = 1 + c.epilogue;  // one plan per shape and epilogue
   key.words[1] = a.device;
   key.words[2] = c.n;
   key.words[3] = c.k;
   key.words[4] = usable_limit;
   key.words[5] = static_cast<int64_t>(g_overrides.load(std::memory_order_relaxed));
   const ShapeEntry* entry = table().find(key);
-  if (!entry) entry = resolve_shape(key, a, c.n, c.k, usable_limit);
+  if (!entry) entry = resolve_shape(function, key, a, c.n, c.k, usable_limit, c.epilogue);
   const int index = entry->plan.bucket_of(c.m).kernel;
   const GemmKernel* kernel = entry->kernels[static_cast<size_t>(index)].load(std::memory_order_acquire);
   if (!kernel) kernel = resolve_kernel(*entry, index, stream);
@@ -530,9 +594,11 @@ void launch(const Checked& c, const TensorView& a, const TensorView& b, const Te
     copy_map(params.tma_a_last, tensor_map_2d(operand_key(a, c.k, c.m, c.lda, last_box_rows), "a"));
   params.last_box_rows = last_box_rows;
   copy_map(params.tma_b, tensor_map_2d(operand_key(b, c.k, c.n, c.ldb, w32(cfg.block_n / cfg.cluster_m)), "b"));
-  const TensorMapKey d_key{reinterpret_cast<uint64_t>(d.data), w64(c.n), w64(c.m), w64(c.ldd * 2),
-                           kernel->store_cols, 64, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                           static_cast<uint32_t>(row_swizzle(kernel->store_cols * 2))};
+  const uint32_t d_bytes = out_bytes(cfg.epilogue);
+  const TensorMapKey d_key{reinterpret_cast<uint64_t>(d.data), w64(c.n), w64(c.m), w64(c.ldd * d_bytes),
+                           kernel->store_cols, 64,
+                           d_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                           static_cast<uint32_t>(row_swizzle(kernel->store_cols * d_bytes))};
   copy_map(params.tma_d, tensor_map_2d(d_key, "d"));
   params.b_cache_policy = kernels::bf16_gemm_b_cache_policy(w32(cfg.block_m), w32(c.m));
   params.m = w32(c.m);
@@ -544,6 +610,7 @@ void launch(const Checked& c, const TensorView& a, const TensorView& b, const Te
   config.shared_bytes = kernel->shared_bytes;
   config.pdl = get_pdl();  // the kernel waits (griddepcontrol.wait) before its first global read
   config.stream = stream;
+  if (mode == CMode::kCopy) prepare_d(function, mode, d, c_tensor, c.m, c.n, c.ldc, c.ldd, a.device, stream);
   kernel->kernel->launch(config, &params);
 }
 
@@ -560,9 +627,17 @@ void set_bf16_gemm_overrides(const Bf16GemmOverrides& overrides) {
 Bf16GemmOverrides get_bf16_gemm_overrides() { return ops::unpack(ops::g_overrides.load(std::memory_order_relaxed)); }
 
 void bf16_gemm_nt(const TensorView& a, const TensorView& b, const TensorView& d, Stream stream) {
-  const ops::Checked c = ops::check_arguments(a, b, d);
+  const ops::Checked c = ops::check_arguments(ops::kOp, a, b, d, nullptr);
   if (c.m == 0 || c.n == 0) return;  // nothing to do: no compile, no launch
-  ops::launch(c, a, b, d, static_cast<CUstream>(stream));
+  ops::launch(ops::kOp, c, a, b, d, nullptr, ops::CMode::kZero, static_cast<CUstream>(stream));
+}
+
+void bf16_gemm_nt_accumulate(const TensorView& a, const TensorView& b, const TensorView& d, const TensorView& c_tensor,
+                             Stream stream) {
+  const ops::Checked c = ops::check_arguments(ops::kAccumulateOp, a, b, d, &c_tensor);
+  const ops::CMode mode = ops::check_c_against_d(ops::kAccumulateOp, &c_tensor, d, c.m, c.n, c.ldc, c.ldd);
+  if (c.m == 0 || c.n == 0) return;
+  ops::launch(ops::kAccumulateOp, c, a, b, d, &c_tensor, mode, static_cast<CUstream>(stream));
 }
 
 }  // namespace kiln

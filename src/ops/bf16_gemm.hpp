@@ -8,6 +8,10 @@
 // candidates are dropped, the cheapest loss first, while the intervals stay within 1 % of the best on average
 // (weighed by ln of M, so every doubling counts alike) and 2 % at every interval, and anyway while more than
 // kBf16GemmMaxKernels remain. M above that range takes the last interval's kernel.
+//
+// A float32 D (stored, or added into: the epilogue, Bf16GemmConfig::epilogue) makes a plan of its own: its staging
+// tile is twice the bytes, so a tile has fewer stages beside it, and tiles left with fewer than
+// kBf16GemmMinPlannedStages are not offered (128x256 and 256x128 with a float32 D).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +27,7 @@ namespace kiln::ops {
 
 constexpr int kBf16GemmMaxKernels = 8;             // distinct kernels per (target, N, K) over all M, at most
 constexpr int64_t kBf16GemmSampledMaxM = 16384;    // M is modelled (and kernels pruned) up to this
+constexpr int kBf16GemmMinPlannedStages = 3;       // fewer stages cannot keep the tensor cores fed across a K block
 
 // One kernel configuration: the template arguments of kiln::kernels::Bf16Gemm besides N and K.
 struct Bf16GemmConfig {
@@ -31,9 +36,10 @@ struct Bf16GemmConfig {
   int stages = 1;
   int math_warpgroups = 2;  // 1 for 64 rows, else 2 (256 rows: two waves each)
   int cluster_m = 1;        // 2: CTA pairs on vertically adjacent tiles, multicasting B
+  int epilogue = 0;         // kernels::kBf16GemmStoreBf16, kBf16GemmStoreF32 or kBf16GemmAddF32 (bf16_gemm_params.h)
 
   bool operator==(const Bf16GemmConfig&) const = default;
-  // "128x256, 3 stages, 2 math warpgroups" (+ ", B multicast x2").
+  // "128x256, 3 stages, 2 math warpgroups" (+ ", B multicast x2") (+ ", float32 D" or ", added into float32 D").
   std::string describe() const;
   // CTAs for an m x n problem on `sm_count` SMs: one per tile, at most the SMs, a whole number of clusters.
   uint32_t grid(int64_t m, int64_t n, int sm_count) const;
@@ -57,20 +63,23 @@ bool bf16_gemm_offered(int block_m, int block_n, int64_t n);
 // be ..., got ..." naming the field.
 void check_bf16_gemm_overrides(const Bf16GemmOverrides& overrides, const char* who);
 
-// The plan for (target, n, k). n > 0, n % 8 == 0, k > 0, k % 8 == 0 (Error(kValueError) naming n or k otherwise);
-// target.sm_count > 0 is the SMs the kernels may use. A forced stage count that does not fit in
+// The plan for (target, n, k, epilogue). n > 0, n % 8 == 0, k > 0, k % 8 == 0 (Error(kValueError) naming n or k
+// otherwise); target.sm_count > 0 is the SMs the kernels may use. A forced stage count that does not fit in
 // target.shared_memory_per_block is an error naming the tile. Pure: equal arguments give equal plans.
-Bf16GemmPlan bf16_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const Bf16GemmOverrides& overrides = {});
+Bf16GemmPlan bf16_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const Bf16GemmOverrides& overrides = {},
+                            int epilogue = 0);
 
-// The cost model behind the choice: estimated kernel time in microseconds of `config` for an m x n x k problem.
+// The cost model behind the choice: estimated kernel time in microseconds of `config` (its tile and its epilogue)
+// for an m x n x k problem.
 double bf16_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int64_t k, const Bf16GemmConfig& config);
 
-// The spec of kiln::kernels::Bf16Gemm<n, k, block_m, block_n, stages, math_warpgroups, cluster_m>: op
+// The spec of kiln::kernels::Bf16Gemm<n, k, block_m, block_n, stages, math_warpgroups, cluster_m[, epilogue]> (the
+// epilogue only when D is float32, so a bf16 D's source is what it was before there was a choice): op
 // "bf16_gemm_nt", the config's threads per CTA and one CTA per SM.
 codegen::KernelSpec bf16_gemm_spec(int64_t n, int64_t k, const Bf16GemmConfig& config);
 
-// Registry entry: m (a value or a range), n, k, and the optional overrides block_m, block_n, stages, cluster_m and
-// num_sms (as set_num_sms: 0 for all of the target's SMs).
+// Registry entry: m (a value or a range), n, k, the form (fp32=1: a float32 D; accumulate=1: added into one), and the
+// optional overrides block_m, block_n, stages, cluster_m and num_sms (as set_num_sms: 0 for all of the target's SMs).
 OpDescriptor bf16_gemm_nt_descriptor();
 
 }  // namespace kiln::ops

@@ -1,14 +1,20 @@
-// GPU test of the BF16 GEMM through the public C++ API (kiln::bf16_gemm_nt): the plan's kernels for every dense_bf16
-// shape of shared/bench/shapes.json at M = 1, 128 and 4096, one M per kernel of a whole plan (N = 7168, K = 2048),
-// every tile family forced (64-row tiles 16..256 wide, 128-row tiles alone and in pairs sharing B, 256-row tiles of
-// two waves alone and in pairs), ragged shapes (M = 1, 37, 200, 1000; N = 8, 136, 576; K = 8, 520, a K tail inside a
-// 64-block), padded row strides of A, B and D, set_num_sms, a created stream, and validation errors that need a GPU.
+// GPU test of the BF16 GEMM through the public C++ API (kiln::bf16_gemm_nt, kiln::bf16_gemm_nt_accumulate): the
+// plan's kernels for every dense_bf16 shape of shared/bench/shapes.json at M = 1, 128 and 4096, one M per kernel of a
+// whole plan (N = 7168, K = 2048), every tile family forced (64-row tiles 16..256 wide, 128-row tiles alone and in
+// pairs sharing B, 256-row tiles of two waves alone and in pairs), ragged shapes (M = 1, 37, 200, 1000; N = 8, 136,
+// 576; K = 8, 520, a K tail inside a 64-block), padded row strides of A, B and D, set_num_sms, a created stream, and
+// validation errors that need a GPU. The float32 forms (D stored as summed; D += A . B^T in place; D = C + A . B^T from
+// another C) on dense shapes, ragged ones, forced tiles (16- and 32-column boxes, pairs, two waves, four store passes)
+// and padded strides.
 //
-// Inputs are random bf16 with per-row magnitudes over 2^-4..2^4 (never zeros). D, its padding columns and a guard row
-// are poisoned with NaN before each call. Checked rows (all for M <= 256, else 64: first, last, tile edges, random)
-// are compared with a float64 reference of the same bf16 inputs: DeepGEMM's calc_diff below 1e-5, and every element
-// within its bf16 rounding (2^-8 relative) plus a float32 summation bound (2^-20 of the sum of |a_i b_i|). NaN or Inf
-// never passes, and nothing outside D may change. Prints PASS/FAIL lines; exit 0 only if all pass, 77 without a GPU.
+// Inputs are random bf16 with per-row magnitudes over 2^-4..2^4 (never zeros); C is random float32. D, its padding
+// columns and a guard row are poisoned with NaN before each call (in place, D's own columns hold C). Checked rows
+// (all for M <= 256, else 64: first, last, tile edges, random) are compared with a float64 reference of the same
+// inputs: DeepGEMM's calc_diff below 1e-5 (1e-7 for a float32 D, which a D rounded to bf16 anywhere would fail), and
+// every element within its rounding (2^-8 relative for bf16, 2^-24 for float32) plus a float32 summation bound (2^-20
+// of the sum of |a_i b_i| for bf16; for float32, 2^-23 of it per 16-wide WGMMA step, the tensor cores' worst case).
+// NaN or Inf never passes, and nothing outside D may change. Prints PASS/FAIL lines; exit 0 only if all pass, 77
+// without a GPU.
 #include <cuda.h>
 
 #include <algorithm>
@@ -55,13 +61,27 @@ kiln::TensorView view(void* data, int64_t rows, int64_t cols, int64_t ld) {
   return t;
 }
 
+// What D is and what the call does with it.
+enum class Form {
+  kBf16,        // bf16_gemm_nt into a bfloat16 D
+  kF32,         // bf16_gemm_nt into a float32 D
+  kAddInPlace,  // bf16_gemm_nt_accumulate with c = d: D += A . B^T
+  kAddFromC,    // bf16_gemm_nt_accumulate with another c (row stride n + 3): D = C + A . B^T
+};
+
 struct Case {
   int64_t m, n, k;
   kiln::Bf16GemmOverrides forced{};
   int64_t pad_a = 0, pad_b = 0, pad_d = 0;  // extra elements per row
   int num_sms = 0;
   bool own_stream = false;
+  Form form = Form::kBf16;
 };
+
+Case with_form(Case c, Form form) {
+  c.form = form;
+  return c;
+}
 
 std::string name_of(const Case& c) {
   std::string s = std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k);
@@ -72,7 +92,17 @@ std::string name_of(const Case& c) {
     s += " padded " + std::to_string(c.pad_a) + "/" + std::to_string(c.pad_b) + "/" + std::to_string(c.pad_d);
   if (c.num_sms) s += " num_sms " + std::to_string(c.num_sms);
   if (c.own_stream) s += " own stream";
+  if (c.form == Form::kF32) s += " float32 D";
+  if (c.form == Form::kAddInPlace) s += " D += A.B^T";
+  if (c.form == Form::kAddFromC) s += " D = C + A.B^T";
   return s;
+}
+
+// C's values: random float32 in [-4, 4), never zero.
+float random_c(uint64_t seed, int64_t row, int64_t col) {
+  const uint64_t bits = mix(seed * 977 + (static_cast<uint64_t>(row) << 24) + static_cast<uint64_t>(col));
+  const double u = static_cast<double>(bits >> 11) / 9007199254740992.0 * 8.0 - 4.0;
+  return static_cast<float>(std::fabs(u) < 1e-3 ? 1e-3 : u);
 }
 
 // Rows the check compares: all of them up to 256, else 64 (first, last, around 64-row tile edges, random).
@@ -107,20 +137,49 @@ void run_case(const Case& c) {
       b[static_cast<size_t>(r * ldb + j)] =
           j < c.k ? random_bf16(~seed, static_cast<uint64_t>(r), static_cast<uint64_t>(j)) : 0x7fc0;
   DeviceBuffer da(a.size() * 2), db(b.size() * 2);
-  // D and one guard row after it, poisoned (NaN everywhere, the padding columns included).
-  DeviceBuffer dd(static_cast<size_t>((c.m + 1) * ldd * 2));
+  // D and one guard row after it, poisoned (NaN everywhere, the padding columns included); for D += A . B^T, D's own
+  // columns hold C. Another C has a row stride of n + 3 (any pitch is copied).
+  const bool f32 = c.form != Form::kBf16;
+  const size_t out_bytes = f32 ? 4 : 2;
+  DeviceBuffer dd(static_cast<size_t>((c.m + 1) * ldd) * out_bytes);
+  const int64_t ldc = c.n + 3;
+  DeviceBuffer dc(c.form == Form::kAddFromC ? static_cast<size_t>(c.m * ldc * 4) : 1);
+  std::vector<float> initial_c;  // C as the reference adds it, [m][n]
   da.upload(a.data());
   db.upload(b.data());
   dd.poison();
-  const kiln::TensorView ta = view(da.data(), c.m, c.k, lda), tb = view(db.data(), c.n, c.k, ldb),
-                         td = view(dd.data(), c.m, c.n, ldd);
+  if (c.form == Form::kAddInPlace || c.form == Form::kAddFromC) {
+    initial_c.resize(static_cast<size_t>(c.m * c.n));
+    for (int64_t r = 0; r < c.m; ++r)
+      for (int64_t j = 0; j < c.n; ++j) initial_c[static_cast<size_t>(r * c.n + j)] = random_c(seed, r, j);
+    const int64_t ld = c.form == Form::kAddInPlace ? ldd : ldc;
+    uint32_t nan_bits = 0xffffffffu;
+    float nan;
+    std::memcpy(&nan, &nan_bits, 4);
+    std::vector<float> host(static_cast<size_t>((c.form == Form::kAddInPlace ? c.m + 1 : c.m) * ld), nan);
+    for (int64_t r = 0; r < c.m; ++r)
+      for (int64_t j = 0; j < c.n; ++j)
+        host[static_cast<size_t>(r * ld + j)] = initial_c[static_cast<size_t>(r * c.n + j)];
+    (c.form == Form::kAddInPlace ? dd : dc).upload(host.data(), host.size() * 4);
+  }
+  const kiln::TensorView ta = view(da.data(), c.m, c.k, lda), tb = view(db.data(), c.n, c.k, ldb);
+  kiln::TensorView td = view(dd.data(), c.m, c.n, ldd), tc;
+  if (f32) td.dtype = kiln::DType::kFloat32;
+  if (c.form == Form::kAddInPlace) tc = td;
+  if (c.form == Form::kAddFromC) {
+    tc = view(dc.data(), c.m, c.n, ldc);
+    tc.dtype = kiln::DType::kFloat32;
+  }
   const kiln::cuda::DriverApi& api = kiln::cuda::DriverApi::get();
   CUstream stream = nullptr;
   try {
     kiln::set_bf16_gemm_overrides(c.forced);
     kiln::set_num_sms(c.num_sms);
     if (c.own_stream) KILN_CU_CHECK(api.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-    kiln::bf16_gemm_nt(ta, tb, td, stream);
+    if (c.form == Form::kAddInPlace || c.form == Form::kAddFromC)
+      kiln::bf16_gemm_nt_accumulate(ta, tb, td, tc, stream);
+    else
+      kiln::bf16_gemm_nt(ta, tb, td, stream);
     KILN_CU_CHECK(c.own_stream ? api.cuStreamSynchronize(stream) : api.cuCtxSynchronize());
   } catch (const std::exception& e) {
     report(false, name + ": " + e.what());
@@ -129,8 +188,23 @@ void run_case(const Case& c) {
   kiln::set_bf16_gemm_overrides({});
   kiln::set_num_sms(0);
 
-  std::vector<uint16_t> d(static_cast<size_t>((c.m + 1) * ldd));
-  dd.download(d.data());
+  // D as float (bf16 widened), and whether each element still holds the poison.
+  std::vector<uint16_t> d16(f32 ? 0 : static_cast<size_t>((c.m + 1) * ldd));
+  std::vector<uint32_t> d32(f32 ? static_cast<size_t>((c.m + 1) * ldd) : 0);
+  if (f32)
+    dd.download(d32.data());
+  else
+    dd.download(d16.data());
+  const auto got_at = [&](size_t i) {
+    if (!f32) return static_cast<double>(bf16_to_f32(d16[i]));
+    float v;
+    std::memcpy(&v, &d32[i], 4);
+    return static_cast<double>(v);
+  };
+  const auto poisoned = [&](size_t i) { return f32 ? d32[i] == 0xffffffffu : d16[i] == 0xffff; };
+  // Per 16-wide WGMMA step, the tensor cores' float32 sum may lose 2^-23 of its magnitude (which is at most the sum
+  // of |a_i b_i|): the worst case of their accumulation, and what a float32 D is held to.
+  const double f32_sum_bound = std::ldexp(static_cast<double>((c.k + 15) / 16 + 1), -23);
   // Each checked row's sums, on every core (a 4096 x 7168 x 16384 check is 7.5e9 multiply-adds).
   struct RowCheck {
     double num = 0.0, den = 0.0, worst = 0.0;
@@ -154,16 +228,18 @@ void run_case(const Case& c) {
           ref += prod;
           abs_sum += std::fabs(prod);
         }
-        const double got = bf16_to_f32(d[static_cast<size_t>(r * ldd + j)]);
+        if (!initial_c.empty()) ref += initial_c[static_cast<size_t>(r * c.n + j)];
+        const double got = got_at(static_cast<size_t>(r * ldd + j));
         const double err = std::fabs(got - ref);
-        const double bound = std::ldexp(std::fabs(ref), -8) + std::ldexp(abs_sum, -20);
+        const double bound = f32 ? std::ldexp(std::fabs(ref), -23) + f32_sum_bound * abs_sum
+                                 : std::ldexp(std::fabs(ref), -8) + std::ldexp(abs_sum, -20);
         if (!std::isfinite(got) || err > bound) ++rc.bad;
         if (std::isfinite(got)) rc.worst = std::max(rc.worst, err / std::max(bound, 1e-30));
         rc.num += (got - ref) * (got - ref);
         rc.den += got * got + ref * ref;
       }
       for (int64_t j = c.n; j < ldd; ++j)
-        if (d[static_cast<size_t>(r * ldd + j)] != 0xffff) ++rc.untouched_changed;
+        if (!poisoned(static_cast<size_t>(r * ldd + j))) ++rc.untouched_changed;
     }
   });
   double num = 0.0, den = 0.0, worst = 0.0;
@@ -176,13 +252,13 @@ void run_case(const Case& c) {
     untouched_changed += rc.untouched_changed;
   }
   for (int64_t j = 0; j < ldd; ++j)
-    if (d[static_cast<size_t>(c.m * ldd + j)] != 0xffff) ++untouched_changed;
+    if (!poisoned(static_cast<size_t>(c.m * ldd + j))) ++untouched_changed;
   const double diff = den > 0 ? num / den : 1.0;  // DeepGEMM's calc_diff is 1 - 2 xy / (x^2 + y^2): about this
   char detail[200];
   std::snprintf(detail, sizeof(detail), ": calc_diff %.2e, worst error %.2f of its bound, %lld out of bounds, "
                 "%lld bytes outside D changed", diff, worst, static_cast<long long>(bad),
                 static_cast<long long>(untouched_changed));
-  report(bad == 0 && untouched_changed == 0 && diff < 1e-5 && std::isfinite(diff), name + detail);
+  report(bad == 0 && untouched_changed == 0 && diff < (f32 ? 1e-7 : 1e-5) && std::isfinite(diff), name + detail);
 }
 
 // Errors that only a GPU can produce (a device ordinal past the last).
@@ -240,6 +316,21 @@ int main(int argc, char** argv) {
     cases.push_back({4096, 4096, 1024, {}, 0, 0, 0, 66});
     cases.push_back({1000, 4096, 1024, {128, 256, 0, 2}, 0, 0, 0, 67});
     cases.push_back({256, 2048, 2048, {}, 0, 0, 0, 0, true});
+  }
+  // The float32 forms: each on dense and ragged shapes (the plan's kernels), and forced tiles that cover the fp32
+  // epilogue's variants: 16-column boxes (64x48), 32-column boxes in pairs (128x192), two waves (256x128 pairs), and
+  // 128x256 with four stages, stored in four passes of 64 columns.
+  for (const Form form : {Form::kF32, Form::kAddInPlace, Form::kAddFromC}) {
+    for (const Case& base : {Case{1, 2112, 7168}, Case{128, 7168, 2048}, Case{4096, 4096, 7168}, Case{37, 576, 520},
+                             Case{1000, 136, 72}})
+      cases.push_back(with_form(base, form));
+    if (quick) continue;
+    for (const kiln::Bf16GemmOverrides& t :
+         {kiln::Bf16GemmOverrides{64, 48, 0, 1}, kiln::Bf16GemmOverrides{128, 192, 0, 2},
+          kiln::Bf16GemmOverrides{256, 128, 0, 2}, kiln::Bf16GemmOverrides{128, 256, 4, 1}})
+      cases.push_back(with_form({333, 1000, 1048, t}, form));
+    cases.push_back(with_form({500, 2112, 1024, {}, 8, 16, 24}, form));
+    cases.push_back(with_form({256, 2048, 2048, {}, 0, 0, 0, 0, true}, form));
   }
   for (const Case& c : cases) run_case(c);
   check_errors();

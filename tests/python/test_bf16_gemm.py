@@ -1,5 +1,6 @@
 """kiln.bf16_gemm_nt without a GPU: the arguments the wrapper checks itself, every validation error the library
-reports on the host (its exception kind and message), empty problems, the overrides, and the plan.
+reports on the host (its exception kind and message, naming bf16_gemm_nt with or without c), empty problems, the
+overrides, and the plans of each dtype of d.
 
 Tensors "on a CUDA device" are DLPack producers that describe memory they do not own (fakes.py): the C++ operation
 checks every precondition before it touches memory or a GPU. A call that passes every check needs a GPU; without one
@@ -16,7 +17,7 @@ from fakes import FakeDLPack
 GEMM = kiln.bf16_gemm_nt
 NO_GPU = not kiln.devices()
 BASE = 0x7F0000000000
-B, D = BASE + 0x20000000, BASE + 0x40000000
+B, D, C = BASE + 0x20000000, BASE + 0x40000000, BASE + 0x60000000
 
 
 def fakes(m: int = 200, n: int = 576, k: int = 520, **changes):
@@ -28,8 +29,6 @@ def fakes(m: int = 200, n: int = 576, k: int = 520, **changes):
 
 def test_arguments_kiln_checks_itself():
     a, b, d = fakes()
-    with pytest.raises(ValueError, match="bf16_gemm_nt: c is not supported by kiln yet"):
-        GEMM(a, b, d, c=d)
     with pytest.raises(ValueError, match="bf16_gemm_nt: compiled_dims must be a string of the letters m, n and k"):
         GEMM(a, b, d, compiled_dims="nx")
     with pytest.raises(TypeError, match="bf16_gemm_nt: a must be"):
@@ -38,7 +37,7 @@ def test_arguments_kiln_checks_itself():
 
 @pytest.mark.parametrize("changes, error, message", [
     ({"a": FakeDLPack((200, 520), "float8_e4m3fn", ptr=BASE)}, TypeError, "a must be bfloat16, got float8_e4m3fn"),
-    ({"d": FakeDLPack((200, 576), "float32", ptr=D)}, TypeError, "d must be bfloat16, got float32"),
+    ({"d": FakeDLPack((200, 576), "float16", ptr=D)}, TypeError, "d must be bfloat16 or float32, got float16"),
     ({"b": FakeDLPack((576, 512), "bfloat16", ptr=B)}, ValueError, r"b must be of shape \(n, k\) with k == 520"),
     ({"d": FakeDLPack((200, 584), "bfloat16", ptr=D)}, ValueError, r"d must be of shape \(200, 576\)"),
     ({"b": FakeDLPack((580, 520), "bfloat16", ptr=B), "d": FakeDLPack((200, 580), "bfloat16", ptr=D)}, ValueError,
@@ -50,6 +49,35 @@ def test_preconditions(changes, error, message):
     a, b, d = fakes(**changes)
     with pytest.raises(error, match="bf16_gemm_nt: " + message):
         GEMM(a, b, d)
+
+
+D32 = FakeDLPack((200, 576), "float32", ptr=D)
+
+
+@pytest.mark.parametrize("d, c, error, message", [
+    (FakeDLPack((200, 576), "bfloat16", ptr=D), FakeDLPack((200, 576), "float32", ptr=C), TypeError,
+     "d must be float32, got bfloat16"),
+    (D32, FakeDLPack((200, 576), "bfloat16", ptr=C), TypeError, "c must be float32, got bfloat16"),
+    (D32, FakeDLPack((200, 568), "float32", ptr=C), ValueError,
+     r"c must be of shape \(200, 576\) \(m of a, n of b\), as d"),
+    (D32, FakeDLPack((200, 576), "float32", ptr=D, strides=(580, 1)), ValueError,
+     "c must be d itself when it starts at d's address"),
+    (D32, FakeDLPack((200, 576), "float32", ptr=D + 4096), ValueError,
+     "c must be d itself or memory that does not overlap d's"),
+    (D32, FakeDLPack((200, 576), "float32", ptr=C + 2), ValueError, "c must be 4-byte aligned"),
+])
+def test_c_preconditions_name_bf16_gemm_nt(d, c, error, message):
+    a, b, _ = fakes()
+    with pytest.raises(error, match="^bf16_gemm_nt: " + message):
+        GEMM(a, b, d, c)
+
+
+@pytest.mark.skipif(not NO_GPU, reason="would launch on fake pointers: only meaningful without a GPU")
+def test_float32_d_with_or_without_c_passes_every_check():
+    a, b, _ = fakes()
+    for c in (None, D32, FakeDLPack((200, 576), "float32", ptr=C, strides=(577, 1))):
+        with pytest.raises(kiln.CudaError):
+            GEMM(a, b, D32, c)
 
 
 def test_k_must_be_a_multiple_of_8():
@@ -88,3 +116,8 @@ def test_kernels_are_planned_without_a_gpu():
     forced = kiln.plan("bf16_gemm_nt", n=7168, k=2048, m=4096, block_m=256, block_n=128, cluster_m=2, arch="sm_90a")
     assert "block_m=256 block_n=128" in forced[0]["spec"] and "cluster_m=2" in forced[0]["spec"], forced
     assert "bf16_gemm_nt" in [op["name"] for op in kiln.list_ops()]
+    assert all("epilogue" not in k["spec"] for k in kiln.plan("bf16_gemm_nt", n=7168, k=2048, m=4096, arch="sm_90a"))
+    stored = kiln.plan("bf16_gemm_nt", n=7168, k=2048, m=4096, fp32=1, arch="sm_90a")
+    added = kiln.plan("bf16_gemm_nt", n=7168, k=2048, m=1, accumulate=1, arch="sm_90a")
+    assert stored and all("epilogue=1" in k["spec"] for k in stored), stored
+    assert added and all("epilogue=2" in k["spec"] for k in added), added

@@ -7,7 +7,9 @@ same bf16 inputs (< 1e-5); no NaN or Inf may be left in D.
 Covered: every dense_bf16 (N, K) of shared/bench/shapes.json at M = 1, 128 and 4096; ragged M, N and K; a padded row
 stride of A, B and D (D's padding must stay untouched); the caller's current stream and an explicit stream argument;
 CUDA graph capture and replay after warm-up; m = 0; overrides (a forced tile, and a stage count that stores the
-epilogue in passes); errors the wrapper and the library raise on the GPU path.
+epilogue in passes); a float32 d with c None (D = A . B^T), c = d (D += A . B^T) and another c (D = C + A . B^T, C left
+as it was), compared with calc_diff < 1e-7 (a D rounded to bf16 would fail it); errors the wrapper and the library
+raise on the GPU path.
 
 Runs under pytest, or alone: `python3 tests/python/test_gpu_bf16_gemm.py` (one PASS/FAIL line per test).
 """
@@ -138,14 +140,77 @@ def test_overrides_a_forced_tile_and_an_epilogue_in_passes():
         kiln.set_bf16_gemm_overrides()
 
 
+F32_MAX_DIFF = 1e-7
+
+
+def check_f32(d, a, b, c, what: str) -> None:
+    """d (float32) against C + A . B^T in float64 (c None: no C)."""
+    assert d.dtype == torch.float32
+    reference = a.double() @ b.double().T
+    if c is not None:
+        reference += c.double()
+    assert bool(torch.isfinite(d).all()), f"{what}: NaN or Inf in D"
+    diff = calc_diff(d, reference)
+    assert diff < F32_MAX_DIFF, f"{what}: calc_diff {diff:.2e} >= {F32_MAX_DIFF}"
+
+
+def test_float32_d_without_c_in_place_and_from_another_c():
+    for m, n, k in ((1, 2112, 7168), (128, 7168, 2048), (4096, 4096, 7168), (37, 576, 520), (300, 136, 72)):
+        a, b, _ = operands(m, n, k, seed=20 + m)
+        g = torch.Generator(device="cuda").manual_seed(m + n)
+        c = torch.randn(m, n, device="cuda", generator=g)
+        # c None: D = A . B^T into a poisoned float32 D, its padding left alone.
+        d = torch.full((m, n + 4), float("nan"), device="cuda")[:, :n]
+        kiln.bf16_gemm_nt(a, b, d)
+        torch.cuda.synchronize()
+        check_f32(d, a, b, None, f"{m} x {n} x {k}, float32 D")
+        assert bool(torch.isnan(d.as_strided((m, 4), (n + 4, 1), n)).all()), "D's padding was written"
+        # c = d: D += A . B^T.
+        d = c.clone()
+        kiln.bf16_gemm_nt(a, b, d, c=d)
+        torch.cuda.synchronize()
+        check_f32(d, a, b, c, f"{m} x {n} x {k}, D += A . B^T")
+        # Another c: D = C + A . B^T, C unchanged.
+        d = torch.full((m, n), float("nan"), device="cuda")
+        c_before = c.clone()
+        kiln.bf16_gemm_nt(a, b, d, c)
+        torch.cuda.synchronize()
+        check_f32(d, a, b, c, f"{m} x {n} x {k}, D = C + A . B^T")
+        assert torch.equal(c, c_before), "c was changed"
+    print(f"  float32 D, three forms: within calc_diff {F32_MAX_DIFF}")
+
+
+def test_float32_d_on_a_side_stream_and_with_a_forced_tile_in_passes():
+    a, b, _ = operands(1000, 4096, 1024, seed=21)
+    c = torch.randn(1000, 4096, device="cuda")
+    stream = torch.cuda.Stream()
+    d = c.clone()
+    torch.cuda.current_stream().synchronize()
+    kiln.bf16_gemm_nt(a, b, d, d, stream=stream)
+    stream.synchronize()
+    check_f32(d, a, b, c, "side stream, D += A . B^T")
+    try:
+        kiln.set_bf16_gemm_overrides(block_m=128, block_n=256, stages=4)
+        d = torch.full((1000, 4096), float("nan"), device="cuda")
+        kiln.bf16_gemm_nt(a, b, d, c)
+        torch.cuda.synchronize()
+        check_f32(d, a, b, c, "128x256, 4 stages (four store passes), D = C + A . B^T")
+    finally:
+        kiln.set_bf16_gemm_overrides()
+
+
 def test_errors_on_the_gpu():
     a, b, d = operands(64, 256, 512, seed=12)
     with raises(TypeError, "bf16_gemm_nt: a must be bfloat16, got float32"):
         kiln.bf16_gemm_nt(a.float(), b, d)
     with raises(ValueError, "bf16_gemm_nt: d must be memory that does not overlap a"):
         kiln.bf16_gemm_nt(a, b, a[:, :256])
-    with raises(ValueError, "bf16_gemm_nt: c is not supported by kiln yet"):
+    with raises(TypeError, "bf16_gemm_nt: d must be float32, got bfloat16"):
         kiln.bf16_gemm_nt(a, b, d, c=d.float())
+    storage = torch.zeros(65 * 256, device="cuda")
+    d32, shifted = storage[:64 * 256].view(64, 256), storage[4:4 + 64 * 256].view(64, 256)
+    with raises(ValueError, "bf16_gemm_nt: c must be d itself or memory that does not overlap d's"):
+        kiln.bf16_gemm_nt(a, b, d32, c=shifted)
     with raises(ValueError, r"bf16_gemm_nt: b must be on the same device as a|b must be on a CUDA device"):
         kiln.bf16_gemm_nt(a, b.cpu(), d)
 

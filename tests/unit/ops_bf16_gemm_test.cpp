@@ -1,7 +1,8 @@
-// The BF16 GEMM (bf16_gemm_nt) on the host: every check (one case per check, each naming the function, the argument,
-// what was expected and what was given), a valid call reaching the device (which this machine lacks) only after all
-// of them; the overrides; its plan (deterministic, at most eight kernels, buckets covering every M, overrides
-// honoured); the registry's bf16_gemm_nt; the source it renders; and both compilers building its kernels for sm_90a.
+// The BF16 GEMM (bf16_gemm_nt, and bf16_gemm_nt_accumulate with its C) on the host: every check (one case per check,
+// each naming the function, the argument, what was expected and what was given), a valid call reaching the device
+// (which this machine lacks) only after all of them; the overrides; its plans (deterministic, at most eight kernels,
+// buckets covering every M, overrides honoured, a float32 D's plan of its own); the registry's bf16_gemm_nt; the
+// sources it renders; and both compilers building its kernels, of every epilogue, for sm_90a.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -64,8 +65,79 @@ TEST(Bf16GemmValidate, Dtypes) {
               HasSubstr("a must be bfloat16, got float8_e4m3fn"));
   EXPECT_THAT(error_with([](Problem& p) { p.b.dtype = DType::kFloat16; }, ErrorKind::kTypeError),
               HasSubstr("b must be bfloat16, got float16"));
-  EXPECT_THAT(error_with([](Problem& p) { p.d.dtype = DType::kFloat32; }, ErrorKind::kTypeError),
-              HasSubstr("d must be bfloat16, got float32"));
+  EXPECT_THAT(error_with([](Problem& p) { p.d.dtype = DType::kFloat16; }, ErrorKind::kTypeError),
+              HasSubstr("d must be bfloat16 or float32, got float16"));
+  // A float32 D is the other epilogue: the sums stored as they are (its rows 16-byte aligned: 4 floats).
+  EXPECT_TRUE(passes_checks([](Problem& p) { p.d = TensorView::contiguous(p.d.data, DType::kFloat32, {256, 576}); }));
+  EXPECT_THAT(error_with([](Problem& p) {
+                p.d = TensorView::contiguous(p.d.data, DType::kFloat32, {256, 576});
+                p.d.strides[0] = 578;
+              }),
+              HasSubstr("d must be rows 16-byte aligned"));
+}
+
+// bf16_gemm_nt_accumulate: D (float32) = C + A . B^T, C being D itself or another float32 tensor.
+struct AccumulateProblem : Problem {
+  TensorView c;
+  AccumulateProblem() : Problem(256, 576, 520) {
+    d = TensorView::contiguous(ptr(0x50000000), DType::kFloat32, {256, 576});
+    c = d;
+  }
+  void run() const { bf16_gemm_nt_accumulate(a, b, d, c); }
+};
+
+std::string accumulate_error(const std::function<void(AccumulateProblem&)>& change,
+                             ErrorKind kind = ErrorKind::kValueError) {
+  AccumulateProblem p;
+  change(p);
+  const std::string e = error_of([&] { p.run(); }, kind);
+  EXPECT_THAT(e, HasSubstr("bf16_gemm_nt_accumulate: "));
+  return e;
+}
+
+bool accumulate_passes(const std::function<void(AccumulateProblem&)>& change) {
+  AccumulateProblem p;
+  change(p);
+  return !error_of([&] { p.run(); }, ErrorKind::kCudaError).empty();
+}
+
+TEST(Bf16GemmAccumulateValidate, EveryCheckOfDAndC) {
+  EXPECT_THAT(accumulate_error([](AccumulateProblem& p) { p.d.dtype = p.c.dtype = DType::kBFloat16; },
+                               ErrorKind::kTypeError),
+              HasSubstr("d must be float32, got bfloat16"));
+  EXPECT_THAT(accumulate_error([](AccumulateProblem& p) { p.c.dtype = DType::kBFloat16; }, ErrorKind::kTypeError),
+              HasSubstr("c must be float32, got bfloat16"));
+  EXPECT_THAT(accumulate_error([](AccumulateProblem& p) { p.c.device = 2; }),
+              HasSubstr("c must be on the same device as a (cuda:0), got cuda:2"));
+  EXPECT_THAT(accumulate_error([](AccumulateProblem& p) {
+                p.c = TensorView::contiguous(ptr(0x70000000), DType::kFloat32, {256, 568});
+              }),
+              AllOf(HasSubstr("c must be of shape (256, 576) (m of a, n of b), as d"),
+                    HasSubstr("got shape (256, 568)")));
+  EXPECT_THAT(accumulate_error([](AccumulateProblem& p) { p.c.strides[1] = 2; }), HasSubstr("c must be "));
+  EXPECT_THAT(accumulate_error([](AccumulateProblem& p) { p.c.data = ptr(0x50000002); }),
+              HasSubstr("c must be 4-byte aligned"));
+  // C at D's address must be D itself; elsewhere it must not overlap D.
+  EXPECT_THAT(accumulate_error([](AccumulateProblem& p) { p.c.strides[0] = 580; }),
+              AllOf(HasSubstr("c must be d itself when it starts at d's address"), HasSubstr("got stride(0) == 580")));
+  EXPECT_THAT(accumulate_error([](AccumulateProblem& p) { p.c.data = ptr(0x50000000 + 4096); }),
+              AllOf(HasSubstr("c must be d itself or memory that does not overlap d's"),
+                    HasSubstr("got a tensor overlapping d")));
+  EXPECT_TRUE(accumulate_passes([](AccumulateProblem&) {}));
+  EXPECT_TRUE(accumulate_passes([](AccumulateProblem& p) {
+    p.c = TensorView::contiguous(ptr(0x70000000), DType::kFloat32, {256, 576});
+    p.c.strides[0] = 577;  // copied with cuMemcpy2DAsync: any pitch
+  }));
+  // The operands' checks name this function too.
+  EXPECT_THAT(accumulate_error([](AccumulateProblem& p) { p.a.dtype = DType::kFloat16; }, ErrorKind::kTypeError),
+              HasSubstr("a must be bfloat16, got float16"));
+  EXPECT_THAT(accumulate_error([](AccumulateProblem& p) { p.d.data = p.a.data; }),
+              HasSubstr("d must be memory that does not overlap a's"));
+  // m = 0 or n = 0: nothing is read or written, nothing is enqueued.
+  AccumulateProblem empty;
+  empty.a = TensorView::contiguous(empty.a.data, DType::kBFloat16, {0, 520});
+  empty.d = empty.c = TensorView::contiguous(empty.d.data, DType::kFloat32, {0, 576});
+  EXPECT_NO_THROW(empty.run());
 }
 
 TEST(Bf16GemmValidate, Devices) {
@@ -370,6 +442,62 @@ TEST(Bf16GemmPlan, OverridesNarrowTheCandidates) {
               HasSubstr("bf16_gemm_nt: k must be a positive multiple of 8, got 7170"));
 }
 
+// A float32 D: twice the staging bytes, so fewer stages beside it; 128x256 and 256x128 (two stages there) are not
+// offered, and every kernel keeps the epilogue it was planned for.
+TEST(Bf16GemmPlan, AFloat32DHasAPlanOfItsOwn) {
+  using kernels::kBf16GemmAddF32;
+  using kernels::kBf16GemmStoreF32;
+  for (const int epilogue : {static_cast<int>(kBf16GemmStoreF32), static_cast<int>(kBf16GemmAddF32)}) {
+    for (const auto& [n, k] : kShapes) {
+      SCOPED_TRACE(std::to_string(n) + " x " + std::to_string(k) + ", epilogue " + std::to_string(epilogue));
+      const ops::Bf16GemmPlan plan = ops::bf16_gemm_plan(kH200, n, k, {}, epilogue);
+      ASSERT_FALSE(plan.kernels.empty());
+      EXPECT_LE(plan.kernels.size(), static_cast<size_t>(ops::kBf16GemmMaxKernels));
+      for (const ops::Bf16GemmConfig& c : plan.kernels) {
+        EXPECT_EQ(c.epilogue, epilogue);
+        EXPECT_GE(c.stages, ops::kBf16GemmMinPlannedStages) << c.describe();
+        EXPECT_LE(c.block_m * c.block_n, 128 * 192) << c.describe();
+        EXPECT_LE(c.shared_bytes(), static_cast<uint32_t>(kH200.shared_memory_per_block)) << c.describe();
+        const bool stored = epilogue == static_cast<int>(kBf16GemmStoreF32);
+        EXPECT_THAT(c.describe(), HasSubstr(stored ? ", float32 D" : ", added into float32 D"));
+      }
+      EXPECT_EQ(ops::bf16_gemm_plan(kH200, n, k, {}, epilogue).kernels, plan.kernels);
+    }
+  }
+  // fp32 staging: 32-column boxes of 128-byte rows (16 where 32 does not divide BLOCK_N), twice the bytes.
+  EXPECT_EQ(kernels::bf16_gemm_store_cols(256, 4), 32u);
+  EXPECT_EQ(kernels::bf16_gemm_store_cols(48, 4), 16u);
+  EXPECT_EQ(kernels::bf16_gemm_store_cols(48, 2), 16u);
+  EXPECT_EQ(kernels::bf16_gemm_store_cols(192, 2), 64u);
+  EXPECT_EQ(kernels::bf16_gemm_max_stages(128, 256, 232448, 4), 2u);
+  EXPECT_EQ(kernels::bf16_gemm_max_stages(128, 192, 232448, 4), 3u);
+  EXPECT_EQ(kernels::bf16_gemm_layout(128, 192, 3, 4).total_bytes, 98304u + 3 * (16384 + 24576) + 48);
+  // Forced, 128x256 takes two stages beside a whole fp32 staging tile, or four beside a quarter of one (64 columns,
+  // four store passes).
+  const ops::Bf16GemmConfig two = ops::bf16_gemm_plan(kH200, 4096, 7168, {128, 256, 0, 0}, kBf16GemmAddF32).kernels[0];
+  EXPECT_EQ(two.stages, 2);
+  const ops::Bf16GemmConfig four = ops::bf16_gemm_plan(kH200, 4096, 7168, {128, 256, 4, 0}, kBf16GemmAddF32).kernels[0];
+  EXPECT_EQ(four.stages, 4);
+  EXPECT_EQ(kernels::bf16_gemm_staging_cols(128, 256, 4, 4), 64u);
+  EXPECT_EQ(four.shared_bytes(), 32768u + 4 * (16384 + 32768) + 64);
+  EXPECT_THAT(error_of([] { ops::bf16_gemm_plan(kH200, 4096, 7168, {128, 256, 5, 0}, kBf16GemmStoreF32); }),
+              HasSubstr("stages 5 do not fit in 232448 bytes of shared memory with a 128x256 tile (at most 4)"));
+  EXPECT_THAT(error_of([] { ops::bf16_gemm_plan(kH200, 4096, 7168, {}, 3); }),
+              HasSubstr("bf16_gemm_nt: epilogue must be 0 (bfloat16 D), 1 (float32 D) or 2 (added into float32 D), "
+                        "got 3"));
+  // The model charges a float32 D's bytes: the same tile costs more with it, and more again added into.
+  ops::Bf16GemmConfig c;
+  c.block_n = 192;
+  c.stages = 3;
+  const double bf16 = ops::bf16_gemm_estimate_us(kH200, 4096, 7168, 256, c);
+  c.epilogue = static_cast<int>(kBf16GemmStoreF32);
+  const double fp32 = ops::bf16_gemm_estimate_us(kH200, 4096, 7168, 256, c);
+  c.epilogue = static_cast<int>(kBf16GemmAddF32);
+  const double add = ops::bf16_gemm_estimate_us(kH200, 4096, 7168, 256, c);
+  EXPECT_LT(bf16, fp32);
+  EXPECT_LT(fp32, add);
+}
+
 TEST(Bf16GemmPlan, TheGridIsAWholeNumberOfClustersWithinTheSms) {
   ops::Bf16GemmConfig c;
   c.block_m = 128;
@@ -411,6 +539,25 @@ TEST(Bf16GemmRegistry, PlanListsTheKernelsOfARange) {
   EXPECT_THAT(error_of([] { uses({{"m", 64}, {"n", 7168}, {"k", 2048}, {"block_n", 24}}); }),
               HasSubstr("bf16_gemm_nt: block_n must be 0 (heuristic) or a multiple of 16 in 16..256, got 24"));
   EXPECT_THAT(error_of([] { uses({{"m", 64}, {"n", 7168}}); }, ErrorKind::kValueError), HasSubstr("k"));
+  // The float32 forms: fp32=1 stores, accumulate=1 adds (with fp32=1 or alone); their kernels name the epilogue.
+  for (const auto& [problem, epilogue] :
+       std::vector<std::pair<ops::Problem, std::string>>{
+           {{{"m", ops::ProblemValue::range(1, 16384)}, {"n", 7168}, {"k", 2048}, {"fp32", 1}}, "epilogue=1"},
+           {{{"m", ops::ProblemValue::range(1, 16384)}, {"n", 7168}, {"k", 2048}, {"accumulate", 1}}, "epilogue=2"},
+           {{{"m", 4096}, {"n", 7168}, {"k", 2048}, {"fp32", 1}, {"accumulate", 1}}, "epilogue=2"}}) {
+    const auto float32 = uses(problem);
+    ASSERT_FALSE(float32.empty());
+    EXPECT_LE(float32.size(), 8u);
+    for (const ops::KernelUse& u : float32) EXPECT_THAT(u.spec.describe(), HasSubstr(epilogue));
+  }
+  for (const ops::KernelUse& u : kernels) EXPECT_THAT(u.spec.describe(), ::testing::Not(HasSubstr("epilogue")));
+  EXPECT_THAT(error_of([] { uses({{"m", 64}, {"n", 7168}, {"k", 2048}, {"fp32", 2}}); }),
+              HasSubstr("bf16_gemm_nt: parameter fp32 must be 0 (a bfloat16 D) or 1 (a float32 D), got 2"));
+  EXPECT_THAT(error_of([] { uses({{"m", 64}, {"n", 7168}, {"k", 2048}, {"accumulate", 3}}); }),
+              HasSubstr("bf16_gemm_nt: parameter accumulate must be 0"));
+  EXPECT_THAT(error_of([] { uses({{"m", 64}, {"n", 7168}, {"k", 2048}, {"fp32", 0}, {"accumulate", 1}}); }),
+              HasSubstr("bf16_gemm_nt: parameter accumulate=1 adds into a float32 D: it needs fp32=1 or no fp32, got "
+                        "fp32=0"));
 }
 
 TEST(Bf16GemmGolden, SourceOfOneSpec) {
@@ -418,11 +565,18 @@ TEST(Bf16GemmGolden, SourceOfOneSpec) {
   ASSERT_EQ(plan.kernels.size(), 1u);
   test::expect_golden_text("ops_bf16_gemm_golden.cu",
                            codegen::render_source(ops::bf16_gemm_spec(7168, 2048, plan.kernels[0])));
+  const ops::Bf16GemmPlan add =
+      ops::bf16_gemm_plan(kH200, 7168, 2048, {128, 192, 0, 2}, static_cast<int>(kernels::kBf16GemmAddF32));
+  ASSERT_EQ(add.kernels.size(), 1u);
+  test::expect_golden_text("ops_bf16_gemm_accumulate_golden.cu",
+                           codegen::render_source(ops::bf16_gemm_spec(7168, 2048, add.kernels[0])));
 }
 
 // Both compilers build the kernels for sm_90a with no GPU, without spills, local memory or serialised WGMMAs: the
 // plan's for one (n, k), and every tile family forced at a ragged N and K (64x16, 64x256, 256x128 pairs, 128x256
-// pairs, and with their epilogue in passes 128x256 with four stages and 128x192 pairs with five).
+// pairs, and with their epilogue in passes 128x256 with four stages and 128x192 pairs with five); with a float32 D,
+// the accumulating plan's for one (n, k) and, stored or added, 64x48 (16-column boxes), 256x128 pairs and 128x256 in
+// four passes.
 class Bf16GemmCompile : public ::testing::TestWithParam<Backend> {
  protected:
   test::TempDir home_, state_;
@@ -435,6 +589,12 @@ TEST_P(Bf16GemmCompile, ThePlansKernelsAndForcedTilesBuild) {
                                     Bf16GemmOverrides{256, 128, 0, 2}, Bf16GemmOverrides{128, 256, 0, 2},
                                     Bf16GemmOverrides{128, 256, 4, 0}, Bf16GemmOverrides{128, 192, 5, 2}})
     kernels.push_back({136, ops::bf16_gemm_plan(kH200, 136, 520, o).kernels.at(0)});
+  const int store = static_cast<int>(kernels::kBf16GemmStoreF32), add = static_cast<int>(kernels::kBf16GemmAddF32);
+  for (const ops::Bf16GemmConfig& c : ops::bf16_gemm_plan(kH200, 2112, 7168, {}, add).kernels)
+    kernels.push_back({2112, c});
+  for (const auto& [o, epilogue] : std::vector<std::pair<Bf16GemmOverrides, int>>{
+           {{64, 48, 0, 0}, store}, {{256, 128, 0, 2}, add}, {{128, 256, 4, 0}, store}, {{128, 256, 4, 0}, add}})
+    kernels.push_back({136, ops::bf16_gemm_plan(kH200, 136, 520, o, epilogue).kernels.at(0)});
   for (const auto& [n, c] : kernels) {
     const codegen::KernelSpec spec = ops::bf16_gemm_spec(n, n == 136 ? 520 : 7168, c);
     SCOPED_TRACE(spec.describe());

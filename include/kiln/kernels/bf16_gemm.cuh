@@ -1,4 +1,5 @@
-// BF16 GEMM (sm_90a):  D[M, N] (bf16) = A[M, K] (bf16) . B[N, K]^T (bf16), summed in FP32.
+// BF16 GEMM (sm_90a):  D[M, N] (bf16 or fp32) = A[M, K] (bf16) . B[N, K]^T (bf16), summed in FP32, or
+// D[M, N] (fp32) += A . B^T (kEpilogue: bf16_gemm_params.h).
 //
 // A and B are K-major; parameters and shared-memory layout in bf16_gemm_params.h.
 //
@@ -17,10 +18,11 @@
 //   * kClusterM = 2: CTAs work in pairs on vertically adjacent tiles (same n block, m blocks 2u and 2u + 1); each
 //     loads half of the shared B tile and multicasts it to both, halving B's traffic from L2; a slot is free once
 //     the math warps of both CTAs have released it;
-//   * epilogue: each math warpgroup converts its rows to bf16, writes them with stmatrix into a swizzled staging
-//     tile and one thread issues TMA stores (which clip rows >= M and columns >= N); the wait for those stores to
-//     finish reading the staging tile is deferred to the next tile's epilogue, so it overlaps the next main loop.
-//     With more stages than fit beside a whole staging tile, a part of one, in passes (kPasses).
+//   * epilogue: each math warpgroup writes its rows into a swizzled staging tile (converted to bf16 with stmatrix,
+//     or fp32 as they are) and one thread issues TMA stores, or for kBf16GemmAddF32 TMA reduce-adds into D (both
+//     clip rows >= M and columns >= N); the wait for them to finish reading the staging tile is deferred to the
+//     next tile's epilogue, so it overlaps the next main loop. With more stages than fit beside a whole staging
+//     tile, a part of one, in passes (kPasses).
 //
 // Edges: M is a run-time value (TMA zero-fills rows of A beyond M, or loads only align(M, 8) rows of the last m block,
 // bf16_gemm_last_box_rows; the stores clip them). N is compile-time,
@@ -49,8 +51,9 @@ namespace kiln::kernels {
 // bf16_gemm_num_threads(kNumMathWarpgroups) threads, bf16_gemm_layout(...).total_bytes of dynamic shared memory, at
 // most one CTA per SM, and with kClusterM = 2 clusters of (2, 1, 1), an even grid and B's tensor map boxed
 // {64, kBlockN / 2}.
+// kEpilogue: kBf16GemmStoreBf16 (D bf16), kBf16GemmStoreF32 (D fp32) or kBf16GemmAddF32 (D fp32, added into).
 template <u32 kN, u32 kK, u32 kBlockM, u32 kBlockN, u32 kStages, u32 kNumMathWarpgroups, u32 kClusterM,
-          u32 kGroupM = kBf16GemmDefaultGroupM>
+          u32 kEpilogue = kBf16GemmStoreBf16, u32 kGroupM = kBf16GemmDefaultGroupM>
 struct Bf16Gemm {
   static constexpr u32 kBlockK = kBf16GemmBlockK;
   static constexpr u32 kNumKBlocks = (kK + kBlockK - 1) / kBlockK;
@@ -62,22 +65,25 @@ struct Bf16Gemm {
   static constexpr u32 kNumThreads = bf16_gemm_num_threads(kNumMathWarpgroups);
   static constexpr u32 kProducerRegisters = kNumMathWarpgroups == 1 ? 56 : 40;
   static constexpr u32 kMathRegisters = kNumMathWarpgroups == 1 ? 240 : 232;
-  static constexpr Bf16GemmLayout kLayout = bf16_gemm_layout(kBlockM, kBlockN, kStages);
+  static constexpr u32 kOutBytes = bf16_gemm_out_bytes(kEpilogue);
+  static constexpr Bf16GemmLayout kLayout = bf16_gemm_layout(kBlockM, kBlockN, kStages, kOutBytes);
   static constexpr u32 kEmptyArrivals = kNumMathWarpgroups * 4 * kClusterM;
   static constexpr u32 kProducerWarp = kNumMathWarpgroups * 4;
-  // TMA-store epilogue geometry: column groups of kStoreCols, staging rows of kStoreCols * 2 bytes swizzled in
-  // 16-byte units (kUnitsPerRow per row).
-  static constexpr u32 kStoreCols = bf16_gemm_store_cols(kBlockN);
-  static constexpr u32 kStoreRowBytes = kStoreCols * 2;
-  static constexpr u32 kUnitsPerRow = kStoreCols / 8;
+  // TMA-store epilogue geometry: column groups of kStoreCols, staging rows of kStoreCols * kOutBytes bytes
+  // swizzled in 16-byte units (kUnitsPerRow per row).
+  static constexpr u32 kStoreCols = bf16_gemm_store_cols(kBlockN, kOutBytes);
+  static constexpr u32 kStoreRowBytes = kStoreCols * kOutBytes;
+  static constexpr u32 kUnitsPerRow = kStoreRowBytes / 16;
   static constexpr u32 kStoreGroupBytes = kBlockM * kStoreRowBytes;
   // The staging tile's columns (bf16_gemm_staging_cols): the whole tile's, or a part of them stored in kPasses passes
   // where a stage count beyond bf16_gemm_max_stages was asked for.
-  static constexpr u32 kStagingCols = bf16_gemm_staging_cols(kBlockM, kBlockN, kStages);
+  static constexpr u32 kStagingCols = bf16_gemm_staging_cols(kBlockM, kBlockN, kStages, kOutBytes);
   static constexpr u32 kPasses = kBlockN / kStagingCols;
   static constexpr u32 kRowBytes = kBlockK * 2;  // one K block of one row of A or B
 
   static_assert(kNumMathWarpgroups == 1 || kNumMathWarpgroups == 2, "one or two math warpgroups");
+  static_assert(kEpilogue == kBf16GemmStoreBf16 || kEpilogue == kBf16GemmStoreF32 || kEpilogue == kBf16GemmAddF32,
+                "epilogue: kBf16GemmStoreBf16, kBf16GemmStoreF32 or kBf16GemmAddF32");
   static_assert(kBlockM == kWaves * kWaveRows && (kWaves == 1 || kWaves == 2),
                 "BLOCK_M: 64 rows per math warpgroup, or two waves of them");
   static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "BLOCK_N: a multiple of 16 in 16..256");
@@ -246,6 +252,20 @@ struct Bf16Gemm {
     if (warp_in_group == 0 && lane == 0) ptx::tma_store_wait_read<0>();
   }
 
+  // Two adjacent fp32 (one 8-byte shared-memory write).
+  struct alignas(8) F32x2 {
+    float x, y;
+  };
+
+  // Byte offset in the staging tile of byte `byte` of 16-byte unit `unit` (counted along the pass's columns) of row
+  // `row`: column groups of kStoreCols one after the other (kStoreGroupBytes each, one TMA box per 64 rows), rows of
+  // kStoreRowBytes inside, the units of each row swizzled as the D map's swizzle of kStoreRowBytes expects (unit
+  // index XOR the row's place in its 128-byte line group: bits 4.. XOR bits 7..).
+  static __device__ __forceinline__ u32 staging_offset(u32 row, u32 unit, u32 byte) {
+    const u32 linear = (unit / kUnitsPerRow) * kStoreGroupBytes + row * kStoreRowBytes + (unit % kUnitsPerRow) * 16;
+    return (linear ^ (((linear >> 7) & (kUnitsPerRow - 1)) << 4)) + byte;
+  }
+
   static __device__ __forceinline__ void store_tile(const Bf16GemmParams& p, u8* smem,
                                                     const float (&accum)[kWaves][kAccumPerWave], u32 warpgroup,
                                                     u32 warp_in_group, u32 lane, u32 m_block, u32 n_block) {
@@ -261,18 +281,32 @@ struct Bf16Gemm {
       ptx::named_barrier_sync(1 + warpgroup, 128);
 #pragma unroll
       for (u32 v = 0; v < kWaves; ++v) {
-        const u32 row = v * kWaveRows + warpgroup * 64 + warp_in_group * 16 + (matrix & 1) * 8 + lane % 8;
+        if constexpr (kOutBytes == 2) {
+          const u32 row = v * kWaveRows + warpgroup * 64 + warp_in_group * 16 + (matrix & 1) * 8 + lane % 8;
 #pragma unroll
-        for (u32 j = pass * kStagingCols / 8; j < (pass + 1) * kStagingCols / 8; j += 2) {
-          const u32 chunk = j - pass * kStagingCols / 8 + (matrix >> 1);  // within this pass's columns
-          const u32 linear =
-              (chunk / kUnitsPerRow) * kStoreGroupBytes + row * kStoreRowBytes + (chunk % kUnitsPerRow) * 16;
-          const u32 swizzled = linear ^ (((linear >> 7) & (kUnitsPerRow - 1)) << 4);
-          ptx::stmatrix_x4(smem + kLayout.d_offset + swizzled,
-                           ptx::f32x2_to_bf16x2(accum[v][4 * j + 0], accum[v][4 * j + 1]),
-                           ptx::f32x2_to_bf16x2(accum[v][4 * j + 2], accum[v][4 * j + 3]),
-                           ptx::f32x2_to_bf16x2(accum[v][4 * j + 4], accum[v][4 * j + 5]),
-                           ptx::f32x2_to_bf16x2(accum[v][4 * j + 6], accum[v][4 * j + 7]));
+          for (u32 j = pass * kStagingCols / 8; j < (pass + 1) * kStagingCols / 8; j += 2) {
+            const u32 chunk = j - pass * kStagingCols / 8 + (matrix >> 1);  // within this pass's columns
+            ptx::stmatrix_x4(smem + kLayout.d_offset + staging_offset(row, chunk, 0),
+                             ptx::f32x2_to_bf16x2(accum[v][4 * j + 0], accum[v][4 * j + 1]),
+                             ptx::f32x2_to_bf16x2(accum[v][4 * j + 2], accum[v][4 * j + 3]),
+                             ptx::f32x2_to_bf16x2(accum[v][4 * j + 4], accum[v][4 * j + 5]),
+                             ptx::f32x2_to_bf16x2(accum[v][4 * j + 6], accum[v][4 * j + 7]));
+          }
+        } else {
+          // fp32 as the accumulators hold them: chunk j's columns 2 (lane % 4) and + 1 of rows lane / 4 and + 8 of
+          // this warp's 16, one 8-byte write each (a 16-byte unit holds 4 columns: half of one).
+          const u32 row = v * kWaveRows + warpgroup * 64 + warp_in_group * 16 + lane / 4;
+#pragma unroll
+          for (u32 j = pass * kStagingCols / 8; j < (pass + 1) * kStagingCols / 8; ++j) {
+            const u32 col = (j - pass * kStagingCols / 8) * 8 + 2 * (lane % 4);  // within this pass's columns
+            const u32 half = (col % 4) * 4;
+#pragma unroll
+            for (u32 h = 0; h < 2; ++h) {
+              F32x2* dst = reinterpret_cast<F32x2*>(smem + kLayout.d_offset +
+                                                    staging_offset(row + 8 * h, col / 4, half));
+              *dst = F32x2{accum[v][4 * j + 2 * h], accum[v][4 * j + 2 * h + 1]};
+            }
+          }
         }
       }
       // Generic-proxy writes -> visible to the TMA engine, then every writer is done before the issue.
@@ -283,10 +317,15 @@ struct Bf16Gemm {
         for (u32 v = 0; v < kWaves; ++v) {
           const u32 first_row = v * kWaveRows + warpgroup * 64;
 #pragma unroll
-          for (u32 g = 0; g < kStagingCols / kStoreCols; ++g)
-            ptx::tma_store_2d(&p.tma_d, smem + kLayout.d_offset + g * kStoreGroupBytes + first_row * kStoreRowBytes,
-                              static_cast<i32>(n_block * kBlockN + pass * kStagingCols + g * kStoreCols),
-                              static_cast<i32>(m_block * kBlockM + first_row));
+          for (u32 g = 0; g < kStagingCols / kStoreCols; ++g) {
+            const u8* const src = smem + kLayout.d_offset + g * kStoreGroupBytes + first_row * kStoreRowBytes;
+            const i32 col = static_cast<i32>(n_block * kBlockN + pass * kStagingCols + g * kStoreCols);
+            const i32 row = static_cast<i32>(m_block * kBlockM + first_row);
+            if constexpr (kEpilogue == kBf16GemmAddF32)
+              ptx::tma_reduce_add_2d(&p.tma_d, src, col, row);
+            else
+              ptx::tma_store_2d(&p.tma_d, src, col, row);
+          }
         }
         ptx::tma_store_commit();
       }

@@ -1,13 +1,13 @@
 // The BF16 GEMM kernel's parameters and shared-memory layout (bf16_gemm.cuh), shared by the host launch code
 // (plain C++) and the device template:
 //
-//   D[M, N] (bf16) = A[M, K] (bf16) . B[N, K]^T (bf16)        summed in FP32 by the tensor cores
+//   D[M, N] (bf16 or fp32) (+)= A[M, K] (bf16) . B[N, K]^T (bf16)        summed in FP32 by the tensor cores
 //
 // A and B are K-major. N and K are compile-time template arguments of the kernel, M is here.
 //
-// Shared memory: a bf16 staging tile for D's TMA stores, then per pipeline stage an A tile [BLOCK_M][64] and a B
-// tile [BLOCK_N][64] bf16 (one 128-byte swizzled row of K each, as TMA writes them; each tile 1024-byte aligned),
-// then a "full" and an "empty" mbarrier per stage:
+// Shared memory: a staging tile for D's TMA stores (bf16 or fp32, as the epilogue writes D), then per pipeline stage
+// an A tile [BLOCK_M][64] and a B tile [BLOCK_N][64] bf16 (one 128-byte swizzled row of K each, as TMA writes them;
+// each tile 1024-byte aligned), then a "full" and an "empty" mbarrier per stage:
 //
 //   [D staging][A stages][B stages][full][empty]
 #pragma once
@@ -26,8 +26,9 @@ struct alignas(64) Bf16GemmParams {
   // B: bf16 [N, K], dims {K, N}, box {64, BLOCK_N} (BLOCK_N / 2 for CTA pairs sharing B), 128-byte swizzle,
   // out-of-bounds zero fill.
   TmaDescriptor tma_b;
-  // D: bf16 [M, N] with row stride ldd, dims {N, M}, box {bf16_gemm_store_cols(BLOCK_N), 64}, a swizzle of
-  // store_cols * 2 bytes (ldd * 2 and the base 16-byte aligned).
+  // D: bf16 (or fp32, per the kernel's epilogue) [M, N] with row stride ldd, dims {N, M}, box
+  // {bf16_gemm_store_cols(BLOCK_N, out_bytes), 64}, a swizzle of store_cols * out_bytes bytes (ldd * out_bytes and
+  // the base 16-byte aligned).
   TmaDescriptor tma_d;
   // The L2 policy of B's loads (kiln/ptx/cache_policy.cuh): bf16_gemm_b_cache_policy(BLOCK_M, m).
   u64 b_cache_policy;
@@ -45,12 +46,22 @@ constexpr u32 kBf16GemmDefaultGroupM = 8;       // the tile order's group height
 constexpr u32 kBf16GemmSmemPerBlock = 232448;   // 227 KB: the opt-in dynamic shared memory limit of H100/H200
 constexpr u32 kBf16GemmProducerThreads = 128;
 
+// What the epilogue does with D (the kernel's kEpilogue): round to bf16 and store; store fp32; add fp32 into D (TMA
+// reduce-adds: D = C + A . B^T with C already in D).
+constexpr u32 kBf16GemmStoreBf16 = 0;
+constexpr u32 kBf16GemmStoreF32 = 1;
+constexpr u32 kBf16GemmAddF32 = 2;
+constexpr u32 bf16_gemm_out_bytes(u32 epilogue) { return epilogue == kBf16GemmStoreBf16 ? 2 : 4; }
+
 constexpr u32 bf16_gemm_align_up(u32 x, u32 a) { return (x + a - 1) / a * a; }
 
-// Columns of D per TMA store box: the widest of 64 / 32 / 16 that divides BLOCK_N, so a box never reaches into the
-// next tile; the staging rows are swizzled by store_cols * 2 bytes (128, 64 or 32), which keeps the stmatrix writes
-// free of bank conflicts.
-constexpr u32 bf16_gemm_store_cols(u32 block_n) { return block_n % 64 == 0 ? 64 : block_n % 32 == 0 ? 32 : 16; }
+// Columns of D per TMA store box: the widest of 128 / 64 / 32 bytes of them that divides BLOCK_N (64 / 32 / 16 bf16,
+// 32 / 16 fp32, BLOCK_N being a multiple of 16), so a box never reaches into the next tile; the staging rows are
+// swizzled by that many bytes, which keeps the epilogue's shared-memory writes free of bank conflicts.
+constexpr u32 bf16_gemm_store_cols(u32 block_n, u32 out_bytes = 2) {
+  const u32 widest = 128 / out_bytes;
+  return block_n % widest == 0 ? widest : block_n % (widest / 2) == 0 ? widest / 2 : widest / 4;
+}
 
 struct Bf16GemmLayout {
   u32 d_offset = 0, d_bytes = 0;
@@ -61,10 +72,12 @@ struct Bf16GemmLayout {
   u32 stage_tx_bytes = 0;  // bytes the TMA loads of one stage deliver (the full barrier's transaction count)
 };
 
-// BLOCK_M and BLOCK_N multiples of 8 (whole 1024-byte swizzle atoms); a staging tile of `staging_cols` columns.
-constexpr Bf16GemmLayout bf16_gemm_layout_with_staging(u32 block_m, u32 block_n, u32 stages, u32 staging_cols) {
+// BLOCK_M and BLOCK_N multiples of 8 (whole 1024-byte swizzle atoms); a staging tile of `staging_cols` columns of
+// `out_bytes` (2: bf16, 4: fp32).
+constexpr Bf16GemmLayout bf16_gemm_layout_with_staging(u32 block_m, u32 block_n, u32 stages, u32 staging_cols,
+                                                       u32 out_bytes = 2) {
   Bf16GemmLayout l;
-  l.d_bytes = bf16_gemm_align_up(block_m * staging_cols * 2, 1024);
+  l.d_bytes = bf16_gemm_align_up(block_m * staging_cols * out_bytes, 1024);
   l.a_stage_bytes = block_m * kBf16GemmBlockK * 2;
   l.b_stage_bytes = block_n * kBf16GemmBlockK * 2;
   l.a_offset = l.d_offset + l.d_bytes;
@@ -79,33 +92,36 @@ constexpr Bf16GemmLayout bf16_gemm_layout_with_staging(u32 block_m, u32 block_n,
 // Columns of D's staging tile: the whole tile's, or, where that leaves no room for `stages` (a stage count asked for
 // beyond bf16_gemm_max_stages), the most whole store boxes that fit and cut the tile into equal passes, which the
 // epilogue stores one after the other (each waits for the previous one's stores to have read the staging tile).
-constexpr u32 bf16_gemm_staging_cols(u32 block_m, u32 block_n, u32 stages) {
-  const u32 box = bf16_gemm_store_cols(block_n), boxes = block_n / box;
+constexpr u32 bf16_gemm_staging_cols(u32 block_m, u32 block_n, u32 stages, u32 out_bytes = 2) {
+  const u32 box = bf16_gemm_store_cols(block_n, out_bytes), boxes = block_n / box;
   for (u32 g = boxes; g > 1; --g)
-    if (boxes % g == 0 &&
-        bf16_gemm_layout_with_staging(block_m, block_n, stages, g * box).total_bytes <= kBf16GemmSmemPerBlock)
+    if (boxes % g == 0 && bf16_gemm_layout_with_staging(block_m, block_n, stages, g * box, out_bytes).total_bytes <=
+                              kBf16GemmSmemPerBlock)
       return g * box;
   return box;
 }
 
-constexpr Bf16GemmLayout bf16_gemm_layout(u32 block_m, u32 block_n, u32 stages) {
-  return bf16_gemm_layout_with_staging(block_m, block_n, stages, bf16_gemm_staging_cols(block_m, block_n, stages));
+constexpr Bf16GemmLayout bf16_gemm_layout(u32 block_m, u32 block_n, u32 stages, u32 out_bytes = 2) {
+  return bf16_gemm_layout_with_staging(block_m, block_n, stages,
+                                       bf16_gemm_staging_cols(block_m, block_n, stages, out_bytes), out_bytes);
 }
 
 // The most stages (<= kBf16GemmMaxStages) beside a whole staging tile that fit `smem_bytes` (what the plan uses); 0
 // when not even one fits.
-constexpr u32 bf16_gemm_max_stages(u32 block_m, u32 block_n, u32 smem_bytes = kBf16GemmSmemPerBlock) {
+constexpr u32 bf16_gemm_max_stages(u32 block_m, u32 block_n, u32 smem_bytes = kBf16GemmSmemPerBlock,
+                                   u32 out_bytes = 2) {
   u32 best = 0;
   for (u32 s = 1; s <= kBf16GemmMaxStages; ++s)
-    if (bf16_gemm_layout_with_staging(block_m, block_n, s, block_n).total_bytes <= smem_bytes) best = s;
+    if (bf16_gemm_layout_with_staging(block_m, block_n, s, block_n, out_bytes).total_bytes <= smem_bytes) best = s;
   return best;
 }
 
 // The most stages an override may ask for: with a part of a staging tile where a whole one leaves no room.
-constexpr u32 bf16_gemm_max_forced_stages(u32 block_m, u32 block_n, u32 smem_bytes = kBf16GemmSmemPerBlock) {
+constexpr u32 bf16_gemm_max_forced_stages(u32 block_m, u32 block_n, u32 smem_bytes = kBf16GemmSmemPerBlock,
+                                          u32 out_bytes = 2) {
   u32 best = 0;
   for (u32 s = 1; s <= kBf16GemmMaxStages; ++s)
-    if (bf16_gemm_layout(block_m, block_n, s).total_bytes <= smem_bytes) best = s;
+    if (bf16_gemm_layout(block_m, block_n, s, out_bytes).total_bytes <= smem_bytes) best = s;
   return best;
 }
 
