@@ -16,6 +16,13 @@ D once. Every kiln result is verified first: up to 64 rows against the float64 p
 --sweep: each shape also timed with every tile in SWEEP_TILES forced (set_bf16_gemm_overrides), for the plan's cost
 model; the rows get a "sweep" dict of tile -> µs.
 
+--accumulate: each shape also timed in DeepGEMM's accumulating form, a float32 D += A . B^T
+(kiln.bf16_gemm_nt(a, b, d, c=d)), against cuBLAS's beta = 1 GEMM into the same float32 D (torch.addmm with
+out_dtype=float32 and out=d; where this torch lacks that, torch.mm with out_dtype then add_, two kernels, named in
+the JSON's "accumulate_peer"). Those rows have "form": "add_f32" (the others "bf16"), are verified against C + the
+float64 product with calc_diff < 1e-7 (a D rounded to bf16 would fail it), and count A, B and D twice (read and
+written) in GB/s.
+
 Writes bf16_gemm_bench.json to --out (default $OUT; nothing when neither is set); prints a line per shape, a RESULT line
 (geometric mean against cuBLAS), one PASS/FAIL line and a table. Exit 0 when every result verified, 1 otherwise, 77
 without a GPU.
@@ -79,6 +86,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_timing_arguments(parser)
     parser.add_argument("--sweep", action="store_true", help="also time every tile of SWEEP_TILES on every shape")
+    parser.add_argument("--accumulate", action="store_true",
+                        help="also time D (float32) += A . B^T against cuBLAS's beta = 1 GEMM")
     parser.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1), help="parallel precompile threads")
     args = parser.parse_args()
     args.reps = max(args.reps, 30)
@@ -96,6 +105,8 @@ def main() -> int:
     if args.sweep:
         requests += [dict(n=n, k=k, m=m, block_m=t[0], block_n=t[1], cluster_m=t[2], stages=t[3])
                      for m, n, k in shapes for t in SWEEP_TILES]
+    if args.accumulate:
+        requests += [dict(n=n, k=k, m=m, accumulate=1) for m, n, k in shapes]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         list(pool.map(lambda r: kiln.precompile("bf16_gemm_nt", **r), requests))
     print(f"precompile: {len(requests)} requests in {time.perf_counter() - t0:.1f} s", flush=True)
@@ -140,6 +151,7 @@ def main() -> int:
         for peer in ("cublas", "deepgemm"):
             if row.get("kiln_us") and row.get(f"{peer}_us"):
                 row[f"speedup_vs_{peer}"] = row[f"{peer}_us"] / row["kiln_us"]
+        row["form"] = "bf16"
         rows.append(row)
         nan = float("nan")
         sweep = ""
@@ -154,10 +166,19 @@ def main() -> int:
               + f", calc_diff {row.get('diff_reference', nan):.1e}{sweep}" + (f" ERROR {row['error']}" if "error" in row
                                                                              else ""), flush=True)
 
-    summary = {"geomean_vs_cublas": geomean([r["speedup_vs_cublas"] for r in rows if "speedup_vs_cublas" in r])}
+    accumulate_peer = None
+    if args.accumulate:
+        accumulate_peer, failed = bench_accumulate(torch, kiln, device, shapes, timed_us, rows)
+        failures += failed
+
+    bf16_rows = [r for r in rows if r["form"] == "bf16"]
+    summary = {"geomean_vs_cublas": geomean([r["speedup_vs_cublas"] for r in bf16_rows if "speedup_vs_cublas" in r])}
     for m in ms:
-        summary[f"geomean_vs_cublas_m{m}"] = geomean([r["speedup_vs_cublas"] for r in rows
+        summary[f"geomean_vs_cublas_m{m}"] = geomean([r["speedup_vs_cublas"] for r in bf16_rows
                                                       if r["m"] == m and "speedup_vs_cublas" in r])
+    if args.accumulate:
+        summary["geomean_vs_cublas_add_f32"] = geomean([r["speedup_vs_cublas"] for r in rows
+                                                        if r["form"] == "add_f32" and "speedup_vs_cublas" in r])
     if any("speedup_vs_deepgemm" in r for r in rows):
         summary["geomean_vs_deepgemm"] = geomean([r["speedup_vs_deepgemm"] for r in rows if "speedup_vs_deepgemm" in r])
     print("RESULT bf16_gemm_bench: " + ", ".join(f"{key} {value:.3f}" for key, value in summary.items()
@@ -167,16 +188,85 @@ def main() -> int:
         out.mkdir(parents=True, exist_ok=True)
         (out / "bf16_gemm_bench.json").write_text(json.dumps(
             {"device": props.name, "torch": torch.__version__, "kiln": kiln.__version__, "reps": args.reps,
-             "l2_flush_bytes": 1 << 30, "max_calc_diff": MAX_DIFF, "rows": rows, "summary": summary}, indent=1))
+             "l2_flush_bytes": 1 << 30, "max_calc_diff": MAX_DIFF, "accumulate_peer": accumulate_peer, "rows": rows,
+             "summary": summary}, indent=1))
     print(("PASS" if failures == 0 else "FAIL") + f" bf16_gemm_bench: {len(rows) - failures} of {len(rows)} results "
           f"verified against float64 (calc_diff < {MAX_DIFF:g})")
-    print(f"{'M':>5} {'N':>6} {'K':>6} {'kiln µs':>9} {'TFLOPS':>7} {'cuBLAS µs':>9} {'x cuBLAS':>8} "
+    print(f"{'form':>7} {'M':>5} {'N':>6} {'K':>6} {'kiln µs':>9} {'TFLOPS':>7} {'cuBLAS µs':>9} {'x cuBLAS':>8} "
           f"{'x DeepGEMM':>10}")
     for r in rows:
-        print(f"{r['m']:>5} {r['n']:>6} {r['k']:>6} {r.get('kiln_us', float('nan')):>9.1f} "
+        print(f"{r['form']:>7} {r['m']:>5} {r['n']:>6} {r['k']:>6} {r.get('kiln_us', float('nan')):>9.1f} "
               f"{r.get('kiln_tflops', float('nan')):>7.0f} {r.get('cublas_us', float('nan')):>9.1f} "
               f"{r.get('speedup_vs_cublas', float('nan')):>8.3f} {r.get('speedup_vs_deepgemm', float('nan')):>10.3f}")
     return 0 if failures == 0 else 1
+
+
+ACCUMULATE_MAX_DIFF = 1e-7
+
+
+def accumulate_peer_of(torch):
+    """cuBLAS's D (float32) += A . B^T for bf16 A and B through this torch: (name, callable(a, b, d)), the first of
+    torch.addmm with out_dtype into D itself (one GEMM with beta = 1) and torch.mm with out_dtype then add_ (two
+    kernels) that runs and adds correctly on a small problem."""
+    def addmm(a, b, d):
+        torch.addmm(d, a, b.T, out_dtype=torch.float32, out=d)
+
+    def mm_add(a, b, d):
+        d.add_(torch.mm(a, b.T, out_dtype=torch.float32))
+
+    a = torch.randn(64, 128, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(256, 128, device="cuda", dtype=torch.bfloat16)
+    expected = 1.0 + a.double() @ b.double().T
+    for name, peer in (("torch.addmm(out_dtype=float32, out=d)", addmm), ("torch.mm(out_dtype=float32) + add_", mm_add)):
+        d = torch.ones(64, 256, device="cuda")
+        try:
+            peer(a, b, d)
+            torch.cuda.synchronize()
+        except (RuntimeError, TypeError):
+            continue
+        if calc_diff(d, expected) < ACCUMULATE_MAX_DIFF:
+            return name, peer
+    return None, None
+
+
+def bench_accumulate(torch, kiln, device, shapes, timed_us, rows) -> tuple:
+    """The --accumulate rows (form "add_f32"), appended to `rows`; returns (the cuBLAS peer's name, failures)."""
+    peer_name, peer = accumulate_peer_of(torch)
+    failures = 0
+    for index, (m, n, k) in enumerate(shapes):
+        torch.manual_seed(1000 + index)
+        a = torch.randn(m, k, device=device, dtype=torch.bfloat16)
+        b = torch.randn(n, k, device=device, dtype=torch.bfloat16)
+        c = torch.randn(m, n, device=device)
+        d = c.clone()
+        row = {"form": "add_f32", "m": m, "n": n, "k": k}
+        try:
+            kiln.bf16_gemm_nt(a, b, d, c=d)
+            torch.cuda.synchronize()
+            check = min(m, 64)
+            reference = c[:check].double() + a[:check].double() @ b.double().T
+            row["diff_reference"] = calc_diff(d[:check], reference)
+            row["verified"] = bool(torch.isfinite(d).all()) and row["diff_reference"] < ACCUMULATE_MAX_DIFF
+            del reference
+        except Exception as e:  # noqa: BLE001 - reported, counted as a failure
+            row["error"] = f"{type(e).__name__}: {e}"
+            row["verified"] = False
+        failures += 0 if row["verified"] else 1
+        flops = 2.0 * m * n * k
+        nbytes = 2.0 * (m * k + n * k) + 8.0 * m * n
+        if "error" not in row:
+            time_into(row, "kiln", timed_us, lambda: kiln.bf16_gemm_nt(a, b, d, c=d), flops, nbytes)
+        if peer is not None:
+            time_into(row, "cublas", timed_us, lambda: peer(a, b, d), flops, nbytes)
+        if row.get("kiln_us") and row.get("cublas_us"):
+            row["speedup_vs_cublas"] = row["cublas_us"] / row["kiln_us"]
+        rows.append(row)
+        nan = float("nan")
+        print(f"D += A.B^T {m} x {n} x {k}: kiln {row.get('kiln_us', nan):.1f} µs "
+              f"({row.get('kiln_tflops', nan):.0f} TFLOPS), cuBLAS {row.get('cublas_us', nan):.1f} µs, x cuBLAS "
+              f"{row.get('speedup_vs_cublas', nan):.3f}, calc_diff {row.get('diff_reference', nan):.1e}"
+              + (f" ERROR {row['error']}" if "error" in row else ""), flush=True)
+    return peer_name, failures
 
 
 if __name__ == "__main__":
