@@ -19,10 +19,11 @@ SHAPES = range(16, 257, 16)
 
 
 class Kind:
-    """One input type's instruction: its struct, K per instruction, PTX type and trailing immediates."""
+    """One input type's instruction: its struct, K per instruction, PTX type, and whether it takes the transpose
+    immediates (16-bit inputs only), which mma then takes as template arguments kTransA and kTransB."""
 
-    def __init__(self, struct: str, k: int, ptx_type: str, immediates: str, file: str):
-        self.struct, self.k, self.ptx_type, self.immediates, self.file = struct, k, ptx_type, immediates, file
+    def __init__(self, struct: str, k: int, ptx_type: str, transposable: bool, file: str):
+        self.struct, self.k, self.ptx_type, self.transposable, self.file = struct, k, ptx_type, transposable, file
 
     @property
     def header(self) -> Path:
@@ -30,10 +31,10 @@ class Kind:
 
 
 # e4m3: scale-a and scale-b 1 (no negation); 8-bit inputs have no transpose immediates (K-major only).
-# bf16: the same, then trans-a and trans-b 0: both operands K-major, as TMA writes them.
+# bf16: the same, then trans-a and trans-b: 0 for a K-major operand, 1 for an MN-major one.
 KINDS = [
-    Kind("WgmmaE4M3", 32, "e4m3", "p, 1, 1", "wgmma_e4m3_shapes.cuh"),
-    Kind("WgmmaBF16", 16, "bf16", "p, 1, 1, 0, 0", "wgmma_bf16_shapes.cuh"),
+    Kind("WgmmaE4M3", 32, "e4m3", False, "wgmma_e4m3_shapes.cuh"),
+    Kind("WgmmaBF16", 16, "bf16", True, "wgmma_bf16_shapes.cuh"),
 ]
 
 
@@ -60,7 +61,8 @@ def specialisation(kind: Kind, n: int) -> str:
     regs = n // 2
     operands = [f"%{i}" for i in range(regs)]
     operand_lines = [", ".join(operands[i:i + 16]) for i in range(0, regs, 16)]
-    tail = f"}}, %{regs}, %{regs + 1}, {kind.immediates};\\n}}\\n"
+    immediates = f"p, 1, 1, %{regs + 3}, %{regs + 4}" if kind.transposable else "p, 1, 1"
+    tail = f"}}, %{regs}, %{regs + 1}, {immediates};\\n}}\\n"
     asm_lines = [f'      "{line},"' for line in operand_lines[:-1]]
     last = f'      "{operand_lines[-1]}{tail}"'
     # The tail on a line of its own where it would make the last operand line too long (bf16's immediates).
@@ -68,16 +70,23 @@ def specialisation(kind: Kind, n: int) -> str:
     constraints = [f'"+f"(d[{i}])' for i in range(regs)]
     constraint_lines = [", ".join(constraints[i:i + 8]) for i in range(0, regs, 8)]
     constraint_text = "      : " + ",\n        ".join(constraint_lines)
+    signature = f"static void mma(u64 desc_a, u64 desc_b, float (&d)[{regs}], u32 accumulate) {{\n"
+    inputs = '"l"(desc_a), "l"(desc_b), "r"(accumulate)'
+    if kind.transposable:
+        signature = "template <u32 kTransA = 0, u32 kTransB = 0>\n  __device__ __forceinline__ " + signature
+        inputs += ', "n"(kTransA), "n"(kTransB)'
+    else:
+        signature = "__device__ __forceinline__ " + signature
     return (
         "template <>\n"
         f"struct {kind.struct}<{n}> {{\n"
-        f"  __device__ __forceinline__ static void mma(u64 desc_a, u64 desc_b, float (&d)[{regs}], u32 accumulate) {{\n"
+        f"  {signature}"
         "    asm volatile(\n"
         f'      "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"\n'
         f'      "wgmma.mma_async.sync.aligned.m64n{n}k{kind.k}.f32.{kind.ptx_type}.{kind.ptx_type} {{"\n'
         + "\n".join(asm_lines) + "\n"
         + constraint_text + "\n"
-        '      : "l"(desc_a), "l"(desc_b), "r"(accumulate));\n'
+        f"      : {inputs});\n"
         "  }\n"
         "};\n"
     )
