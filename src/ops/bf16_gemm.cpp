@@ -82,9 +82,12 @@ int64_t units_of(const Bf16GemmConfig& c, int64_t m, int64_t n) {
 }
 
 // The candidates a plan chooses among for N = n, narrowed by the overrides; stages as many as fit unless forced.
-// Tiles left with fewer than kBf16GemmMinPlannedStages beside their staging are dropped while any other remains.
-std::vector<Bf16GemmConfig> candidates(const TargetInfo& target, int64_t n, const Bf16GemmOverrides& o, int epilogue) {
+// Tiles left with fewer than kBf16GemmMinPlannedStages beside their staging are dropped while any other remains. An
+// N-major B takes widths that are multiples of 64 (of 128 in pairs) only.
+std::vector<Bf16GemmConfig> candidates(const TargetInfo& target, int64_t n, const Bf16GemmOverrides& o, int epilogue,
+                                       int mn_major) {
   std::vector<Bf16GemmConfig> out;
+  const bool n_major_b = (mn_major & static_cast<int>(kernels::kBf16GemmMnMajorB)) != 0;
   const uint32_t bytes = out_bytes(epilogue);
   const uint32_t smem = static_cast<uint32_t>(std::min<int64_t>(target.shared_memory_per_block, UINT32_MAX));
   for (const int block_m : {64, 128, 256}) {
@@ -95,12 +98,14 @@ std::vector<Bf16GemmConfig> candidates(const TargetInfo& target, int64_t n, cons
       for (const int cluster_m : {1, 2}) {
         // Pairs sharing B only where B is worth sharing (unless asked for): 128- and 256-row tiles.
         if (o.cluster_m != 0 ? o.cluster_m != cluster_m : cluster_m == 2 && block_m == 64) continue;
+        if (n_major_b && block_n % (64 * cluster_m) != 0) continue;
         Bf16GemmConfig c;
         c.block_m = block_m;
         c.block_n = block_n;
         c.math_warpgroups = block_m == 64 ? 1 : 2;
         c.cluster_m = cluster_m;
         c.epilogue = epilogue;
+        c.mn_major = mn_major;
         // As many stages as fit beside a whole staging tile; a forced count may go further with a part of one (the
         // epilogue in passes, bf16_gemm_staging_cols).
         const uint32_t fit = kernels::bf16_gemm_max_stages(w32(block_m), w32(block_n), smem, bytes);
@@ -151,7 +156,9 @@ std::string Bf16GemmConfig::describe() const {
          (cluster_m == 2 ? ", B multicast x2" : "") +
          (epilogue == static_cast<int>(kernels::kBf16GemmStoreF32)  ? ", float32 D"
           : epilogue == static_cast<int>(kernels::kBf16GemmAddF32) ? ", added into float32 D"
-                                                                    : "");
+                                                                    : "") +
+         ((mn_major & static_cast<int>(kernels::kBf16GemmMnMajorA)) != 0 ? ", M-major A" : "") +
+         ((mn_major & static_cast<int>(kernels::kBf16GemmMnMajorB)) != 0 ? ", N-major B" : "");
 }
 
 uint32_t Bf16GemmConfig::grid(int64_t m, int64_t n, int sm_count) const {
@@ -210,7 +217,7 @@ double bf16_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int
 }
 
 Bf16GemmPlan bf16_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const Bf16GemmOverrides& overrides,
-                            int epilogue) {
+                            int epilogue, int mn_major) {
   if (n <= 0 || n % 8 != 0) invalid(kOp, "n must be a positive multiple of 8, got " + std::to_string(n));
   if (k <= 0 || k % 8 != 0) invalid(kOp, "k must be a positive multiple of 8, got " + std::to_string(k));
   if (n > INT32_MAX || k > INT32_MAX) invalid(kOp, "n and k must be at most 2147483647");
@@ -219,8 +226,17 @@ Bf16GemmPlan bf16_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, cons
   if (epilogue < 0 || epilogue > static_cast<int>(kernels::kBf16GemmAddF32))
     invalid(kOp, "epilogue must be 0 (bfloat16 D), 1 (float32 D) or 2 (added into float32 D), got " +
                      std::to_string(epilogue));
-  const std::vector<Bf16GemmConfig> all = candidates(target, n, overrides, epilogue);
-  if (all.empty()) invalid(kOp, "no tile fits in the target's shared memory");
+  if (mn_major < 0 || mn_major > static_cast<int>(kernels::kBf16GemmMnMajorA | kernels::kBf16GemmMnMajorB))
+    invalid(kOp, "mn_major must be 0..3 (1: an M-major A, 2: an N-major B), got " + std::to_string(mn_major));
+  if ((mn_major & static_cast<int>(kernels::kBf16GemmMnMajorB)) != 0 && overrides.block_n % 64 != 0)
+    invalid(kOp, "block_n must be 0 (heuristic) or a multiple of 64 with an N-major b (whose tiles load in boxes of 64 "
+                 "columns), got " + std::to_string(overrides.block_n));
+  const std::vector<Bf16GemmConfig> all = candidates(target, n, overrides, epilogue, mn_major);
+  if (all.empty())
+    invalid(kOp, (mn_major & static_cast<int>(kernels::kBf16GemmMnMajorB)) != 0 && overrides.cluster_m == 2
+                     ? "CTA pairs with an N-major b need block_n a multiple of 128 (each CTA loads whole 64-column "
+                       "boxes), got " + std::to_string(overrides.block_n)
+                     : std::string("no tile fits in the target's shared memory"));
 
   // Intervals (64 (i - 1), 64 i] of M, costed at their upper end (a tile count is constant inside one), each weighed
   // by ln of its M range so that every doubling of M counts alike.
@@ -314,7 +330,10 @@ codegen::KernelSpec bf16_gemm_spec(int64_t n, int64_t k, const Bf16GemmConfig& c
       .arg("stages", int64_t{c.stages})
       .arg("math_warpgroups", int64_t{c.math_warpgroups})
       .arg("cluster_m", int64_t{c.cluster_m});
-  if (c.epilogue != static_cast<int>(kernels::kBf16GemmStoreBf16)) spec.arg("epilogue", int64_t{c.epilogue});
+  // Template arguments are positional: mn_major needs the epilogue before it.
+  if (c.epilogue != static_cast<int>(kernels::kBf16GemmStoreBf16) || c.mn_major != 0)
+    spec.arg("epilogue", int64_t{c.epilogue});
+  if (c.mn_major != 0) spec.arg("mn_major", int64_t{c.mn_major});
   spec.block_threads = static_cast<int>(c.threads());
   spec.min_blocks_per_sm = 1;
   return spec;
@@ -345,11 +364,25 @@ int epilogue_of(const Problem& problem) {
                                           : kernels::kBf16GemmStoreBf16);
 }
 
+// The operands' layouts a problem names: m_major_a=1 (A stored [k, m]), n_major_b=1 (B stored [k, n]).
+int mn_major_of(const Problem& problem) {
+  int bits = 0;
+  for (const auto& [name, bit] : {std::pair<const char*, uint32_t>{"m_major_a", kernels::kBf16GemmMnMajorA},
+                                  std::pair<const char*, uint32_t>{"n_major_b", kernels::kBf16GemmMnMajorB}}) {
+    const int64_t v = value_of(problem, name);
+    if (v != 0 && v != 1)
+      invalid(kOp, std::string("parameter ") + name + " must be 0 (K-major) or 1 (MN-major), got " + std::to_string(v));
+    if (v == 1) bits |= static_cast<int>(bit);
+  }
+  return bits;
+}
+
 std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target) {
   validate_problem(find_op(kOp), problem);
   const ProblemValue m = problem.at("m");
   const int64_t n = problem.at("n").lo, k = problem.at("k").lo;
   const int epilogue = epilogue_of(problem);
+  const int mn_major = mn_major_of(problem);
   Bf16GemmOverrides overrides;
   overrides.block_m = static_cast<int>(value_of(problem, "block_m"));
   overrides.block_n = static_cast<int>(value_of(problem, "block_n"));
@@ -358,7 +391,7 @@ std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target)
   TargetInfo t = target;
   const int num_sms = static_cast<int>(value_of(problem, "num_sms"));
   if (num_sms > 0) t.sm_count = std::min(num_sms, target.sm_count);
-  const Bf16GemmPlan plan = bf16_gemm_plan(t, n, k, overrides, epilogue);  // validates n, k and the overrides
+  const Bf16GemmPlan plan = bf16_gemm_plan(t, n, k, overrides, epilogue, mn_major);  // validates n, k, overrides
   std::vector<KernelUse> uses;
   if (m.hi == 0) return uses;  // m = 0: nothing to launch
   const std::vector<MBucket> covered = covering(plan.buckets, std::max<int64_t>(1, m.lo), m.hi);
@@ -387,6 +420,8 @@ OpDescriptor bf16_gemm_nt_descriptor() {
       {"fp32", "1: a float32 D (D = A . B^T stored as summed); 0 (default): a bfloat16 D", false},
       {"accumulate", "1: D (float32) += A . B^T, as bf16_gemm_nt with c (implies fp32=1); 0 (default): D is written",
        false},
+      {"m_major_a", "1: A stored M-major (a [k, m] tensor transposed: bf16_gemm_tn/_tt); 0 (default): K-major", false},
+      {"n_major_b", "1: B stored N-major (a [k, n] tensor transposed: bf16_gemm_nn/_tn); 0 (default): K-major", false},
       {"block_m", "override: 64, 128 or 256 rows per tile (0: the plan's)", false},
       {"block_n", "override: columns per tile, a multiple of 16 in 16..256 (at most 128 with block_m 256)", false},
       {"stages", "override: pipeline stages, 1..32 (0: as many as fit)", false},
@@ -432,7 +467,8 @@ struct GemmKernel {
   uint32_t store_cols = 0;  // D's TMA store box columns
 };
 
-// Everything one (device, n, k, usable SMs, overrides, epilogue) needs: the plan and its kernels, loaded on first use.
+// Everything one (device, n, k, usable SMs, overrides, epilogue, operand layouts) needs: the plan and its kernels,
+// loaded on first use.
 struct ShapeEntry {
   Bf16GemmPlan plan;
   int epilogue = 0;
@@ -458,7 +494,7 @@ Store& store() {
 
 // The miss path for a shape: check the device, make the plan, publish it.
 const ShapeEntry* resolve_shape(const char* function, const Table::Key& key, const TensorView& a, int64_t n, int64_t k,
-                                int usable_limit, int epilogue) {
+                                int usable_limit, int epilogue, int mn_major) {
   const cuda::DeviceInfo info = check_sm90_device(Arg{function, "a"}, a);
   ShapeEntry* entry = store().add_entry();
   entry->device = a.device;
@@ -467,7 +503,8 @@ const ShapeEntry* resolve_shape(const char* function, const Table::Key& key, con
   entry->k = k;
   entry->device_name = info.name;
   entry->epilogue = epilogue;
-  entry->plan = bf16_gemm_plan(device_target(info, entry->sm_count), n, k, unpack(w64(key.words[5])), epilogue);
+  entry->plan =
+      bf16_gemm_plan(device_target(info, entry->sm_count), n, k, unpack(w64(key.words[5])), epilogue, mn_major);
   return table().insert(key, entry);
 }
 
@@ -499,9 +536,35 @@ const GemmKernel* resolve_kernel(const ShapeEntry& entry, int index, CUstream st
 }
 
 struct Checked {
-  int64_t m, n, k, lda, ldb, ldd, ldc;
-  int epilogue;
+  int64_t m, n, k, lda, ldb, ldd, ldc;  // lda, ldb: the stride between rows of K (K-major) or of M or N (MN-major)
+  int epilogue, mn_major;
 };
+
+// An operand's layout, for a [rows, k] view: K-major (stride(1) == 1, rows of k elements 16-byte aligned apart) or
+// MN-major (stride(0) == 1: a transposed [k, rows] tensor, its rows of `rows` elements 16-byte aligned apart). Sets
+// `mn_major` and returns the stride between those rows, in elements. `major` names the MN-major form ("M-major").
+int64_t check_operand_layout(const Arg& arg, const TensorView& t, const char* major, bool& mn_major) {
+  check_ndim(arg, t, 2);
+  mn_major = false;
+  const int64_t rows = t.shape[0], cols = t.shape[1];
+  if (rows == 0 || cols == 0 || cols == 1 || t.strides[1] == 1) return check_rows_dense(arg, t, 16);
+  if (rows > 1 && t.strides[0] != 1)
+    fail(ErrorKind::kValueError, arg, t,
+         std::string("K-major (stride(1) == 1) or ") + major + " (stride(0) == 1: a transposed [k, " +
+             std::to_string(rows) + "] tensor)",
+         "strides (" + std::to_string(t.strides[0]) + ", " + std::to_string(t.strides[1]) + ")");
+  mn_major = true;
+  const int64_t ld = t.strides[1];
+  if (ld < rows)
+    fail(ErrorKind::kValueError, arg, t,
+         std::string(major) + " with stride(1) >= size(0) == " + std::to_string(rows),
+         "stride(1) == " + std::to_string(ld));
+  if (ld % 8 != 0)
+    fail(ErrorKind::kValueError, arg, t,
+         std::string(major) + " with columns 16-byte aligned (stride(1) a multiple of 8)",
+         "stride(1) == " + std::to_string(ld) + " (" + std::to_string(ld * 2) + " bytes)");
+  return ld;
+}
 
 // In the order errors are reported: dtypes, devices, shapes, strides, alignment, overlap. `c`: the accumulating
 // form's C (which makes D float32); nullptr for bf16_gemm_nt, whose D may be bfloat16 or float32.
@@ -543,8 +606,11 @@ Checked check_arguments(const char* function, const TensorView& a, const TensorV
   if (c.n > INT32_MAX || c.k > INT32_MAX)
     fail(ErrorKind::kValueError, ab, b, "at most 2147483647 rows and columns",
          "shape " + format_dims(b.shape.data(), 2));
-  c.lda = check_rows_dense(aa, a, 16);
-  c.ldb = check_rows_dense(ab, b, 16);
+  bool a_mn = false, b_mn = false;
+  c.lda = check_operand_layout(aa, a, "M-major", a_mn);
+  c.ldb = check_operand_layout(ab, b, "N-major", b_mn);
+  c.mn_major = (a_mn ? static_cast<int>(kernels::kBf16GemmMnMajorA) : 0) |
+               (b_mn ? static_cast<int>(kernels::kBf16GemmMnMajorB) : 0);
   c.ldd = check_rows_dense(ad, d, 16);
   if (c_tensor != nullptr) c.ldc = check_rows_dense(ac, *c_tensor, 4);  // copied with cuMemcpy2DAsync: any pitch
   check_pointer_aligned(aa, a, 16);
@@ -560,8 +626,12 @@ Checked check_arguments(const char* function, const TensorView& a, const TensorV
 }
 
 // A bf16 operand (A or B) as the kernel loads it: K-major, `rows` rows of k elements with row stride `ld`, boxed
-// {64 (one K block, 128 bytes), box_rows} with a 128-byte swizzle.
-TensorMapKey operand_key(const TensorView& x, int64_t k, int64_t rows, int64_t ld, uint32_t box_rows) {
+// {64 (one K block, 128 bytes), box_rows}; or MN-major, k rows of `rows` elements with row stride `ld`, boxed
+// {64, 64}. A 128-byte swizzle either way.
+TensorMapKey operand_key(const TensorView& x, bool mn_major, int64_t k, int64_t rows, int64_t ld, uint32_t box_rows) {
+  if (mn_major)
+    return {reinterpret_cast<uint64_t>(x.data), w64(rows), w64(k), w64(ld * 2), 64, w32(kBlockK),
+            CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, CU_TENSOR_MAP_SWIZZLE_128B};
   return {reinterpret_cast<uint64_t>(x.data), w64(k), w64(rows), w64(ld * 2), w32(kBlockK), box_rows,
           CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, CU_TENSOR_MAP_SWIZZLE_128B};
 }
@@ -572,28 +642,32 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
             const TensorView* c_tensor, CMode mode, CUstream stream) {
   const int usable_limit = get_num_sms();
   Table::Key key;
-  key.words[0] = 1 + c.epilogue;  // one plan per shape and epilogue
+  key.words[0] = 1 + c.epilogue + 3 * c.mn_major;  // one plan per shape, epilogue and operand layouts
   key.words[1] = a.device;
   key.words[2] = c.n;
   key.words[3] = c.k;
   key.words[4] = usable_limit;
   key.words[5] = static_cast<int64_t>(g_overrides.load(std::memory_order_relaxed));
   const ShapeEntry* entry = table().find(key);
-  if (!entry) entry = resolve_shape(function, key, a, c.n, c.k, usable_limit, c.epilogue);
+  if (!entry) entry = resolve_shape(function, key, a, c.n, c.k, usable_limit, c.epilogue, c.mn_major);
   const int index = entry->plan.bucket_of(c.m).kernel;
   const GemmKernel* kernel = entry->kernels[static_cast<size_t>(index)].load(std::memory_order_acquire);
   if (!kernel) kernel = resolve_kernel(*entry, index, stream);
   const Bf16GemmConfig& cfg = kernel->config;
 
   Bf16GemmParams params;
-  // A boxed whole (also what a pair's tile past M reads) and, for a last m block with fewer rows, boxed to them.
+  // A boxed whole (also what a pair's tile past M reads) and, for a last m block with fewer rows, boxed to them (a
+  // K-major A only: an M-major one loads whole 64 x 64 boxes).
   const uint32_t block_m = w32(cfg.block_m);
-  const uint32_t last_box_rows = kernels::bf16_gemm_last_box_rows(block_m, w32(c.m));
-  copy_map(params.tma_a, tensor_map_2d(operand_key(a, c.k, c.m, c.lda, block_m), "a"));
+  const bool a_mn = (c.mn_major & static_cast<int>(kernels::kBf16GemmMnMajorA)) != 0;
+  const bool b_mn = (c.mn_major & static_cast<int>(kernels::kBf16GemmMnMajorB)) != 0;
+  const uint32_t last_box_rows = a_mn ? block_m : kernels::bf16_gemm_last_box_rows(block_m, w32(c.m));
+  copy_map(params.tma_a, tensor_map_2d(operand_key(a, a_mn, c.k, c.m, c.lda, block_m), "a"));
   if (last_box_rows != block_m)
-    copy_map(params.tma_a_last, tensor_map_2d(operand_key(a, c.k, c.m, c.lda, last_box_rows), "a"));
+    copy_map(params.tma_a_last, tensor_map_2d(operand_key(a, a_mn, c.k, c.m, c.lda, last_box_rows), "a"));
   params.last_box_rows = last_box_rows;
-  copy_map(params.tma_b, tensor_map_2d(operand_key(b, c.k, c.n, c.ldb, w32(cfg.block_n / cfg.cluster_m)), "b"));
+  copy_map(params.tma_b,
+           tensor_map_2d(operand_key(b, b_mn, c.k, c.n, c.ldb, w32(cfg.block_n / cfg.cluster_m)), "b"));
   const uint32_t d_bytes = out_bytes(cfg.epilogue);
   const TensorMapKey d_key{reinterpret_cast<uint64_t>(d.data), w64(c.n), w64(c.m), w64(c.ldd * d_bytes),
                            kernel->store_cols, 64,

@@ -11,7 +11,9 @@
 //
 // A float32 D (stored, or added into: the epilogue, Bf16GemmConfig::epilogue) makes a plan of its own: its staging
 // tile is twice the bytes, so a tile has fewer stages beside it, and tiles left with fewer than
-// kBf16GemmMinPlannedStages are not offered (128x256 and 256x128 with a float32 D).
+// kBf16GemmMinPlannedStages are not offered (128x256 and 256x128 with a float32 D). So do MN-major operands
+// (Bf16GemmConfig::mn_major): an N-major B is loaded in boxes of 64 columns, so only widths that are multiples of 64
+// (of 128 for CTA pairs) are offered.
 #pragma once
 
 #include <cstdint>
@@ -37,9 +39,11 @@ struct Bf16GemmConfig {
   int math_warpgroups = 2;  // 1 for 64 rows, else 2 (256 rows: two waves each)
   int cluster_m = 1;        // 2: CTA pairs on vertically adjacent tiles, multicasting B
   int epilogue = 0;         // kernels::kBf16GemmStoreBf16, kBf16GemmStoreF32 or kBf16GemmAddF32 (bf16_gemm_params.h)
+  int mn_major = 0;         // kernels::kBf16GemmMnMajorA | kBf16GemmMnMajorB: A stored M-major, B N-major
 
   bool operator==(const Bf16GemmConfig&) const = default;
-  // "128x256, 3 stages, 2 math warpgroups" (+ ", B multicast x2") (+ ", float32 D" or ", added into float32 D").
+  // "128x256, 3 stages, 2 math warpgroups" (+ ", B multicast x2") (+ ", float32 D" or ", added into float32 D")
+  // (+ ", M-major A", ", N-major B").
   std::string describe() const;
   // CTAs for an m x n problem on `sm_count` SMs: one per tile, at most the SMs, a whole number of clusters.
   uint32_t grid(int64_t m, int64_t n, int sm_count) const;
@@ -67,19 +71,20 @@ void check_bf16_gemm_overrides(const Bf16GemmOverrides& overrides, const char* w
 // otherwise); target.sm_count > 0 is the SMs the kernels may use. A forced stage count that does not fit in
 // target.shared_memory_per_block is an error naming the tile. Pure: equal arguments give equal plans.
 Bf16GemmPlan bf16_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const Bf16GemmOverrides& overrides = {},
-                            int epilogue = 0);
+                            int epilogue = 0, int mn_major = 0);
 
 // The cost model behind the choice: estimated kernel time in microseconds of `config` (its tile and its epilogue)
 // for an m x n x k problem.
 double bf16_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int64_t k, const Bf16GemmConfig& config);
 
-// The spec of kiln::kernels::Bf16Gemm<n, k, block_m, block_n, stages, math_warpgroups, cluster_m[, epilogue]> (the
-// epilogue only when D is float32, so a bf16 D's source is what it was before there was a choice): op
-// "bf16_gemm_nt", the config's threads per CTA and one CTA per SM.
+// The spec of kiln::kernels::Bf16Gemm<n, k, block_m, block_n, stages, math_warpgroups, cluster_m[, epilogue[,
+// mn_major]]> (the trailing arguments only where they are not 0, so the source of a K-major, bf16-D kernel is what it
+// was before there was a choice): op "bf16_gemm_nt", the config's threads per CTA and one CTA per SM.
 codegen::KernelSpec bf16_gemm_spec(int64_t n, int64_t k, const Bf16GemmConfig& config);
 
-// Registry entry: m (a value or a range), n, k, the form (fp32=1: a float32 D; accumulate=1: added into one), and the
-// optional overrides block_m, block_n, stages, cluster_m and num_sms (as set_num_sms: 0 for all of the target's SMs).
+// Registry entry: m (a value or a range), n, k, the form (fp32=1: a float32 D; accumulate=1: added into one;
+// m_major_a=1, n_major_b=1: MN-major operands), and the optional overrides block_m, block_n, stages, cluster_m and
+// num_sms (as set_num_sms: 0 for all of the target's SMs).
 OpDescriptor bf16_gemm_nt_descriptor();
 
 }  // namespace kiln::ops

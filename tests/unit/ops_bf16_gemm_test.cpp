@@ -163,7 +163,10 @@ TEST(Bf16GemmValidate, ShapesAndSizes) {
 }
 
 TEST(Bf16GemmValidate, StridesAlignmentAndOverlap) {
-  EXPECT_THAT(error_with([](Problem& p) { p.a.strides = {1, 256, 0, 0}; }), HasSubstr("a must be "));
+  EXPECT_THAT(error_with([](Problem& p) { p.a.strides = {2, 1040, 0, 0}; }),
+              AllOf(HasSubstr("a must be K-major (stride(1) == 1) or M-major (stride(0) == 1: a transposed [k, 256] "
+                              "tensor)"),
+                    HasSubstr("got strides (2, 1040)")));
   EXPECT_THAT(error_with([](Problem& p) { p.b.strides[0] = 524; }), HasSubstr("b must be rows 16-byte aligned"));
   EXPECT_THAT(error_with([](Problem& p) { p.d.strides[0] = 580; }), HasSubstr("d must be rows 16-byte aligned"));
   EXPECT_THAT(error_with([](Problem& p) { p.a.data = ptr(0x10000008); }), HasSubstr("a must be 16-byte aligned"));
@@ -179,6 +182,30 @@ TEST(Bf16GemmValidate, StridesAlignmentAndOverlap) {
     p.d.strides[0] = 584;
   }));
   EXPECT_TRUE(passes_checks([](Problem& p) { p.d.data = ptr(0x10000000 + 256 * 520 * 2); }));
+}
+
+// MN-major operands (DeepGEMM's nn, tn and tt layouts: a [k, m] or b [k, n] tensor, transposed): stride(0) == 1 and
+// 16-byte columns at least as long as the rows.
+TEST(Bf16GemmValidate, MnMajorOperands) {
+  EXPECT_TRUE(passes_checks([](Problem& p) { p.a.strides = {1, 256, 0, 0}; }));
+  EXPECT_TRUE(passes_checks([](Problem& p) { p.b.strides = {1, 584, 0, 0}; }));
+  EXPECT_TRUE(passes_checks([](Problem& p) {
+    p.a.strides = {1, 264, 0, 0};
+    p.b.strides = {1, 576, 0, 0};
+  }));
+  EXPECT_THAT(error_with([](Problem& p) { p.a.strides = {1, 200, 0, 0}; }),
+              AllOf(HasSubstr("a must be M-major with stride(1) >= size(0) == 256"), HasSubstr("got stride(1) == 200")));
+  EXPECT_THAT(error_with([](Problem& p) { p.b.strides = {1, 580, 0, 0}; }),
+              AllOf(HasSubstr("b must be N-major with columns 16-byte aligned (stride(1) a multiple of 8)"),
+                    HasSubstr("got stride(1) == 580 (1160 bytes)")));
+  EXPECT_THAT(error_with([](Problem& p) { p.b.strides = {3, 600, 0, 0}; }),
+              HasSubstr("b must be K-major (stride(1) == 1) or N-major (stride(0) == 1: a transposed [k, 576] tensor)"));
+  // The overlap checks see the transposed spans too.
+  EXPECT_THAT(error_with([](Problem& p) {
+                p.a.strides = {1, 256, 0, 0};
+                p.d.data = ptr(0x10000000 + 1024);
+              }),
+              HasSubstr("d must be memory that does not overlap a's"));
 }
 
 TEST(Bf16GemmValidate, EmptyProblemsAreNoOpsAndAValidCallReachesTheDevice) {
@@ -498,6 +525,37 @@ TEST(Bf16GemmPlan, AFloat32DHasAPlanOfItsOwn) {
   EXPECT_LT(fp32, add);
 }
 
+// MN-major operands: a plan per layout; an N-major B's widths are multiples of 64 (of 128 in pairs).
+TEST(Bf16GemmPlan, MnMajorOperandsHavePlansOfTheirOwn) {
+  const int a_mn = static_cast<int>(kernels::kBf16GemmMnMajorA), b_mn = static_cast<int>(kernels::kBf16GemmMnMajorB);
+  for (const int mn_major : {a_mn, b_mn, a_mn | b_mn}) {
+    for (const auto& [n, k] : kShapes) {
+      SCOPED_TRACE(std::to_string(n) + " x " + std::to_string(k) + ", mn_major " + std::to_string(mn_major));
+      const ops::Bf16GemmPlan plan = ops::bf16_gemm_plan(kH200, n, k, {}, 0, mn_major);
+      ASSERT_FALSE(plan.kernels.empty());
+      EXPECT_LE(plan.kernels.size(), static_cast<size_t>(ops::kBf16GemmMaxKernels));
+      for (const ops::Bf16GemmConfig& c : plan.kernels) {
+        EXPECT_EQ(c.mn_major, mn_major);
+        if (mn_major & b_mn) EXPECT_EQ(c.block_n % (64 * c.cluster_m), 0) << c.describe();
+        EXPECT_THAT(c.describe(), HasSubstr(mn_major == a_mn ? ", M-major A" : ", N-major B"));
+      }
+    }
+  }
+  // An M-major A takes every width; the K-major plan is unchanged by the layouts' existence.
+  EXPECT_EQ(ops::bf16_gemm_plan(kH200, 2112, 7168, {}, 0, a_mn).kernels.size(),
+            ops::bf16_gemm_plan(kH200, 2112, 7168).kernels.size());
+  EXPECT_THAT(error_of([&] { ops::bf16_gemm_plan(kH200, 4096, 7168, {64, 48, 0, 0}, 0, b_mn); }),
+              HasSubstr("bf16_gemm_nt: block_n must be 0 (heuristic) or a multiple of 64 with an N-major b"));
+  EXPECT_THAT(error_of([&] { ops::bf16_gemm_plan(kH200, 4096, 7168, {128, 192, 0, 2}, 0, b_mn); }),
+              HasSubstr("CTA pairs with an N-major b need block_n a multiple of 128"));
+  EXPECT_EQ(ops::bf16_gemm_plan(kH200, 4096, 7168, {128, 256, 0, 2}, 0, b_mn).kernels.at(0).cluster_m, 2);
+  EXPECT_THAT(error_of([] { ops::bf16_gemm_plan(kH200, 4096, 7168, {}, 0, 4); }),
+              HasSubstr("bf16_gemm_nt: mn_major must be 0..3"));
+  // The spec names the epilogue (0) and the layouts: the template's arguments are positional.
+  const ops::Bf16GemmConfig tn = ops::bf16_gemm_plan(kH200, 4096, 7168, {128, 256, 0, 2}, 0, a_mn | b_mn).kernels[0];
+  EXPECT_THAT(ops::bf16_gemm_spec(4096, 7168, tn).describe(), HasSubstr("cluster_m=2 epilogue=0 mn_major=3"));
+}
+
 TEST(Bf16GemmPlan, TheGridIsAWholeNumberOfClustersWithinTheSms) {
   ops::Bf16GemmConfig c;
   c.block_m = 128;
@@ -555,6 +613,13 @@ TEST(Bf16GemmRegistry, PlanListsTheKernelsOfARange) {
               HasSubstr("bf16_gemm_nt: parameter fp32 must be 0 (a bfloat16 D) or 1 (a float32 D), got 2"));
   EXPECT_THAT(error_of([] { uses({{"m", 64}, {"n", 7168}, {"k", 2048}, {"accumulate", 3}}); }),
               HasSubstr("bf16_gemm_nt: parameter accumulate must be 0"));
+  for (const ops::KernelUse& u : uses({{"m", ops::ProblemValue::range(1, 16384)}, {"n", 7168}, {"k", 2048},
+                                       {"m_major_a", 1}, {"n_major_b", 1}, {"accumulate", 1}}))
+    EXPECT_THAT(u.spec.describe(), HasSubstr("epilogue=2 mn_major=3"));
+  EXPECT_THAT(uses({{"m", 64}, {"n", 7168}, {"k", 2048}, {"n_major_b", 1}})[0].spec.describe(),
+              HasSubstr("epilogue=0 mn_major=2"));
+  EXPECT_THAT(error_of([] { uses({{"m", 64}, {"n", 7168}, {"k", 2048}, {"m_major_a", 2}}); }),
+              HasSubstr("bf16_gemm_nt: parameter m_major_a must be 0 (K-major) or 1 (MN-major), got 2"));
   EXPECT_THAT(error_of([] { uses({{"m", 64}, {"n", 7168}, {"k", 2048}, {"fp32", 0}, {"accumulate", 1}}); }),
               HasSubstr("bf16_gemm_nt: parameter accumulate=1 adds into a float32 D: it needs fp32=1 or no fp32, got "
                         "fp32=0"));
@@ -576,7 +641,7 @@ TEST(Bf16GemmGolden, SourceOfOneSpec) {
 // plan's for one (n, k), and every tile family forced at a ragged N and K (64x16, 64x256, 256x128 pairs, 128x256
 // pairs, and with their epilogue in passes 128x256 with four stages and 128x192 pairs with five); with a float32 D,
 // the accumulating plan's for one (n, k) and, stored or added, 64x48 (16-column boxes), 256x128 pairs and 128x256 in
-// four passes.
+// four passes; with MN-major operands, each layout's plan for one (n, k) and forced 256x128 and 128x256 pairs.
 class Bf16GemmCompile : public ::testing::TestWithParam<Backend> {
  protected:
   test::TempDir home_, state_;
@@ -595,6 +660,12 @@ TEST_P(Bf16GemmCompile, ThePlansKernelsAndForcedTilesBuild) {
   for (const auto& [o, epilogue] : std::vector<std::pair<Bf16GemmOverrides, int>>{
            {{64, 48, 0, 0}, store}, {{256, 128, 0, 2}, add}, {{128, 256, 4, 0}, store}, {{128, 256, 4, 0}, add}})
     kernels.push_back({136, ops::bf16_gemm_plan(kH200, 136, 520, o, epilogue).kernels.at(0)});
+  for (const int mn_major : {1, 2, 3}) {
+    for (const ops::Bf16GemmConfig& c : ops::bf16_gemm_plan(kH200, 2112, 7168, {}, 0, mn_major).kernels)
+      kernels.push_back({2112, c});
+    for (const Bf16GemmOverrides o : {Bf16GemmOverrides{256, 128, 0, 2}, Bf16GemmOverrides{128, 256, 0, 2}})
+      kernels.push_back({2112, ops::bf16_gemm_plan(kH200, 2112, 7168, o, add, mn_major).kernels.at(0)});
+  }
   for (const auto& [n, c] : kernels) {
     const codegen::KernelSpec spec = ops::bf16_gemm_spec(n, n == 136 ? 520 : 7168, c);
     SCOPED_TRACE(spec.describe());

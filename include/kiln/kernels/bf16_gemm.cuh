@@ -24,6 +24,10 @@
 //     next tile's epilogue, so it overlaps the next main loop. With more stages than fit beside a whole staging
 //     tile, a part of one, in passes (kPasses).
 //
+// Operands: A and B each K-major (rows of K, the default) or MN-major (kMnMajor: columns of M or N, A^T or B^T
+// stored row-major), loaded by TMA in boxes of 64 x 64 (128-byte rows of M or N, one per K) and fed to WGMMA with
+// its transpose immediate; the shared-memory bytes and the offsets of warpgroups and waves are the K-major ones.
+//
 // Edges: M is a run-time value (TMA zero-fills rows of A beyond M, or loads only align(M, 8) rows of the last m block,
 // bf16_gemm_last_box_rows; the stores clip them). N is compile-time,
 // N % 8 == 0; K is compile-time, K % 8 == 0 (16-byte TMA strides); a K tail inside the last 64-block is zero-filled
@@ -52,8 +56,10 @@ namespace kiln::kernels {
 // most one CTA per SM, and with kClusterM = 2 clusters of (2, 1, 1), an even grid and B's tensor map boxed
 // {64, kBlockN / 2}.
 // kEpilogue: kBf16GemmStoreBf16 (D bf16), kBf16GemmStoreF32 (D fp32) or kBf16GemmAddF32 (D fp32, added into).
+// kMnMajor: kBf16GemmMnMajorA | kBf16GemmMnMajorB for MN-major operands (0: both K-major); an MN-major B needs BLOCK_N
+// a multiple of 64 (128 in pairs, each CTA loading whole 64-column boxes).
 template <u32 kN, u32 kK, u32 kBlockM, u32 kBlockN, u32 kStages, u32 kNumMathWarpgroups, u32 kClusterM,
-          u32 kEpilogue = kBf16GemmStoreBf16, u32 kGroupM = kBf16GemmDefaultGroupM>
+          u32 kEpilogue = kBf16GemmStoreBf16, u32 kMnMajor = 0, u32 kGroupM = kBf16GemmDefaultGroupM>
 struct Bf16Gemm {
   static constexpr u32 kBlockK = kBf16GemmBlockK;
   static constexpr u32 kNumKBlocks = (kK + kBlockK - 1) / kBlockK;
@@ -80,6 +86,16 @@ struct Bf16Gemm {
   static constexpr u32 kStagingCols = bf16_gemm_staging_cols(kBlockM, kBlockN, kStages, kOutBytes);
   static constexpr u32 kPasses = kBlockN / kStagingCols;
   static constexpr u32 kRowBytes = kBlockK * 2;  // one K block of one row of A or B
+  static constexpr bool kAMnMajor = (kMnMajor & kBf16GemmMnMajorA) != 0;
+  static constexpr bool kBMnMajor = (kMnMajor & kBf16GemmMnMajorB) != 0;
+  // An MN-major operand's stage: boxes of 64 M or N (128 bytes) x 64 K, kMnBoxBytes each, one after the other along
+  // M or N, so that box i holds rows 64 i.. of the K-major tile's bytes: warpgroup and wave offsets are the same.
+  static constexpr u32 kMnBox = 64;
+  static constexpr u32 kMnBoxBytes = kMnBox * kRowBytes;
+  // One wgmma's K (16) further into a stage, in 16-byte units: 32 bytes along a K-major row, or two 8-row groups of
+  // 128-byte MN-major rows.
+  static constexpr u32 kAStepUnits = kAMnMajor ? 2 * 1024 / 16 : 2;
+  static constexpr u32 kBStepUnits = kBMnMajor ? 2 * 1024 / 16 : 2;
 
   static_assert(kNumMathWarpgroups == 1 || kNumMathWarpgroups == 2, "one or two math warpgroups");
   static_assert(kEpilogue == kBf16GemmStoreBf16 || kEpilogue == kBf16GemmStoreF32 || kEpilogue == kBf16GemmAddF32,
@@ -89,6 +105,9 @@ struct Bf16Gemm {
   static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "BLOCK_N: a multiple of 16 in 16..256");
   static_assert(kWaves * kAccumPerWave <= 128, "at most 128 accumulators a thread (beside 232 registers)");
   static_assert(kClusterM == 1 || (kClusterM == 2 && kBlockN % 16 == 0), "pairs sharing B: halves of 8-row atoms");
+  static_assert(kMnMajor <= (kBf16GemmMnMajorA | kBf16GemmMnMajorB), "kMnMajor: kBf16GemmMnMajorA | kBf16GemmMnMajorB");
+  static_assert(!kBMnMajor || kBlockN % (kMnBox * kClusterM) == 0,
+                "an N-major B: BLOCK_N a multiple of 64 (of 128 in pairs, each CTA loading whole boxes)");
   static_assert(kGroupM >= 1 && (kGroupM & (kGroupM - 1)) == 0, "a group holds a power of two of m units");
   static_assert(kStages >= 1 && kStages <= kBf16GemmMaxStages, "stages: 1..32");
   static_assert(kLayout.total_bytes <= kBf16GemmSmemPerBlock, "the stages do not fit in shared memory");
@@ -153,7 +172,7 @@ struct Bf16Gemm {
     const u64 b_policy = p.b_cache_policy;
     // The last m block's box of A may be shorter than BLOCK_M (bf16_gemm_last_box_rows): fewer bytes per stage,
     // through its own map.
-    const u32 last_m_block = p.last_box_rows != kBlockM ? (p.m - 1) / kBlockM : ~0u;
+    const u32 last_m_block = !kAMnMajor && p.last_box_rows != kBlockM ? (p.m - 1) / kBlockM : ~0u;
     const u32 last_stage_tx_bytes = kLayout.stage_tx_bytes - (kBlockM - p.last_box_rows) * kRowBytes;
     GemmSlot slot;
     for (u32 unit = walk.first; unit < walk.num_units; unit += walk.stride) {
@@ -175,8 +194,27 @@ struct Bf16Gemm {
         const i32 k0 = static_cast<i32>(kb * kBlockK);
         u8* const a_tile = smem + kLayout.a_offset + stage * kLayout.a_stage_bytes;
         u8* const b_tile = smem + kLayout.b_offset + stage * kLayout.b_stage_bytes;
-        ptx::tma_load_2d_hint(a_tile, tma_a, &full[stage], k0, m0, ptx::kL2EvictNormal);
-        if constexpr (kClusterM == 1) {
+        if constexpr (kAMnMajor) {
+#pragma unroll
+          for (u32 i = 0; i < kBlockM / kMnBox; ++i)
+            ptx::tma_load_2d_hint(a_tile + i * kMnBoxBytes, &p.tma_a, &full[stage], m0 + static_cast<i32>(i * kMnBox),
+                                  k0, ptx::kL2EvictNormal);
+        } else {
+          ptx::tma_load_2d_hint(a_tile, tma_a, &full[stage], k0, m0, ptx::kL2EvictNormal);
+        }
+        if constexpr (kBMnMajor) {
+          // Whole 64-column boxes; in a pair, this CTA's half of them, delivered to both.
+          constexpr u32 kBoxes = kBlockN / kMnBox / kClusterM;
+#pragma unroll
+          for (u32 i = 0; i < kBoxes; ++i) {
+            const u32 box = walk.rank * kBoxes + i;
+            const i32 n = n0 + static_cast<i32>(box * kMnBox);
+            if constexpr (kClusterM == 1)
+              ptx::tma_load_2d_hint(b_tile + box * kMnBoxBytes, &p.tma_b, &full[stage], n, k0, b_policy);
+            else
+              ptx::tma_load_2d_multicast(b_tile + box * kMnBoxBytes, &p.tma_b, &full[stage], n, k0, u16{0b11});
+          }
+        } else if constexpr (kClusterM == 1) {
           ptx::tma_load_2d_hint(b_tile, &p.tma_b, &full[stage], k0, n0, b_policy);
         } else {
           // This CTA's half of the pair's B tile, into the same place in both CTAs.
@@ -204,10 +242,12 @@ struct Bf16Gemm {
     const u32 window = static_cast<u32>(__cvta_generic_to_shared(smem));
     // Operand descriptors of stage 0 (in 16-byte units; a stage adds its stride): this warpgroup's 64 rows of A,
     // the whole B tile. 128-byte swizzle, 1024-byte 8-row atoms.
+    // An MN-major operand: 8-row K groups 1024 bytes apart (the stride byte offset), boxes of 64 M or N kMnBoxBytes
+    // apart (the leading byte offset, which a K-major swizzled operand does not use).
     const u64 desc_a0 = ptx::make_smem_desc_units((window + kLayout.a_offset + warpgroup * 64 * kRowBytes) >> 4,
-                                                  ptx::SmemSwizzle::k128B, 0, 1024);
-    const u64 desc_b0 =
-        ptx::make_smem_desc_units((window + kLayout.b_offset) >> 4, ptx::SmemSwizzle::k128B, 0, 1024);
+                                                  ptx::SmemSwizzle::k128B, kAMnMajor ? kMnBoxBytes : 0, 1024);
+    const u64 desc_b0 = ptx::make_smem_desc_units((window + kLayout.b_offset) >> 4, ptx::SmemSwizzle::k128B,
+                                                  kBMnMajor ? kMnBoxBytes : 0, 1024);
     float accum[kWaves][kAccumPerWave];
     GemmSlot slot;
     for (u32 unit = walk.first; unit < walk.num_units; unit += walk.stride) {
@@ -227,11 +267,12 @@ struct Bf16Gemm {
         for (u32 v = 0; v < kWaves; ++v) {
 #pragma unroll
           for (u32 k = 0; k < kBlockK / kWgmmaK; ++k) {
-            // k * 32 bytes along the 128-byte swizzled row: +2 in the descriptor's 16-byte units; wave v's rows
-            // kWaveRows further down A's tile. The first block of a tile overwrites the accumulators (scale-d 0).
-            ptx::WgmmaBF16<kBlockN>::mma(ptx::smem_desc_advance(desc_a, v * (kWaveRows * kRowBytes >> 4) + 2 * k),
-                                         ptx::smem_desc_advance(desc_b, 2 * k), accum[v],
-                                         kb > 0 || k > 0 ? 1u : 0u);
+            // The k-th 16 of K: k * 32 bytes along the 128-byte swizzled rows (K-major), or k * 16 rows further
+            // (MN-major); wave v's rows kWaveRows further down A's tile. The first block of a tile overwrites the
+            // accumulators (scale-d 0).
+            ptx::WgmmaBF16<kBlockN>::template mma<kAMnMajor, kBMnMajor>(
+                ptx::smem_desc_advance(desc_a, v * (kWaveRows * kRowBytes >> 4) + kAStepUnits * k),
+                ptx::smem_desc_advance(desc_b, kBStepUnits * k), accum[v], kb > 0 || k > 0 ? 1u : 0u);
           }
         }
         ptx::wgmma_commit_group();

@@ -19,12 +19,14 @@
 namespace kiln {
 
 struct alignas(64) Bf16GemmParams {
-  // A: bf16 [M, K], dims {K, M}, box {64, BLOCK_M}, 128-byte swizzle, out-of-bounds zero fill.
+  // A: bf16 [M, K], dims {K, M}, box {64, BLOCK_M}, 128-byte swizzle, out-of-bounds zero fill. M-major (the kernel's
+  // kBf16GemmMnMajorA): dims {M, K}, box {64, 64}.
   TmaDescriptor tma_a;
-  // The same map boxed {64, last_box_rows}, for the last m block (the same as tma_a where that is BLOCK_M).
+  // The same map boxed {64, last_box_rows}, for the last m block (the same as tma_a where that is BLOCK_M; unused
+  // for an M-major A).
   TmaDescriptor tma_a_last;
   // B: bf16 [N, K], dims {K, N}, box {64, BLOCK_N} (BLOCK_N / 2 for CTA pairs sharing B), 128-byte swizzle,
-  // out-of-bounds zero fill.
+  // out-of-bounds zero fill. N-major (kBf16GemmMnMajorB): dims {N, K}, box {64, 64}.
   TmaDescriptor tma_b;
   // D: bf16 (or fp32, per the kernel's epilogue) [M, N] with row stride ldd, dims {N, M}, box
   // {bf16_gemm_store_cols(BLOCK_N, out_bytes), 64}, a swizzle of store_cols * out_bytes bytes (ldd * out_bytes and
@@ -52,6 +54,10 @@ constexpr u32 kBf16GemmStoreBf16 = 0;
 constexpr u32 kBf16GemmStoreF32 = 1;
 constexpr u32 kBf16GemmAddF32 = 2;
 constexpr u32 bf16_gemm_out_bytes(u32 epilogue) { return epilogue == kBf16GemmStoreBf16 ? 2 : 4; }
+
+// The kernel's kMnMajor bits: A stored M-major (A^T row-major: [K, M]), B stored N-major ([K, N]).
+constexpr u32 kBf16GemmMnMajorA = 1;
+constexpr u32 kBf16GemmMnMajorB = 2;
 
 constexpr u32 bf16_gemm_align_up(u32 x, u32 a) { return (x + a - 1) / a * a; }
 
