@@ -16,8 +16,10 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <initializer_list>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kiln/kiln.hpp"
@@ -200,14 +202,17 @@ void check_gemm_form(bool wgrad, bool has_c, int recipe, const TensorView& d) {
                     d.describe() + "); a float32 d is the weight-gradient form, recipe (1, 1, 128) with B scaled per row");
 }
 
-// The C++ entry points with a C (fp8_gemm_nt_wgrad, bf16_gemm_nt_accumulate) name themselves in their argument
-// errors; from Python the call was kiln.fp8_gemm_nt or kiln.bf16_gemm_nt, so those messages name that (`python_name`).
-// Other errors (CUDA, compiles) keep their text and type.
-[[noreturn]] void rethrow_as(const Error& e, std::string_view cpp_name, std::string_view python_name) {
+// The C++ entry points name themselves in their argument errors (fp8_gemm_nt_wgrad, bf16_gemm_nt_accumulate, and
+// bf16_gemm_nt where Python called bf16_gemm_tn on transposed views); from Python the call was another function, so
+// those messages name that (`python_name`). Other errors (CUDA, compiles) keep their text and type. Call from a catch
+// block: anything else is rethrown as it was.
+[[noreturn]] void rethrow_as(const Error& e, std::initializer_list<std::string_view> cpp_names,
+                             std::string_view python_name) {
   const std::string_view what = e.what();
-  if ((e.kind() == ErrorKind::kTypeError || e.kind() == ErrorKind::kValueError) &&
-      what.substr(0, cpp_name.size()) == cpp_name && what.substr(cpp_name.size(), 2) == ": ")
-    throw Error(e.kind(), std::string(python_name) + std::string(what.substr(cpp_name.size())));
+  if (e.kind() == ErrorKind::kTypeError || e.kind() == ErrorKind::kValueError)
+    for (const std::string_view cpp_name : cpp_names)
+      if (what.substr(0, cpp_name.size()) == cpp_name && what.substr(cpp_name.size(), 2) == ": ")
+        throw Error(e.kind(), std::string(python_name) + std::string(what.substr(cpp_name.size())));
   throw;
 }
 
@@ -281,7 +286,7 @@ NB_MODULE(_native, m) {
           kiln::fp8_gemm_nt_wgrad(v.a, v.sfa, v.b, v.sfb, v.d, c.is_none() ? nullptr : &v.c,
                                   reinterpret_cast<kiln::Stream>(s));
         } catch (const kiln::Error& e) {
-          rethrow_as(e, "fp8_gemm_nt_wgrad", "fp8_gemm_nt");
+          rethrow_as(e, {"fp8_gemm_nt_wgrad"}, "fp8_gemm_nt");
         }
       },
       "a"_a.none(), "sfa"_a.none(), "b"_a.none(), "sfb"_a.none(), "d"_a.none(), "c"_a.none() = nb::none(),
@@ -341,27 +346,40 @@ NB_MODULE(_native, m) {
       "kiln.m_grouped_fp8_gemm_nt_masked).");
   m.def(
       "bf16_gemm_nt",
-      [](nb::handle a, nb::handle b, nb::handle d, nb::handle c, nb::handle stream) {
-        constexpr const char* kFunction = "bf16_gemm_nt";
+      [](nb::handle a, nb::handle b, nb::handle d, nb::handle c, nb::handle stream, const std::string& function,
+         bool transpose_a, bool transpose_b) {
+        // bf16_gemm_nn, _tn and _tt are bf16_gemm_nt on transposed views of a and/or b (DeepGEMM's definitions);
+        // their errors name them (`function`).
+        if (function != "bf16_gemm_nt" && function != "bf16_gemm_nn" && function != "bf16_gemm_tn" &&
+            function != "bf16_gemm_tt")
+          throw kiln::Error(kiln::ErrorKind::kValueError, "bf16_gemm_nt: unknown function name " + function);
+        const char* kFunction = function.c_str();
         KeepAlive keep;
-        const kiln::TensorView av = to_view(a, kFunction, "a", keep);
-        const kiln::TensorView bv = to_view(b, kFunction, "b", keep);
+        kiln::TensorView av = to_view(a, kFunction, "a", keep);
+        kiln::TensorView bv = to_view(b, kFunction, "b", keep);
         const kiln::TensorView dv = to_view(d, kFunction, "d", keep);
+        const auto transpose = [](kiln::TensorView& t) {
+          if (t.ndim != 2) return;  // the library's ndim check reports it
+          std::swap(t.shape[0], t.shape[1]);
+          std::swap(t.strides[0], t.strides[1]);
+        };
+        if (transpose_a) transpose(av);
+        if (transpose_b) transpose(bv);
         kiln::TensorView cv;
         if (!c.is_none()) cv = to_view(c, kFunction, "c", keep);
         const uintptr_t s = resolve_stream(stream, a, av, kFunction);
         nb::gil_scoped_release release;
-        if (c.is_none()) {
-          kiln::bf16_gemm_nt(av, bv, dv, reinterpret_cast<kiln::Stream>(s));
-          return;
-        }
         try {
-          kiln::bf16_gemm_nt_accumulate(av, bv, dv, cv, reinterpret_cast<kiln::Stream>(s));
+          if (c.is_none())
+            kiln::bf16_gemm_nt(av, bv, dv, reinterpret_cast<kiln::Stream>(s));
+          else
+            kiln::bf16_gemm_nt_accumulate(av, bv, dv, cv, reinterpret_cast<kiln::Stream>(s));
         } catch (const kiln::Error& e) {
-          rethrow_as(e, "bf16_gemm_nt_accumulate", kFunction);
+          rethrow_as(e, {"bf16_gemm_nt_accumulate", "bf16_gemm_nt"}, kFunction);
         }
       },
       "a"_a.none(), "b"_a.none(), "d"_a.none(), "c"_a.none() = nb::none(), "stream"_a.none() = nb::none(),
+      "function"_a = "bf16_gemm_nt", "transpose_a"_a = false, "transpose_b"_a = false,
       "D = A . B^T (D bfloat16 or float32), or D (float32) = C + A . B^T with c (d itself or another tensor); "
       "A [m, k], B [n, k] bfloat16 (see kiln.bf16_gemm_nt).");
   m.def("per_token_scales_storage", &kiln::per_token_scales_storage, "m"_a, "k"_a,

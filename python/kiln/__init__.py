@@ -45,6 +45,9 @@ __all__ = [
     "m_grouped_fp8_gemm_nt_contiguous",
     "m_grouped_fp8_gemm_nt_masked",
     "bf16_gemm_nt",
+    "bf16_gemm_nn",
+    "bf16_gemm_tn",
+    "bf16_gemm_tt",
     "get_mk_alignment_for_contiguous_layout",
     "per_token_cast_to_fp8",
     "per_block_cast_to_fp8",
@@ -508,8 +511,10 @@ def bf16_gemm_nt(a: Any, b: Any, d: Any, c: Any = None, compiled_dims: str = "nk
     """BF16 GEMM, in place (DeepGEMM's ``bf16_gemm_nt``, same arguments): ``D = C + A . B^T``, the products summed
     in float32 by the tensor cores.
 
-    * ``a``: bfloat16 ``[m, k]`` K-major (row stride a multiple of 8 elements, 16-byte aligned); ``k`` a multiple of 8.
-    * ``b``: bfloat16 ``[n, k]`` K-major, as ``a``; ``n`` a multiple of 8.
+    * ``a``: bfloat16 ``[m, k]``, K-major (row stride a multiple of 8 elements, 16-byte aligned) or M-major (a
+      transposed ``[k, m]`` tensor, its rows likewise; what ``bf16_gemm_tn`` and ``bf16_gemm_tt`` pass); ``k`` a
+      multiple of 8.
+    * ``b``: bfloat16 ``[n, k]``, K-major or N-major, as ``a``; ``n`` a multiple of 8.
     * ``d``: bfloat16 (the sums rounded to it) or float32 ``[m, n]``, row stride >= n and 16-byte rows (a multiple
       of 8 bfloat16 or 4 float32), 16-byte aligned, not overlapping ``a`` or ``b``.
     * ``c``: None (``D = A . B^T``: D is only written); ``d`` itself (or a tensor with d's data pointer, shape and
@@ -522,9 +527,33 @@ def bf16_gemm_nt(a: Any, b: Any, d: Any, c: Any = None, compiled_dims: str = "nk
     time; add ``fp32=1`` for a float32 ``d``, ``accumulate=1`` for one with ``c``). Every precondition is checked
     before anything is launched (TypeError or ValueError naming the argument); ``k == 0`` is a ValueError, not
     ``D = C`` (as ``fp8_gemm_nt``). ``compiled_dims`` is accepted for DeepGEMM's signature (kiln always compiles n
-    and k in)."""
+    and k in). An MN-major operand is loaded as it is, in 64-element boxes, with no copy (add ``m_major_a=1`` or
+    ``n_major_b=1`` to ``precompile``); an N-major ``b`` takes tiles whose widths are multiples of 64."""
     _check_compiled_dims(compiled_dims, "bf16_gemm_nt")
     _native.bf16_gemm_nt(a, b, d, c, stream)
+
+
+def bf16_gemm_nn(a: Any, b: Any, d: Any, c: Any = None, compiled_dims: str = "nk", *, stream: Any = None) -> None:
+    """DeepGEMM's ``bf16_gemm_nn``: ``D = C + A . B`` with ``a`` ``[m, k]`` and ``b`` ``[k, n]`` (row-major: N-major
+    as ``bf16_gemm_nt`` sees ``b.T``), no copy. Otherwise as ``bf16_gemm_nt``, whose checks apply to ``b.T`` (shapes
+    in the messages are ``b.T``'s); errors name ``bf16_gemm_nn``."""
+    _check_compiled_dims(compiled_dims, "bf16_gemm_nn")
+    _native.bf16_gemm_nt(a, b, d, c, stream, "bf16_gemm_nn", False, True)
+
+
+def bf16_gemm_tn(a: Any, b: Any, d: Any, c: Any = None, compiled_dims: str = "mn", *, stream: Any = None) -> None:
+    """DeepGEMM's ``bf16_gemm_tn``: ``D = C + A^T . B`` with ``a`` ``[k, m]`` and ``b`` ``[k, n]``, both row-major (a
+    weight gradient: ``dW = dY^T . X`` with token-major ``dY`` and ``X``), no copy: ``bf16_gemm_nt`` on ``a.T``
+    (M-major) and ``b.T`` (N-major), whose checks apply to those views; errors name ``bf16_gemm_tn``."""
+    _check_compiled_dims(compiled_dims, "bf16_gemm_tn", default="mn")
+    _native.bf16_gemm_nt(a, b, d, c, stream, "bf16_gemm_tn", True, True)
+
+
+def bf16_gemm_tt(a: Any, b: Any, d: Any, c: Any = None, compiled_dims: str = "mn", *, stream: Any = None) -> None:
+    """DeepGEMM's ``bf16_gemm_tt``: ``D = C + A^T . B^T`` with ``a`` ``[k, m]`` and ``b`` ``[n, k]``, no copy:
+    ``bf16_gemm_nt`` on ``a.T`` (M-major) and ``b``; errors name ``bf16_gemm_tt``."""
+    _check_compiled_dims(compiled_dims, "bf16_gemm_tt", default="mn")
+    _native.bf16_gemm_nt(a, b, d, c, stream, "bf16_gemm_tt", True, False)
 
 
 # ---- Settings ----------------------------------------------------------------------------------------------

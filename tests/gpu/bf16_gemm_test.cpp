@@ -5,7 +5,8 @@
 // 576; K = 8, 520, a K tail inside a 64-block), padded row strides of A, B and D, set_num_sms, a created stream, and
 // validation errors that need a GPU. The float32 forms (D stored as summed; D += A . B^T in place; D = C + A . B^T from
 // another C) on dense shapes, ragged ones, forced tiles (16- and 32-column boxes, pairs, two waves, four store passes)
-// and padded strides.
+// and padded strides. MN-major operands (A stored [k, m], B stored [k, n], or both) on the plan's kernels and forced
+// tiles.
 //
 // Inputs are random bf16 with per-row magnitudes over 2^-4..2^4 (never zeros); C is random float32. D, its padding
 // columns and a guard row are poisoned with NaN before each call (in place, D's own columns hold C). Checked rows
@@ -76,7 +77,14 @@ struct Case {
   int num_sms = 0;
   bool own_stream = false;
   Form form = Form::kBf16;
+  bool a_mn = false, b_mn = false;  // A stored M-major ([k, m], transposed), B N-major ([k, n])
 };
+
+Case with_layout(Case c, bool a_mn, bool b_mn) {
+  c.a_mn = a_mn;
+  c.b_mn = b_mn;
+  return c;
+}
 
 Case with_form(Case c, Form form) {
   c.form = form;
@@ -95,6 +103,7 @@ std::string name_of(const Case& c) {
   if (c.form == Form::kF32) s += " float32 D";
   if (c.form == Form::kAddInPlace) s += " D += A.B^T";
   if (c.form == Form::kAddFromC) s += " D = C + A.B^T";
+  if (c.a_mn || c.b_mn) s += std::string(" layout ") + (c.a_mn ? "t" : "n") + (c.b_mn ? "n" : "t");
   return s;
 }
 
@@ -126,16 +135,26 @@ std::vector<int64_t> checked_rows(int64_t m, uint64_t seed) {
 void run_case(const Case& c) {
   const std::string name = name_of(c);
   const uint64_t seed = mix(static_cast<uint64_t>(c.m * 131 + c.n * 7 + c.k));
-  const int64_t lda = c.k + c.pad_a, ldb = c.k + c.pad_b, ldd = c.n + c.pad_d;
-  std::vector<uint16_t> a(static_cast<size_t>(c.m * lda)), b(static_cast<size_t>(c.n * ldb));
-  for (int64_t r = 0; r < c.m; ++r)
-    for (int64_t j = 0; j < lda; ++j)
-      a[static_cast<size_t>(r * lda + j)] =
-          j < c.k ? random_bf16(seed, static_cast<uint64_t>(r), static_cast<uint64_t>(j)) : 0x7fc0;
-  for (int64_t r = 0; r < c.n; ++r)
-    for (int64_t j = 0; j < ldb; ++j)
-      b[static_cast<size_t>(r * ldb + j)] =
-          j < c.k ? random_bf16(~seed, static_cast<uint64_t>(r), static_cast<uint64_t>(j)) : 0x7fc0;
+  // An operand's device layout: K-major, `rows` rows of k (row stride k + pad), or MN-major, k rows of `rows` (row
+  // stride rows rounded up to 8, + pad); the padding is NaN. `logical` gets its values as [rows][k] floats.
+  const auto make_operand = [&](uint64_t operand_seed, int64_t rows, bool mn_major, int64_t pad, int64_t& ld,
+                                std::vector<float>& logical) {
+    ld = mn_major ? (rows + 7) / 8 * 8 + pad : c.k + pad;
+    std::vector<uint16_t> device(static_cast<size_t>((mn_major ? c.k : rows) * ld), 0x7fc0);
+    logical.resize(static_cast<size_t>(rows * c.k));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < c.k; ++i) {
+        const uint16_t v = random_bf16(operand_seed, static_cast<uint64_t>(r), static_cast<uint64_t>(i));
+        device[static_cast<size_t>(mn_major ? i * ld + r : r * ld + i)] = v;
+        logical[static_cast<size_t>(r * c.k + i)] = bf16_to_f32(v);
+      }
+    return device;
+  };
+  int64_t lda = 0, ldb = 0;
+  const int64_t ldd = c.n + c.pad_d;
+  std::vector<float> af, bf;
+  const std::vector<uint16_t> a = make_operand(seed, c.m, c.a_mn, c.pad_a, lda, af);
+  const std::vector<uint16_t> b = make_operand(~seed, c.n, c.b_mn, c.pad_b, ldb, bf);
   DeviceBuffer da(a.size() * 2), db(b.size() * 2);
   // D and one guard row after it, poisoned (NaN everywhere, the padding columns included); for D += A . B^T, D's own
   // columns hold C. Another C has a row stride of n + 3 (any pitch is copied).
@@ -162,7 +181,9 @@ void run_case(const Case& c) {
         host[static_cast<size_t>(r * ld + j)] = initial_c[static_cast<size_t>(r * c.n + j)];
     (c.form == Form::kAddInPlace ? dd : dc).upload(host.data(), host.size() * 4);
   }
-  const kiln::TensorView ta = view(da.data(), c.m, c.k, lda), tb = view(db.data(), c.n, c.k, ldb);
+  kiln::TensorView ta = view(da.data(), c.m, c.k, lda), tb = view(db.data(), c.n, c.k, ldb);
+  if (c.a_mn) ta.strides[0] = 1, ta.strides[1] = lda;
+  if (c.b_mn) tb.strides[0] = 1, tb.strides[1] = ldb;
   kiln::TensorView td = view(dd.data(), c.m, c.n, ldd), tc;
   if (f32) td.dtype = kiln::DType::kFloat32;
   if (c.form == Form::kAddInPlace) tc = td;
@@ -212,17 +233,14 @@ void run_case(const Case& c) {
   };
   const std::vector<int64_t> rows = checked_rows(c.m, seed);
   std::vector<RowCheck> checks(rows.size());
-  std::vector<float> af(a.size()), bf(b.size());
-  for (size_t i = 0; i < a.size(); ++i) af[i] = bf16_to_f32(a[i]);
-  for (size_t i = 0; i < b.size(); ++i) bf[i] = bf16_to_f32(b[i]);
   kiln::gpu_test::parallel_for(rows.size(), [&](size_t begin, size_t end) {
     for (size_t index = begin; index < end; ++index) {
       const int64_t r = rows[index];
       RowCheck& rc = checks[index];
       for (int64_t j = 0; j < c.n; ++j) {
         double ref = 0.0, abs_sum = 0.0;
-        const float* ar = af.data() + r * lda;
-        const float* br = bf.data() + j * ldb;
+        const float* ar = af.data() + r * c.k;
+        const float* br = bf.data() + j * c.k;
         for (int64_t i = 0; i < c.k; ++i) {
           const double prod = static_cast<double>(ar[i]) * static_cast<double>(br[i]);
           ref += prod;
@@ -316,6 +334,21 @@ int main(int argc, char** argv) {
     cases.push_back({4096, 4096, 1024, {}, 0, 0, 0, 66});
     cases.push_back({1000, 4096, 1024, {128, 256, 0, 2}, 0, 0, 0, 67});
     cases.push_back({256, 2048, 2048, {}, 0, 0, 0, 0, true});
+  }
+  // MN-major operands (DeepGEMM's nn, tn and tt: B stored [k, n], A stored [k, m], both): dense and ragged shapes
+  // (M off the 64-row boxes, a K tail), forced tiles (64-row, 256-row pairs, 128x256 pairs each loading two boxes of
+  // B, 128x192 alone) and padded strides, with a bf16 D, and with D += A . B^T.
+  for (const auto& [a_mn, b_mn] : {std::pair{false, true}, std::pair{true, false}, std::pair{true, true}}) {
+    for (const Case& base : {Case{1, 2112, 7168}, Case{128, 7168, 2048}, Case{4096, 4096, 7168}, Case{37, 576, 520},
+                             Case{1000, 136, 72}})
+      cases.push_back(with_layout(base, a_mn, b_mn));
+    cases.push_back(with_layout(with_form({300, 2112, 7176}, Form::kAddInPlace), a_mn, b_mn));
+    if (quick) continue;
+    for (const kiln::Bf16GemmOverrides& t :
+         {kiln::Bf16GemmOverrides{64, 64, 0, 1}, kiln::Bf16GemmOverrides{256, 128, 0, 2},
+          kiln::Bf16GemmOverrides{128, 256, 0, 2}, kiln::Bf16GemmOverrides{128, 192, 0, 1}})
+      cases.push_back(with_layout({333, 1024, 1048, t}, a_mn, b_mn));
+    cases.push_back(with_layout({500, 2112, 1024, {}, 8, 16, 24}, a_mn, b_mn));
   }
   // The float32 forms: each on dense and ragged shapes (the plan's kernels), and forced tiles that cover the fp32
   // epilogue's variants: 16-column boxes (64x48), 32-column boxes in pairs (128x192), two waves (256x128 pairs), and

@@ -80,6 +80,37 @@ def test_float32_d_with_or_without_c_passes_every_check():
             GEMM(a, b, D32, c)
 
 
+@pytest.mark.skipif(not NO_GPU, reason="would launch on fake pointers: only meaningful without a GPU")
+def test_the_nn_tn_and_tt_layouts_pass_every_check_on_row_major_tensors():
+    a_km, b_nk = FakeDLPack((200, 520), ptr=BASE), FakeDLPack((576, 520), ptr=B)
+    a_km_t, b_kn = FakeDLPack((520, 200), ptr=BASE), FakeDLPack((520, 576), ptr=B)
+    d = FakeDLPack((200, 576), ptr=D)
+    for function, a, b in ((kiln.bf16_gemm_nn, a_km, b_kn), (kiln.bf16_gemm_tn, a_km_t, b_kn),
+                           (kiln.bf16_gemm_tt, a_km_t, b_nk), (GEMM, a_km, b_nk)):
+        with pytest.raises(kiln.CudaError):
+            function(a, b, d)
+    # bf16_gemm_nt itself takes transposed views (stride(0) == 1): MN-major operands.
+    with pytest.raises(kiln.CudaError):
+        GEMM(FakeDLPack((200, 520), ptr=BASE, strides=(1, 200)), FakeDLPack((576, 520), ptr=B, strides=(1, 576)), d)
+
+
+@pytest.mark.parametrize("function, a, b, error, message", [
+    ("bf16_gemm_tn", FakeDLPack((520, 200), ptr=BASE), FakeDLPack((576, 520), ptr=B), ValueError,
+     r"b must be of shape \(n, k\) with k == 520"),
+    ("bf16_gemm_nn", FakeDLPack((200, 520), ptr=BASE), FakeDLPack((520, 576), ptr=B, strides=(580, 1)), ValueError,
+     r"b must be N-major with columns 16-byte aligned"),
+    ("bf16_gemm_tt", FakeDLPack((520, 200), ptr=BASE, strides=(2, 1040)), FakeDLPack((576, 520), ptr=B), ValueError,
+     r"a must be K-major \(stride\(1\) == 1\) or M-major"),
+    ("bf16_gemm_tn", FakeDLPack((520, 200), "float16", ptr=BASE), FakeDLPack((520, 576), ptr=B), TypeError,
+     "a must be bfloat16, got float16"),
+])
+def test_layout_errors_name_the_function_called(function, a, b, error, message):
+    with pytest.raises(error, match=f"^{function}: " + message):
+        getattr(kiln, function)(a, b, FakeDLPack((200, 576), ptr=D))
+    with pytest.raises(ValueError, match=f"^{function}: compiled_dims must be"):
+        getattr(kiln, function)(a, b, FakeDLPack((200, 576), ptr=D), compiled_dims="x")
+
+
 def test_k_must_be_a_multiple_of_8():
     a, b, d = fakes(k=516)
     with pytest.raises(ValueError, match=r"bf16_gemm_nt: a must be of a size\(1\) \(k\) that is a positive multiple of 8"):
@@ -121,3 +152,5 @@ def test_kernels_are_planned_without_a_gpu():
     added = kiln.plan("bf16_gemm_nt", n=7168, k=2048, m=1, accumulate=1, arch="sm_90a")
     assert stored and all("epilogue=1" in k["spec"] for k in stored), stored
     assert added and all("epilogue=2" in k["spec"] for k in added), added
+    tn = kiln.plan("bf16_gemm_nt", n=7168, k=2048, m=4096, m_major_a=1, n_major_b=1, arch="sm_90a")
+    assert tn and all("mn_major=3" in k["spec"] for k in tn), tn

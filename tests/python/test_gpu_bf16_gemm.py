@@ -7,7 +7,8 @@ same bf16 inputs (< 1e-5); no NaN or Inf may be left in D.
 Covered: every dense_bf16 (N, K) of shared/bench/shapes.json at M = 1, 128 and 4096; ragged M, N and K; a padded row
 stride of A, B and D (D's padding must stay untouched); the caller's current stream and an explicit stream argument;
 CUDA graph capture and replay after warm-up; m = 0; overrides (a forced tile, and a stage count that stores the
-epilogue in passes); a float32 d with c None (D = A . B^T), c = d (D += A . B^T) and another c (D = C + A . B^T, C left
+epilogue in passes); the nn, tn and tt layouts and bf16_gemm_nt on transposed views (MN-major operands, no copy),
+and tn's weight gradient added into float32; a float32 d with c None (D = A . B^T), c = d (D += A . B^T) and another c (D = C + A . B^T, C left
 as it was), compared with calc_diff < 1e-7 (a D rounded to bf16 would fail it); errors the wrapper and the library
 raise on the GPU path.
 
@@ -197,6 +198,32 @@ def test_float32_d_on_a_side_stream_and_with_a_forced_tile_in_passes():
         check_f32(d, a, b, c, "128x256, 4 stages (four store passes), D = C + A . B^T")
     finally:
         kiln.set_bf16_gemm_overrides()
+
+
+def test_the_nn_tn_and_tt_layouts():
+    """DeepGEMM's layouts on row-major tensors (no copy): nn takes b [k, n], tn a [k, m] and b [k, n] (a weight
+    gradient), tt a [k, m]; and bf16_gemm_nt on the same transposed views."""
+    for m, n, k in ((1, 2112, 7168), (256, 7168, 2048), (4096, 4096, 1024), (37, 576, 520), (300, 136, 72)):
+        g = torch.Generator(device="cuda").manual_seed(m * 7 + k)
+        a = torch.randn(m, k, device="cuda", generator=g, dtype=torch.bfloat16)
+        b = torch.randn(n, k, device="cuda", generator=g, dtype=torch.bfloat16)
+        a_km, b_kn = a.T.contiguous(), b.T.contiguous()  # [k, m], [k, n]
+        for function, x, y in ((kiln.bf16_gemm_nn, a, b_kn), (kiln.bf16_gemm_tn, a_km, b_kn),
+                               (kiln.bf16_gemm_tt, a_km, b), (kiln.bf16_gemm_nt, a_km.T, b_kn.T)):
+            d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+            function(x, y, d)
+            torch.cuda.synchronize()
+            check(d, a, b, f"{function.__name__} {m} x {n} x {k}")
+    # A weight gradient accumulated in float32: dW (n_out x n_in) += dY^T . X, dY [t, n_out] and X [t, n_in].
+    g = torch.Generator(device="cuda").manual_seed(5)
+    dy = torch.randn(4096, 2112, device="cuda", generator=g, dtype=torch.bfloat16)
+    x = torch.randn(4096, 1024, device="cuda", generator=g, dtype=torch.bfloat16)
+    c = torch.randn(2112, 1024, device="cuda", generator=g)
+    dw = c.clone()
+    kiln.bf16_gemm_tn(dy, x, dw, c=dw)
+    torch.cuda.synchronize()
+    check_f32(dw, dy.T, x.T, c, "bf16_gemm_tn, dW += dY^T . X")
+    print("  nn, tn, tt and transposed nt views: within calc_diff; tn into float32 with c: within 1e-7")
 
 
 def test_errors_on_the_gpu():
