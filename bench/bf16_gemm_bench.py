@@ -13,6 +13,10 @@ Timing as bench/fp8_gemm_bench.py: the L2 flushed by a 1 GB write before every c
 (>= 30) after --warmup calls, each measurement after --idle-ms of idle GPU. TFLOPS = 2 M N K / t; GB/s counts A, B and
 D once. Every kiln result is verified first: up to 64 rows against the float64 product, calc_diff < 1e-5.
 
+--layouts: the M = 4096 shapes also timed in DeepGEMM's nn, tn and tt layouts (kiln.bf16_gemm_nn/tn/tt on row-major
+b [K, N] and/or a [K, M]: MN-major operands, no copy) against cuBLAS on the same views (torch.mm(a.T, b, out=d),
+...); those rows have "layout" nn, tn or tt (the others nt) and are verified as the nt rows.
+
 --sweep: each shape also timed with every tile in SWEEP_TILES forced (set_bf16_gemm_overrides), for the plan's cost
 model; the rows get a "sweep" dict of tile -> µs.
 
@@ -86,6 +90,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_timing_arguments(parser)
     parser.add_argument("--sweep", action="store_true", help="also time every tile of SWEEP_TILES on every shape")
+    parser.add_argument("--layouts", action="store_true",
+                        help="also time the nn, tn and tt layouts at M = 4096 against cuBLAS on the same views")
     parser.add_argument("--accumulate", action="store_true",
                         help="also time D (float32) += A . B^T against cuBLAS's beta = 1 GEMM")
     parser.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1), help="parallel precompile threads")
@@ -107,6 +113,8 @@ def main() -> int:
                      for m, n, k in shapes for t in SWEEP_TILES]
     if args.accumulate:
         requests += [dict(n=n, k=k, m=m, accumulate=1) for m, n, k in shapes]
+    layout_shapes = [(m, n, k) for m, n, k in shapes if m == 4096] if args.layouts else []
+    requests += [dict(n=n, k=k, m=m, **LAYOUT_PLAN[layout]) for m, n, k in layout_shapes for layout in LAYOUT_PLAN]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         list(pool.map(lambda r: kiln.precompile("bf16_gemm_nt", **r), requests))
     print(f"precompile: {len(requests)} requests in {time.perf_counter() - t0:.1f} s", flush=True)
@@ -151,7 +159,7 @@ def main() -> int:
         for peer in ("cublas", "deepgemm"):
             if row.get("kiln_us") and row.get(f"{peer}_us"):
                 row[f"speedup_vs_{peer}"] = row[f"{peer}_us"] / row["kiln_us"]
-        row["form"] = "bf16"
+        row["form"], row["layout"] = "bf16", "nt"
         rows.append(row)
         nan = float("nan")
         sweep = ""
@@ -166,16 +174,21 @@ def main() -> int:
               + f", calc_diff {row.get('diff_reference', nan):.1e}{sweep}" + (f" ERROR {row['error']}" if "error" in row
                                                                              else ""), flush=True)
 
+    if layout_shapes:
+        failures += bench_layouts(torch, kiln, device, layout_shapes, timed_us, rows)
     accumulate_peer = None
     if args.accumulate:
         accumulate_peer, failed = bench_accumulate(torch, kiln, device, shapes, timed_us, rows)
         failures += failed
 
-    bf16_rows = [r for r in rows if r["form"] == "bf16"]
+    bf16_rows = [r for r in rows if r["form"] == "bf16" and r["layout"] == "nt"]
     summary = {"geomean_vs_cublas": geomean([r["speedup_vs_cublas"] for r in bf16_rows if "speedup_vs_cublas" in r])}
     for m in ms:
         summary[f"geomean_vs_cublas_m{m}"] = geomean([r["speedup_vs_cublas"] for r in bf16_rows
                                                       if r["m"] == m and "speedup_vs_cublas" in r])
+    for layout in LAYOUT_PLAN if layout_shapes else ():
+        summary[f"geomean_vs_cublas_{layout}_m4096"] = geomean([r["speedup_vs_cublas"] for r in rows
+                                                               if r["layout"] == layout and "speedup_vs_cublas" in r])
     if args.accumulate:
         summary["geomean_vs_cublas_add_f32"] = geomean([r["speedup_vs_cublas"] for r in rows
                                                         if r["form"] == "add_f32" and "speedup_vs_cublas" in r])
@@ -192,16 +205,58 @@ def main() -> int:
              "summary": summary}, indent=1))
     print(("PASS" if failures == 0 else "FAIL") + f" bf16_gemm_bench: {len(rows) - failures} of {len(rows)} results "
           f"verified against float64 (calc_diff < {MAX_DIFF:g})")
-    print(f"{'form':>7} {'M':>5} {'N':>6} {'K':>6} {'kiln µs':>9} {'TFLOPS':>7} {'cuBLAS µs':>9} {'x cuBLAS':>8} "
+    print(f"{'form':>7} {'layout':>6} {'M':>5} {'N':>6} {'K':>6} {'kiln µs':>9} {'TFLOPS':>7} {'cuBLAS µs':>9} {'x cuBLAS':>8} "
           f"{'x DeepGEMM':>10}")
     for r in rows:
-        print(f"{r['form']:>7} {r['m']:>5} {r['n']:>6} {r['k']:>6} {r.get('kiln_us', float('nan')):>9.1f} "
+        print(f"{r['form']:>7} {r['layout']:>6} {r['m']:>5} {r['n']:>6} {r['k']:>6} {r.get('kiln_us', float('nan')):>9.1f} "
               f"{r.get('kiln_tflops', float('nan')):>7.0f} {r.get('cublas_us', float('nan')):>9.1f} "
               f"{r.get('speedup_vs_cublas', float('nan')):>8.3f} {r.get('speedup_vs_deepgemm', float('nan')):>10.3f}")
     return 0 if failures == 0 else 1
 
 
 ACCUMULATE_MAX_DIFF = 1e-7
+# DeepGEMM's layouts: the problem parameters of their plans (what precompile needs).
+LAYOUT_PLAN = {"nn": dict(n_major_b=1), "tn": dict(m_major_a=1, n_major_b=1), "tt": dict(m_major_a=1)}
+
+
+def bench_layouts(torch, kiln, device, shapes, timed_us, rows) -> int:
+    """The --layouts rows (layouts nn, tn, tt of each shape), appended to `rows`; returns the failures."""
+    failures = 0
+    for index, (m, n, k) in enumerate(shapes):
+        torch.manual_seed(2000 + index)
+        a = torch.randn(m, k, device=device, dtype=torch.bfloat16)
+        b = torch.randn(n, k, device=device, dtype=torch.bfloat16)
+        a_km, b_kn = a.T.contiguous(), b.T.contiguous()
+        d = torch.empty(m, n, device=device, dtype=torch.bfloat16)
+        views = {"nn": (kiln.bf16_gemm_nn, a, b_kn, lambda: torch.mm(a, b_kn, out=d)),
+                 "tn": (kiln.bf16_gemm_tn, a_km, b_kn, lambda: torch.mm(a_km.T, b_kn, out=d)),
+                 "tt": (kiln.bf16_gemm_tt, a_km, b, lambda: torch.mm(a_km.T, b.T, out=d))}
+        for layout, (function, x, y, peer) in views.items():
+            row = {"form": "bf16", "layout": layout, "m": m, "n": n, "k": k}
+            try:
+                d.fill_(float("nan"))
+                function(x, y, d)
+                torch.cuda.synchronize()
+                check = min(m, 64)
+                row["diff_reference"] = calc_diff(d[:check], a[:check].double() @ b.double().T)
+                row["verified"] = bool(torch.isfinite(d).all()) and row["diff_reference"] < MAX_DIFF
+            except Exception as e:  # noqa: BLE001 - reported, counted as a failure
+                row["error"] = f"{type(e).__name__}: {e}"
+                row["verified"] = False
+            failures += 0 if row["verified"] else 1
+            flops, nbytes = 2.0 * m * n * k, 2.0 * (m * k + n * k + m * n)
+            if "error" not in row:
+                time_into(row, "kiln", timed_us, lambda: function(x, y, d), flops, nbytes)
+            time_into(row, "cublas", timed_us, peer, flops, nbytes)
+            if row.get("kiln_us") and row.get("cublas_us"):
+                row["speedup_vs_cublas"] = row["cublas_us"] / row["kiln_us"]
+            rows.append(row)
+            nan = float("nan")
+            print(f"{layout} {m} x {n} x {k}: kiln {row.get('kiln_us', nan):.1f} µs "
+                  f"({row.get('kiln_tflops', nan):.0f} TFLOPS), cuBLAS {row.get('cublas_us', nan):.1f} µs, x cuBLAS "
+                  f"{row.get('speedup_vs_cublas', nan):.3f}, calc_diff {row.get('diff_reference', nan):.1e}"
+                  + (f" ERROR {row['error']}" if "error" in row else ""), flush=True)
+    return failures
 
 
 def accumulate_peer_of(torch):
@@ -239,7 +294,7 @@ def bench_accumulate(torch, kiln, device, shapes, timed_us, rows) -> tuple:
         b = torch.randn(n, k, device=device, dtype=torch.bfloat16)
         c = torch.randn(m, n, device=device)
         d = c.clone()
-        row = {"form": "add_f32", "m": m, "n": n, "k": k}
+        row = {"form": "add_f32", "layout": "nt", "m": m, "n": n, "k": k}
         try:
             kiln.bf16_gemm_nt(a, b, d, c=d)
             torch.cuda.synchronize()

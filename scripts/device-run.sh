@@ -120,7 +120,7 @@ if [[ ($what == bench || $what == python || $what == all) && python =~ $only ]];
       python3 bench/fp8_gemm_masked_bench.py --out "$final_out"
     # BF16_SWEEP=1 adds every forced tile of the sweep (the plan's cost model is fitted to it).
     [[ $what != tests ]] && PYTHONPATH=$pydir run_step python_bf16_gemm_bench 420 \
-      python3 bench/bf16_gemm_bench.py --out "$final_out" --accumulate ${BF16_SWEEP:+--sweep}
+      python3 bench/bf16_gemm_bench.py --out "$final_out" --accumulate --layouts ${BF16_SWEEP:+--sweep}
   else
     tail -30 "$out/python_build.log"
     record python_build FAIL "$(( $(date +%s) - t0 )) s (log: python_build.log)"
