@@ -43,7 +43,7 @@ run_step() {  # name, timeout seconds, command...
 if [[ $what == tests || $what == all ]]; then
   for src in tests/gpu/*_test.cpp; do
     t=$build/tests/$(basename "$src" .cpp)
-    [[ -x $t ]] && run_step "$(basename "$t")" 180 "$t"
+    [[ -x $t ]] && run_step "$(basename "$t")" 300 "$t"
   done
   DG_JIT_USE_RUNTIME_API=1 run_step quantize_test_runtime_api 120 $build/tests/quantize_test
   DG_JIT_USE_NVRTC=1 run_step quantize_test_nvrtc 120 $build/tests/quantize_test
