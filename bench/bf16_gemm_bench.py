@@ -205,10 +205,11 @@ def main() -> int:
              "summary": summary}, indent=1))
     print(("PASS" if failures == 0 else "FAIL") + f" bf16_gemm_bench: {len(rows) - failures} of {len(rows)} results "
           f"verified against float64 (calc_diff < {MAX_DIFF:g})")
-    print(f"{'form':>7} {'layout':>6} {'M':>5} {'N':>6} {'K':>6} {'kiln µs':>9} {'TFLOPS':>7} {'cuBLAS µs':>9} {'x cuBLAS':>8} "
-          f"{'x DeepGEMM':>10}")
+    print(f"{'form':>7} {'layout':>6} {'M':>5} {'N':>6} {'K':>6} {'kiln µs':>9} {'TFLOPS':>7} {'cuBLAS µs':>9} "
+          f"{'x cuBLAS':>8} {'x DeepGEMM':>10}")
     for r in rows:
-        print(f"{r['form']:>7} {r['layout']:>6} {r['m']:>5} {r['n']:>6} {r['k']:>6} {r.get('kiln_us', float('nan')):>9.1f} "
+        print(f"{r['form']:>7} {r['layout']:>6} {r['m']:>5} {r['n']:>6} {r['k']:>6} "
+              f"{r.get('kiln_us', float('nan')):>9.1f} "
               f"{r.get('kiln_tflops', float('nan')):>7.0f} {r.get('cublas_us', float('nan')):>9.1f} "
               f"{r.get('speedup_vs_cublas', float('nan')):>8.3f} {r.get('speedup_vs_deepgemm', float('nan')):>10.3f}")
     return 0 if failures == 0 else 1
@@ -272,7 +273,8 @@ def accumulate_peer_of(torch):
     a = torch.randn(64, 128, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(256, 128, device="cuda", dtype=torch.bfloat16)
     expected = 1.0 + a.double() @ b.double().T
-    for name, peer in (("torch.addmm(out_dtype=float32, out=d)", addmm), ("torch.mm(out_dtype=float32) + add_", mm_add)):
+    for name, peer in (("torch.addmm(out_dtype=float32, out=d)", addmm),
+                       ("torch.mm(out_dtype=float32) + add_", mm_add)):
         d = torch.ones(64, 256, device="cuda")
         try:
             peer(a, b, d)

@@ -8,9 +8,9 @@ Covered: every dense_bf16 (N, K) of shared/bench/shapes.json at M = 1, 128 and 4
 stride of A, B and D (D's padding must stay untouched); the caller's current stream and an explicit stream argument;
 CUDA graph capture and replay after warm-up; m = 0; overrides (a forced tile, and a stage count that stores the
 epilogue in passes); the nn, tn and tt layouts and bf16_gemm_nt on transposed views (MN-major operands, no copy),
-and tn's weight gradient added into float32; a float32 d with c None (D = A . B^T), c = d (D += A . B^T) and another c (D = C + A . B^T, C left
-as it was), compared with calc_diff < 1e-7 (a D rounded to bf16 would fail it); errors the wrapper and the library
-raise on the GPU path.
+and tn's weight gradient added into float32; a float32 d with c None (D = A . B^T), c = d (D += A . B^T) and another
+c (D = C + A . B^T, C left as it was), compared with calc_diff < 1e-7 (a D rounded to bf16 would fail it); errors the
+wrapper and the library raise on the GPU path.
 
 Runs under pytest, or alone: `python3 tests/python/test_gpu_bf16_gemm.py` (one PASS/FAIL line per test).
 """

@@ -194,12 +194,14 @@ TEST(Bf16GemmValidate, MnMajorOperands) {
     p.b.strides = {1, 576, 0, 0};
   }));
   EXPECT_THAT(error_with([](Problem& p) { p.a.strides = {1, 200, 0, 0}; }),
-              AllOf(HasSubstr("a must be M-major with stride(1) >= size(0) == 256"), HasSubstr("got stride(1) == 200")));
+              AllOf(HasSubstr("a must be M-major with stride(1) >= size(0) == 256"),
+                    HasSubstr("got stride(1) == 200")));
   EXPECT_THAT(error_with([](Problem& p) { p.b.strides = {1, 580, 0, 0}; }),
               AllOf(HasSubstr("b must be N-major with columns 16-byte aligned (stride(1) a multiple of 8)"),
                     HasSubstr("got stride(1) == 580 (1160 bytes)")));
   EXPECT_THAT(error_with([](Problem& p) { p.b.strides = {3, 600, 0, 0}; }),
-              HasSubstr("b must be K-major (stride(1) == 1) or N-major (stride(0) == 1: a transposed [k, 576] tensor)"));
+              HasSubstr("b must be K-major (stride(1) == 1) or N-major (stride(0) == 1: a transposed [k, 576] "
+                        "tensor)"));
   // The overlap checks see the transposed spans too.
   EXPECT_THAT(error_with([](Problem& p) {
                 p.a.strides = {1, 256, 0, 0};

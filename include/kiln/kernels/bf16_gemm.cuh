@@ -1,7 +1,7 @@
 // BF16 GEMM (sm_90a):  D[M, N] (bf16 or fp32) = A[M, K] (bf16) . B[N, K]^T (bf16), summed in FP32, or
 // D[M, N] (fp32) += A . B^T (kEpilogue: bf16_gemm_params.h).
 //
-// A and B are K-major; parameters and shared-memory layout in bf16_gemm_params.h.
+// A and B are K-major or MN-major ("Operands" below); parameters and shared-memory layout in bf16_gemm_params.h.
 //
 // Structure (persistent, warp-specialised), the FP8 GEMM's (fp8_gemm.cuh) without its scales:
 //   * one CTA per SM walks output tiles unit = cluster, cluster + clusters, ...; tiles are ordered in groups of
