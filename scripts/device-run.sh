@@ -30,9 +30,19 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --f
 
 # ONLY='regex' runs just the steps whose names match (e.g. ONLY='fp8_gemm|jit_bench|python').
 only=${ONLY:-.}
+# Every step ends by DEADLINE_S seconds after the start (default 570: the device tool stops a call at 600 s, and a
+# call stopped there brings no logs back): a step gets at most the time left, and none starts with under 20 s left.
+deadline=$(( start + ${DEADLINE_S:-570} ))
+time_left() { local left=$(( deadline - $(date +%s) )); echo $(( left > 1 ? left : 1 )); }
 run_step() {  # name, timeout seconds, command...
   local name=$1 limit=$2; shift 2
   [[ $name =~ $only ]] || return 0
+  local left=$(time_left)
+  if (( left < 20 )); then
+    record "$name" SKIP "no time left before the ${DEADLINE_S:-570} s deadline"
+    return 0
+  fi
+  (( limit > left )) && limit=$left
   local t0=$(date +%s)
   timeout "$limit" "$@" >"$out/$name.log" 2>&1
   local rc=$?
@@ -94,8 +104,8 @@ if [[ ($what == bench || $what == python || $what == all) && python =~ $only ]];
   pydir=$PWD/$build/python-package
   t0=$(date +%s)
   rm -rf "$pydir"
-  if CXX=/usr/bin/g++ python3 -m pip install --no-build-isolation --no-deps --target "$pydir" . \
-       >"$out/python_build.log" 2>&1; then
+  if CXX=/usr/bin/g++ timeout "$(time_left)" \
+       python3 -m pip install --no-build-isolation --no-deps --target "$pydir" . >"$out/python_build.log" 2>&1; then
     record python_build ok "$(( $(date +%s) - t0 )) s"
     if [[ $what != bench ]]; then
       PYTHONPATH=$pydir run_step python_gpu_ops 200 python3 tests/python/test_gpu_ops.py
