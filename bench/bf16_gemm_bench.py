@@ -128,19 +128,9 @@ def main() -> int:
         row = {"m": m, "n": n, "k": k}
         if (m, n, k) in peers:
             row["deepgemm_us"] = peers[(m, n, k)]
-        try:
-            d.fill_(float("nan"))
-            kiln.bf16_gemm_nt(a, b, d)
-            torch.cuda.synchronize()
-            check = min(m, 64)
-            reference = a[:check].double() @ b.double().T
-            row["diff_reference"] = calc_diff(d[:check], reference)
-            row["verified"] = bool(torch.isfinite(d).all()) and row["diff_reference"] < MAX_DIFF
-            del reference
-        except Exception as e:  # noqa: BLE001 - reported, counted as a failure
-            row["error"] = f"{type(e).__name__}: {e}"
-            row["verified"] = False
-        failures += 0 if row["verified"] else 1
+        d.fill_(float("nan"))
+        failures += verify_into(row, torch, lambda: kiln.bf16_gemm_nt(a, b, d), d,
+                                lambda rows: a[:rows].double() @ b.double().T, MAX_DIFF)
         flops = 2.0 * m * n * k
         nbytes = 2.0 * (m * k + n * k + m * n)
         if "error" not in row:
@@ -216,6 +206,41 @@ def main() -> int:
 
 
 ACCUMULATE_MAX_DIFF = 1e-7
+
+
+def verify_into(row: dict, torch, call, d, reference, max_diff: float) -> int:
+    """Runs `call` once and compares D's first (up to) 64 rows with reference(rows), the float64 result: the row gets
+    diff_reference (calc_diff) and verified (finite and below max_diff), or the error. Returns 1 for a failure."""
+    try:
+        call()
+        torch.cuda.synchronize()
+        rows = min(row["m"], 64)
+        row["diff_reference"] = calc_diff(d[:rows], reference(rows))
+        row["verified"] = bool(torch.isfinite(d).all()) and row["diff_reference"] < max_diff
+    except Exception as e:  # noqa: BLE001 - reported, counted as a failure
+        row["error"] = f"{type(e).__name__}: {e}"
+        row["verified"] = False
+    return 0 if row["verified"] else 1
+
+
+def time_row(row: dict, label: str, timed_us, kiln_call, peer_call, nbytes: float) -> None:
+    """Times kiln (unless the row has an error) and the cuBLAS peer (unless None) into a verified --layouts or
+    --accumulate row, with the ratio, and prints its line."""
+    m, n, k = row["m"], row["n"], row["k"]
+    flops = 2.0 * m * n * k
+    if "error" not in row:
+        time_into(row, "kiln", timed_us, kiln_call, flops, nbytes)
+    if peer_call is not None:
+        time_into(row, "cublas", timed_us, peer_call, flops, nbytes)
+    if row.get("kiln_us") and row.get("cublas_us"):
+        row["speedup_vs_cublas"] = row["cublas_us"] / row["kiln_us"]
+    nan = float("nan")
+    print(f"{label} {m} x {n} x {k}: kiln {row.get('kiln_us', nan):.1f} µs ({row.get('kiln_tflops', nan):.0f} "
+          f"TFLOPS), cuBLAS {row.get('cublas_us', nan):.1f} µs, x cuBLAS {row.get('speedup_vs_cublas', nan):.3f}, "
+          f"calc_diff {row.get('diff_reference', nan):.1e}" + (f" ERROR {row['error']}" if "error" in row else ""),
+          flush=True)
+
+
 # DeepGEMM's layouts: the problem parameters of their plans (what precompile needs).
 LAYOUT_PLAN = {"nn": dict(n_major_b=1), "tn": dict(m_major_a=1, n_major_b=1), "tt": dict(m_major_a=1)}
 
@@ -234,29 +259,11 @@ def bench_layouts(torch, kiln, device, shapes, timed_us, rows) -> int:
                  "tt": (kiln.bf16_gemm_tt, a_km, b, lambda: torch.mm(a_km.T, b.T, out=d))}
         for layout, (function, x, y, peer) in views.items():
             row = {"form": "bf16", "layout": layout, "m": m, "n": n, "k": k}
-            try:
-                d.fill_(float("nan"))
-                function(x, y, d)
-                torch.cuda.synchronize()
-                check = min(m, 64)
-                row["diff_reference"] = calc_diff(d[:check], a[:check].double() @ b.double().T)
-                row["verified"] = bool(torch.isfinite(d).all()) and row["diff_reference"] < MAX_DIFF
-            except Exception as e:  # noqa: BLE001 - reported, counted as a failure
-                row["error"] = f"{type(e).__name__}: {e}"
-                row["verified"] = False
-            failures += 0 if row["verified"] else 1
-            flops, nbytes = 2.0 * m * n * k, 2.0 * (m * k + n * k + m * n)
-            if "error" not in row:
-                time_into(row, "kiln", timed_us, lambda: function(x, y, d), flops, nbytes)
-            time_into(row, "cublas", timed_us, peer, flops, nbytes)
-            if row.get("kiln_us") and row.get("cublas_us"):
-                row["speedup_vs_cublas"] = row["cublas_us"] / row["kiln_us"]
+            d.fill_(float("nan"))
+            failures += verify_into(row, torch, lambda: function(x, y, d), d,
+                                    lambda rows: a[:rows].double() @ b.double().T, MAX_DIFF)
+            time_row(row, layout, timed_us, lambda: function(x, y, d), peer, 2.0 * (m * k + n * k + m * n))
             rows.append(row)
-            nan = float("nan")
-            print(f"{layout} {m} x {n} x {k}: kiln {row.get('kiln_us', nan):.1f} µs "
-                  f"({row.get('kiln_tflops', nan):.0f} TFLOPS), cuBLAS {row.get('cublas_us', nan):.1f} µs, x cuBLAS "
-                  f"{row.get('speedup_vs_cublas', nan):.3f}, calc_diff {row.get('diff_reference', nan):.1e}"
-                  + (f" ERROR {row['error']}" if "error" in row else ""), flush=True)
     return failures
 
 
@@ -297,32 +304,12 @@ def bench_accumulate(torch, kiln, device, shapes, timed_us, rows) -> tuple:
         c = torch.randn(m, n, device=device)
         d = c.clone()
         row = {"form": "add_f32", "layout": "nt", "m": m, "n": n, "k": k}
-        try:
-            kiln.bf16_gemm_nt(a, b, d, c=d)
-            torch.cuda.synchronize()
-            check = min(m, 64)
-            reference = c[:check].double() + a[:check].double() @ b.double().T
-            row["diff_reference"] = calc_diff(d[:check], reference)
-            row["verified"] = bool(torch.isfinite(d).all()) and row["diff_reference"] < ACCUMULATE_MAX_DIFF
-            del reference
-        except Exception as e:  # noqa: BLE001 - reported, counted as a failure
-            row["error"] = f"{type(e).__name__}: {e}"
-            row["verified"] = False
-        failures += 0 if row["verified"] else 1
-        flops = 2.0 * m * n * k
-        nbytes = 2.0 * (m * k + n * k) + 8.0 * m * n
-        if "error" not in row:
-            time_into(row, "kiln", timed_us, lambda: kiln.bf16_gemm_nt(a, b, d, c=d), flops, nbytes)
-        if peer is not None:
-            time_into(row, "cublas", timed_us, lambda: peer(a, b, d), flops, nbytes)
-        if row.get("kiln_us") and row.get("cublas_us"):
-            row["speedup_vs_cublas"] = row["cublas_us"] / row["kiln_us"]
+        failures += verify_into(row, torch, lambda: kiln.bf16_gemm_nt(a, b, d, c=d), d,
+                                lambda rows: c[:rows].double() + a[:rows].double() @ b.double().T,
+                                ACCUMULATE_MAX_DIFF)
+        time_row(row, "D += A.B^T", timed_us, lambda: kiln.bf16_gemm_nt(a, b, d, c=d),
+                 None if peer is None else lambda: peer(a, b, d), 2.0 * (m * k + n * k) + 8.0 * m * n)
         rows.append(row)
-        nan = float("nan")
-        print(f"D += A.B^T {m} x {n} x {k}: kiln {row.get('kiln_us', nan):.1f} µs "
-              f"({row.get('kiln_tflops', nan):.0f} TFLOPS), cuBLAS {row.get('cublas_us', nan):.1f} µs, x cuBLAS "
-              f"{row.get('speedup_vs_cublas', nan):.3f}, calc_diff {row.get('diff_reference', nan):.1e}"
-              + (f" ERROR {row['error']}" if "error" in row else ""), flush=True)
     return peer_name, failures
 
 
