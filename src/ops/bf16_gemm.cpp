@@ -83,7 +83,7 @@ int64_t units_of(const Bf16GemmConfig& c, int64_t m, int64_t n) {
 
 // The candidates a plan chooses among for N = n, narrowed by the overrides; stages as many as fit unless forced.
 // Tiles left with fewer than kBf16GemmMinPlannedStages beside their staging are dropped while any other remains. An
-// N-major B takes widths that are multiples of 64 (of 128 in pairs) only.
+// N-major B takes widths that are multiples of 64 and no CTA pairs (bf16_gemm.cuh says why).
 std::vector<Bf16GemmConfig> candidates(const TargetInfo& target, int64_t n, const Bf16GemmOverrides& o, int epilogue,
                                        int mn_major) {
   std::vector<Bf16GemmConfig> out;
@@ -98,7 +98,7 @@ std::vector<Bf16GemmConfig> candidates(const TargetInfo& target, int64_t n, cons
       for (const int cluster_m : {1, 2}) {
         // Pairs sharing B only where B is worth sharing (unless asked for): 128- and 256-row tiles.
         if (o.cluster_m != 0 ? o.cluster_m != cluster_m : cluster_m == 2 && block_m == 64) continue;
-        if (n_major_b && block_n % (64 * cluster_m) != 0) continue;
+        if (n_major_b && (block_n % 64 != 0 || cluster_m == 2)) continue;
         Bf16GemmConfig c;
         c.block_m = block_m;
         c.block_n = block_n;
@@ -228,15 +228,16 @@ Bf16GemmPlan bf16_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, cons
                      std::to_string(epilogue));
   if (mn_major < 0 || mn_major > static_cast<int>(kernels::kBf16GemmMnMajorA | kernels::kBf16GemmMnMajorB))
     invalid(kOp, "mn_major must be 0..3 (1: an M-major A, 2: an N-major B), got " + std::to_string(mn_major));
-  if ((mn_major & static_cast<int>(kernels::kBf16GemmMnMajorB)) != 0 && overrides.block_n % 64 != 0)
-    invalid(kOp, "block_n must be 0 (heuristic) or a multiple of 64 with an N-major b (whose tiles load in boxes of 64 "
-                 "columns), got " + std::to_string(overrides.block_n));
+  if ((mn_major & static_cast<int>(kernels::kBf16GemmMnMajorB)) != 0) {
+    if (overrides.block_n % 64 != 0)
+      invalid(kOp, "block_n must be 0 (heuristic) or a multiple of 64 with an N-major b (whose tiles load in boxes of "
+                   "64 columns), got " + std::to_string(overrides.block_n));
+    if (overrides.cluster_m == 2)
+      invalid(kOp, "cluster_m must be 0 (heuristic) or 1 with an N-major b (CTA pairs sharing its boxes are not "
+                   "offered), got 2");
+  }
   const std::vector<Bf16GemmConfig> all = candidates(target, n, overrides, epilogue, mn_major);
-  if (all.empty())
-    invalid(kOp, (mn_major & static_cast<int>(kernels::kBf16GemmMnMajorB)) != 0 && overrides.cluster_m == 2
-                     ? "CTA pairs with an N-major b need block_n a multiple of 128 (each CTA loads whole 64-column "
-                       "boxes), got " + std::to_string(overrides.block_n)
-                     : std::string("no tile fits in the target's shared memory"));
+  if (all.empty()) invalid(kOp, "no tile fits in the target's shared memory");
 
   // Intervals (64 (i - 1), 64 i] of M, costed at their upper end (a tile count is constant inside one), each weighed
   // by ln of its M range so that every doubling of M counts alike.

@@ -13,7 +13,7 @@
 // tile is twice the bytes, so a tile has fewer stages beside it, and tiles left with fewer than
 // kBf16GemmMinPlannedStages are not offered (128x256 and 256x128 with a float32 D). So do MN-major operands
 // (Bf16GemmConfig::mn_major): an N-major B is loaded in boxes of 64 columns, so only widths that are multiples of 64
-// (of 128 for CTA pairs) are offered.
+// are offered, and no CTA pairs (bf16_gemm.cuh says why).
 #pragma once
 
 #include <cstdint>

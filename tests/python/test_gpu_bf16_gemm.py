@@ -202,8 +202,9 @@ def test_float32_d_on_a_side_stream_and_with_a_forced_tile_in_passes():
 
 def test_the_nn_tn_and_tt_layouts():
     """DeepGEMM's layouts on row-major tensors (no copy): nn takes b [k, n], tn a [k, m] and b [k, n] (a weight
-    gradient), tt a [k, m]; and bf16_gemm_nt on the same transposed views."""
-    for m, n, k in ((1, 2112, 7168), (256, 7168, 2048), (4096, 4096, 1024), (37, 576, 520), (300, 136, 72)):
+    gradient), tt a [k, m]; and bf16_gemm_nt on the same transposed views. A row-major [k, m] a needs m a multiple of 8
+    (16-byte rows), as TMA does: m = 37 is refused with the alignment named."""
+    for m, n, k in ((1, 2112, 7168), (256, 7168, 2048), (4096, 4096, 1024), (40, 576, 520), (296, 136, 72)):
         g = torch.Generator(device="cuda").manual_seed(m * 7 + k)
         a = torch.randn(m, k, device="cuda", generator=g, dtype=torch.bfloat16)
         b = torch.randn(n, k, device="cuda", generator=g, dtype=torch.bfloat16)
@@ -214,6 +215,11 @@ def test_the_nn_tn_and_tt_layouts():
             function(x, y, d)
             torch.cuda.synchronize()
             check(d, a, b, f"{function.__name__} {m} x {n} x {k}")
+    a_km = torch.randn(520, 37, device="cuda", dtype=torch.bfloat16)
+    with raises(ValueError, r"bf16_gemm_tn: a must be M-major with columns 16-byte aligned \(stride\(1\) a multiple "
+                            r"of 8\), got stride\(1\) == 37"):
+        kiln.bf16_gemm_tn(a_km, torch.randn(520, 576, device="cuda", dtype=torch.bfloat16),
+                          torch.empty(37, 576, device="cuda", dtype=torch.bfloat16))
     # A weight gradient accumulated in float32: dW (n_out x n_in) += dY^T . X, dY [t, n_out] and X [t, n_in].
     g = torch.Generator(device="cuda").manual_seed(5)
     dy = torch.randn(4096, 2112, device="cuda", generator=g, dtype=torch.bfloat16)
