@@ -25,7 +25,8 @@ model; the rows get a "sweep" dict of tile -> µs.
 out_dtype=float32 and out=d; where this torch lacks that, torch.mm with out_dtype then add_, two kernels, named in
 the JSON's "accumulate_peer"). Those rows have "form": "add_f32" (the others "bf16"), are verified against C + the
 float64 product with calc_diff < 1e-7 (a D rounded to bf16 would fail it), and count A, B and D twice (read and
-written) in GB/s.
+written) in GB/s. --sweep-accumulate: its M = 4096 rows also time ACCUMULATE_SWEEP_TILES forced (a float32 staging
+tile leaves the widest tiles 2 stages, or more with the epilogue in passes).
 
 Writes bf16_gemm_bench.json to --out (default $OUT; nothing when neither is set); prints a line per shape, a RESULT line
 (geometric mean against cuBLAS), one PASS/FAIL line and a table. Exit 0 when every result verified, 1 otherwise, 77
@@ -94,6 +95,8 @@ def main() -> int:
                         help="also time the nn, tn and tt layouts at M = 4096 against cuBLAS on the same views")
     parser.add_argument("--accumulate", action="store_true",
                         help="also time D (float32) += A . B^T against cuBLAS's beta = 1 GEMM")
+    parser.add_argument("--sweep-accumulate", action="store_true",
+                        help="--accumulate, and its M = 4096 rows with every tile of ACCUMULATE_SWEEP_TILES forced")
     parser.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1), help="parallel precompile threads")
     args = parser.parse_args()
     args.reps = max(args.reps, 30)
@@ -111,8 +114,12 @@ def main() -> int:
     if args.sweep:
         requests += [dict(n=n, k=k, m=m, block_m=t[0], block_n=t[1], cluster_m=t[2], stages=t[3])
                      for m, n, k in shapes for t in SWEEP_TILES]
+    args.accumulate = args.accumulate or args.sweep_accumulate
     if args.accumulate:
         requests += [dict(n=n, k=k, m=m, accumulate=1) for m, n, k in shapes]
+        if args.sweep_accumulate:
+            requests += [dict(n=n, k=k, m=m, accumulate=1, block_m=t[0], block_n=t[1], cluster_m=t[2], stages=t[3])
+                         for m, n, k in shapes if m == 4096 for t in ACCUMULATE_SWEEP_TILES]
     layout_shapes = [(m, n, k) for m, n, k in shapes if m == 4096] if args.layouts else []
     requests += [dict(n=n, k=k, m=m, **LAYOUT_PLAN[layout]) for m, n, k in layout_shapes for layout in LAYOUT_PLAN]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
@@ -168,7 +175,7 @@ def main() -> int:
         failures += bench_layouts(torch, kiln, device, layout_shapes, timed_us, rows)
     accumulate_peer = None
     if args.accumulate:
-        accumulate_peer, failed = bench_accumulate(torch, kiln, device, shapes, timed_us, rows)
+        accumulate_peer, failed = bench_accumulate(torch, kiln, device, shapes, timed_us, rows, args.sweep_accumulate)
         failures += failed
 
     bf16_rows = [r for r in rows if r["form"] == "bf16" and r["layout"] == "nt"]
@@ -293,8 +300,16 @@ def accumulate_peer_of(torch):
     return None, None
 
 
-def bench_accumulate(torch, kiln, device, shapes, timed_us, rows) -> tuple:
-    """The --accumulate rows (form "add_f32"), appended to `rows`; returns (the cuBLAS peer's name, failures)."""
+# (block_m, block_n, cluster_m, stages) forced on the accumulating form's M = 4096 rows by --accumulate --sweep: the
+# plan's widest tiles (128x192) and those it leaves out for their 2 stages (128x256, 256x128), with more stages and
+# the epilogue in passes.
+ACCUMULATE_SWEEP_TILES = [(128, 128, 2, 0), (128, 192, 1, 0), (128, 192, 2, 0), (128, 256, 1, 0), (128, 256, 2, 0),
+                          (128, 256, 1, 4), (128, 256, 2, 4), (256, 128, 2, 0), (256, 128, 2, 4), (128, 192, 2, 4)]
+
+
+def bench_accumulate(torch, kiln, device, shapes, timed_us, rows, sweep: bool) -> tuple:
+    """The --accumulate rows (form "add_f32"), appended to `rows`, with ACCUMULATE_SWEEP_TILES timed at M = 4096
+    when `sweep`; returns (the cuBLAS peer's name, failures)."""
     peer_name, peer = accumulate_peer_of(torch)
     failures = 0
     for index, (m, n, k) in enumerate(shapes):
@@ -309,6 +324,18 @@ def bench_accumulate(torch, kiln, device, shapes, timed_us, rows) -> tuple:
                                 ACCUMULATE_MAX_DIFF)
         time_row(row, "D += A.B^T", timed_us, lambda: kiln.bf16_gemm_nt(a, b, d, c=d),
                  None if peer is None else lambda: peer(a, b, d), 2.0 * (m * k + n * k) + 8.0 * m * n)
+        if sweep and m == 4096 and "error" not in row:
+            row["sweep"] = {}
+            for tile in ACCUMULATE_SWEEP_TILES:
+                kiln.set_bf16_gemm_overrides(block_m=tile[0], block_n=tile[1], cluster_m=tile[2], stages=tile[3])
+                try:
+                    row["sweep"][tile_name(tile)] = timed_us(lambda: kiln.bf16_gemm_nt(a, b, d, c=d))
+                except Exception as e:  # noqa: BLE001 - a tile that cannot run
+                    row["sweep"][tile_name(tile)] = f"{type(e).__name__}: {e}"
+                finally:
+                    kiln.set_bf16_gemm_overrides()
+            print("  forced: " + ", ".join(f"{t} {us:.1f}" if isinstance(us, float) else f"{t} {us}"
+                                           for t, us in row["sweep"].items()), flush=True)
         rows.append(row)
     return peer_name, failures
 

@@ -128,9 +128,11 @@ if [[ ($what == bench || $what == python || $what == all) && python =~ $only ]];
       python3 bench/fp8_gemm_m_grouped_bench.py --out "$final_out"
     [[ $what != tests ]] && PYTHONPATH=$pydir run_step python_fp8_gemm_masked_bench 240 \
       python3 bench/fp8_gemm_masked_bench.py --out "$final_out"
-    # BF16_SWEEP=1 adds every forced tile of the sweep (the plan's cost model is fitted to it).
+    # BF16_SWEEP=1 adds every forced tile of the sweep (the plan's cost model is fitted to it);
+    # BF16_ACCUMULATE_SWEEP=1 the float32 D += A . B^T form's at M = 4096.
     [[ $what != tests ]] && PYTHONPATH=$pydir run_step python_bf16_gemm_bench 420 \
-      python3 bench/bf16_gemm_bench.py --out "$final_out" --accumulate --layouts ${BF16_SWEEP:+--sweep}
+      python3 bench/bf16_gemm_bench.py --out "$final_out" --accumulate --layouts ${BF16_SWEEP:+--sweep} \
+      ${BF16_ACCUMULATE_SWEEP:+--sweep-accumulate}
   else
     tail -30 "$out/python_build.log"
     record python_build FAIL "$(( $(date +%s) - t0 )) s (log: python_build.log)"
