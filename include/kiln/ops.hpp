@@ -170,15 +170,18 @@ void m_grouped_fp8_gemm_nt_masked(const TensorView& a, const TensorView& sfa, co
 //
 //   D[m, n] (bfloat16 or float32) = A . B^T        summed in FP32 by the tensor cores
 //
-// a:   bfloat16 [m, k], K-major: strides (lda, 1) with lda >= k and lda a multiple of 8 (16-byte rows); 16-byte
-//      aligned; k a positive multiple of 8 (when m, n > 0).
-// b:   bfloat16 [n, k], K-major, as a (the weights; n a multiple of 8).
+// a:   bfloat16 [m, k], 16-byte aligned, K-major: strides (lda, 1) with lda >= k and lda a multiple of 8 (16-byte
+//      rows), or M-major: strides (1, lda) with lda >= m and a multiple of 8 (a transposed [k, m] tensor: DeepGEMM's
+//      tn and tt layouts); k a positive multiple of 8 (when m, n > 0). stride(1) == 1 reads as K-major.
+// b:   bfloat16 [n, k], K-major or N-major, as a (the weights; n a multiple of 8). An N-major b takes tiles whose
+//      widths are multiples of 64, without CTA pairs.
 // d:   bfloat16 or float32 [m, n] (the sums rounded to bfloat16, or stored as they are), strides (ldd, 1) with
 //      ldd >= n and 16-byte rows (ldd a multiple of 8 bfloat16 or 4 float32); 16-byte aligned; not overlapping a or
 //      b (the kernel would read what it has written).
 // All on one CUDA device with compute capability 9.0 (H100/H200). m may be anything >= 0 (0: nothing is launched);
 // every precondition is checked before any launch. The kernel is chosen per (device, n, k, m bucket, d's dtype) by
-// the plan in docs/BF16_GEMM.md (`kiln plan bf16_gemm_nt n=... k=... m=1..16384 [fp32=1]` lists it);
+// the plan in docs/BF16_GEMM.md (`kiln plan bf16_gemm_nt n=... k=... m=1..16384 [fp32=1] [m_major_a=1]
+// [n_major_b=1]` lists it);
 // DG_PRINT_CONFIGS=1 prints each choice once. Errors name bf16_gemm_nt.
 void bf16_gemm_nt(const TensorView& a, const TensorView& b, const TensorView& d, Stream stream = nullptr);
 
