@@ -472,7 +472,6 @@ struct GemmKernel {
 // loaded on first use.
 struct ShapeEntry {
   Bf16GemmPlan plan;
-  int epilogue = 0;
   int device = 0;
   int sm_count = 0;  // the SMs the kernels may use
   int64_t n = 0, k = 0;
@@ -503,7 +502,6 @@ const ShapeEntry* resolve_shape(const char* function, const Table::Key& key, con
   entry->n = n;
   entry->k = k;
   entry->device_name = info.name;
-  entry->epilogue = epilogue;
   entry->plan =
       bf16_gemm_plan(device_target(info, entry->sm_count), n, k, unpack(w64(key.words[5])), epilogue, mn_major);
   return table().insert(key, entry);
