@@ -87,6 +87,21 @@ def tile_name(tile: tuple[int, int, int, int]) -> str:
     return f"{tile[0]}x{tile[1]}" + (" pair" if tile[2] == 2 else "") + (f" s{tile[3]}" if tile[3] else "")
 
 
+def sweep_tiles(kiln, timed_us, tiles, call) -> dict:
+    """`call` timed with each of `tiles` forced (set_bf16_gemm_overrides, cleared after each): tile name -> µs, or
+    the error of a tile that cannot run (e.g. too little shared memory)."""
+    sweep = {}
+    for tile in tiles:
+        kiln.set_bf16_gemm_overrides(block_m=tile[0], block_n=tile[1], cluster_m=tile[2], stages=tile[3])
+        try:
+            sweep[tile_name(tile)] = timed_us(call)
+        except Exception as e:  # noqa: BLE001 - reported in the row
+            sweep[tile_name(tile)] = f"{type(e).__name__}: {e}"
+        finally:
+            kiln.set_bf16_gemm_overrides()
+    return sweep
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_timing_arguments(parser)
@@ -144,15 +159,7 @@ def main() -> int:
             time_into(row, "kiln", timed_us, lambda: kiln.bf16_gemm_nt(a, b, d), flops, nbytes)
         time_into(row, "cublas", timed_us, lambda: torch.matmul(a, b.T, out=d), flops, nbytes)
         if args.sweep and "error" not in row:
-            row["sweep"] = {}
-            for tile in SWEEP_TILES:
-                kiln.set_bf16_gemm_overrides(block_m=tile[0], block_n=tile[1], cluster_m=tile[2], stages=tile[3])
-                try:
-                    row["sweep"][tile_name(tile)] = timed_us(lambda: kiln.bf16_gemm_nt(a, b, d))
-                except Exception as e:  # noqa: BLE001 - a tile that cannot run (e.g. too little shared memory)
-                    row["sweep"][tile_name(tile)] = f"{type(e).__name__}: {e}"
-                finally:
-                    kiln.set_bf16_gemm_overrides()
+            row["sweep"] = sweep_tiles(kiln, timed_us, SWEEP_TILES, lambda: kiln.bf16_gemm_nt(a, b, d))
         for peer in ("cublas", "deepgemm"):
             if row.get("kiln_us") and row.get(f"{peer}_us"):
                 row[f"speedup_vs_{peer}"] = row[f"{peer}_us"] / row["kiln_us"]
@@ -325,15 +332,7 @@ def bench_accumulate(torch, kiln, device, shapes, timed_us, rows, sweep: bool) -
         time_row(row, "D += A.B^T", timed_us, lambda: kiln.bf16_gemm_nt(a, b, d, c=d),
                  None if peer is None else lambda: peer(a, b, d), 2.0 * (m * k + n * k) + 8.0 * m * n)
         if sweep and m == 4096 and "error" not in row:
-            row["sweep"] = {}
-            for tile in ACCUMULATE_SWEEP_TILES:
-                kiln.set_bf16_gemm_overrides(block_m=tile[0], block_n=tile[1], cluster_m=tile[2], stages=tile[3])
-                try:
-                    row["sweep"][tile_name(tile)] = timed_us(lambda: kiln.bf16_gemm_nt(a, b, d, c=d))
-                except Exception as e:  # noqa: BLE001 - a tile that cannot run
-                    row["sweep"][tile_name(tile)] = f"{type(e).__name__}: {e}"
-                finally:
-                    kiln.set_bf16_gemm_overrides()
+            row["sweep"] = sweep_tiles(kiln, timed_us, ACCUMULATE_SWEEP_TILES, lambda: kiln.bf16_gemm_nt(a, b, d, c=d))
             print("  forced: " + ", ".join(f"{t} {us:.1f}" if isinstance(us, float) else f"{t} {us}"
                                            for t, us in row["sweep"].items()), flush=True)
         rows.append(row)

@@ -346,13 +346,11 @@ NB_MODULE(_native, m) {
       "kiln.m_grouped_fp8_gemm_nt_masked).");
   m.def(
       "bf16_gemm_nt",
-      [](nb::handle a, nb::handle b, nb::handle d, nb::handle c, nb::handle stream, const std::string& function,
-         bool transpose_a, bool transpose_b) {
-        // bf16_gemm_nn, _tn and _tt are bf16_gemm_nt on transposed views of a and/or b (DeepGEMM's definitions);
-        // their errors name them (`function`).
-        if (function != "bf16_gemm_nt" && function != "bf16_gemm_nn" && function != "bf16_gemm_tn" &&
-            function != "bf16_gemm_tt")
-          throw kiln::Error(kiln::ErrorKind::kValueError, "bf16_gemm_nt: unknown function name " + function);
+      [](nb::handle a, nb::handle b, nb::handle d, nb::handle c, nb::handle stream, bool transpose_a,
+         bool transpose_b) {
+        // bf16_gemm_nn, _tn and _tt are bf16_gemm_nt on transposed views of a and/or b (DeepGEMM's definitions), and
+        // their errors name them: the layout's letters are a's (t when transposed) and b's (n when transposed).
+        const std::string function = std::string("bf16_gemm_") + (transpose_a ? 't' : 'n') + (transpose_b ? 'n' : 't');
         const char* kFunction = function.c_str();
         KeepAlive keep;
         kiln::TensorView av = to_view(a, kFunction, "a", keep);
@@ -379,7 +377,7 @@ NB_MODULE(_native, m) {
         }
       },
       "a"_a.none(), "b"_a.none(), "d"_a.none(), "c"_a.none() = nb::none(), "stream"_a.none() = nb::none(),
-      "function"_a = "bf16_gemm_nt", "transpose_a"_a = false, "transpose_b"_a = false,
+      "transpose_a"_a = false, "transpose_b"_a = false,
       "D = A . B^T (D bfloat16 or float32), or D (float32) = C + A . B^T with c (d itself or another tensor); "
       "A [m, k], B [n, k] bfloat16 (see kiln.bf16_gemm_nt).");
   m.def("per_token_scales_storage", &kiln::per_token_scales_storage, "m"_a, "k"_a,

@@ -538,7 +538,7 @@ def bf16_gemm_nn(a: Any, b: Any, d: Any, c: Any = None, compiled_dims: str = "nk
     as ``bf16_gemm_nt`` sees ``b.T``), no copy. Otherwise as ``bf16_gemm_nt``, whose checks apply to ``b.T`` (shapes
     in the messages are ``b.T``'s); errors name ``bf16_gemm_nn``."""
     _check_compiled_dims(compiled_dims, "bf16_gemm_nn")
-    _native.bf16_gemm_nt(a, b, d, c, stream, "bf16_gemm_nn", False, True)
+    _native.bf16_gemm_nt(a, b, d, c, stream, False, True)
 
 
 def bf16_gemm_tn(a: Any, b: Any, d: Any, c: Any = None, compiled_dims: str = "mn", *, stream: Any = None) -> None:
@@ -546,14 +546,14 @@ def bf16_gemm_tn(a: Any, b: Any, d: Any, c: Any = None, compiled_dims: str = "mn
     weight gradient: ``dW = dY^T . X`` with token-major ``dY`` and ``X``), no copy: ``bf16_gemm_nt`` on ``a.T``
     (M-major) and ``b.T`` (N-major), whose checks apply to those views; errors name ``bf16_gemm_tn``."""
     _check_compiled_dims(compiled_dims, "bf16_gemm_tn", default="mn")
-    _native.bf16_gemm_nt(a, b, d, c, stream, "bf16_gemm_tn", True, True)
+    _native.bf16_gemm_nt(a, b, d, c, stream, True, True)
 
 
 def bf16_gemm_tt(a: Any, b: Any, d: Any, c: Any = None, compiled_dims: str = "mn", *, stream: Any = None) -> None:
     """DeepGEMM's ``bf16_gemm_tt``: ``D = C + A^T . B^T`` with ``a`` ``[k, m]`` and ``b`` ``[n, k]``, no copy:
     ``bf16_gemm_nt`` on ``a.T`` (M-major) and ``b``; errors name ``bf16_gemm_tt``."""
     _check_compiled_dims(compiled_dims, "bf16_gemm_tt", default="mn")
-    _native.bf16_gemm_nt(a, b, d, c, stream, "bf16_gemm_tt", True, False)
+    _native.bf16_gemm_nt(a, b, d, c, stream, True, False)
 
 
 # ---- Settings ----------------------------------------------------------------------------------------------
