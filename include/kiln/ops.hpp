@@ -199,10 +199,47 @@ void bf16_gemm_nt(const TensorView& a, const TensorView& b, const TensorView& d,
 void bf16_gemm_nt_accumulate(const TensorView& a, const TensorView& b, const TensorView& d, const TensorView& c,
                              Stream stream = nullptr);
 
+// DeepGEMM's m_grouped_bf16_gemm_nt_contiguous: the forward GEMMs of G MoE experts in one launch, each expert's
+// tokens a contiguous run of A's rows,
+//   D[r, :] (bfloat16) = A[r, :] . B[g]^T      for every row r, g = m_indices[r]
+// a:   bfloat16 [m, k], K-major, as bf16_gemm_nt's (m the rows of all experts together);
+// b:   bfloat16 [G, n, k], each expert's [n, k] K-major as bf16_gemm_nt's b, the experts one after the other
+//      (strides (n * s, s, 1), s >= k, s a multiple of 8); n a multiple of 8;
+// d:   bfloat16 [m, n] as bf16_gemm_nt's, not overlapping a, b or m_indices;
+// m_indices: int32 [m], contiguous, on a's device: each row's expert, or -1 for a padding row.
+// Layout: as m_grouped_fp8_gemm_nt_contiguous's (each expert's rows start at a multiple of 128 and are padded to one
+// with rows marked -1). The kernel reads one index per m block (its first row's); rows of a block that starts with -1
+// come out unspecified, and a block whose first index is outside [-1, G) comes out NaN (never a read outside b).
+// Every other precondition is checked before anything is launched; m = 0 or n = 0 launches nothing. The kernels have
+// 64- and 128-row tiles (`kiln plan bf16_gemm_nt ... m_grouped=1` lists them). Errors name
+// m_grouped_bf16_gemm_nt_contiguous.
+void m_grouped_bf16_gemm_nt_contiguous(const TensorView& a, const TensorView& b, const TensorView& d,
+                                       const TensorView& m_indices, Stream stream = nullptr);
+
+// DeepGEMM's m_grouped_bf16_gemm_nt_masked: the decode-time GEMMs of G MoE experts in one launch, each expert's tokens
+// in its own block of rows of which only the first masked_m[g] hold tokens (the count stays on the device, so a CUDA
+// graph replays any routing):
+//   D[g, r, :] (bfloat16) = A[g, r, :] . B[g]^T      for r < masked_m[g]
+// a:   bfloat16 [G, m, k], each group's [m, k] K-major as bf16_gemm_nt's a, the groups one after the other
+//      (stride(0) == m * stride(1));
+// b:   as for m_grouped_bf16_gemm_nt_contiguous;
+// d:   bfloat16 [G, m, n], each group's [m, n] as bf16_gemm_nt's d, the groups a multiple of 8 elements apart and not
+//      overlapping (each other, a, b or masked_m);
+// masked_m: int32 [G], contiguous, on a's device: each group's rows (below 0 counts as 0, above m as m: never a read
+//      or store outside the group). Rows of a group from masked_m[g] on come out unspecified up to its last 64- or
+//      128-row block's end (as DeepGEMM leaves them); the rows past that are not written.
+// expected_m: the rows a group is expected to hold (>= 0; clamped into [1, m]): the call runs the kernel its plan
+//      picks at M = G * expected_m.
+// Every other precondition is checked before anything is launched; m = 0 or n = 0 launches nothing (`kiln plan
+// bf16_gemm_nt ... m_grouped=1 masked=1` lists the kernels). Errors name m_grouped_bf16_gemm_nt_masked.
+void m_grouped_bf16_gemm_nt_masked(const TensorView& a, const TensorView& b, const TensorView& d,
+                                   const TensorView& masked_m, int64_t expected_m, Stream stream = nullptr);
+
 // Overrides of the BF16 GEMM's plan, process-wide (0: the plan decides), for later bf16_gemm_nt launches. Validated
 // when set: block_m 64, 128 or 256; block_n a multiple of 16 in 16..256 (at most 128 with block_m 256, whose two
 // waves' accumulators fill the registers); stages 1..32 (checked to fit in shared memory per kernel); cluster_m 1 or 2
-// (2: CTA pairs on vertically adjacent tiles multicast B). Throws Error(kValueError) naming the field otherwise.
+// (2: CTA pairs on vertically adjacent tiles multicast B). Throws Error(kValueError) naming the field otherwise. The
+// m-grouped forms take them too, but ignore cluster_m (their tiles are never paired) and refuse block_m 256.
 struct Bf16GemmOverrides {
   int block_m = 0;
   int block_n = 0;

@@ -37,6 +37,8 @@ namespace {
 
 constexpr const char* kOp = "bf16_gemm_nt";
 constexpr const char* kAccumulateOp = "bf16_gemm_nt_accumulate";
+constexpr const char* kMGroupedOp = "m_grouped_bf16_gemm_nt_contiguous";
+constexpr const char* kMaskedOp = "m_grouped_bf16_gemm_nt_masked";
 constexpr int64_t kBlockK = kernels::kBf16GemmBlockK;
 
 uint32_t w32(int64_t v) { return static_cast<uint32_t>(v); }
@@ -83,15 +85,16 @@ int64_t units_of(const Bf16GemmConfig& c, int64_t m, int64_t n) {
 
 // The candidates a plan chooses among for N = n, narrowed by the overrides; stages as many as fit unless forced.
 // Tiles left with fewer than kBf16GemmMinPlannedStages beside their staging are dropped while any other remains. An
-// N-major B takes widths that are multiples of 64 and no CTA pairs (bf16_gemm.cuh says why).
+// N-major B takes widths that are multiples of 64 and no CTA pairs (bf16_gemm.cuh says why); the m-grouped forms
+// 64- and 128-row tiles and no pairs.
 std::vector<Bf16GemmConfig> candidates(const TargetInfo& target, int64_t n, const Bf16GemmOverrides& o, int epilogue,
-                                       int mn_major) {
+                                       int mn_major, int grouping) {
   std::vector<Bf16GemmConfig> out;
   const bool n_major_b = (mn_major & static_cast<int>(kernels::kBf16GemmMnMajorB)) != 0;
   const uint32_t bytes = out_bytes(epilogue);
   const uint32_t smem = static_cast<uint32_t>(std::min<int64_t>(target.shared_memory_per_block, UINT32_MAX));
   for (const int block_m : {64, 128, 256}) {
-    if (o.block_m != 0 && o.block_m != block_m) continue;
+    if ((o.block_m != 0 && o.block_m != block_m) || (grouping != 0 && block_m == 256)) continue;
     const int widest = block_m == 256 ? 128 : 256;
     for (int block_n = 16; block_n <= widest; block_n += 16) {
       if (o.block_n != 0 ? o.block_n != block_n : !bf16_gemm_offered(block_m, block_n, n)) continue;
@@ -99,6 +102,7 @@ std::vector<Bf16GemmConfig> candidates(const TargetInfo& target, int64_t n, cons
         // Pairs sharing B only where B is worth sharing (unless asked for): 128- and 256-row tiles.
         if (o.cluster_m != 0 ? o.cluster_m != cluster_m : cluster_m == 2 && block_m == 64) continue;
         if (n_major_b && (block_n % 64 != 0 || cluster_m == 2)) continue;
+        if (grouping != 0 && cluster_m == 2) continue;
         Bf16GemmConfig c;
         c.block_m = block_m;
         c.block_n = block_n;
@@ -106,6 +110,7 @@ std::vector<Bf16GemmConfig> candidates(const TargetInfo& target, int64_t n, cons
         c.cluster_m = cluster_m;
         c.epilogue = epilogue;
         c.mn_major = mn_major;
+        c.grouping = grouping;
         // As many stages as fit beside a whole staging tile; a forced count may go further with a part of one (the
         // epilogue in passes, bf16_gemm_staging_cols).
         const uint32_t fit = kernels::bf16_gemm_max_stages(w32(block_m), w32(block_n), smem, bytes);
@@ -158,7 +163,10 @@ std::string Bf16GemmConfig::describe() const {
           : epilogue == static_cast<int>(kernels::kBf16GemmAddF32) ? ", added into float32 D"
                                                                     : "") +
          ((mn_major & static_cast<int>(kernels::kBf16GemmMnMajorA)) != 0 ? ", M-major A" : "") +
-         ((mn_major & static_cast<int>(kernels::kBf16GemmMnMajorB)) != 0 ? ", N-major B" : "");
+         ((mn_major & static_cast<int>(kernels::kBf16GemmMnMajorB)) != 0 ? ", N-major B" : "") +
+         (grouping == static_cast<int>(kernels::kBf16GemmMGrouped) ? ", m-grouped"
+          : grouping == static_cast<int>(kernels::kBf16GemmMasked) ? ", m-grouped masked"
+                                                                    : "");
 }
 
 uint32_t Bf16GemmConfig::grid(int64_t m, int64_t n, int sm_count) const {
@@ -217,7 +225,7 @@ double bf16_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int
 }
 
 Bf16GemmPlan bf16_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const Bf16GemmOverrides& overrides,
-                            int epilogue, int mn_major) {
+                            int epilogue, int mn_major, int grouping) {
   if (n <= 0 || n % 8 != 0) invalid(kOp, "n must be a positive multiple of 8, got " + std::to_string(n));
   if (k <= 0 || k % 8 != 0) invalid(kOp, "k must be a positive multiple of 8, got " + std::to_string(k));
   if (n > INT32_MAX || k > INT32_MAX) invalid(kOp, "n and k must be at most 2147483647");
@@ -236,7 +244,21 @@ Bf16GemmPlan bf16_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, cons
       invalid(kOp, "cluster_m must be 0 (heuristic) or 1 with an N-major b (CTA pairs sharing its boxes are not "
                    "offered), got 2");
   }
-  const std::vector<Bf16GemmConfig> all = candidates(target, n, overrides, epilogue, mn_major);
+  if (grouping < 0 || grouping > static_cast<int>(kernels::kBf16GemmMasked))
+    invalid(kOp, "grouping must be 0 (one GEMM), 1 (m-grouped contiguous) or 2 (m-grouped masked), got " +
+                     std::to_string(grouping));
+  if (grouping != 0) {
+    if (epilogue != 0 || mn_major != 0)
+      invalid(kOp, "the m-grouped forms take a bfloat16 D and K-major operands, got epilogue " +
+                       std::to_string(epilogue) + " and mn_major " + std::to_string(mn_major));
+    if (overrides.block_m == 256)
+      invalid(kOp, "block_m must be 0 (heuristic), 64 or 128 in the m-grouped forms (an m block lies in one group, "
+                   "and groups are aligned to 128 rows), got 256");
+    if (overrides.cluster_m == 2)
+      invalid(kOp, "cluster_m must be 0 (heuristic) or 1 in the m-grouped forms (a CTA pair would take two m blocks, "
+                   "perhaps of two groups), got 2");
+  }
+  const std::vector<Bf16GemmConfig> all = candidates(target, n, overrides, epilogue, mn_major, grouping);
   if (all.empty()) invalid(kOp, "no tile fits in the target's shared memory");
 
   // Intervals (64 (i - 1), 64 i] of M, costed at their upper end (a tile count is constant inside one), each weighed
@@ -331,10 +353,12 @@ codegen::KernelSpec bf16_gemm_spec(int64_t n, int64_t k, const Bf16GemmConfig& c
       .arg("stages", int64_t{c.stages})
       .arg("math_warpgroups", int64_t{c.math_warpgroups})
       .arg("cluster_m", int64_t{c.cluster_m});
-  // Template arguments are positional: mn_major needs the epilogue before it.
-  if (c.epilogue != static_cast<int>(kernels::kBf16GemmStoreBf16) || c.mn_major != 0)
+  // Template arguments are positional: mn_major needs the epilogue before it, the grouping all three before it.
+  const bool grouped = c.grouping != static_cast<int>(kernels::kBf16GemmDense);
+  if (c.epilogue != static_cast<int>(kernels::kBf16GemmStoreBf16) || c.mn_major != 0 || grouped)
     spec.arg("epilogue", int64_t{c.epilogue});
-  if (c.mn_major != 0) spec.arg("mn_major", int64_t{c.mn_major});
+  if (c.mn_major != 0 || grouped) spec.arg("mn_major", int64_t{c.mn_major});
+  if (grouped) spec.arg("group_m", int64_t{kernels::kBf16GemmDefaultGroupM}).arg("grouping", int64_t{c.grouping});
   spec.block_threads = static_cast<int>(c.threads());
   spec.min_blocks_per_sm = 1;
   return spec;
@@ -378,12 +402,34 @@ int mn_major_of(const Problem& problem) {
   return bits;
 }
 
+// The grouping a problem names: m_grouped=1 the contiguous m-grouped kernels, with masked=1 the masked ones; neither
+// with a float32 D or an MN-major operand.
+int grouping_of(const Problem& problem, int epilogue, int mn_major) {
+  const int64_t m_grouped = value_of(problem, "m_grouped"), masked = value_of(problem, "masked");
+  if (m_grouped != 0 && m_grouped != 1)
+    invalid(kOp, "parameter m_grouped must be 0 or 1 (the kernels of m_grouped_bf16_gemm_nt_contiguous), got " +
+                     std::to_string(m_grouped));
+  if (masked != 0 && masked != 1)
+    invalid(kOp, "parameter masked must be 0 or 1 (with m_grouped=1: the kernels of m_grouped_bf16_gemm_nt_masked), "
+                 "got " + std::to_string(masked));
+  if (masked == 1 && m_grouped == 0)
+    invalid(kOp, "parameter masked=1 needs m_grouped=1 (the masked kernels are m-grouped ones), got m_grouped=0");
+  if (m_grouped == 1 && epilogue != 0)
+    invalid(kOp, "parameter m_grouped=1 takes a bfloat16 D: it needs fp32=0 and accumulate=0");
+  if (m_grouped == 1 && mn_major != 0)
+    invalid(kOp, "parameter m_grouped=1 takes K-major operands: it needs m_major_a=0 and n_major_b=0");
+  return static_cast<int>(masked == 1      ? kernels::kBf16GemmMasked
+                          : m_grouped == 1 ? kernels::kBf16GemmMGrouped
+                                           : kernels::kBf16GemmDense);
+}
+
 std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target) {
   validate_problem(find_op(kOp), problem);
   const ProblemValue m = problem.at("m");
   const int64_t n = problem.at("n").lo, k = problem.at("k").lo;
   const int epilogue = epilogue_of(problem);
   const int mn_major = mn_major_of(problem);
+  const int grouping = grouping_of(problem, epilogue, mn_major);
   Bf16GemmOverrides overrides;
   overrides.block_m = static_cast<int>(value_of(problem, "block_m"));
   overrides.block_n = static_cast<int>(value_of(problem, "block_n"));
@@ -392,7 +438,8 @@ std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target)
   TargetInfo t = target;
   const int num_sms = static_cast<int>(value_of(problem, "num_sms"));
   if (num_sms > 0) t.sm_count = std::min(num_sms, target.sm_count);
-  const Bf16GemmPlan plan = bf16_gemm_plan(t, n, k, overrides, epilogue, mn_major);  // validates n, k, overrides
+  // Validates n, k and the overrides.
+  const Bf16GemmPlan plan = bf16_gemm_plan(t, n, k, overrides, epilogue, mn_major, grouping);
   std::vector<KernelUse> uses;
   if (m.hi == 0) return uses;  // m = 0: nothing to launch
   const std::vector<MBucket> covered = covering(plan.buckets, std::max<int64_t>(1, m.lo), m.hi);
@@ -413,7 +460,8 @@ std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target)
 OpDescriptor bf16_gemm_nt_descriptor() {
   OpDescriptor op;
   op.name = kOp;
-  op.summary = "D[m, n] (bf16 or fp32) (+)= A[m, k] (bf16) . B[n, k]^T (bf16), summed in FP32";
+  op.summary = "D[m, n] (bf16 or fp32) (+)= A[m, k] (bf16) . B[n, k]^T (bf16), summed in FP32; m_grouped=1: MoE "
+               "experts' GEMMs in one call";
   op.params = {
       {"m", "rows of A and D, or a range lo..hi (a serving warm-up: m=1..16384); m = 0 needs no kernel", true, true},
       {"n", "rows of B, columns of D: a positive multiple of 8 (the kernel is specialised on it)", true},
@@ -423,6 +471,10 @@ OpDescriptor bf16_gemm_nt_descriptor() {
        false},
       {"m_major_a", "1: A stored M-major (a [k, m] tensor transposed: bf16_gemm_tn/_tt); 0 (default): K-major", false},
       {"n_major_b", "1: B stored N-major (a [k, n] tensor transposed: bf16_gemm_nn/_tn); 0 (default): K-major", false},
+      {"m_grouped", "1: the kernels of m_grouped_bf16_gemm_nt_contiguous, MoE experts' rows in one call (m: every "
+                    "expert's rows together)", false},
+      {"masked", "1 (with m_grouped=1): the kernels of m_grouped_bf16_gemm_nt_masked (m: groups * expected_m, the rows "
+                 "its plan picks a kernel at)", false},
       {"block_m", "override: 64, 128 or 256 rows per tile (0: the plan's)", false},
       {"block_n", "override: columns per tile, a multiple of 16 in 16..256 (at most 128 with block_m 256)", false},
       {"stages", "override: pipeline stages, 1..32 (0: as many as fit)", false},
@@ -468,7 +520,7 @@ struct GemmKernel {
   uint32_t store_cols = 0;  // D's TMA store box columns
 };
 
-// Everything one (device, n, k, usable SMs, overrides, epilogue, operand layouts) needs: the plan and its kernels,
+// Everything one (device, n, k, usable SMs, overrides, epilogue, operand layouts, grouping) needs: the plan and its kernels,
 // loaded on first use.
 struct ShapeEntry {
   Bf16GemmPlan plan;
@@ -494,7 +546,7 @@ Store& store() {
 
 // The miss path for a shape: check the device, make the plan, publish it.
 const ShapeEntry* resolve_shape(const char* function, const Table::Key& key, const TensorView& a, int64_t n, int64_t k,
-                                int usable_limit, int epilogue, int mn_major) {
+                                int usable_limit, int epilogue, int mn_major, int grouping) {
   const cuda::DeviceInfo info = check_sm90_device(Arg{function, "a"}, a);
   ShapeEntry* entry = store().add_entry();
   entry->device = a.device;
@@ -502,8 +554,12 @@ const ShapeEntry* resolve_shape(const char* function, const Table::Key& key, con
   entry->n = n;
   entry->k = k;
   entry->device_name = info.name;
+  Bf16GemmOverrides overrides = unpack(w64(key.words[5]));
+  // The m-grouped forms ignore cluster_m (as the FP8 ones do): pairs set for bf16_gemm_nt are left to their plan. A
+  // block_m of 256 is refused by it.
+  if (grouping != 0) overrides.cluster_m = 0;
   entry->plan =
-      bf16_gemm_plan(device_target(info, entry->sm_count), n, k, unpack(w64(key.words[5])), epilogue, mn_major);
+      bf16_gemm_plan(device_target(info, entry->sm_count), n, k, overrides, epilogue, mn_major, grouping);
   return table().insert(key, entry);
 }
 
@@ -537,6 +593,18 @@ const GemmKernel* resolve_kernel(const ShapeEntry& entry, int index, CUstream st
 struct Checked {
   int64_t m, n, k, lda, ldb, ldd, ldc;  // lda, ldb: the stride between rows of K (K-major) or of M or N (MN-major)
   int epilogue, mn_major;
+};
+
+// The m-grouped forms' extra: their groups (B is `groups` [n, k] one after the other) and, contiguous, each row's
+// group, or, masked, each group's row count.
+struct Grouped {
+  int grouping = 0;  // kernels::kBf16GemmMGrouped or kBf16GemmMasked
+  int64_t groups = 0;
+  const int32_t* layout = nullptr;  // Bf16GemmParams::grouped_layout
+  // The masked form: A and D are `groups` blocks of Checked::m rows each (A's one after the other, D's d_plane_stride
+  // elements apart), and the call's kernel is the one its plan picks at M = plan_m (groups * expected_m).
+  int64_t plan_m = 0;
+  int64_t d_plane_stride = 0;
 };
 
 // An operand's layout, for a [rows, k] view: K-major (stride(1) == 1, rows of k elements 16-byte aligned apart) or
@@ -638,46 +706,61 @@ TensorMapKey operand_key(const TensorView& x, bool mn_major, int64_t k, int64_t 
 // Every check has passed; for kCopy, C is copied into D after the kernel is resolved (a compile error leaves D as it
 // was) and before the launch.
 void launch(const char* function, const Checked& c, const TensorView& a, const TensorView& b, const TensorView& d,
-            const TensorView* c_tensor, CMode mode, CUstream stream) {
+            const TensorView* c_tensor, CMode mode, CUstream stream, const Grouped* grouped = nullptr) {
+  const int grouping = grouped ? grouped->grouping : static_cast<int>(kernels::kBf16GemmDense);
+  const bool masked = grouping == static_cast<int>(kernels::kBf16GemmMasked);
   const int usable_limit = get_num_sms();
   Table::Key key;
-  key.words[0] = 1 + c.epilogue + 3 * c.mn_major;  // one plan per shape, epilogue and operand layouts
+  // One plan per shape, epilogue and operand layouts (1..12), and one per m-grouped form (13, 14).
+  key.words[0] = grouped ? 12 + grouping : 1 + c.epilogue + 3 * c.mn_major;
   key.words[1] = a.device;
   key.words[2] = c.n;
   key.words[3] = c.k;
   key.words[4] = usable_limit;
   key.words[5] = static_cast<int64_t>(g_overrides.load(std::memory_order_relaxed));
   const ShapeEntry* entry = table().find(key);
-  if (!entry) entry = resolve_shape(function, key, a, c.n, c.k, usable_limit, c.epilogue, c.mn_major);
-  const int index = entry->plan.bucket_of(c.m).kernel;
+  if (!entry) entry = resolve_shape(function, key, a, c.n, c.k, usable_limit, c.epilogue, c.mn_major, grouping);
+  const int64_t planned_m = masked ? grouped->plan_m : c.m;  // the masked form picks at groups * expected_m rows
+  const int index = entry->plan.bucket_of(planned_m).kernel;
   const GemmKernel* kernel = entry->kernels[static_cast<size_t>(index)].load(std::memory_order_acquire);
   if (!kernel) kernel = resolve_kernel(*entry, index, stream);
   const Bf16GemmConfig& cfg = kernel->config;
 
   Bf16GemmParams params;
   // A boxed whole (also what a pair's tile past M reads) and, for a last m block with fewer rows, boxed to them (a
-  // K-major A only: an M-major one loads whole 64 x 64 boxes).
+  // K-major A only: an M-major one loads whole 64 x 64 boxes). The masked form's map spans every group's rows (g * m
+  // + ..), always boxed whole: a box past a group's rows reads the next group's, whose rows of D are never stored.
+  const int64_t groups = masked ? grouped->groups : 1;
   const uint32_t block_m = w32(cfg.block_m);
   const bool a_mn = (c.mn_major & static_cast<int>(kernels::kBf16GemmMnMajorA)) != 0;
   const bool b_mn = (c.mn_major & static_cast<int>(kernels::kBf16GemmMnMajorB)) != 0;
-  const uint32_t last_box_rows = a_mn ? block_m : kernels::bf16_gemm_last_box_rows(block_m, w32(c.m));
-  copy_map(params.tma_a, tensor_map_2d(operand_key(a, a_mn, c.k, c.m, c.lda, block_m), "a"));
+  const uint32_t last_box_rows = a_mn || masked ? block_m : kernels::bf16_gemm_last_box_rows(block_m, w32(c.m));
+  copy_map(params.tma_a, tensor_map_2d(operand_key(a, a_mn, c.k, c.m * groups, c.lda, block_m), "a"));
   if (last_box_rows != block_m)
     copy_map(params.tma_a_last, tensor_map_2d(operand_key(a, a_mn, c.k, c.m, c.lda, last_box_rows), "a"));
   params.last_box_rows = last_box_rows;
+  const int64_t b_rows = grouped ? c.n * grouped->groups : c.n;  // every group's, in the m-grouped forms
   copy_map(params.tma_b,
-           tensor_map_2d(operand_key(b, b_mn, c.k, c.n, c.ldb, w32(cfg.block_n / cfg.cluster_m)), "b"));
+           tensor_map_2d(operand_key(b, b_mn, c.k, b_rows, c.ldb, w32(cfg.block_n / cfg.cluster_m)), "b"));
   const uint32_t d_bytes = out_bytes(cfg.epilogue);
-  const TensorMapKey d_key{reinterpret_cast<uint64_t>(d.data), w64(c.n), w64(c.m), w64(c.ldd * d_bytes),
-                           kernel->store_cols, 64,
-                           d_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
-                           static_cast<uint32_t>(row_swizzle(kernel->store_cols * d_bytes))};
+  TensorMapKey d_key{reinterpret_cast<uint64_t>(d.data), w64(c.n), w64(c.m), w64(c.ldd * d_bytes),
+                     kernel->store_cols, 64,
+                     d_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                     static_cast<uint32_t>(row_swizzle(kernel->store_cols * d_bytes))};
+  if (masked) {  // each group's rows a plane: a store past them is clipped, not written into the next group's
+    d_key.planes = w64(groups);
+    d_key.plane_bytes = w64(grouped->d_plane_stride * d_bytes);
+  }
   copy_map(params.tma_d, tensor_map_2d(d_key, "d"));
-  params.b_cache_policy = kernels::bf16_gemm_b_cache_policy(w32(cfg.block_m), w32(c.m));
+  // B's policy by the m blocks that read each of its tiles: a group's rows (on average) in the m-grouped forms.
+  params.b_cache_policy =
+      kernels::bf16_gemm_b_cache_policy(w32(cfg.block_m), w32(grouped ? planned_m / grouped->groups : c.m));
   params.m = w32(c.m);
+  params.grouped_layout = grouped ? grouped->layout : nullptr;
+  params.num_groups = grouped ? w32(grouped->groups) : 0;
 
   cuda::LaunchConfig config;
-  config.grid[0] = cfg.grid(c.m, c.n, entry->sm_count);
+  config.grid[0] = cfg.grid(c.m * groups, c.n, entry->sm_count);  // masked: the most m blocks there can be
   config.block[0] = kernel->threads;
   config.cluster[0] = w32(cfg.cluster_m);
   config.shared_bytes = kernel->shared_bytes;
@@ -685,6 +768,142 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   config.stream = stream;
   if (mode == CMode::kCopy) prepare_d(function, mode, d, c_tensor, c.m, c.n, c.ldc, c.ldd, a.device, stream);
   kernel->kernel->launch(config, &params);
+}
+
+// ---- the m-grouped GEMMs (MoE experts) ------------------------------------------------------------------------
+
+// What the m-grouped checks leave for the launch: bf16_gemm_nt's checked sizes and strides (of A, D and group 0's B,
+// or in the masked form of group 0's A, B and D) and the groups.
+struct GroupedChecked {
+  Checked c{};
+  Grouped grouped;
+};
+
+// The checks both m-grouped forms share, after bf16_gemm_nt's on group 0's views: a bfloat16 D (checked before them,
+// in check_grouped_dtypes), K-major operands, B's groups one after the other (one map reads them all), and D clear of
+// every group of A and B and of the device array of rows or counts.
+void check_grouped_common(const char* fn, const Checked& c, const TensorView& a, const TensorView& b,
+                          const TensorView& d, const TensorView& layout, const char* layout_name) {
+  const Arg aa{fn, "a"}, ab{fn, "b"}, ad{fn, "d"};
+  if ((c.mn_major & static_cast<int>(kernels::kBf16GemmMnMajorA)) != 0)
+    fail(ErrorKind::kValueError, aa, a, "K-major (stride(-1) == 1)", strides_text(a));
+  if ((c.mn_major & static_cast<int>(kernels::kBf16GemmMnMajorB)) != 0)
+    fail(ErrorKind::kValueError, ab, b, "K-major (stride(2) == 1)", strides_text(b));
+  const int64_t groups = b.shape[0];
+  if (groups > 1 && c.n > 0 && b.strides[0] != c.n * c.ldb)
+    fail(ErrorKind::kValueError, ab, b,
+         "groups one after the other: strides (n * s, s, 1), here stride(0) == " + std::to_string(c.n * c.ldb),
+         strides_text(b));
+  if (c.m > 0 && c.n > 0) {
+    if (spans_overlap(d, a)) fail(ErrorKind::kValueError, ad, d, "memory that does not overlap a's", "an overlap");
+    if (spans_overlap(d, b)) fail(ErrorKind::kValueError, ad, d, "memory that does not overlap b's", "an overlap");
+    if (spans_overlap(d, layout))
+      fail(ErrorKind::kValueError, ad, d, std::string("memory that does not overlap ") + layout_name + "'s",
+           "an overlap");
+  }
+}
+
+// The grouped tensors' dtypes and devices, reported before bf16_gemm_nt's checks of the views.
+void check_grouped_dtypes(const char* fn, const TensorView& a, const TensorView& b, const TensorView& d,
+                          const TensorView& layout, const char* layout_name) {
+  const Arg aa{fn, "a"}, ab{fn, "b"}, ad{fn, "d"}, al{fn, layout_name};
+  check_dtype(aa, a, DType::kBFloat16);
+  check_dtype(ab, b, DType::kBFloat16);
+  check_dtype(ad, d, DType::kBFloat16);
+  check_dtype(al, layout, DType::kInt32);
+  check_on_cuda(aa, a);
+  check_same_device(al, layout, aa, a);
+}
+
+// Every check of m_grouped_bf16_gemm_nt_contiguous, in the order its errors are reported: dtypes and devices, ranks
+// and shapes (b [G, n, k], m_indices [m]), then everything bf16_gemm_nt checks on a, group 0's [n, k] view of b and
+// d, then the grouped layout (check_grouped_common).
+GroupedChecked check_m_grouped(const TensorView& a, const TensorView& b, const TensorView& d,
+                               const TensorView& m_indices) {
+  const char* fn = kMGroupedOp;
+  const Arg aa{fn, "a"}, ab{fn, "b"}, ai{fn, "m_indices"};
+  check_grouped_dtypes(fn, a, b, d, m_indices, "m_indices");
+  check_ndim(aa, a, 2);
+  check_ndim(ab, b, 3);
+  check_ndim(ai, m_indices, 1);
+  const int64_t m = a.shape[0], k = a.shape[1], groups = b.shape[0], n = b.shape[1];
+  if (b.shape[2] != k)
+    fail(ErrorKind::kValueError, ab, b, "of shape (groups, n, k) with k == " + std::to_string(k) + " (a's k)",
+         "shape " + format_dims(b.shape.data(), 3));
+  if (groups < 1 || groups > INT32_MAX)
+    fail(ErrorKind::kValueError, ab, b, "of shape (groups, n, k) with 1 <= groups <= 2147483647",
+         "groups == " + std::to_string(groups));
+  check_shape(ai, m_indices, {m}, "(m,): the group of each of a's rows");
+  check_contiguous(ai, m_indices);
+  check_pointer_aligned(ai, m_indices, 4);
+  GroupedChecked out;
+  out.c = check_arguments(fn, a, view_2d(b, 0, n, k, b.strides[1], b.strides[2]), d, nullptr);
+  check_grouped_common(fn, out.c, a, b, d, m_indices, "m_indices");
+  out.grouped.grouping = static_cast<int>(kernels::kBf16GemmMGrouped);
+  out.grouped.groups = groups;
+  out.grouped.layout = static_cast<const int32_t*>(m_indices.data);
+  return out;
+}
+
+// Every check of m_grouped_bf16_gemm_nt_masked, in the order its errors are reported: dtypes and devices, ranks and
+// shapes (a [G, m, k], b [G, n, k], d [G, m, n], masked_m [G]), expected_m, then everything bf16_gemm_nt checks on
+// group 0's views, then the layouts that let one map span every group (A's groups one after the other, D's a
+// multiple of 16 bytes apart and not overlapping, B's as in the contiguous form). Checked::m is one group's rows.
+GroupedChecked check_m_grouped_masked(const TensorView& a, const TensorView& b, const TensorView& d,
+                                      const TensorView& masked_m, int64_t expected_m) {
+  const char* fn = kMaskedOp;
+  const Arg aa{fn, "a"}, ab{fn, "b"}, ad{fn, "d"}, amask{fn, "masked_m"};
+  check_grouped_dtypes(fn, a, b, d, masked_m, "masked_m");
+  check_ndim(aa, a, 3);
+  check_ndim(ab, b, 3);
+  check_ndim(ad, d, 3);
+  check_ndim(amask, masked_m, 1);
+  const int64_t groups = a.shape[0], m = a.shape[1], k = a.shape[2], n = b.shape[1];
+  if (groups < 1 || groups > INT32_MAX)
+    fail(ErrorKind::kValueError, aa, a, "of shape (groups, m, k) with 1 <= groups <= 2147483647",
+         "groups == " + std::to_string(groups));
+  if (b.shape[0] != groups || b.shape[2] != k)
+    fail(ErrorKind::kValueError, ab, b,
+         "of shape (groups, n, k) with groups == " + std::to_string(groups) + " and k == " + std::to_string(k) +
+             " (a's)",
+         "shape " + format_dims(b.shape.data(), 3));
+  check_shape(ad, d, {groups, m, n}, "(groups, m of a, n of b)");
+  check_shape(amask, masked_m, {groups}, "(groups,): each group's count of valid rows");
+  check_contiguous(amask, masked_m);
+  check_pointer_aligned(amask, masked_m, 4);
+  if (expected_m < 0)
+    throw Error(ErrorKind::kValueError, std::string(fn) + ": expected_m must be >= 0 (the rows a group is expected "
+                                                          "to hold, which picks the kernel), got " +
+                                            std::to_string(expected_m));
+  if (groups * m > INT32_MAX)
+    fail(ErrorKind::kValueError, aa, a, "at most 2147483647 rows in all (groups * m)",
+         "groups * m == " + std::to_string(groups * m));
+  GroupedChecked out;
+  out.c = check_arguments(fn, view_2d(a, 0, m, k, a.strides[1], a.strides[2]),
+                          view_2d(b, 0, n, k, b.strides[1], b.strides[2]),
+                          view_2d(d, 0, m, n, d.strides[1], d.strides[2]), nullptr);
+  const Checked& c = out.c;
+  check_grouped_common(fn, c, a, b, d, masked_m, "masked_m");
+  // One map reads every group's rows of A (row stride lda): the groups must follow each other at that distance. D's
+  // groups are the planes of a 3-D map: 16 bytes apart at least, and never overlapping.
+  if (groups > 1 && m > 0 && n > 0) {
+    if (a.strides[0] != m * c.lda)
+      fail(ErrorKind::kValueError, aa, a,
+           "groups one after the other: stride(0) == m * " + std::to_string(c.lda) + " (the row stride) == " +
+               std::to_string(m * c.lda),
+           strides_text(a));
+    if (d.strides[0] % 8 != 0 || d.strides[0] < m * c.ldd)
+      fail(ErrorKind::kValueError, ad, d,
+           "groups apart by a multiple of 8 elements (16 bytes) and by at least m * " + std::to_string(c.ldd) +
+               " (the row stride) == " + std::to_string(m * c.ldd) + " elements",
+           strides_text(d));
+  }
+  out.grouped.grouping = static_cast<int>(kernels::kBf16GemmMasked);
+  out.grouped.groups = groups;
+  out.grouped.layout = static_cast<const int32_t*>(masked_m.data);
+  out.grouped.plan_m = groups * std::clamp<int64_t>(expected_m, 1, std::max<int64_t>(m, 1));
+  out.grouped.d_plane_stride = groups > 1 ? d.strides[0] : m * c.ldd;
+  return out;
 }
 
 }  // namespace
@@ -711,6 +930,22 @@ void bf16_gemm_nt_accumulate(const TensorView& a, const TensorView& b, const Ten
   const ops::CMode mode = ops::check_c_against_d(ops::kAccumulateOp, &c_tensor, d, c.m, c.n, c.ldc, c.ldd);
   if (c.m == 0 || c.n == 0) return;
   ops::launch(ops::kAccumulateOp, c, a, b, d, &c_tensor, mode, static_cast<CUstream>(stream));
+}
+
+void m_grouped_bf16_gemm_nt_contiguous(const TensorView& a, const TensorView& b, const TensorView& d,
+                                       const TensorView& m_indices, Stream stream) {
+  const ops::GroupedChecked checked = ops::check_m_grouped(a, b, d, m_indices);
+  if (checked.c.m == 0 || checked.c.n == 0) return;
+  ops::launch(ops::kMGroupedOp, checked.c, a, b, d, nullptr, ops::CMode::kZero, static_cast<CUstream>(stream),
+              &checked.grouped);
+}
+
+void m_grouped_bf16_gemm_nt_masked(const TensorView& a, const TensorView& b, const TensorView& d,
+                                   const TensorView& masked_m, int64_t expected_m, Stream stream) {
+  const ops::GroupedChecked checked = ops::check_m_grouped_masked(a, b, d, masked_m, expected_m);
+  if (checked.c.m == 0 || checked.c.n == 0) return;
+  ops::launch(ops::kMaskedOp, checked.c, a, b, d, nullptr, ops::CMode::kZero, static_cast<CUstream>(stream),
+              &checked.grouped);
 }
 
 }  // namespace kiln

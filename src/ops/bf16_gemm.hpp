@@ -14,6 +14,11 @@
 // kBf16GemmMinPlannedStages are not offered (128x256 and 256x128 with a float32 D). So do MN-major operands
 // (Bf16GemmConfig::mn_major): an N-major B is loaded in boxes of 64 columns, so only widths that are multiples of 64
 // are offered, and no CTA pairs (bf16_gemm.cuh says why).
+//
+// The m-grouped forms (m_grouped_bf16_gemm_nt_contiguous and _masked, Bf16GemmConfig::grouping) make plans of their
+// own: tiles of 64 and 128 rows only (an m block must lie in one group, and the groups are aligned to 128 rows), no
+// CTA pairs, a bfloat16 D and K-major operands. The contiguous form is planned over A's rows (every group's), the
+// masked one at G * expected_m rows (the call's kernel is the plan's at that M), with the dense model.
 #pragma once
 
 #include <cstdint>
@@ -40,10 +45,11 @@ struct Bf16GemmConfig {
   int cluster_m = 1;        // 2: CTA pairs on vertically adjacent tiles, multicasting B
   int epilogue = 0;         // kernels::kBf16GemmStoreBf16, kBf16GemmStoreF32 or kBf16GemmAddF32 (bf16_gemm_params.h)
   int mn_major = 0;         // kernels::kBf16GemmMnMajorA | kBf16GemmMnMajorB: A stored M-major, B N-major
+  int grouping = 0;         // kernels::kBf16GemmDense, kBf16GemmMGrouped or kBf16GemmMasked
 
   bool operator==(const Bf16GemmConfig&) const = default;
   // "128x256, 3 stages, 2 math warpgroups" (+ ", B multicast x2") (+ ", float32 D" or ", added into float32 D")
-  // (+ ", M-major A", ", N-major B").
+  // (+ ", M-major A", ", N-major B") (+ ", m-grouped" or ", m-grouped masked").
   std::string describe() const;
   // CTAs for an m x n problem on `sm_count` SMs: one per tile, at most the SMs, a whole number of clusters.
   uint32_t grid(int64_t m, int64_t n, int sm_count) const;
@@ -67,24 +73,28 @@ bool bf16_gemm_offered(int block_m, int block_n, int64_t n);
 // be ..., got ..." naming the field.
 void check_bf16_gemm_overrides(const Bf16GemmOverrides& overrides, const char* who);
 
-// The plan for (target, n, k, epilogue). n > 0, n % 8 == 0, k > 0, k % 8 == 0 (Error(kValueError) naming n or k
+// The plan for (target, n, k, epilogue, operand layouts, grouping). n > 0, n % 8 == 0, k > 0, k % 8 == 0 (Error(kValueError) naming n or k
 // otherwise); target.sm_count > 0 is the SMs the kernels may use. A forced stage count that does not fit in
-// target.shared_memory_per_block is an error naming the tile. Pure: equal arguments give equal plans.
+// target.shared_memory_per_block is an error naming the tile; so are overrides an m-grouped plan cannot take (256-row
+// tiles, CTA pairs) and an m-grouped plan of another epilogue or operand layout. Pure: equal arguments give equal
+// plans.
 Bf16GemmPlan bf16_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const Bf16GemmOverrides& overrides = {},
-                            int epilogue = 0, int mn_major = 0);
+                            int epilogue = 0, int mn_major = 0, int grouping = 0);
 
 // The cost model behind the choice: estimated kernel time in microseconds of `config` (its tile and its epilogue)
 // for an m x n x k problem.
 double bf16_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int64_t k, const Bf16GemmConfig& config);
 
 // The spec of kiln::kernels::Bf16Gemm<n, k, block_m, block_n, stages, math_warpgroups, cluster_m[, epilogue[,
-// mn_major]]> (the trailing arguments only where they are not 0, so the source of a K-major, bf16-D kernel is what it
-// was before there was a choice): op "bf16_gemm_nt", the config's threads per CTA and one CTA per SM.
+// mn_major[, group_m, grouping]]]> (the trailing arguments only where they are not the defaults, so the source of a
+// K-major, bf16-D kernel is what it was before there was a choice): op "bf16_gemm_nt", the config's threads per CTA and
+// one CTA per SM.
 codegen::KernelSpec bf16_gemm_spec(int64_t n, int64_t k, const Bf16GemmConfig& config);
 
 // Registry entry: m (a value or a range), n, k, the form (fp32=1: a float32 D; accumulate=1: added into one;
-// m_major_a=1, n_major_b=1: MN-major operands), and the optional overrides block_m, block_n, stages, cluster_m and
-// num_sms (as set_num_sms: 0 for all of the target's SMs).
+// m_major_a=1, n_major_b=1: MN-major operands; m_grouped=1: m_grouped_bf16_gemm_nt_contiguous's kernels, with
+// masked=1 m_grouped_bf16_gemm_nt_masked's, m then being G * expected_m), and the optional overrides block_m,
+// block_n, stages, cluster_m and num_sms (as set_num_sms: 0 for all of the target's SMs).
 OpDescriptor bf16_gemm_nt_descriptor();
 
 }  // namespace kiln::ops

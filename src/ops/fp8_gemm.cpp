@@ -620,26 +620,12 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
 
 // ---- the m-grouped contiguous GEMM (MoE experts' forward pass) ---------------------------------------------------
 
-// A [rows, cols] view with strides (s0, s1) of `t`'s memory from element `offset` on.
-TensorView view_2d(const TensorView& t, int64_t offset, int64_t rows, int64_t cols, int64_t s0, int64_t s1) {
-  TensorView v = t;
-  v.data = static_cast<char*>(t.data) + offset * element_size(t.dtype);
-  v.ndim = 2;
-  v.shape = {rows, cols, 0, 0};
-  v.strides = {s0, s1, 0, 0};
-  return v;
-}
-
-
 // What the m-grouped checks leave for the launch: fp8_gemm_nt's checked sizes and strides (of A, D, and group 0's B
 // and scales) and the groups.
 struct MGroupedChecked {
   Checked c{};
   MGrouped grouped;
 };
-
-// "strides (x, y, z)" of a 3-D tensor, for errors.
-std::string strides_text(const TensorView& t) { return "strides " + format_dims(t.strides.data(), 3); }
 
 // B's and its scales' layouts in both m-grouped forms: one tensor map reads every group's rows of B, so the groups
 // must follow each other at n rows' distance; the scale loader indexes the scales as one dense array.

@@ -187,4 +187,15 @@ void check_strides(const Arg& arg, const TensorView& t, std::initializer_list<in
   }
 }
 
+TensorView view_2d(const TensorView& t, int64_t offset, int64_t rows, int64_t cols, int64_t s0, int64_t s1) {
+  TensorView v = t;
+  v.data = static_cast<char*>(t.data) + offset * element_size(t.dtype);
+  v.ndim = 2;
+  v.shape = {rows, cols, 0, 0};
+  v.strides = {s0, s1, 0, 0};
+  return v;
+}
+
+std::string strides_text(const TensorView& t) { return "strides " + format_dims(t.strides.data(), t.ndim); }
+
 }  // namespace kiln::ops

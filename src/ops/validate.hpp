@@ -82,4 +82,11 @@ bool spans_overlap(const TensorView& a, const TensorView& b);
 // "(4096, 7168)": a shape or stride list as messages show it.
 std::string format_dims(const int64_t* dims, int count);
 
+// "strides (x, y, z)": a tensor's strides as messages show them.
+std::string strides_text(const TensorView& t);
+
+// A [rows, cols] view with strides (s0, s1) of `t`'s memory from element `offset` on: one group of a grouped tensor,
+// checked as the single-GEMM form checks its operands.
+TensorView view_2d(const TensorView& t, int64_t offset, int64_t rows, int64_t cols, int64_t s0, int64_t s1);
+
 }  // namespace kiln::ops

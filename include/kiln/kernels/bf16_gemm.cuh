@@ -28,6 +28,15 @@
 // stored row-major), loaded by TMA in boxes of 64 x 64 (128-byte rows of M or N, one per K) and fed to WGMMA with
 // its transpose immediate; the shared-memory bytes and the offsets of warpgroups and waves are the K-major ones.
 //
+// Grouping (kGrouping, bf16_gemm_params.h): the MoE experts' GEMMs in one launch, with a bf16 D and K-major operands,
+// tiles of 64 or 128 rows and no CTA pairs. B holds every group's [N, K] one after the other (one map over them all).
+//   * m-grouped contiguous: A's rows are grouped by expert, each group's aligned to the m block; an m block takes its
+//     first row's group (gemm_m_group_of) and reads that group's rows of B; a block whose first row names no group is
+//     made NaN before it is stored.
+//   * masked: A [G, M, K] and D [G, M, N], group g's first masked_m[g] rows valid; the work units are the valid m
+//     blocks' tiles, group after group (gemm_schedule.cuh's GemmMaskedTileWalk); A's map spans every group's rows,
+//     D's is 3-D with the group as its plane, so no store crosses into the next group's rows.
+//
 // Edges: M is a run-time value (TMA zero-fills rows of A beyond M, or loads only align(M, 8) rows of the last m block,
 // bf16_gemm_last_box_rows; the stores clip them). N is compile-time,
 // N % 8 == 0; K is compile-time, K % 8 == 0 (16-byte TMA strides); a K tail inside the last 64-block is zero-filled
@@ -59,8 +68,11 @@ namespace kiln::kernels {
 // kMnMajor: kBf16GemmMnMajorA | kBf16GemmMnMajorB for MN-major operands (0: both K-major); an N-major B needs BLOCK_N
 // a multiple of 64 and no CTA pairs (kClusterM = 1): multicasting its boxes to a pair gave wrong results on an H100
 // (2026-12-06), not yet understood.
+// kGrouping: kBf16GemmDense, kBf16GemmMGrouped or kBf16GemmMasked ("Grouping" above): 64- or 128-row tiles, no pairs,
+// a bf16 D, K-major operands.
 template <u32 kN, u32 kK, u32 kBlockM, u32 kBlockN, u32 kStages, u32 kNumMathWarpgroups, u32 kClusterM,
-          u32 kEpilogue = kBf16GemmStoreBf16, u32 kMnMajor = 0, u32 kGroupM = kBf16GemmDefaultGroupM>
+          u32 kEpilogue = kBf16GemmStoreBf16, u32 kMnMajor = 0, u32 kGroupM = kBf16GemmDefaultGroupM,
+          u32 kGrouping = kBf16GemmDense>
 struct Bf16Gemm {
   static constexpr u32 kBlockK = kBf16GemmBlockK;
   static constexpr u32 kNumKBlocks = (kK + kBlockK - 1) / kBlockK;
@@ -110,6 +122,10 @@ struct Bf16Gemm {
   static_assert(!kBMnMajor || (kBlockN % kMnBox == 0 && kClusterM == 1),
                 "an N-major B: BLOCK_N a multiple of 64, no CTA pairs");
   static_assert(kGroupM >= 1 && (kGroupM & (kGroupM - 1)) == 0, "a group holds a power of two of m units");
+  static_assert(kGrouping <= kBf16GemmMasked, "kGrouping: kBf16GemmDense, kBf16GemmMGrouped or kBf16GemmMasked");
+  static_assert(kGrouping == kBf16GemmDense ||
+                    (kWaves == 1 && kClusterM == 1 && kEpilogue == kBf16GemmStoreBf16 && kMnMajor == 0),
+                "the m-grouped forms: 64- or 128-row tiles, no CTA pairs, a bf16 D, K-major operands");
   static_assert(kStages >= 1 && kStages <= kBf16GemmMaxStages, "stages: 1..32");
   static_assert(kLayout.total_bytes <= kBf16GemmSmemPerBlock, "the stages do not fit in shared memory");
   static_assert(kN % 8 == 0 && kN > 0, "N must be a positive multiple of 8");
@@ -117,7 +133,18 @@ struct Bf16Gemm {
   static_assert(kProducerRegisters * 128 + kMathRegisters * 128 * kNumMathWarpgroups <= 65536,
                 "register reallocation exceeds the register file");
 
-  using Walk = GemmTileWalk<kClusterM, gemm_log2(kGroupM)>;
+  static constexpr bool kMasked = kGrouping == kBf16GemmMasked;
+
+  // The walk over tiles: the dense one (GemmTileWalk, also the contiguous m-grouped form's, over all of A's rows), or
+  // the masked form's over each group's valid m blocks. Built by every thread of a role (the masked one counts the
+  // groups' blocks with whole warps).
+  static __device__ __forceinline__ auto make_walk(const Bf16GemmParams& p) {
+    if constexpr (kMasked)
+      return GemmMaskedTileWalk<kBlockM, gemm_log2(kGroupM)>(p, kNumNBlocks);
+    else
+      return GemmTileWalk<kClusterM, gemm_log2(kGroupM)>(p.m, kBlockM, kNumNBlocks);
+  }
+  using Walk = decltype(make_walk(*static_cast<const Bf16GemmParams*>(nullptr)));
 
   static __device__ __forceinline__ void run(const Bf16GemmParams& p) {
     extern __shared__ __align__(1024) u8 smem[];
@@ -152,14 +179,14 @@ struct Bf16Gemm {
     // across the register reallocation.
     if (warpgroup == kNumMathWarpgroups) {
       ptx::setmaxnreg_dec<kProducerRegisters>();
-      const Walk walk(p.m, kBlockM, kNumNBlocks);
+      const Walk walk = make_walk(p);
       // Its other warps, and this one once its loads are issued, exit: the loads complete on the full barriers
       // the math warps wait for, and the math warps keep the CTA alive until the peer is done with it.
       if (threadIdx.x / 32 == kProducerWarp && ptx::elect_one_sync()) produce(p, smem, full, empty, walk);
       return;
     } else {
       ptx::setmaxnreg_inc<kMathRegisters>();
-      const Walk walk(p.m, kBlockM, kNumNBlocks);
+      const Walk walk = make_walk(p);
       // Through a shuffle, so that the compiler knows it is warp-uniform: the operand descriptors built from it
       // stay in uniform registers.
       consume(p, smem, full, empty, walk, __shfl_sync(0xffffffffu, warpgroup, 0));
@@ -182,8 +209,16 @@ struct Bf16Gemm {
       const bool last = m_block == last_m_block;
       const void* const tma_a = last ? &p.tma_a_last : &p.tma_a;
       const u32 stage_tx_bytes = last ? last_stage_tx_bytes : kLayout.stage_tx_bytes;
-      const i32 m0 = static_cast<i32>(m_block * kBlockM);
-      const i32 n0 = static_cast<i32>(n_block * kBlockN);
+      // The m-grouped forms: this tile's group's rows of B (its map spans every group's), and the masked form's of A.
+      i32 a_row0 = 0, b_row0 = 0;
+      if constexpr (kMasked) {
+        a_row0 = static_cast<i32>(walk.group * p.m);
+        b_row0 = static_cast<i32>(walk.group * kN);
+      } else if constexpr (kGrouping == kBf16GemmMGrouped) {
+        b_row0 = static_cast<i32>(gemm_m_group_of(p.grouped_layout, p.num_groups, m_block * kBlockM).group * kN);
+      }
+      const i32 m0 = a_row0 + static_cast<i32>(m_block * kBlockM);
+      const i32 n0 = b_row0 + static_cast<i32>(n_block * kBlockN);
       // Not unrolled: one thread issues, and an unrolled copy per K block overflows the producer's registers.
 #pragma unroll 1
       for (u32 kb = 0; kb < kNumKBlocks; ++kb, slot.advance(kStages)) {
@@ -281,7 +316,20 @@ struct Bf16Gemm {
 #pragma unroll
       for (u32 v = 0; v < kWaves; ++v) ptx::fence_operands(accum[v]);
       release(empty, previous_stage, lane);
-      store_tile(p, smem, accum, warpgroup, warp_in_group, lane, m_block, n_block);
+      // The contiguous m-grouped form: a block whose first row names no group was summed with group 0's B; it comes
+      // out NaN rather than as plausible numbers (gemm_m_group_of).
+      if constexpr (kGrouping == kBf16GemmMGrouped) {
+        if (!gemm_m_group_of(p.grouped_layout, p.num_groups, m_block * kBlockM).valid) {
+#pragma unroll
+          for (u32 v = 0; v < kWaves; ++v)
+#pragma unroll
+            for (u32 i = 0; i < kAccumPerWave; ++i) accum[v][i] = __int_as_float(0x7fc00000);
+        }
+      }
+      // The masked form stores into its group's plane of D.
+      u32 plane = 0;
+      if constexpr (kMasked) plane = walk.group;
+      store_tile(p, smem, accum, warpgroup, warp_in_group, lane, m_block, n_block, plane);
     }
     // The last tile's stores must have read the staging tile before the CTA (and its shared memory) goes.
     if (warp_in_group == 0 && lane == 0) ptx::tma_store_wait_read<0>();
@@ -303,7 +351,8 @@ struct Bf16Gemm {
 
   static __device__ __forceinline__ void store_tile(const Bf16GemmParams& p, u8* smem,
                                                     const float (&accum)[kWaves][kAccumPerWave], u32 warpgroup,
-                                                    u32 warp_in_group, u32 lane, u32 m_block, u32 n_block) {
+                                                    u32 warp_in_group, u32 lane, u32 m_block, u32 n_block,
+                                                    u32 plane) {
     const bool issuer = warp_in_group == 0 && lane == 0;
     // stmatrix x4 writes column chunks j, j + 1 (8 columns each), top and bottom 8 rows of this warp's 16: lane l
     // addresses row l % 8 of matrix l / 8 = (chunk j + (l / 8) / 2, half (l / 8) % 2).
@@ -358,6 +407,8 @@ struct Bf16Gemm {
             const i32 row = static_cast<i32>(m_block * kBlockM + first_row);
             if constexpr (kEpilogue == kBf16GemmAddF32)
               ptx::tma_reduce_add_2d(&p.tma_d, src, col, row);
+            else if constexpr (kMasked)
+              ptx::tma_store_3d(&p.tma_d, src, col, row, static_cast<i32>(plane));
             else
               ptx::tma_store_2d(&p.tma_d, src, col, row);
           }

@@ -3,7 +3,8 @@
 //
 //   D[M, N] (bf16 or fp32) (+)= A[M, K] (bf16) . B[N, K]^T (bf16)        summed in FP32 by the tensor cores
 //
-// A and B are K-major. N and K are compile-time template arguments of the kernel, M is here.
+// A and B are K-major or MN-major; one GEMM, or the m-grouped GEMMs of MoE experts (kGrouping). N and K are
+// compile-time template arguments of the kernel, M is here.
 //
 // Shared memory: a staging tile for D's TMA stores (bf16 or fp32, as the epilogue writes D), then per pipeline stage
 // an A tile [BLOCK_M][64] and a B tile [BLOCK_N][64] bf16 (one 128-byte swizzled row of K each, as TMA writes them;
@@ -20,17 +21,20 @@ namespace kiln {
 
 struct alignas(64) Bf16GemmParams {
   // A: bf16 [M, K], dims {K, M}, box {64, BLOCK_M}, 128-byte swizzle, out-of-bounds zero fill. M-major (the kernel's
-  // kBf16GemmMnMajorA): dims {M, K}, box {64, 64}.
+  // kBf16GemmMnMajorA): dims {M, K}, box {64, 64}. The masked form: every group's [M, K] one after the other, dims
+  // {K, G * M}.
   TmaDescriptor tma_a;
   // The same map boxed {64, last_box_rows}, for the last m block (the same as tma_a where that is BLOCK_M; unused
   // for an M-major A).
   TmaDescriptor tma_a_last;
   // B: bf16 [N, K], dims {K, N}, box {64, BLOCK_N} (BLOCK_N / 2 for CTA pairs sharing B), 128-byte swizzle,
-  // out-of-bounds zero fill. N-major (kBf16GemmMnMajorB): dims {N, K}, box {64, 64}.
+  // out-of-bounds zero fill. N-major (kBf16GemmMnMajorB): dims {N, K}, box {64, 64}. The m-grouped forms: every
+  // group's [N, K] one after the other, dims {K, G * N}.
   TmaDescriptor tma_b;
   // D: bf16 (or fp32, per the kernel's epilogue) [M, N] with row stride ldd, dims {N, M}, box
   // {bf16_gemm_store_cols(BLOCK_N, out_bytes), 64}, a swizzle of store_cols * out_bytes bytes (ldd * out_bytes and
-  // the base 16-byte aligned).
+  // the base 16-byte aligned). The masked form's is 3-D, {N, M, G} with the group as its plane, so that a store past
+  // a group's rows is clipped rather than written into the next group's.
   TmaDescriptor tma_d;
   // The L2 policy of B's loads (kiln/ptx/cache_policy.cuh): bf16_gemm_b_cache_policy(BLOCK_M, m).
   u64 b_cache_policy;
@@ -38,6 +42,10 @@ struct alignas(64) Bf16GemmParams {
   u32 m;
   // Rows of A's box for the last m block: bf16_gemm_last_box_rows(BLOCK_M, m).
   u32 last_box_rows;
+  // The m-grouped forms (the kernel's kGrouping; nullptr and 0 otherwise). Contiguous: each of A's rows' group
+  // (m_indices, [m]). Masked: each group's valid rows (masked_m, [num_groups]), m being one group's rows.
+  const i32* grouped_layout;
+  u32 num_groups;
 };
 
 namespace kernels {
@@ -54,6 +62,13 @@ constexpr u32 kBf16GemmStoreBf16 = 0;
 constexpr u32 kBf16GemmStoreF32 = 1;
 constexpr u32 kBf16GemmAddF32 = 2;
 constexpr u32 bf16_gemm_out_bytes(u32 epilogue) { return epilogue == kBf16GemmStoreBf16 ? 2 : 4; }
+
+// The kernel's kGrouping: one GEMM; MoE experts' GEMMs in one launch, A's rows grouped contiguously by expert (B
+// [G, N, K], grouped_layout naming each row's group); or each expert's rows in a block of its own of which the first
+// masked_m[g] are valid (A [G, M, K], D [G, M, N]).
+constexpr u32 kBf16GemmDense = 0;
+constexpr u32 kBf16GemmMGrouped = 1;
+constexpr u32 kBf16GemmMasked = 2;
 
 // The kernel's kMnMajor bits: A stored M-major (A^T row-major: [K, M]), B stored N-major ([K, N]).
 constexpr u32 kBf16GemmMnMajorA = 1;

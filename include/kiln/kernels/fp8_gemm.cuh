@@ -108,9 +108,9 @@ using OnlyIf = typename detail::OnlyIfImpl<kOn, T>::type;
 // kMasked (with kMGrouped): the m-grouped masked GEMM (m_grouped_fp8_gemm_nt_masked, MoE decode): A is [G, M, K]
 // and D [G, M, N] (Fp8GemmParams::m = M, each group's room), and group g's first masked_m[g] rows are its rows
 // (Fp8GemmParams::grouped_layout = masked_m, read on the device). The work units are those m blocks' tiles, group
-// after group (Schedule's MaskedWalk); A's and its scales' maps span all the groups (rows g * M + ..., K-block
-// columns g * ceil(K / 128) + ...), D's is 3-D with the group as its plane, so no store crosses into the next
-// group's rows.
+// after group (Schedule's MaskedWalk: gemm_schedule.cuh's GemmMaskedGroups); A's and its scales' maps span all the
+// groups (rows g * M + ..., K-block columns g * ceil(K / 128) + ...), D's is 3-D with the group as its plane, so no
+// store crosses into the next group's rows.
 template <u32 kN, u32 kK, u32 kBlockM, u32 kBlockN, u32 kStages, u32 kNumMathWarpgroups, bool kTmaStore,
           u32 kClusterM, u32 kClusterN, bool kOverlapPromotion, bool kAccumulate, u32 kSplitK,
           u32 kGroupM = kFp8GemmDefaultGroupM, bool kKGrouped = false, bool kMGrouped = false, bool kMasked = false>
@@ -274,21 +274,12 @@ struct Fp8Gemm {
       return origin + c;
   }
 
-  // The m-grouped form: the group of m block `m_block` (its first row's, grouped_layout), and whether it names
-  // one of the groups. Padding rows name -1; a block that starts with one (all of it padding, as the host aligns
-  // groups to m blocks) is computed as group 0's and its rows are left unspecified, as DeepGEMM leaves them. Any
-  // other value outside [0, num_groups) is a caller's error the host cannot see without reading device memory:
-  // the block reads group 0's B and the scale loader gives it NaN scales, so its rows come out NaN, never a
-  // plausible number and never a read outside B.
-  struct MGroup {
-    u32 group;   // clamped into [0, num_groups)
-    bool valid;  // grouped_layout named -1 or a group
-  };
+  // The m-grouped form: the group of m block `m_block` (gemm_m_group_of: its first row's); a block whose first row
+  // names no group gets NaN scales from the scale loader, so its rows come out NaN.
+  using MGroup = GemmMGroup;
   static __device__ __forceinline__ MGroup m_group_of(const Fp8GemmParams& p, u32 m_block) {
     static_assert(!kMasked, "the masked form's groups come from its walk (MaskedWalk)");
-    const i32 g = __ldg(p.grouped_layout + m_block * kBlockM);
-    const bool in_range = g >= 0 && static_cast<u32>(g) < p.num_groups;
-    return {in_range ? static_cast<u32>(g) : 0u, in_range || g == -1};
+    return gemm_m_group_of(p.grouped_layout, p.num_groups, m_block * kBlockM);
   }
 
   // Unit index -> (m unit, n unit) on the grid of num_m_units x kNumNUnits (gemm_unit_coords: groups of
@@ -305,22 +296,9 @@ struct Fp8Gemm {
     u32 units_per_group;
   };
 
-  // The masked form's m blocks of group g: its masked_m[g] rows (clamped into [0, M]: a count the host cannot see,
-  // so a bad one costs rows, never a read or a store outside the group) over BLOCK_M.
-  static __device__ __forceinline__ u32 masked_m_blocks(const i32* masked_m, u32 m, u32 g) {
-    const i32 rows = __ldg(masked_m + g);
-    const u32 clamped = rows <= 0 ? 0u : static_cast<u32>(rows) < m ? static_cast<u32>(rows) : m;
-    return (clamped + kBlockM - 1) / kBlockM;
-  }
-  // What the walk keeps of the masked form (kMasked): a cursor over the groups. The work units are numbered group
-  // after group, each group's walked like a problem of its own (unit_coords over its m blocks); every walker asks
-  // for its units in increasing order, so the cursor only moves forward, one load of masked_m per group passed
-  // (the array is a few lines, in L1 after the count below). A base of Schedule only there.
-  struct MaskedWalk {
-    const i32* masked_m;
-    u32 m, num_groups;
-    mutable u32 group, group_first_unit, group_units, group_m_units;
-  };
+  // What the walk keeps of the masked form (kMasked): a cursor over the groups (gemm_schedule.cuh). A base of
+  // Schedule only there.
+  using MaskedWalk = GemmMaskedGroups<kBlockM>;
 
   // The walk over output tiles, shared by the producer and the math warpgroups of a CTA (they must agree
   // exactly) and by the CTAs of a cluster (they must run the same number of K blocks). Work units are
@@ -350,18 +328,8 @@ struct Fp8Gemm {
         num_units *= grouped->num_groups;
       }
       if constexpr (kMasked) {
-        // Every group's m blocks, counted by the warp (whole warps build their schedules), a group per lane.
-        const u32 lane = threadIdx.x % 32;
-        u32 blocks = 0;
-        for (u32 g = lane; g < p.num_groups; g += 32) blocks += masked_m_blocks(p.grouped_layout, p.m, g);
-        num_units = __reduce_add_sync(0xffffffffu, blocks) * kNumNUnits;
-        this->masked_m = p.grouped_layout;
-        this->m = p.m;
-        this->num_groups = p.num_groups;
-        this->group = 0;
-        this->group_first_unit = 0;
-        this->group_m_units = masked_m_blocks(p.grouped_layout, p.m, 0);
-        this->group_units = this->group_m_units * kNumNUnits;
+        // Every group's m blocks, counted by the warp (whole warps build their schedules).
+        num_units = this->start(p, kNumNUnits) * kNumNUnits;
       }
       first = cluster;
       stride = clusters;
@@ -385,13 +353,7 @@ struct Fp8Gemm {
       if constexpr (kKGrouped) unit -= group_of(unit) * this->units_per_group;  // the unit within its group
       if constexpr (kMasked) {
         // On to the unit's group (groups without rows have no units and are passed over).
-        while (unit - this->group_first_unit >= this->group_units && this->group + 1 < this->num_groups) {
-          this->group_first_unit += this->group_units;
-          ++this->group;
-          this->group_m_units = masked_m_blocks(this->masked_m, this->m, this->group);
-          this->group_units = this->group_m_units * kNumNUnits;
-        }
-        unit_coords(unit - this->group_first_unit, this->group_m_units, num_n_units, group_shift, m_unit, n_unit);
+        unit_coords(this->seek(unit, kNumNUnits), this->group_m_units, num_n_units, group_shift, m_unit, n_unit);
       } else {
         unit_coords(unit, num_m_units, num_n_units, group_shift, m_unit, n_unit);
       }

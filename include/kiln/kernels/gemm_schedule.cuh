@@ -1,5 +1,5 @@
 // The walk over output tiles that the persistent GEMM kernels share: the tile order (groups of m units, m fastest
-// inside a group) and the ring of pipeline slots.
+// inside a group), the masked m-grouped form's cursor over its groups, and the ring of pipeline slots.
 #pragma once
 
 #include "kiln/ptx/cluster.cuh"
@@ -56,6 +56,88 @@ struct GemmTileWalk {
     u32 m_unit;
     gemm_unit_coords(unit, num_m_units, num_n_units, kGroupShift, m_unit, n_block);
     m_block = m_unit * kClusterM + rank;
+  }
+};
+
+// The m-grouped contiguous form (MoE experts' rows one group after another in A, grouped_layout naming each row's
+// group): an m block takes the group of its first row. Padding rows name -1; a block that starts with one (all of it
+// padding, as the host aligns groups to m blocks) is computed as group 0's and its rows are left unspecified, as
+// DeepGEMM leaves them. Any other value outside [0, num_groups) is a caller's error the host cannot see without
+// reading device memory: the block reads group 0's B, and the kernel makes its rows NaN, never a plausible number and
+// never a read outside B.
+struct GemmMGroup {
+  u32 group;   // clamped into [0, num_groups)
+  bool valid;  // grouped_layout named -1 or a group
+};
+__device__ __forceinline__ GemmMGroup gemm_m_group_of(const i32* grouped_layout, u32 num_groups, u32 first_row) {
+  const i32 g = __ldg(grouped_layout + first_row);
+  const bool in_range = g >= 0 && static_cast<u32>(g) < num_groups;
+  return {in_range ? static_cast<u32>(g) : 0u, in_range || g == -1};
+}
+
+// The masked m-grouped form (MoE decode: G groups of m rows, group g's first masked_m[g] rows valid, the counts on the
+// device): its work units are the valid m blocks' tiles, numbered group after group, each group's walked like a
+// problem of its own. A cursor over the groups: every walker asks for its units in increasing order, so it only moves
+// forward, one load of masked_m per group passed (the array is a few lines, in L1 after the count in start()).
+template <u32 kBlockM>
+struct GemmMaskedGroups {
+  const i32* masked_m;
+  u32 m, num_groups;
+  mutable u32 group, group_first_unit, group_units, group_m_units;
+
+  // Group g's m blocks: its masked_m[g] rows, clamped into [0, m] (a count the host cannot see, so a bad one costs
+  // rows, never a read or a store outside the group), over BLOCK_M.
+  static __device__ __forceinline__ u32 m_blocks(const i32* masked_m, u32 m, u32 g) {
+    const i32 rows = __ldg(masked_m + g);
+    const u32 clamped = rows <= 0 ? 0u : static_cast<u32>(rows) < m ? static_cast<u32>(rows) : m;
+    return (clamped + kBlockM - 1) / kBlockM;
+  }
+  // Every group's m blocks, counted by the whole warp (a group per lane; every warp must call it), and the cursor on
+  // group 0. `p`: the kernel's parameters, with m (each group's rows), grouped_layout (masked_m) and num_groups.
+  template <class Params>
+  __device__ __forceinline__ u32 start(const Params& p, u32 num_n_units) {
+    const u32 lane = threadIdx.x % 32;
+    u32 blocks = 0;
+    for (u32 g = lane; g < p.num_groups; g += 32) blocks += m_blocks(p.grouped_layout, p.m, g);
+    const u32 total = __reduce_add_sync(0xffffffffu, blocks);
+    masked_m = p.grouped_layout;
+    m = p.m;
+    num_groups = p.num_groups;
+    group = 0;
+    group_first_unit = 0;
+    group_m_units = m_blocks(p.grouped_layout, p.m, 0);
+    group_units = group_m_units * num_n_units;
+    return total;
+  }
+  // Moves the cursor on to the group of `unit` (groups without rows have no units and are passed over); returns the
+  // unit's index within its group.
+  __device__ __forceinline__ u32 seek(u32 unit, u32 num_n_units) const {
+    while (unit - group_first_unit >= group_units && group + 1 < num_groups) {
+      group_first_unit += group_units;
+      ++group;
+      group_m_units = m_blocks(masked_m, m, group);
+      group_units = group_m_units * num_n_units;
+    }
+    return unit - group_first_unit;
+  }
+};
+
+// The masked m-grouped walk of a kernel without CTA clusters (GemmTileWalk's interface; rank 0): unit u goes to CTA
+// u mod (CTAs); coords() moves the cursor, and `group` is then the unit's group.
+template <u32 kBlockM, u32 kGroupShift>
+struct GemmMaskedTileWalk : GemmMaskedGroups<kBlockM> {
+  static constexpr u32 rank = 0;
+  u32 num_n_units, num_units, first, stride;
+  template <class Params>
+  __device__ __forceinline__ GemmMaskedTileWalk(const Params& p, u32 num_n_blocks) {
+    num_n_units = num_n_blocks;
+    num_units = this->start(p, num_n_blocks) * num_n_blocks;
+    first = blockIdx.x;
+    stride = gridDim.x;
+  }
+  __device__ __forceinline__ void coords(u32 unit, u32& m_block, u32& n_block) const {
+    const u32 in_group = this->seek(unit, num_n_units);
+    gemm_unit_coords(in_group, this->group_m_units, num_n_units, kGroupShift, m_block, n_block);
   }
 };
 
