@@ -28,6 +28,18 @@ float64 product with calc_diff < 1e-7 (a D rounded to bf16 would fail it), and c
 written) in GB/s. --sweep-accumulate: its M = 4096 rows also time ACCUMULATE_SWEEP_TILES forced (a float32 staging
 tile leaves the widest tiles 2 stages, or more with the epilogue in passes).
 
+--m-grouped: DeepGEMM's m_grouped_bf16_gemm_nt_contiguous (kiln.m_grouped_bf16_gemm_nt_contiguous, one call) on the
+FP8 contiguous benchmark's MoE shapes (bench/fp8_gemm_m_grouped_bench.py: G experts' rows, multiples of 128, one after
+the other in A, each expert its own B [n, k], the last shape with as many padding-only rows again) in bf16, against
+cuBLAS per expert (torch.mm(A_g, B_g^T, out=D_g) into its rows of D, the loop timed as one unit) and against kiln's
+dense GEMM over the same rows with one B ("kiln dense": the same arithmetic). Rows "form": "m_grouped"; TFLOPS count
+the experts' rows only. --masked: m_grouped_bf16_gemm_nt_masked the same way on the FP8 masked benchmark's shapes
+(bench/fp8_gemm_masked_bench.py: G experts in blocks of 4096 rows, masked_m[g] of them valid), cuBLAS per expert on
+its valid rows; rows "form": "masked", "m" the valid rows in all. Both verified first: up to 64 rows of each expert
+against the float64 product, calc_diff < 1e-5, and every valid row finite. --no-dense leaves out the dense shapes (and
+what --layouts, --accumulate and --sweep add to them): only the grouped modes run, and the JSON is
+bf16_gemm_grouped_bench.json, so that it does not replace a dense run's.
+
 Writes bf16_gemm_bench.json to --out (default $OUT; nothing when neither is set); prints a line per shape, a RESULT line
 (geometric mean against cuBLAS), one PASS/FAIL line and a table. Exit 0 when every result verified, 1 otherwise, 77
 without a GPU.
@@ -47,6 +59,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fp8_gemm_bench import (MAX_DIFF, PEERS_CARD, add_timing_arguments, calc_diff, geomean,  # noqa: E402
                             start_gpu_bench, time_into)
+from fp8_gemm_m_grouped_bench import SHAPES as FP8_M_GROUPED_SHAPES, expert_rows  # noqa: E402
+from fp8_gemm_masked_bench import MAX_M, SHAPES as FP8_MASKED_SHAPES, expert_counts  # noqa: E402
 
 SHAPES_FILE = Path(__file__).resolve().parents[2] / "shared" / "bench" / "shapes.json"
 PEERS_FILE = Path(__file__).resolve().parents[2] / "shared" / "bench" / "peers-h200.md"
@@ -55,6 +69,11 @@ DEFAULT_M = [1, 128, 4096]
 DEFAULT_NK = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
 # The peers file's BF16 table, in case it is not there either: (M, N, K) -> DeepGEMM µs on the H200.
 DEFAULT_PEERS = {(4096, 7168, 2048): 162.0, (4096, 2112, 7168): 164.9, (128, 7168, 2048): 15.7}
+# The FP8 grouped benchmarks' MoE shapes, without their DeepGEMM figures (FP8 ones): --m-grouped's (experts, rows in
+# all, n, k, rows of padding only after them) and --masked's (experts, expected rows per expert, valid rows in all or
+# None (drawn), n, k).
+M_GROUPED_SHAPES = [(groups, m, n, k, tail) for groups, m, n, k, _, tail in FP8_M_GROUPED_SHAPES]
+MASKED_SHAPES = [(groups, expected, total, n, k) for groups, expected, total, n, k, _ in FP8_MASKED_SHAPES]
 # (block_m, block_n, cluster_m, stages; 0: as many as fit beside a whole staging tile) forced by --sweep: each tile
 # family at a few widths, and the widest with a stage more than that (half a staging tile, two store passes).
 SWEEP_TILES = [(64, 16, 1, 0), (64, 32, 1, 0), (64, 48, 1, 0), (64, 64, 1, 0), (64, 96, 1, 0), (64, 128, 1, 0),
@@ -112,13 +131,20 @@ def main() -> int:
                         help="also time D (float32) += A . B^T against cuBLAS's beta = 1 GEMM")
     parser.add_argument("--sweep-accumulate", action="store_true",
                         help="--accumulate, and its M = 4096 rows with every tile of ACCUMULATE_SWEEP_TILES forced")
+    parser.add_argument("--m-grouped", action="store_true",
+                        help="also time m_grouped_bf16_gemm_nt_contiguous against cuBLAS per expert")
+    parser.add_argument("--masked", action="store_true",
+                        help="also time m_grouped_bf16_gemm_nt_masked against cuBLAS per expert")
+    parser.add_argument("--no-dense", action="store_true",
+                        help="leave out the dense shapes: only --m-grouped / --masked (bf16_gemm_grouped_bench.json)")
     parser.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1), help="parallel precompile threads")
     args = parser.parse_args()
     args.reps = max(args.reps, 30)
 
     ms, nks = load_shapes(SHAPES_FILE)
-    shapes = [(m, n, k) for m in ms for n, k in nks]
-    bench = start_gpu_bench("bf16_gemm_bench", args, len(shapes))
+    shapes = [] if args.no_dense else [(m, n, k) for m in ms for n, k in nks]
+    grouped_count = len(M_GROUPED_SHAPES) * args.m_grouped + len(MASKED_SHAPES) * args.masked
+    bench = start_gpu_bench("bf16_gemm_bench", args, len(shapes) + grouped_count)
     if bench is None:
         return 77
     torch, kiln, device, props, timed_us = bench.torch, bench.kiln, bench.device, bench.props, bench.timed_us
@@ -137,6 +163,7 @@ def main() -> int:
                          for m, n, k in shapes if m == 4096 for t in ACCUMULATE_SWEEP_TILES]
     layout_shapes = [(m, n, k) for m, n, k in shapes if m == 4096] if args.layouts else []
     requests += [dict(n=n, k=k, m=m, **LAYOUT_PLAN[layout]) for m, n, k in layout_shapes for layout in LAYOUT_PLAN]
+    requests += grouped_requests(args.m_grouped, args.masked)
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         list(pool.map(lambda r: kiln.precompile("bf16_gemm_nt", **r), requests))
     print(f"precompile: {len(requests)} requests in {time.perf_counter() - t0:.1f} s", flush=True)
@@ -184,6 +211,10 @@ def main() -> int:
     if args.accumulate:
         accumulate_peer, failed = bench_accumulate(torch, kiln, device, shapes, timed_us, rows, args.sweep_accumulate)
         failures += failed
+    if args.m_grouped:
+        failures += bench_m_grouped(torch, kiln, device, timed_us, rows)
+    if args.masked:
+        failures += bench_masked(torch, kiln, device, timed_us, rows)
 
     bf16_rows = [r for r in rows if r["form"] == "bf16" and r["layout"] == "nt"]
     summary = {"geomean_vs_cublas": geomean([r["speedup_vs_cublas"] for r in bf16_rows if "speedup_vs_cublas" in r])}
@@ -196,6 +227,11 @@ def main() -> int:
     if args.accumulate:
         summary["geomean_vs_cublas_add_f32"] = geomean([r["speedup_vs_cublas"] for r in rows
                                                         if r["form"] == "add_f32" and "speedup_vs_cublas" in r])
+    for form in ("m_grouped", "masked"):
+        for peer in ("cublas", "kiln_dense"):
+            if any(r["form"] == form for r in rows):
+                summary[f"geomean_{form}_vs_{peer}"] = geomean([r.get(f"speedup_vs_{peer}") for r in rows
+                                                                if r["form"] == form])
     if any("speedup_vs_deepgemm" in r for r in rows):
         summary["geomean_vs_deepgemm"] = geomean([r["speedup_vs_deepgemm"] for r in rows if "speedup_vs_deepgemm" in r])
     print("RESULT bf16_gemm_bench: " + ", ".join(f"{key} {value:.3f}" for key, value in summary.items()
@@ -203,7 +239,8 @@ def main() -> int:
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "bf16_gemm_bench.json").write_text(json.dumps(
+        name = "bf16_gemm_grouped_bench.json" if args.no_dense else "bf16_gemm_bench.json"
+        (out / name).write_text(json.dumps(
             {"device": props.name, "torch": torch.__version__, "kiln": kiln.__version__, "reps": args.reps,
              "l2_flush_bytes": 1 << 30, "max_calc_diff": MAX_DIFF, "accumulate_peer": accumulate_peer, "rows": rows,
              "summary": summary}, indent=1))
@@ -338,6 +375,156 @@ def bench_accumulate(torch, kiln, device, shapes, timed_us, rows, sweep: bool) -
         rows.append(row)
     return peer_name, failures
 
+
+def grouped_requests(m_grouped: bool, masked: bool) -> list:
+    """What --m-grouped and --masked precompile: each shape's grouped kernel (the contiguous form's plan at all of A's
+    rows, padding included; the masked form's at experts x expected rows) and its kiln dense peer's."""
+    requests = []
+    for groups, m, n, k, tail in M_GROUPED_SHAPES if m_grouped else ():
+        requests += [dict(n=n, k=k, m=m + tail, m_grouped=1), dict(n=n, k=k, m=m)]
+    for index, (groups, expected, total, n, k) in enumerate(MASKED_SHAPES if masked else ()):
+        valid = sum(expert_counts(groups, expected, total, seed=index))
+        requests += [dict(n=n, k=k, m=groups * min(max(expected, 1), MAX_M), m_grouped=1, masked=1),
+                     dict(n=n, k=k, m=valid)]
+    return requests
+
+
+def grouped_function(kiln, name: str):
+    """kiln's `name`, or the native module's where this package has no Python wrapper for it yet (both take (a, b, d,
+    m_indices) or (a, b, d, masked_m, expected_m) first), or None where neither has it: calling that raises inside
+    the row's verification, which records the error."""
+    function = getattr(kiln, name, None)
+    return function if function is not None else getattr(kiln._native, name, None)
+
+
+def finish_grouped_row(row: dict, label: str) -> None:
+    """A timed --m-grouped or --masked row's ratios to its peers, and its line."""
+    for peer in ("cublas", "kiln_dense"):
+        if row.get("kiln_us") and row.get(f"{peer}_us"):
+            row[f"speedup_vs_{peer}"] = row[f"{peer}_us"] / row["kiln_us"]
+    nan = float("nan")
+    status = f" ERROR {row['error']}" if "error" in row else "" if row["verified"] else " NOT VERIFIED"
+    print(f"{label} x {row['n']} x {row['k']}: kiln {row.get('kiln_us', nan):.1f} µs "
+          f"({row.get('kiln_tflops', nan):.0f} TFLOPS, {row.get('kiln_gbps', nan):.0f} GB/s), kiln dense "
+          f"{row.get('kiln_dense_us', nan):.1f} µs, cuBLAS per expert {row.get('cublas_us', nan):.1f} µs, x cuBLAS "
+          f"{row.get('speedup_vs_cublas', nan):.3f}, x kiln dense {row.get('speedup_vs_kiln_dense', nan):.3f}, "
+          f"calc_diff {row.get('diff_reference', nan):.1e}{status}", flush=True)
+
+
+def bench_m_grouped(torch, kiln, device, timed_us, rows) -> int:
+    """The --m-grouped rows (form "m_grouped"), appended to `rows`; returns the failures."""
+    contiguous = grouped_function(kiln, "m_grouped_bf16_gemm_nt_contiguous")
+    failures = 0
+    for index, shape in enumerate(M_GROUPED_SHAPES):
+        row = m_grouped_row(torch, kiln, device, timed_us, contiguous, index, *shape)
+        failures += 0 if row["verified"] else 1
+        rows.append(row)
+        torch.cuda.empty_cache()  # the shape's tensors went with m_grouped_row's frame
+    return failures
+
+
+def m_grouped_row(torch, kiln, device, timed_us, contiguous, index, groups, m, n, k, tail) -> dict:
+    """One --m-grouped shape, verified, timed and printed."""
+    sizes = expert_rows(groups, m, seed=min(index, 1))  # the FP8 benchmark's: its padded repeat of shape 1 too
+    firsts = [sum(sizes[:g]) for g in range(groups)]
+    torch.manual_seed(3000 + index)
+    a = torch.randn(m + tail, k, device=device, dtype=torch.bfloat16)
+    b = torch.randn(groups, n, k, device=device, dtype=torch.bfloat16)
+    indices = torch.full((m + tail,), -1, dtype=torch.int32, device=device)
+    for g, (first, size) in enumerate(zip(firsts, sizes)):
+        indices[first:first + size] = g
+    d = torch.empty(m + tail, n, device=device, dtype=torch.bfloat16)
+    row = {"form": "m_grouped", "layout": "nt", "groups": groups, "m": m, "n": n, "k": k, "rows": sizes,
+           "padding_rows": tail}
+    try:
+        d.fill_(float("nan"))
+        contiguous(a, b, d, indices)
+        torch.cuda.synchronize()
+        worst = 0.0
+        for g, (first, size) in enumerate(zip(firsts, sizes)):
+            checked = slice(first, first + min(size, 64))
+            worst = max(worst, calc_diff(d[checked], a[checked].double() @ b[g].double().T))
+        row["diff_reference"] = worst
+        # The padding-only rows after the experts' come out unspecified: not checked.
+        row["verified"] = bool(torch.isfinite(d[:m]).all()) and worst < MAX_DIFF
+    except Exception as e:  # noqa: BLE001 - reported, counted as a failure
+        row["error"] = f"{type(e).__name__}: {e}"
+        row["verified"] = False
+
+    def cublas_per_expert():
+        for g, (first, size) in enumerate(zip(firsts, sizes)):
+            torch.mm(a[first:first + size], b[g].T, out=d[first:first + size])
+
+    calls = {"kiln": lambda: contiguous(a, b, d, indices),
+             "kiln_dense": lambda: kiln.bf16_gemm_nt(a[:m], b[0], d[:m]), "cublas": cublas_per_expert}
+    flops = 2.0 * m * n * k
+    nbytes = 2.0 * (m * k + groups * n * k + m * n)
+    for peer, call in calls.items():
+        if peer != "kiln" or "error" not in row:
+            time_into(row, peer, timed_us, call, flops, nbytes)
+    padded = f" + {tail} padding" if tail else ""
+    finish_grouped_row(row, f"m-grouped {groups} experts, {m} rows{padded} ({min(sizes)}..{max(sizes)})")
+    return row
+
+
+def bench_masked(torch, kiln, device, timed_us, rows) -> int:
+    """The --masked rows (form "masked"), appended to `rows`; returns the failures."""
+    masked_gemm = grouped_function(kiln, "m_grouped_bf16_gemm_nt_masked")
+    failures = 0
+    for index, shape in enumerate(MASKED_SHAPES):
+        row = masked_row(torch, kiln, device, timed_us, masked_gemm, index, *shape)
+        failures += 0 if row["verified"] else 1
+        rows.append(row)
+        torch.cuda.empty_cache()  # the shape's tensors went with masked_row's frame
+    return failures
+
+
+def masked_row(torch, kiln, device, timed_us, masked_gemm, index, groups, expected, total, n, k) -> dict:
+    """One --masked shape, verified, timed and printed."""
+    counts = expert_counts(groups, expected, total, seed=index)
+    valid = sum(counts)
+    torch.manual_seed(4000 + index)
+    a = torch.randn(groups, MAX_M, k, device=device, dtype=torch.bfloat16)
+    b = torch.randn(groups, n, k, device=device, dtype=torch.bfloat16)
+    masked_m = torch.tensor(counts, dtype=torch.int32, device=device)
+    d = torch.empty(groups, MAX_M, n, device=device, dtype=torch.bfloat16)
+    row = {"form": "masked", "layout": "nt", "groups": groups, "max_m": MAX_M, "expected_m": expected, "m": valid,
+           "n": n, "k": k, "masked_m": counts}
+    try:
+        d.fill_(float("nan"))
+        masked_gemm(a, b, d, masked_m, expected)
+        torch.cuda.synchronize()
+        worst, finite = 0.0, True
+        for g, count in enumerate(counts):
+            if count == 0:
+                continue
+            finite = finite and bool(torch.isfinite(d[g, :count]).all())
+            check = min(count, 64)
+            worst = max(worst, calc_diff(d[g, :check], a[g, :check].double() @ b[g].double().T))
+        row["diff_reference"] = worst
+        row["verified"] = finite and worst < MAX_DIFF
+    except Exception as e:  # noqa: BLE001 - reported, counted as a failure
+        row["error"] = f"{type(e).__name__}: {e}"
+        row["verified"] = False
+
+    def cublas_per_expert():
+        for g, count in enumerate(counts):
+            if count:
+                torch.mm(a[g, :count], b[g].T, out=d[g, :count])
+
+    # The dense peer's A: as many rows as the valid ones (they are not one block of a).
+    a_dense = torch.randn(valid, k, device=device, dtype=torch.bfloat16)
+    d_dense = torch.empty(valid, n, device=device, dtype=torch.bfloat16)
+    calls = {"kiln": lambda: masked_gemm(a, b, d, masked_m, expected),
+             "kiln_dense": lambda: kiln.bf16_gemm_nt(a_dense, b[0], d_dense), "cublas": cublas_per_expert}
+    flops = 2.0 * valid * n * k
+    nbytes = 2.0 * (groups * n * k + valid * k + valid * n)
+    for peer, call in calls.items():
+        if peer != "kiln" or "error" not in row:
+            time_into(row, peer, timed_us, call, flops, nbytes)
+    finish_grouped_row(row, f"masked {groups} experts x {expected} expected ({valid} valid, "
+                            f"{min(counts)}..{max(counts)})")
+    return row
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -99,7 +99,7 @@ fi
 # directly).
 # Just these steps: ONLY='^python$|python_gpu_fp8_gemm|python_gpu_bf16_gemm|python_fp8_gemm_bench|
 # python_fp8_gemm_wgrad_bench|python_fp8_gemm_k_grouped_bench|python_fp8_gemm_m_grouped_bench|
-# python_fp8_gemm_masked_bench|python_bf16_gemm_bench'.
+# python_fp8_gemm_masked_bench|python_bf16_gemm_bench|python_bf16_gemm_grouped_bench'.
 if [[ ($what == bench || $what == python || $what == all) && python =~ $only ]]; then
   pydir=$PWD/$build/python-package
   t0=$(date +%s)
@@ -133,6 +133,10 @@ if [[ ($what == bench || $what == python || $what == all) && python =~ $only ]];
     [[ $what != tests ]] && PYTHONPATH=$pydir run_step python_bf16_gemm_bench 420 \
       python3 bench/bf16_gemm_bench.py --out "$final_out" --accumulate --layouts ${BF16_SWEEP:+--sweep} \
       ${BF16_ACCUMULATE_SWEEP:+--sweep-accumulate}
+    # The m-grouped forms (contiguous and masked) on the FP8 grouped benchmarks' MoE shapes, in a step of their own so
+    # that the dense step keeps its time; their JSON is bf16_gemm_grouped_bench.json.
+    [[ $what != tests ]] && PYTHONPATH=$pydir run_step python_bf16_gemm_grouped_bench 240 \
+      python3 bench/bf16_gemm_bench.py --out "$final_out" --no-dense --m-grouped --masked
   else
     tail -30 "$out/python_build.log"
     record python_build FAIL "$(( $(date +%s) - t0 )) s (log: python_build.log)"

@@ -6,7 +6,12 @@
 // validation errors that need a GPU. The float32 forms (D stored as summed; D += A . B^T in place; D = C + A . B^T from
 // another C) on dense shapes, ragged ones, forced tiles (16- and 32-column boxes, pairs, two waves, four store passes)
 // and padded strides. MN-major operands (A stored [k, m], B stored [k, n], or both) on the plan's kernels and forced
-// tiles.
+// tiles. The m-grouped forms (kiln::m_grouped_bf16_gemm_nt_contiguous and _masked: MoE experts, each with its own B):
+// group mixes with empty groups, padding rows and padding-only blocks, one group, ragged N and K, forced 64x64,
+// 128x128 and 128x256 tiles, out-of-range group indices (their blocks NaN), masked counts of 0, m, past m and below 0
+// (clamped), groups of 64, 192 and 256 rows, and padded strides; rows the kernel must not write keep their poison.
+// `--quick`: the dense and ragged shapes, the layouts and float32 forms on the plan's kernels, and three m-grouped
+// cases.
 //
 // Inputs are random bf16 with per-row magnitudes over 2^-4..2^4 (never zeros); C is random float32. D, its padding
 // columns and a guard row are poisoned with NaN before each call (in place, D's own columns hold C). Checked rows
@@ -23,13 +28,16 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/driver.hpp"
 #include "fp8_reference.hpp"
 #include "gpu_test_support.hpp"
 #include "kiln/error.hpp"
+#include "kiln/kiln.hpp"
 #include "kiln/ops.hpp"
 #include "kiln/tensor.hpp"
 
@@ -297,6 +305,298 @@ void check_errors() {
   }
 }
 
+// ---- the m-grouped forms (MoE experts) ------------------------------------------------------------------------------
+
+// `rows` rows of k random bf16 (row r from random_bf16(seed, first_row + r, .)) into a device image with row stride
+// ld, whose padding stays as it was, and their values as floats, [rows][k].
+void fill_rows(uint64_t seed, int64_t first_row, int64_t rows, int64_t k, int64_t ld, uint16_t* device,
+               float* logical) {
+  kiln::gpu_test::parallel_for(static_cast<size_t>(rows), [&](size_t begin, size_t end) {
+    for (size_t r = begin; r < end; ++r)
+      for (int64_t i = 0; i < k; ++i) {
+        const uint16_t v = random_bf16(seed, static_cast<uint64_t>(first_row) + r, static_cast<uint64_t>(i));
+        device[r * static_cast<size_t>(ld) + static_cast<size_t>(i)] = v;
+        logical[r * static_cast<size_t>(k) + static_cast<size_t>(i)] = bf16_to_f32(v);
+      }
+  });
+}
+
+// One row of a bf16 D to compare with the float64 product of A's row and its group's B ([n][k] floats).
+struct RowTask {
+  const uint16_t* got;
+  const float* a;
+  const float* b;
+};
+
+struct RowsChecked {
+  double diff = 1.0, worst = 0.0;
+  int64_t bad = 0;
+};
+
+// run_case's check of a bf16 D, over the rows of several groups: every element within 2^-8 of the reference plus
+// 2^-20 of its sum of |a_i b_i|, finite, and calc_diff (about num / den) of them all.
+RowsChecked check_rows(const std::vector<RowTask>& tasks, int64_t n, int64_t k) {
+  struct Sums {
+    double num = 0.0, den = 0.0, worst = 0.0;
+    int64_t bad = 0;
+  };
+  std::vector<Sums> sums(tasks.size());
+  kiln::gpu_test::parallel_for(tasks.size(), [&](size_t begin, size_t end) {
+    for (size_t index = begin; index < end; ++index) {
+      const RowTask& t = tasks[index];
+      Sums& s = sums[index];
+      for (int64_t j = 0; j < n; ++j) {
+        double ref = 0.0, abs_sum = 0.0;
+        const float* br = t.b + j * k;
+        for (int64_t i = 0; i < k; ++i) {
+          const double prod = static_cast<double>(t.a[i]) * static_cast<double>(br[i]);
+          ref += prod;
+          abs_sum += std::fabs(prod);
+        }
+        const double got = static_cast<double>(bf16_to_f32(t.got[j]));
+        const double err = std::fabs(got - ref);
+        const double bound = std::ldexp(std::fabs(ref), -8) + std::ldexp(abs_sum, -20);
+        if (!std::isfinite(got) || err > bound) ++s.bad;
+        if (std::isfinite(got)) s.worst = std::max(s.worst, err / std::max(bound, 1e-30));
+        s.num += (got - ref) * (got - ref);
+        s.den += got * got + ref * ref;
+      }
+    }
+  });
+  double num = 0.0, den = 0.0;
+  RowsChecked out;
+  for (const Sums& s : sums) {
+    num += s.num;
+    den += s.den;
+    out.worst = std::max(out.worst, s.worst);
+    out.bad += s.bad;
+  }
+  out.diff = den > 0 ? num / den : 1.0;
+  return out;
+}
+
+// The kernel the plan picks for an m-grouped problem, with the overrides as problem parameters (what
+// `kiln plan bf16_gemm_nt ... m_grouped=1` prints), for the case's name.
+std::string grouped_kernel(int64_t m, int64_t n, int64_t k, bool masked, const kiln::Bf16GemmOverrides& o) {
+  kiln::CompileRequest r{"bf16_gemm_nt", {{"m", m}, {"n", n}, {"k", k}, {"m_grouped", 1}}, std::nullopt,
+                         std::nullopt};
+  if (masked) r.problem["masked"] = 1;
+  for (const auto& [name, value] : {std::pair<const char*, int>{"block_m", o.block_m}, {"block_n", o.block_n},
+                                    {"stages", o.stages}})
+    if (value != 0) r.problem[name] = value;
+  try {
+    const std::vector<kiln::KernelReport> reports = kiln::plan(r);
+    if (reports.empty()) return "-";
+    const std::string& d = reports[0].detail;
+    const size_t colon = d.find(": ");
+    return colon == std::string::npos ? d : d.substr(colon + 2);
+  } catch (const std::exception& e) {
+    return std::string("plan failed: ") + e.what();
+  }
+}
+
+std::string list_text(const std::vector<int64_t>& values) {
+  std::string s;
+  for (const int64_t v : values) s += (s.empty() ? "" : ",") + std::to_string(v);
+  return s;
+}
+
+std::string forced_text(const kiln::Bf16GemmOverrides& o) {
+  return o.block_m ? " forced " + std::to_string(o.block_m) + "x" + std::to_string(o.block_n) : "";
+}
+
+// m_grouped_bf16_gemm_nt_contiguous.
+struct ContiguousCase {
+  std::vector<int64_t> sizes;  // each group's rows (0 allowed), each run padded to a multiple of 128 with -1 rows
+  int64_t n, k;
+  kiln::Bf16GemmOverrides forced{};
+  int64_t tail_blocks = 0;  // 128-row blocks of padding only after the groups (a serving engine's fixed buffer)
+  int64_t pad = 0;          // extra elements per row of A, B and D (NaN in A and B)
+  int64_t bad_block = -1;   // a 128-row block whose every index is bad_index (out of range): its rows must be NaN
+  int32_t bad_index = 0;
+};
+
+// Each group has its own rows of A and its own B (fresh random values); A's padding rows and the padding of its and
+// B's rows are NaN, so that one leaking into a valid row shows. D (with a guard row after it) is poisoned: every
+// valid row outside the bad block is checked (all of a group's up to 256, else checked_rows' 64) against the float64
+// reference, the bad block's rows must all be NaN, and D's padding columns and guard row keep their poison. Rows of
+// -1 are not checked (a block starting with one is computed as group 0's, and rows of -1 inside a group's last block
+// come out NaN from A's NaN rows).
+void run_contiguous(const ContiguousCase& c, uint64_t seed) {
+  const int64_t groups = static_cast<int64_t>(c.sizes.size()), n = c.n, k = c.k;
+  std::vector<int64_t> first(c.sizes.size());
+  int64_t m = 0;
+  for (size_t g = 0; g < c.sizes.size(); ++g) {
+    first[g] = m;
+    m += (c.sizes[g] + 127) / 128 * 128;
+  }
+  m += c.tail_blocks * 128;
+  const int64_t ld = k + c.pad, ldd = n + c.pad;
+  std::string name = "m_grouped_bf16_gemm_nt_contiguous " + std::to_string(groups) + " groups (" +
+                     list_text(c.sizes) + " rows), m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                     " k=" + std::to_string(k) + " [" + grouped_kernel(m, n, k, false, c.forced) + "]" +
+                     forced_text(c.forced);
+  if (c.tail_blocks) name += " +" + std::to_string(c.tail_blocks) + " padding blocks";
+  if (c.pad) name += " padded " + std::to_string(c.pad);
+  if (c.bad_block >= 0)
+    name += " block " + std::to_string(c.bad_block) + " index " + std::to_string(c.bad_index) + " (out of range)";
+  try {
+    std::vector<uint16_t> a(static_cast<size_t>(m * ld), 0x7fc0), b(static_cast<size_t>(groups * n * ld), 0x7fc0);
+    std::vector<float> af(static_cast<size_t>(m * k)), bf(static_cast<size_t>(groups * n * k));
+    std::vector<int32_t> layout(static_cast<size_t>(m), -1);
+    for (size_t g = 0; g < c.sizes.size(); ++g) {
+      fill_rows(seed, first[g], c.sizes[g], k, ld, &a[static_cast<size_t>(first[g] * ld)],
+                &af[static_cast<size_t>(first[g] * k)]);
+      const int64_t gi = static_cast<int64_t>(g);
+      fill_rows(~seed + g, 0, n, k, ld, &b[static_cast<size_t>(gi * n * ld)], &bf[static_cast<size_t>(gi * n * k)]);
+      std::fill_n(layout.begin() + first[g], c.sizes[g], static_cast<int32_t>(g));
+    }
+    // Every index of the block, so that each m block inside it (64 or 128 rows) starts with one.
+    if (c.bad_block >= 0) std::fill_n(layout.begin() + c.bad_block * 128, 128, c.bad_index);
+    DeviceBuffer da(a.size() * 2), db(b.size() * 2), dl(layout.size() * 4),
+        dd(static_cast<size_t>((m + 1) * ldd) * 2);
+    da.upload(a.data());
+    db.upload(b.data());
+    dl.upload(layout.data());
+    dd.poison();
+    kiln::TensorView tb = kiln::TensorView::contiguous(db.data(), kiln::DType::kBFloat16, {groups, n, k});
+    tb.strides[0] = n * ld;
+    tb.strides[1] = ld;
+    const kiln::TensorView tl = kiln::TensorView::contiguous(dl.data(), kiln::DType::kInt32, {m});
+    try {
+      kiln::set_bf16_gemm_overrides(c.forced);
+      kiln::m_grouped_bf16_gemm_nt_contiguous(view(da.data(), m, k, ld), tb, view(dd.data(), m, n, ldd), tl);
+      KILN_CU_CHECK(kiln::cuda::DriverApi::get().cuCtxSynchronize());
+    } catch (...) {
+      kiln::set_bf16_gemm_overrides({});
+      throw;
+    }
+    kiln::set_bf16_gemm_overrides({});
+
+    std::vector<uint16_t> out(static_cast<size_t>((m + 1) * ldd));
+    dd.download(out.data());
+    const auto in_bad_block = [&](int64_t row) { return c.bad_block >= 0 && row / 128 == c.bad_block; };
+    std::vector<RowTask> tasks;
+    for (size_t g = 0; g < c.sizes.size(); ++g)
+      for (const int64_t r : checked_rows(c.sizes[g], seed + g)) {
+        const int64_t row = first[g] + r;
+        if (in_bad_block(row)) continue;
+        tasks.push_back({&out[static_cast<size_t>(row * ldd)], &af[static_cast<size_t>(row * k)],
+                         &bf[static_cast<size_t>(static_cast<int64_t>(g) * n * k)]});
+      }
+    const RowsChecked rc = check_rows(tasks, n, k);
+    int64_t changed = 0, bad_not_nan = 0;
+    for (int64_t row = 0; row <= m; ++row)
+      for (int64_t j = row < m ? n : 0; j < ldd; ++j) changed += out[static_cast<size_t>(row * ldd + j)] != 0xffff;
+    if (c.bad_block >= 0)
+      for (int64_t row = c.bad_block * 128; row < (c.bad_block + 1) * 128; ++row)
+        for (int64_t j = 0; j < n; ++j)
+          bad_not_nan += !std::isnan(bf16_to_f32(out[static_cast<size_t>(row * ldd + j)]));
+    char detail[300];
+    std::snprintf(detail, sizeof(detail), ": calc_diff %.2e over %zu rows, worst error %.2f of its bound, %lld out of "
+                  "bounds, %lld elements outside D changed%s", rc.diff, tasks.size(), rc.worst,
+                  static_cast<long long>(rc.bad), static_cast<long long>(changed),
+                  c.bad_block < 0 ? "" : (", " + std::to_string(bad_not_nan) + " of the bad block not NaN").c_str());
+    report(!tasks.empty() && rc.bad == 0 && changed == 0 && bad_not_nan == 0 && rc.diff < 1e-5 &&
+               std::isfinite(rc.diff),
+           name + detail);
+  } catch (const std::exception& e) {
+    report(false, name + ": " + e.what());
+  }
+}
+
+// m_grouped_bf16_gemm_nt_masked.
+struct MaskedCase {
+  std::vector<int64_t> counts;  // masked_m (clamped into [0, m] by the kernel)
+  int64_t m, n, k, expected_m;
+  kiln::Bf16GemmOverrides forced{};
+  bool padded = false;  // D's rows n + 8 apart and its planes 64 elements further apart than its rows need; A's
+                        // and B's rows k + 8 apart
+};
+
+// Each group has its own rows of A and its own B (fresh random values); A's rows past the (clamped) count and all
+// padding are NaN, so that a row of another group or past the count leaking into a valid one shows. D and a guard
+// row after its last plane are poisoned: each group's valid rows are checked against the float64 reference (all up
+// to 256, else checked_rows' 64), and every row of a plane from the count rounded up to the tile height on (128
+// unless a 64-row tile is forced: the plan may pick either, and the rows of the last block past the count are the
+// only others the kernel may write), the padding columns, the gaps between planes and the guard row must keep their
+// poison.
+void run_masked(const MaskedCase& c, uint64_t seed) {
+  const int64_t groups = static_cast<int64_t>(c.counts.size()), m = c.m, n = c.n, k = c.k;
+  const int64_t ld = c.padded ? k + 8 : k, ldd = c.padded ? n + 8 : n, plane = c.padded ? m * ldd + 64 : m * ldd;
+  const int64_t block = c.forced.block_m == 64 ? 64 : 128;
+  const int64_t plan_m = groups * std::clamp<int64_t>(c.expected_m, 1, m);
+  std::string name = "m_grouped_bf16_gemm_nt_masked " + std::to_string(groups) + " groups (masked_m " +
+                     list_text(c.counts) + ") of m=" + std::to_string(m) + ", n=" + std::to_string(n) +
+                     " k=" + std::to_string(k) + " expected_m=" + std::to_string(c.expected_m) + " [" +
+                     grouped_kernel(plan_m, n, k, true, c.forced) + "]" + forced_text(c.forced) +
+                     (c.padded ? " padded strides" : "");
+  try {
+    const auto rows_of = [&](size_t g) { return std::clamp<int64_t>(c.counts[g], 0, m); };
+    std::vector<uint16_t> a(static_cast<size_t>(groups * m * ld), 0x7fc0);
+    std::vector<uint16_t> b(static_cast<size_t>(groups * n * ld), 0x7fc0);
+    std::vector<float> af(static_cast<size_t>(groups * m * k)), bf(static_cast<size_t>(groups * n * k));
+    std::vector<int32_t> masked(c.counts.size());
+    for (size_t g = 0; g < c.counts.size(); ++g) {
+      const int64_t gi = static_cast<int64_t>(g);
+      masked[g] = static_cast<int32_t>(c.counts[g]);
+      fill_rows(seed + g, 0, rows_of(g), k, ld, &a[static_cast<size_t>(gi * m * ld)],
+                &af[static_cast<size_t>(gi * m * k)]);
+      fill_rows(~seed + g, 0, n, k, ld, &b[static_cast<size_t>(gi * n * ld)], &bf[static_cast<size_t>(gi * n * k)]);
+    }
+    DeviceBuffer da(a.size() * 2), db(b.size() * 2), dmask(masked.size() * 4),
+        dd(static_cast<size_t>(groups * plane + ldd) * 2);
+    da.upload(a.data());
+    db.upload(b.data());
+    dmask.upload(masked.data());
+    dd.poison();
+    const auto tensor = [](void* data, kiln::DType dtype, std::initializer_list<int64_t> shape,
+                           std::initializer_list<int64_t> strides) {
+      kiln::TensorView t = kiln::TensorView::contiguous(data, dtype, shape);
+      std::copy(strides.begin(), strides.end(), t.strides.begin());
+      return t;
+    };
+    const kiln::TensorView ta = tensor(da.data(), kiln::DType::kBFloat16, {groups, m, k}, {m * ld, ld, 1});
+    const kiln::TensorView tb = tensor(db.data(), kiln::DType::kBFloat16, {groups, n, k}, {n * ld, ld, 1});
+    const kiln::TensorView td = tensor(dd.data(), kiln::DType::kBFloat16, {groups, m, n}, {plane, ldd, 1});
+    const kiln::TensorView tmask = kiln::TensorView::contiguous(dmask.data(), kiln::DType::kInt32, {groups});
+    try {
+      kiln::set_bf16_gemm_overrides(c.forced);
+      kiln::m_grouped_bf16_gemm_nt_masked(ta, tb, td, tmask, c.expected_m);
+      KILN_CU_CHECK(kiln::cuda::DriverApi::get().cuCtxSynchronize());
+    } catch (...) {
+      kiln::set_bf16_gemm_overrides({});
+      throw;
+    }
+    kiln::set_bf16_gemm_overrides({});
+
+    std::vector<uint16_t> out(static_cast<size_t>(groups * plane + ldd));
+    dd.download(out.data());
+    std::vector<RowTask> tasks;
+    int64_t changed = 0;
+    for (size_t g = 0; g < c.counts.size(); ++g) {
+      const int64_t gi = static_cast<int64_t>(g), rows = rows_of(g);
+      const uint16_t* d_plane = &out[static_cast<size_t>(gi * plane)];
+      const int64_t written = std::min(m, (rows + block - 1) / block * block);
+      for (int64_t row = 0; row < m; ++row)
+        for (int64_t j = row < written ? n : 0; j < ldd; ++j) changed += d_plane[row * ldd + j] != 0xffff;
+      for (int64_t i = m * ldd; i < plane; ++i) changed += d_plane[i] != 0xffff;
+      for (const int64_t r : checked_rows(rows, seed + g))
+        tasks.push_back({d_plane + r * ldd, &af[static_cast<size_t>((gi * m + r) * k)],
+                         &bf[static_cast<size_t>(gi * n * k)]});
+    }
+    for (int64_t j = 0; j < ldd; ++j) changed += out[static_cast<size_t>(groups * plane + j)] != 0xffff;
+    const RowsChecked rc = check_rows(tasks, n, k);
+    char detail[300];
+    std::snprintf(detail, sizeof(detail), ": calc_diff %.2e over %zu rows, worst error %.2f of its bound, %lld out of "
+                  "bounds, %lld elements changed where nothing may be written", rc.diff, tasks.size(), rc.worst,
+                  static_cast<long long>(rc.bad), static_cast<long long>(changed));
+    report(!tasks.empty() && rc.bad == 0 && changed == 0 && rc.diff < 1e-5 && std::isfinite(rc.diff), name + detail);
+  } catch (const std::exception& e) {
+    report(false, name + ": " + e.what());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -367,6 +667,53 @@ int main(int argc, char** argv) {
     cases.push_back(with_form({256, 2048, 2048, {}, 0, 0, 0, 0, true}, form));
   }
   for (const Case& c : cases) run_case(c);
+
+  // The m-grouped contiguous form: group mixes with empty groups, -1 rows padding each group to 128 and blocks of
+  // padding only, one group, a ragged N and K (576 x 520), forced 64- and 128-row tiles, and out-of-range indices.
+  const std::vector<int64_t> mix6 = {37, 0, 300, 128, 1, 200};
+  std::vector<ContiguousCase> contiguous = {{mix6, 576, 520, {}, 2},
+                                            {mix6, 576, 520, {}, 1, 0, 2, 6}};
+  std::vector<MaskedCase> masked;
+  // Counts for groups of m rows: ragged, none, all, past m (clamped to m), negative (none), one, m - 1, 64.
+  const auto counts_for = [](int64_t m) { return std::vector<int64_t>{37, 0, m, m + 100, -5, 1, m - 1, 64}; };
+  masked.push_back({counts_for(192), 192, 576, 520, 96, {}, true});
+  if (!quick) {
+    std::vector<int64_t> random_sizes;  // rows in 0..599, drawn once
+    for (uint64_t g = 0; g < 8; ++g) random_sizes.push_back(static_cast<int64_t>(mix(0x6a09e667ull + g) % 600));
+    const std::vector<ContiguousCase> more = {
+        {{128, 0, 384, 256}, 4096, 7168},
+        {random_sizes, 7168, 2048, {}, 1},
+        {{1000}, 2112, 7168},
+        {{128}, 2112, 7168},
+        {{37}, 576, 520},
+        {mix6, 576, 520, {}, 0, 8},  // padded strides of A, B and D
+        {mix6, 576, 520, {64, 64, 0, 0}, 2},
+        {mix6, 576, 520, {128, 128, 0, 0}, 1},
+        {mix6, 576, 520, {128, 256, 0, 0}, 1},
+        {random_sizes, 7168, 2048, {64, 64, 0, 0}},
+        {{128, 0, 384, 256}, 4096, 7168, {128, 256, 0, 0}},
+        // -5 in a block of group 2 (rows 256..383), 64-row tiles: both of its m blocks start with it.
+        {{128, 0, 384, 256}, 576, 520, {64, 64, 0, 0}, 0, 0, 2, -5},
+        {random_sizes, 7168, 2048, {128, 128, 0, 0}, 0, 0, 1, 8},
+    };
+    contiguous.insert(contiguous.end(), more.begin(), more.end());
+    // The masked form: m of 64, 192 (not a multiple of 128: a group's last 128-row block reads the next group's rows
+    // of A, and must not write past its plane) and 256, expected_m m / 2 and a decode count, dense and padded D, and
+    // forced tiles.
+    masked.push_back({counts_for(64), 64, 7168, 2048, 32});
+    masked.push_back({counts_for(64), 64, 4096, 7168, 4, {}, true});
+    masked.push_back({{37, 0, 256, 1000, -3, 129}, 256, 2112, 7168, 128, {}, true});
+    masked.push_back({{200, 256, 0, 37}, 256, 4096, 7168, 4});
+    masked.push_back({{5, 192, 0, 191, 100}, 192, 7168, 2048, 192});
+    for (const kiln::Bf16GemmOverrides& t : {kiln::Bf16GemmOverrides{64, 64, 0, 0},
+                                             kiln::Bf16GemmOverrides{128, 128, 0, 0},
+                                             kiln::Bf16GemmOverrides{128, 256, 0, 0}})
+      masked.push_back({counts_for(192), 192, 576, 520, 96, t, true});
+    masked.push_back({counts_for(256), 256, 7168, 2048, 128, {64, 64, 0, 0}});
+  }
+  uint64_t seed = 0x51ed270b;
+  for (const ContiguousCase& c : contiguous) run_contiguous(c, seed++);
+  for (const MaskedCase& c : masked) run_masked(c, seed++);
   check_errors();
   std::printf("%s: %d failures\n", g_failures ? "FAIL" : "PASS", g_failures);
   return g_failures ? 1 : 0;
