@@ -380,6 +380,39 @@ NB_MODULE(_native, m) {
       "transpose_a"_a = false, "transpose_b"_a = false,
       "D = A . B^T (D bfloat16 or float32), or D (float32) = C + A . B^T with c (d itself or another tensor); "
       "A [m, k], B [n, k] bfloat16 (see kiln.bf16_gemm_nt).");
+  m.def(
+      "m_grouped_bf16_gemm_nt_contiguous",
+      [](nb::handle a, nb::handle b, nb::handle d, nb::handle m_indices, nb::handle stream) {
+        // The C++ entry point's errors already name this function: nothing to rename.
+        constexpr const char* kFunction = "m_grouped_bf16_gemm_nt_contiguous";
+        KeepAlive keep;
+        const kiln::TensorView av = to_view(a, kFunction, "a", keep);
+        const kiln::TensorView bv = to_view(b, kFunction, "b", keep);
+        const kiln::TensorView dv = to_view(d, kFunction, "d", keep);
+        const kiln::TensorView indices = to_view(m_indices, kFunction, "m_indices", keep);
+        const uintptr_t s = resolve_stream(stream, a, av, kFunction);
+        nb::gil_scoped_release release;
+        kiln::m_grouped_bf16_gemm_nt_contiguous(av, bv, dv, indices, reinterpret_cast<kiln::Stream>(s));
+      },
+      "a"_a.none(), "b"_a.none(), "d"_a.none(), "m_indices"_a.none(), "stream"_a.none() = nb::none(),
+      "D[r] (bf16) = A[r] . B[m_indices[r]]^T for MoE experts' rows one after another, A [m, k], B [G, n, k] bfloat16 "
+      "(see kiln.m_grouped_bf16_gemm_nt_contiguous).");
+  m.def(
+      "m_grouped_bf16_gemm_nt_masked",
+      [](nb::handle a, nb::handle b, nb::handle d, nb::handle masked_m, int64_t expected_m, nb::handle stream) {
+        constexpr const char* kFunction = "m_grouped_bf16_gemm_nt_masked";
+        KeepAlive keep;
+        const kiln::TensorView av = to_view(a, kFunction, "a", keep);
+        const kiln::TensorView bv = to_view(b, kFunction, "b", keep);
+        const kiln::TensorView dv = to_view(d, kFunction, "d", keep);
+        const kiln::TensorView counts = to_view(masked_m, kFunction, "masked_m", keep);
+        const uintptr_t s = resolve_stream(stream, a, av, kFunction);
+        nb::gil_scoped_release release;
+        kiln::m_grouped_bf16_gemm_nt_masked(av, bv, dv, counts, expected_m, reinterpret_cast<kiln::Stream>(s));
+      },
+      "a"_a.none(), "b"_a.none(), "d"_a.none(), "masked_m"_a.none(), "expected_m"_a, "stream"_a.none() = nb::none(),
+      "D[g, r] (bf16) = A[g, r] . B[g]^T for r < masked_m[g], A [G, m, k], B [G, n, k], D [G, m, n] bfloat16 (see "
+      "kiln.m_grouped_bf16_gemm_nt_masked).");
   m.def("per_token_scales_storage", &kiln::per_token_scales_storage, "m"_a, "k"_a,
         "Floats of storage behind per_token_cast_to_fp8's scales: (k / 128) * get_tma_aligned_size(m, 4).");
   m.def(

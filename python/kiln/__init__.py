@@ -48,6 +48,8 @@ __all__ = [
     "bf16_gemm_nn",
     "bf16_gemm_tn",
     "bf16_gemm_tt",
+    "m_grouped_bf16_gemm_nt_contiguous",
+    "m_grouped_bf16_gemm_nt_masked",
     "get_mk_alignment_for_contiguous_layout",
     "per_token_cast_to_fp8",
     "per_block_cast_to_fp8",
@@ -423,9 +425,9 @@ def k_grouped_fp8_gemm_nt_contiguous(a: Sequence[Any], b: Sequence[Any], d: Any,
 
 
 def get_mk_alignment_for_contiguous_layout() -> int:
-    """The row alignment of each expert's rows in ``m_grouped_fp8_gemm_nt_contiguous``'s A (DeepGEMM's function of
-    the same name): 128. Each expert's rows start at a multiple of it and are padded to one with rows whose
-    ``m_indices`` entry is -1."""
+    """The row alignment of each expert's rows in the A of ``m_grouped_fp8_gemm_nt_contiguous`` and
+    ``m_grouped_bf16_gemm_nt_contiguous`` (DeepGEMM's function of the same name): 128. Each expert's rows start at a
+    multiple of it and are padded to one with rows whose ``m_indices`` entry is -1."""
     return 128
 
 
@@ -554,6 +556,77 @@ def bf16_gemm_tt(a: Any, b: Any, d: Any, c: Any = None, compiled_dims: str = "mn
     ``bf16_gemm_nt`` on ``a.T`` (M-major) and ``b``; errors name ``bf16_gemm_tt``."""
     _check_compiled_dims(compiled_dims, "bf16_gemm_tt", default="mn")
     _native.bf16_gemm_nt(a, b, d, c, stream, True, False)
+
+
+def m_grouped_bf16_gemm_nt_contiguous(a: Any, b: Any, d: Any, m_indices: Any, compiled_dims: str = "nk", *,
+                                      stream: Any = None) -> None:
+    """The forward GEMMs of many MoE experts in one launch, in bfloat16, in place (DeepGEMM's
+    ``m_grouped_bf16_gemm_nt_contiguous``, same arguments): each row ``r`` of A belongs to expert ``g = m_indices[r]``,
+    and ``D[r] = A[r] . B[g]^T``, summed in float32 and rounded to bfloat16.
+
+    * ``a``: bfloat16 ``[m, k]``, K-major as ``bf16_gemm_nt`` takes it (row stride a multiple of 8 elements, 16-byte
+      aligned; ``m``: every expert's rows together); ``k`` a multiple of 8.
+    * ``b``: bfloat16 ``[G, n, k]``, each expert's ``[n, k]`` K-major, the experts one after the other (strides
+      ``(n * s, s, 1)``, ``s >= k`` a multiple of 8); ``n`` a multiple of 8.
+    * ``d``: bfloat16 ``[m, n]`` as for ``bf16_gemm_nt``, not overlapping ``a``, ``b`` or ``m_indices``.
+    * ``m_indices``: int32 ``[m]``, contiguous, on a's device: each row's expert, -1 for a padding row.
+
+    The contiguous layout (as ``m_grouped_fp8_gemm_nt_contiguous``'s): each expert's rows start at a multiple of
+    ``get_mk_alignment_for_contiguous_layout()`` (128) and are padded to one with rows marked -1. The kernel reads
+    one index per block of rows (the block's first), so that alignment is what gives every row its own expert; it
+    is the caller's to keep (checking it would read device memory). Rows of a block that starts with -1 are left
+    unspecified (as DeepGEMM leaves them); a block whose first index is outside ``[-1, G)`` comes out NaN, never a
+    read outside ``b``. The indices stay on the device, so a CUDA graph captured once replays any routing.
+
+    ``compiled_dims`` is accepted for DeepGEMM's signature (kiln always compiles ``n`` and ``k`` in); ``stream`` as
+    for ``bf16_gemm_nt``. Every other precondition is checked before anything is launched (m = 0 or n = 0 launches
+    nothing). The kernels have 64- and 128-row tiles, planned per ``(n, k)`` over ``m``: ``precompile("bf16_gemm_nt",
+    n=..., k=..., m=..., m_grouped=1)`` builds them ahead of time. Errors name ``m_grouped_bf16_gemm_nt_contiguous``.
+
+    Raises:
+        TypeError: wrong dtype or a non-tensor argument. ValueError: bad shape, strides, alignment, device, overlap
+        or compiled_dims. RuntimeError: CUDA errors, a failed compile, or a compile needed during graph capture.
+    """
+    _check_compiled_dims(compiled_dims, "m_grouped_bf16_gemm_nt_contiguous")
+    _native.m_grouped_bf16_gemm_nt_contiguous(a, b, d, m_indices, stream)
+
+
+def m_grouped_bf16_gemm_nt_masked(a: Any, b: Any, d: Any, masked_m: Any, expected_m: int, compiled_dims: str = "nk",
+                                  *, stream: Any = None) -> None:
+    """The decode-time GEMMs of many MoE experts in one launch, in bfloat16, in place (DeepGEMM's
+    ``m_grouped_bf16_gemm_nt_masked``, same arguments): expert ``g``'s tokens are the first ``masked_m[g]`` rows of its
+    block of A, and ``D[g, r] = A[g, r] . B[g]^T``, summed in float32 and rounded to bfloat16, for ``r < masked_m[g]``.
+
+    * ``a``: bfloat16 ``[G, m, k]``, each expert's ``[m, k]`` K-major as ``bf16_gemm_nt`` takes it, the experts one
+      after the other (``stride(0) == m * stride(1)``); ``k`` a multiple of 8.
+    * ``b``: bfloat16 ``[G, n, k]``, as for ``m_grouped_bf16_gemm_nt_contiguous``.
+    * ``d``: bfloat16 ``[G, m, n]``, each expert's ``[m, n]`` as ``bf16_gemm_nt`` takes it, the experts a multiple of
+      8 elements apart and not overlapping (each other, ``a``, ``b`` or ``masked_m``).
+    * ``masked_m``: int32 ``[G]``, contiguous, on a's device: each expert's rows. It stays on the device, so a CUDA
+      graph captured once replays any routing. A count below 0 counts as 0 and above ``m`` as ``m`` (never a read or
+      a store outside the expert's block).
+    * ``expected_m``: the rows an expert is expected to hold (an int >= 0); it picks the kernel (the one planned for
+      ``G * expected_m`` rows, ``expected_m`` clamped into ``[1, m]``), so pass a typical count, the same from call to
+      call.
+
+    Rows of ``D[g]`` from ``masked_m[g]`` on are left unspecified up to the end of their 64- or 128-row block (as
+    DeepGEMM leaves them); later rows are not written. ``compiled_dims`` is accepted for DeepGEMM's signature;
+    ``stream`` as for ``bf16_gemm_nt``. Every other precondition is checked before anything is launched (m = 0 or
+    n = 0 launches nothing). ``precompile("bf16_gemm_nt", n=..., k=..., m=<G * expected_m>, m_grouped=1, masked=1)``
+    builds the kernel ahead of time. Errors name ``m_grouped_bf16_gemm_nt_masked``.
+
+    Raises:
+        TypeError: wrong dtype, a non-tensor argument or a non-int expected_m. ValueError: bad shape, strides,
+        alignment, device, overlap, expected_m or compiled_dims. RuntimeError: CUDA errors, a failed compile, or a
+        compile needed during graph capture.
+    """
+    function = "m_grouped_bf16_gemm_nt_masked"
+    _check_compiled_dims(compiled_dims, function)
+    try:
+        expected = operator.index(expected_m)
+    except TypeError:
+        raise KilnTypeError(f"{function}: expected_m must be an int, got {type(expected_m).__name__}") from None
+    _native.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected, stream)
 
 
 # ---- Settings ----------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """kiln.bf16_gemm_nt without a GPU: the arguments the wrapper checks itself, every validation error the library
 reports on the host (its exception kind and message, naming bf16_gemm_nt with or without c), empty problems, the
-overrides, and the plans of each dtype of d.
+overrides, and the plans of each dtype of d. The same for the m-grouped forms, m_grouped_bf16_gemm_nt_contiguous and
+m_grouped_bf16_gemm_nt_masked (errors naming the function and the argument, expected_m, their plans).
 
 Tensors "on a CUDA device" are DLPack producers that describe memory they do not own (fakes.py): the C++ operation
 checks every precondition before it touches memory or a GPU. A call that passes every check needs a GPU; without one
@@ -154,3 +155,177 @@ def test_kernels_are_planned_without_a_gpu():
     assert added and all("epilogue=2" in k["spec"] for k in added), added
     tn = kiln.plan("bf16_gemm_nt", n=7168, k=2048, m=4096, m_major_a=1, n_major_b=1, arch="sm_90a")
     assert tn and all("mn_major=3" in k["spec"] for k in tn), tn
+
+
+# ---- The m-grouped GEMMs (m_grouped_bf16_gemm_nt_contiguous and _masked), through DLPack tensors "on the GPU" -------
+
+MGROUPED = kiln.m_grouped_bf16_gemm_nt_contiguous
+MASKED = kiln.m_grouped_bf16_gemm_nt_masked
+IDX = BASE + 0x70000000
+
+
+def test_m_grouped_names_are_exported():
+    namespace: dict = {}
+    exec("from kiln import *", namespace)
+    for name in ("m_grouped_bf16_gemm_nt_contiguous", "m_grouped_bf16_gemm_nt_masked"):
+        assert name in kiln.__all__ and namespace[name] is getattr(kiln, name)
+        assert callable(getattr(kiln._native, name))
+    assert kiln.get_mk_alignment_for_contiguous_layout() == 128
+    assert "m_grouped_bf16_gemm_nt_contiguous" in kiln.get_mk_alignment_for_contiguous_layout.__doc__
+
+
+def m_grouped_fakes(m: int = 512, n: int = 576, k: int = 520, groups: int = 4, **changes):
+    """a, b, d, m_indices for DeepGEMM's contiguous layout: m rows over `groups` experts' B [n, k] (n and k multiples
+    of 8, not of 64)."""
+    t = {
+        "a": FakeDLPack((m, k), "bfloat16", ptr=BASE),
+        "b": FakeDLPack((groups, n, k), "bfloat16", ptr=B),
+        "d": FakeDLPack((m, n), "bfloat16", ptr=D),
+        "m_indices": FakeDLPack((m,), "int32", ptr=IDX),
+    }
+    t.update(changes)
+    return t["a"], t["b"], t["d"], t["m_indices"]
+
+
+def test_m_grouped_arguments_kiln_checks_itself():
+    a, b, d, idx = m_grouped_fakes()
+    for dims in ("x", "nkq", 3, None):
+        with pytest.raises(ValueError, match="^m_grouped_bf16_gemm_nt_contiguous: compiled_dims must be a string of "
+                                             "the letters m, n and k"):
+            MGROUPED(a, b, d, idx, compiled_dims=dims)
+    with pytest.raises(TypeError, match="^m_grouped_bf16_gemm_nt_contiguous: a must be"):
+        MGROUPED(3, b, d, idx)
+    with pytest.raises(TypeError, match="^m_grouped_bf16_gemm_nt_contiguous: m_indices must be"):
+        MGROUPED(a, b, d, [0] * 512)
+
+
+@pytest.mark.parametrize("changes, error, message", [
+    ({"a": FakeDLPack((512, 520), "float8_e4m3fn", ptr=BASE)}, TypeError, "a must be bfloat16, got float8_e4m3fn"),
+    ({"b": FakeDLPack((4, 576, 520), "float16", ptr=B)}, TypeError, "b must be bfloat16, got float16"),
+    ({"d": FakeDLPack((512, 576), "float32", ptr=D)}, TypeError, "d must be bfloat16, got float32"),
+    ({"m_indices": FakeDLPack((512,), "int64", ptr=IDX)}, TypeError, "m_indices must be int32, got int64"),
+    ({"m_indices": FakeDLPack((512,), "int32", ptr=IDX, device="cpu")}, ValueError,
+     "m_indices must be on a CUDA device"),
+    ({"a": FakeDLPack((4, 128, 520), "bfloat16", ptr=BASE)}, ValueError, "a must be 2-dimensional"),
+    ({"b": FakeDLPack((576, 520), "bfloat16", ptr=B)}, ValueError, "b must be 3-dimensional"),
+    ({"m_indices": FakeDLPack((512, 1), "int32", ptr=IDX)}, ValueError, "m_indices must be 1-dimensional"),
+    ({"b": FakeDLPack((4, 576, 512), "bfloat16", ptr=B)}, ValueError,
+     r"b must be of shape \(groups, n, k\) with k == 520 \(a's k\)"),
+    ({"b": FakeDLPack((0, 576, 520), "bfloat16", ptr=B)}, ValueError, "b must be of shape .* with 1 <= groups"),
+    ({"m_indices": FakeDLPack((500,), "int32", ptr=IDX)}, ValueError, r"m_indices must be of shape \(512,\)"),
+    ({"m_indices": FakeDLPack((512,), "int32", strides=(2,), ptr=IDX)}, ValueError, "m_indices must be contiguous"),
+    ({"d": FakeDLPack((512, 584), "bfloat16", ptr=D)}, ValueError, r"d must be of shape \(512, 576\)"),
+    ({"b": FakeDLPack((4, 580, 520), "bfloat16", ptr=B), "d": FakeDLPack((512, 580), "bfloat16", ptr=D)}, ValueError,
+     r"b must be of a size\(0\) \(n\) that is a multiple of 8"),
+    ({"a": FakeDLPack((512, 520), "bfloat16", strides=(1, 512), ptr=BASE)}, ValueError, "a must be K-major"),
+    ({"b": FakeDLPack((4, 576, 520), "bfloat16", strides=(576 * 520 + 8, 520, 1), ptr=B)}, ValueError,
+     "b must be groups one after the other"),
+    ({"d": FakeDLPack((512, 576), "bfloat16", ptr=IDX - 4096)}, ValueError,
+     "d must be memory that does not overlap m_indices's"),
+])
+def test_m_grouped_preconditions(changes, error, message):
+    a, b, d, idx = m_grouped_fakes(**changes)
+    with pytest.raises(error, match="^m_grouped_bf16_gemm_nt_contiguous: " + message):
+        MGROUPED(a, b, d, idx)
+
+
+def test_m_grouped_empty_problems_are_no_ops_without_a_gpu():
+    for m, n in ((0, 576), (256, 0)):
+        assert MGROUPED(*m_grouped_fakes(m=m, n=n)) is None
+    # DeepGEMM's compiled_dims, given explicitly (any string of m, n and k), is accepted as it is.
+    assert MGROUPED(*m_grouped_fakes(m=0), compiled_dims="mnk") is None
+    assert MGROUPED(*m_grouped_fakes(m=0), "nk", stream=None) is None
+
+
+@pytest.mark.skipif(not NO_GPU, reason="would launch on fake pointers: only meaningful without a GPU")
+def test_m_grouped_valid_call_without_a_gpu_is_a_cuda_error():
+    with pytest.raises(kiln.CudaError):
+        MGROUPED(*m_grouped_fakes())
+
+
+def test_m_grouped_kernels_are_planned_without_a_gpu():
+    kernels = kiln.plan("bf16_gemm_nt", n=4096, k=7168, m=4096, m_grouped=1, arch="sm_90a")
+    assert len(kernels) == 1 and "grouping=1" in kernels[0]["spec"], kernels
+    assert any(f"block_m={bm} " in kernels[0]["spec"] for bm in (64, 128)), kernels
+    dense = kiln.plan("bf16_gemm_nt", n=4096, k=7168, m=4096, arch="sm_90a")
+    assert dense[0]["key"] != kernels[0]["key"], "the m-grouped kernel must be keyed apart from the dense one"
+
+
+def masked_fakes(groups: int = 4, m: int = 256, n: int = 576, k: int = 520, **changes):
+    """a, b, d, masked_m for `groups` experts of m rows each: A [G, m, k], B [G, n, k], D [G, m, n]."""
+    t = {
+        "a": FakeDLPack((groups, m, k), "bfloat16", ptr=BASE),
+        "b": FakeDLPack((groups, n, k), "bfloat16", ptr=B),
+        "d": FakeDLPack((groups, m, n), "bfloat16", ptr=D),
+        "masked_m": FakeDLPack((groups,), "int32", ptr=IDX),
+    }
+    t.update(changes)
+    return t["a"], t["b"], t["d"], t["masked_m"]
+
+
+def test_masked_arguments_kiln_checks_itself():
+    a, b, d, counts = masked_fakes()
+    for dims in ("x", 3, None):
+        with pytest.raises(ValueError, match="^m_grouped_bf16_gemm_nt_masked: compiled_dims must be a string"):
+            MASKED(a, b, d, counts, 64, compiled_dims=dims)
+    for expected_m, given in ((64.0, "float"), ("64", "str"), (None, "NoneType")):
+        with pytest.raises(TypeError, match=f"^m_grouped_bf16_gemm_nt_masked: expected_m must be an int, got {given}"):
+            MASKED(a, b, d, counts, expected_m)
+    with pytest.raises(ValueError, match=r"^m_grouped_bf16_gemm_nt_masked: expected_m must be >= 0 .*got -1"):
+        MASKED(a, b, d, counts, -1)
+    with pytest.raises(TypeError, match="^m_grouped_bf16_gemm_nt_masked: masked_m must be"):
+        MASKED(a, b, d, [64] * 4, 64)
+
+
+@pytest.mark.parametrize("changes, error, message", [
+    ({"a": FakeDLPack((4, 256, 520), "float32", ptr=BASE)}, TypeError, "a must be bfloat16, got float32"),
+    ({"b": FakeDLPack((4, 576, 520), "float8_e4m3fn", ptr=B)}, TypeError, "b must be bfloat16, got float8_e4m3fn"),
+    ({"d": FakeDLPack((4, 256, 576), "float16", ptr=D)}, TypeError, "d must be bfloat16, got float16"),
+    ({"masked_m": FakeDLPack((4,), "int64", ptr=IDX)}, TypeError, "masked_m must be int32, got int64"),
+    ({"a": FakeDLPack((1024, 520), "bfloat16", ptr=BASE)}, ValueError, "a must be 3-dimensional"),
+    ({"b": FakeDLPack((576, 520), "bfloat16", ptr=B)}, ValueError, "b must be 3-dimensional"),
+    ({"d": FakeDLPack((1024, 576), "bfloat16", ptr=D)}, ValueError, "d must be 3-dimensional"),
+    ({"masked_m": FakeDLPack((4, 1), "int32", ptr=IDX)}, ValueError, "masked_m must be 1-dimensional"),
+    ({"b": FakeDLPack((4, 576, 512), "bfloat16", ptr=B)}, ValueError,
+     r"b must be of shape \(groups, n, k\) with groups == 4 and k == 520 \(a's\)"),
+    ({"b": FakeDLPack((3, 576, 520), "bfloat16", ptr=B)}, ValueError,
+     r"b must be of shape \(groups, n, k\) with groups == 4"),
+    ({"d": FakeDLPack((4, 256, 584), "bfloat16", ptr=D)}, ValueError,
+     r"d must be of shape \(4, 256, 576\) \(groups, m of a, n of b\)"),
+    ({"d": FakeDLPack((4, 200, 576), "bfloat16", ptr=D)}, ValueError, r"d must be of shape \(4, 256, 576\)"),
+    ({"masked_m": FakeDLPack((5,), "int32", ptr=IDX)}, ValueError, r"masked_m must be of shape \(4,\)"),
+    ({"masked_m": FakeDLPack((4,), "int32", strides=(2,), ptr=IDX)}, ValueError, "masked_m must be contiguous"),
+    ({"a": FakeDLPack((4, 256, 520), "bfloat16", strides=(256 * 520 + 8, 520, 1), ptr=BASE)}, ValueError,
+     "a must be groups one after the other"),
+    ({"d": FakeDLPack((4, 256, 576), "bfloat16", strides=(256 * 576 - 8, 576, 1), ptr=D)}, ValueError,
+     "d must be groups apart by a multiple of 8 elements"),
+    ({"d": FakeDLPack((4, 256, 576), "bfloat16", strides=(256 * 576 + 4, 576, 1), ptr=D)}, ValueError,
+     "d must be groups apart by a multiple of 8 elements"),
+])
+def test_masked_preconditions(changes, error, message):
+    a, b, d, counts = masked_fakes(**changes)
+    with pytest.raises(error, match="^m_grouped_bf16_gemm_nt_masked: " + message):
+        MASKED(a, b, d, counts, 64)
+
+
+def test_masked_empty_problems_are_no_ops_without_a_gpu():
+    for m, n in ((0, 576), (256, 0)):
+        assert MASKED(*masked_fakes(m=m, n=n), 64) is None
+    # expected_m 0 is allowed (clamped to 1 when the plan is asked), and DeepGEMM's compiled_dims is accepted.
+    assert MASKED(*masked_fakes(m=0), 0, compiled_dims="mn") is None
+
+
+@pytest.mark.skipif(not NO_GPU, reason="would launch on fake pointers: only meaningful without a GPU")
+def test_masked_valid_call_without_a_gpu_is_a_cuda_error():
+    for expected_m in (0, 64, 10 ** 6):  # every expected_m picks a kernel (clamped into [1, m])
+        with pytest.raises(kiln.CudaError):
+            MASKED(*masked_fakes(), expected_m)
+
+
+def test_masked_kernels_are_planned_without_a_gpu():
+    kernels = kiln.plan("bf16_gemm_nt", n=7168, k=2048, m=32 * 20, m_grouped=1, masked=1, arch="sm_90a")
+    assert len(kernels) == 1 and "grouping=2" in kernels[0]["spec"], kernels
+    contiguous = kiln.plan("bf16_gemm_nt", n=7168, k=2048, m=32 * 20, m_grouped=1, arch="sm_90a")
+    assert contiguous[0]["key"] != kernels[0]["key"], "the masked kernel must be keyed apart from the contiguous one"
+    with pytest.raises(ValueError, match="masked"):
+        kiln.plan("bf16_gemm_nt", n=7168, k=2048, m=640, m_grouped=1, masked=2, arch="sm_90a")

@@ -12,6 +12,14 @@ and tn's weight gradient added into float32; a float32 d with c None (D = A . B^
 c (D = C + A . B^T, C left as it was), compared with calc_diff < 1e-7 (a D rounded to bf16 would fail it); errors the
 wrapper and the library raise on the GPU path.
 
+The m-grouped calls (m_grouped_bf16_gemm_nt_contiguous and _masked), on fresh random bf16 data, each expert's rows
+against its float32 product (calc_diff < 1e-5): contiguous with experts of ragged sizes (one empty) aligned to 128 and
+padded with -1, n and k multiples of 8 but not of 64, blocks naming no expert (NaN rows; D poisoned with a finite
+value for them to stand out), padding-only blocks, 64- and 128-row tiles, D's padding columns and the rows past m
+untouched, a side stream; masked with counts of 0, m, above m and below 0, several expected_m, a group stride of D
+wider than m rows (rows past a count's last 128-row block, and past m, must keep their NaN poison), an explicit
+stream; CUDA graphs replayed after the routing (m_indices, masked_m) changed; refused calls that leave D as it was.
+
 Runs under pytest, or alone: `python3 tests/python/test_gpu_bf16_gemm.py` (one PASS/FAIL line per test).
 """
 
@@ -246,6 +254,230 @@ def test_errors_on_the_gpu():
         kiln.bf16_gemm_nt(a, b, d32, c=shifted)
     with raises(ValueError, r"bf16_gemm_nt: b must be on the same device as a|b must be on a CUDA device"):
         kiln.bf16_gemm_nt(a, b.cpu(), d)
+
+
+# ---- The m-grouped GEMMs (MoE experts) ------------------------------------------------------------------------------
+
+SENTINEL = 2.0 ** 14  # a finite poison (exact in bf16, far above any product here): NaN rows must stand out from it
+# (n, k): multiples of 8; k = 520, n = 136 and k = 1048 not of 64 (partial tiles and K blocks), then a DeepSeek shape.
+RAGGED_NK = ((576, 520), (136, 1048), (4096, 7168))
+
+
+def check_rows(got, a, b, what: str) -> None:
+    """Rows of D against their float32 product a . b^T: finite, and within calc_diff."""
+    bad = (~torch.isfinite(got)).sum().item()
+    assert bad == 0, f"{what}: {bad} elements NaN or Inf"
+    reference = a.float() @ b.float().T
+    diff = calc_diff(got, reference)
+    assert diff < MAX_DIFF, f"{what}: calc_diff {diff:.2e} >= {MAX_DIFF}"
+
+
+def contiguous_problem(sizes, n: int, k: int, seed: int, bad_indices=(), tail_blocks: int = 0):
+    """DeepGEMM's contiguous layout for experts of `sizes` rows: A's rows one expert after another, each run padded
+    to a multiple of get_mk_alignment_for_contiguous_layout() with rows marked -1, then one block of rows per index of
+    `bad_indices` (naming no expert) and `tail_blocks` blocks of padding only; B [G, n, k]. D is the first m rows and
+    n columns of a buffer with 128 more rows and 8 more columns, all SENTINEL. Returns a, b, d, the buffer,
+    m_indices, the experts' row runs (first, size) and the bad blocks' (first, index)."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    align = kiln.get_mk_alignment_for_contiguous_layout()
+    runs, m = [], 0
+    for size in sizes:
+        runs.append((m, size))
+        m += (size + align - 1) // align * align
+    bad = []
+    for index in bad_indices:
+        bad.append((m, index))
+        m += align
+    m += tail_blocks * align
+    a = torch.randn(m, k, device="cuda", generator=g, dtype=torch.bfloat16)
+    b = torch.randn(len(sizes), n, k, device="cuda", generator=g, dtype=torch.bfloat16)
+    indices = torch.full((m,), -1, device="cuda", dtype=torch.int32)
+    for expert, (first, size) in enumerate(runs):
+        indices[first:first + size] = expert
+    for first, index in bad:
+        indices[first:first + align] = index
+    buffer = torch.full((m + align, n + 8), SENTINEL, device="cuda", dtype=torch.bfloat16)
+    return a, b, buffer[:m, :n], buffer, indices, runs, bad
+
+
+def check_contiguous(d, buffer, a, b, runs, bad, what: str, experts=None) -> None:
+    """Each expert's rows against its product (with B[experts[g]] where given: a changed routing), every bad block
+    NaN, and D's padding columns and the buffer's rows past m SENTINEL. Padding rows (-1) are unspecified."""
+    torch.cuda.synchronize()
+    m, n = d.shape
+    align = kiln.get_mk_alignment_for_contiguous_layout()
+    for g, (first, size) in enumerate(runs):
+        if size:
+            expert = g if experts is None else experts[g]
+            check_rows(d[first:first + size], a[first:first + size], b[expert], f"{what}: expert {g} (B[{expert}])")
+    for first, index in bad:
+        assert bool(torch.isnan(d[first:first + align]).all()), f"{what}: the block of m_indices {index} is not NaN"
+    assert bool((buffer[:, n:] == SENTINEL).all()), f"{what}: D's padding columns were written"
+    assert bool((buffer[m:] == SENTINEL).all()), f"{what}: rows past m were written"
+
+
+def test_m_grouped_contiguous():
+    """Experts of ragged sizes (one empty) with -1 padding, blocks naming no expert (G, -2 and INT32_MAX: NaN),
+    padding-only blocks at the end, on shapes whose n and k are not multiples of 64 and one of DeepSeek's."""
+    sizes = [300, 0, 37, 128, 1000, 5]
+    bad_indices = (len(sizes), -2, 2 ** 31 - 1)
+    for n, k in RAGGED_NK:
+        a, b, d, buffer, indices, runs, bad = contiguous_problem(sizes, n, k, seed=n + k, bad_indices=bad_indices,
+                                                                 tail_blocks=2)
+        kiln.m_grouped_bf16_gemm_nt_contiguous(a, b, d, indices)
+        check_contiguous(d, buffer, a, b, runs, bad, f"m = {d.shape[0]}, n = {n}, k = {k}")
+    print(f"  {len(sizes)} experts, n x k = {RAGGED_NK}: every expert within calc_diff {MAX_DIFF}, bad blocks NaN")
+
+
+def test_m_grouped_contiguous_tiles_streams_and_refusals():
+    """Both tile heights (forced: a 64-row block must take its own first row's expert too), the caller's current
+    stream, compiled_dims, and refused calls that leave D as it was."""
+    sizes = [64, 200, 0, 129, 7]
+    n, k = 576, 520
+    a, b, d, buffer, indices, runs, bad = contiguous_problem(sizes, n, k, seed=31, bad_indices=(-7,), tail_blocks=1)
+    try:
+        for block_m in (64, 128):
+            kiln.set_bf16_gemm_overrides(block_m=block_m)
+            buffer.fill_(SENTINEL)
+            kiln.m_grouped_bf16_gemm_nt_contiguous(a, b, d, indices, "mn")
+            check_contiguous(d, buffer, a, b, runs, bad, f"block_m {block_m}")
+    finally:
+        kiln.set_bf16_gemm_overrides()
+    side = torch.cuda.Stream()
+    buffer.fill_(SENTINEL)
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):
+        kiln.m_grouped_bf16_gemm_nt_contiguous(a, b, d, indices)
+    side.synchronize()
+    check_contiguous(d, buffer, a, b, runs, bad, "on the current (side) stream")
+    buffer.fill_(SENTINEL)
+    torch.cuda.synchronize()
+    with raises(ValueError, r"m_grouped_bf16_gemm_nt_contiguous: m_indices must be of shape \("):
+        kiln.m_grouped_bf16_gemm_nt_contiguous(a, b, d, indices[:-1])
+    with raises(TypeError, "m_grouped_bf16_gemm_nt_contiguous: m_indices must be int32, got int64"):
+        kiln.m_grouped_bf16_gemm_nt_contiguous(a, b, d, indices.long())
+    with raises(ValueError, "m_grouped_bf16_gemm_nt_contiguous: m_indices must be on the same device as a|"
+                            "m_indices must be on a CUDA device"):
+        kiln.m_grouped_bf16_gemm_nt_contiguous(a, b, d, indices.cpu())
+    with raises(TypeError, "m_grouped_bf16_gemm_nt_contiguous: b must be bfloat16, got float32"):
+        kiln.m_grouped_bf16_gemm_nt_contiguous(a, b.float(), d, indices)
+    torch.cuda.synchronize()
+    assert bool((buffer == SENTINEL).all()), "a refused call wrote D"
+    kiln.m_grouped_bf16_gemm_nt_contiguous(a[:0], b, d[:0], indices[:0])  # m = 0: nothing launched
+
+
+def test_m_grouped_contiguous_in_a_graph():
+    """Captured after a warm-up: the replay reads m_indices as they are at replay time, so moving rows between
+    experts needs no new capture."""
+    sizes = [256, 128, 0, 384]
+    n, k = 4096, 7168
+    a, b, d, buffer, indices, runs, bad = contiguous_problem(sizes, n, k, seed=321)
+    kiln.m_grouped_bf16_gemm_nt_contiguous(a, b, d, indices)  # warm-up: compiled and loaded outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        kiln.m_grouped_bf16_gemm_nt_contiguous(a, b, d, indices)
+    buffer.fill_(SENTINEL)
+    graph.replay()
+    check_contiguous(d, buffer, a, b, runs, bad, "replay")
+    swapped = [3, 0, 1, 2]  # each run of rows given to another expert
+    new_indices = indices.clone()
+    for g, (first, size) in enumerate(runs):
+        new_indices[first:first + size] = swapped[g]
+    indices.copy_(new_indices)
+    a.copy_(torch.randn_like(a))
+    buffer.fill_(SENTINEL)
+    graph.replay()
+    check_contiguous(d, buffer, a, b, runs, bad, "replay after re-routing", experts=swapped)
+    print("  replays follow m_indices (and A) as they are at replay time")
+
+
+def masked_problem(counts, m: int, n: int, k: int, seed: int, extra_rows: int = 8):
+    """m_grouped_bf16_gemm_nt_masked's operands for experts with `counts` rows (masked_m) in blocks of m: A [G, m, k],
+    B [G, n, k], and D [G, m, n] the first m rows of each group of a NaN buffer [G, m + extra_rows, n] (its groups
+    further apart than m rows). Returns a, b, d, the buffer and masked_m."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    groups = len(counts)
+    a = torch.randn(groups, m, k, device="cuda", generator=g, dtype=torch.bfloat16)
+    b = torch.randn(groups, n, k, device="cuda", generator=g, dtype=torch.bfloat16)
+    masked_m = torch.tensor(counts, device="cuda", dtype=torch.int32)
+    buffer = torch.full((groups, m + extra_rows, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    return a, b, buffer[:, :m], buffer, masked_m
+
+
+def check_masked(d, buffer, a, b, counts, what: str) -> None:
+    """Each expert's first min(max(count, 0), m) rows against its product; its rows from that count rounded up to 128
+    on (the end of its last 64- or 128-row block, or m), and the buffer's rows past m, must keep their NaN poison."""
+    torch.cuda.synchronize()
+    m = d.shape[1]
+    for g, count in enumerate(counts):
+        rows = min(max(count, 0), m)
+        untouched = buffer[g, min(m, (rows + 127) // 128 * 128):]
+        assert bool(torch.isnan(untouched).all()), f"{what}: expert {g} (count {count}): rows past its last tile " \
+                                                   f"were written"
+        if rows:
+            check_rows(d[g, :rows], a[g, :rows], b[g], f"{what}: expert {g} (count {count})")
+
+
+def test_m_grouped_masked():
+    """Ragged counts (one empty, one full, one past m and one negative, both clamped), several expected_m (0, a decode
+    and a prefill count, one past m: clamped), m a multiple of 64 or not, n and k not multiples of 64."""
+    cases = (([200, 0, 37, 256, 1, 300, -3, 129], 256, 576, 520), ([200, 64, 65, 0, 250, 129, -1, 7], 200, 136, 1048))
+    for counts, m, n, k in cases:
+        a, b, d, buffer, masked_m = masked_problem(counts, m, n, k, seed=m + n + k)
+        for expected_m in (0, 8, 128, 4096):
+            buffer.fill_(float("nan"))
+            kiln.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected_m)
+            check_masked(d, buffer, a, b, counts, f"m = {m}, n = {n}, k = {k}, expected_m = {expected_m}")
+    print(f"  {len(cases)} problems of 8 experts, 4 expected_m each: every expert within calc_diff {MAX_DIFF}")
+
+
+def test_m_grouped_masked_stream_and_refusals():
+    """An explicit stream argument, compiled_dims, refused calls that leave D as it was, and m = 0."""
+    counts = [17, 128, 0, 90]
+    a, b, d, buffer, masked_m = masked_problem(counts, 128, 2112, 7168, seed=44)
+    stream = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    kiln.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, 64, "mnk", stream=stream)
+    stream.synchronize()
+    check_masked(d, buffer, a, b, counts, "an explicit stream")
+    buffer.fill_(float("nan"))
+    torch.cuda.synchronize()
+    with raises(ValueError, r"m_grouped_bf16_gemm_nt_masked: masked_m must be of shape \(4,\)"):
+        kiln.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m[:-1], 64)
+    with raises(TypeError, "m_grouped_bf16_gemm_nt_masked: masked_m must be int32, got int64"):
+        kiln.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m.long(), 64)
+    with raises(ValueError, "m_grouped_bf16_gemm_nt_masked: masked_m must be on the same device as a|"
+                            "masked_m must be on a CUDA device"):
+        kiln.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m.cpu(), 64)
+    with raises(ValueError, "m_grouped_bf16_gemm_nt_masked: expected_m must be >= 0"):
+        kiln.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, -1)
+    with raises(TypeError, "m_grouped_bf16_gemm_nt_masked: expected_m must be an int, got Tensor"):
+        kiln.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, masked_m.float().mean())
+    with raises(ValueError, r"m_grouped_bf16_gemm_nt_masked: d must be of shape \(4, 128, 2112\)"):
+        kiln.m_grouped_bf16_gemm_nt_masked(a, b, buffer, masked_m, 64)
+    torch.cuda.synchronize()
+    assert bool(torch.isnan(buffer).all()), "a refused call wrote D"
+    kiln.m_grouped_bf16_gemm_nt_masked(a[:, :0], b, d[:, :0], masked_m, 64)  # m = 0: nothing launched
+
+
+def test_m_grouped_masked_in_a_graph():
+    """Captured once, as a decode step is: the replay reads masked_m as it is at replay time, so each step's routing
+    needs no new capture."""
+    counts = [20, 3, 0, 64]
+    m, n, k = 128, 4096, 7168
+    a, b, d, buffer, masked_m = masked_problem(counts, m, n, k, seed=78)
+    kiln.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, 32)  # warm-up: compiled and loaded outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        kiln.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, 32)
+    for step in ([20, 3, 0, 64], [0, 128, 7, 1], [128, 128, 128, 128], [-5, 200, 65, 0]):
+        masked_m.copy_(torch.tensor(step, dtype=torch.int32))
+        buffer.fill_(float("nan"))
+        graph.replay()
+        check_masked(d, buffer, a, b, step, f"replay with masked_m {step}")
+    print("  replays follow masked_m as it is at replay time")
 
 
 if __name__ == "__main__":
