@@ -27,6 +27,7 @@
 #include "kiln/error.hpp"
 #include "kiln/kernels/bf16_gemm_params.h"
 #include "ops/c_into_d.hpp"
+#include "ops/grouped_checks.hpp"
 #include "ops/gemm_rounds.hpp"
 #include "ops/plan_store.hpp"
 #include "ops/tensor_map.hpp"
@@ -830,9 +831,7 @@ GroupedChecked check_m_grouped(const TensorView& a, const TensorView& b, const T
   if (b.shape[2] != k)
     fail(ErrorKind::kValueError, ab, b, "of shape (groups, n, k) with k == " + std::to_string(k) + " (a's k)",
          "shape " + format_dims(b.shape.data(), 3));
-  if (groups < 1 || groups > INT32_MAX)
-    fail(ErrorKind::kValueError, ab, b, "of shape (groups, n, k) with 1 <= groups <= 2147483647",
-         "groups == " + std::to_string(groups));
+  check_group_count(ab, b, "(groups, n, k)");
   check_shape(ai, m_indices, {m}, "(m,): the group of each of a's rows");
   check_contiguous(ai, m_indices);
   check_pointer_aligned(ai, m_indices, 4);
@@ -859,49 +858,25 @@ GroupedChecked check_m_grouped_masked(const TensorView& a, const TensorView& b, 
   check_ndim(ad, d, 3);
   check_ndim(amask, masked_m, 1);
   const int64_t groups = a.shape[0], m = a.shape[1], k = a.shape[2], n = b.shape[1];
-  if (groups < 1 || groups > INT32_MAX)
-    fail(ErrorKind::kValueError, aa, a, "of shape (groups, m, k) with 1 <= groups <= 2147483647",
-         "groups == " + std::to_string(groups));
-  if (b.shape[0] != groups || b.shape[2] != k)
-    fail(ErrorKind::kValueError, ab, b,
-         "of shape (groups, n, k) with groups == " + std::to_string(groups) + " and k == " + std::to_string(k) +
-             " (a's)",
-         "shape " + format_dims(b.shape.data(), 3));
+  check_group_count(aa, a, "(groups, m, k)");
+  check_masked_b_shape(ab, b, groups, k);
   check_shape(ad, d, {groups, m, n}, "(groups, m of a, n of b)");
   check_shape(amask, masked_m, {groups}, "(groups,): each group's count of valid rows");
   check_contiguous(amask, masked_m);
   check_pointer_aligned(amask, masked_m, 4);
-  if (expected_m < 0)
-    throw Error(ErrorKind::kValueError, std::string(fn) + ": expected_m must be >= 0 (the rows a group is expected "
-                                                          "to hold, which picks the kernel), got " +
-                                            std::to_string(expected_m));
-  if (groups * m > INT32_MAX)
-    fail(ErrorKind::kValueError, aa, a, "at most 2147483647 rows in all (groups * m)",
-         "groups * m == " + std::to_string(groups * m));
+  check_expected_m(fn, expected_m);
+  check_masked_rows(aa, a, groups, m);
   GroupedChecked out;
   out.c = check_arguments(fn, view_2d(a, 0, m, k, a.strides[1], a.strides[2]),
                           view_2d(b, 0, n, k, b.strides[1], b.strides[2]),
                           view_2d(d, 0, m, n, d.strides[1], d.strides[2]), nullptr);
   const Checked& c = out.c;
   check_grouped_common(fn, c, a, b, d, masked_m, "masked_m");
-  // One map reads every group's rows of A (row stride lda): the groups must follow each other at that distance. D's
-  // groups are the planes of a 3-D map: 16 bytes apart at least, and never overlapping.
-  if (groups > 1 && m > 0 && n > 0) {
-    if (a.strides[0] != m * c.lda)
-      fail(ErrorKind::kValueError, aa, a,
-           "groups one after the other: stride(0) == m * " + std::to_string(c.lda) + " (the row stride) == " +
-               std::to_string(m * c.lda),
-           strides_text(a));
-    if (d.strides[0] % 8 != 0 || d.strides[0] < m * c.ldd)
-      fail(ErrorKind::kValueError, ad, d,
-           "groups apart by a multiple of 8 elements (16 bytes) and by at least m * " + std::to_string(c.ldd) +
-               " (the row stride) == " + std::to_string(m * c.ldd) + " elements",
-           strides_text(d));
-  }
+  check_masked_a_and_d(fn, a, d, groups, m, n, c.lda, c.ldd);
   out.grouped.grouping = static_cast<int>(kernels::kBf16GemmMasked);
   out.grouped.groups = groups;
   out.grouped.layout = static_cast<const int32_t*>(masked_m.data);
-  out.grouped.plan_m = groups * std::clamp<int64_t>(expected_m, 1, std::max<int64_t>(m, 1));
+  out.grouped.plan_m = masked_plan_m(groups, expected_m, m);
   out.grouped.d_plane_stride = groups > 1 ? d.strides[0] : m * c.ldd;
   return out;
 }

@@ -29,6 +29,7 @@
 #include "kiln/kernels/fp8_gemm_params.h"
 #include "kiln/ops.hpp"
 #include "ops/c_into_d.hpp"
+#include "ops/grouped_checks.hpp"
 #include "ops/plan_store.hpp"
 #include "ops/tensor_map.hpp"
 #include "ops/validate.hpp"
@@ -657,9 +658,7 @@ MGroupedChecked check_m_grouped(const TensorView& a, const TensorView& sfa, cons
   if (b.shape[2] != k)
     fail(ErrorKind::kValueError, ab, b, "of shape (groups, n, k) with k == " + std::to_string(k) + " (a's k)",
          "shape " + format_dims(b.shape.data(), 3));
-  if (groups < 1 || groups > INT32_MAX)
-    fail(ErrorKind::kValueError, ab, b, "of shape (groups, n, k) with 1 <= groups <= 2147483647",
-         "groups == " + std::to_string(groups));
+  check_group_count(ab, b, "(groups, n, k)");
   check_shape(asfb, sfb, {groups, cdiv(n, kScaleBlock), cdiv(k, kScaleBlock)},
               "(groups, ceil(n / 128), ceil(k / 128)): each group's 128x128-block scales");
   check_shape(ai, m_indices, {m}, "(m,): the group of each of a's rows");
@@ -702,14 +701,8 @@ MGroupedChecked check_m_grouped_masked(const TensorView& a, const TensorView& sf
   check_ndim(ad, d, 3);
   check_ndim(amask, masked_m, 1);
   const int64_t groups = a.shape[0], m = a.shape[1], k = a.shape[2], n = b.shape[1];
-  if (groups < 1 || groups > INT32_MAX)
-    fail(ErrorKind::kValueError, aa, a, "of shape (groups, m, k) with 1 <= groups <= 2147483647",
-         "groups == " + std::to_string(groups));
-  if (b.shape[0] != groups || b.shape[2] != k)
-    fail(ErrorKind::kValueError, ab, b,
-         "of shape (groups, n, k) with groups == " + std::to_string(groups) + " and k == " + std::to_string(k) +
-             " (a's)",
-         "shape " + format_dims(b.shape.data(), 3));
+  check_group_count(aa, a, "(groups, m, k)");
+  check_masked_b_shape(ab, b, groups, k);
   const int64_t k_blocks = cdiv(k, kScaleBlock);
   check_shape(asfa, sfa, {groups, m, k_blocks}, "(groups, m, ceil(k / 128)): each group's per-token 1x128 scales");
   check_shape(asfb, sfb, {groups, cdiv(n, kScaleBlock), k_blocks},
@@ -718,13 +711,8 @@ MGroupedChecked check_m_grouped_masked(const TensorView& a, const TensorView& sf
   check_shape(amask, masked_m, {groups}, "(groups,): each group's count of valid rows");
   check_contiguous(amask, masked_m);
   check_pointer_aligned(amask, masked_m, 4);
-  if (expected_m < 0)
-    throw Error(ErrorKind::kValueError, std::string(fn) + ": expected_m must be >= 0 (the rows a group is expected "
-                                                          "to hold, which picks the kernel), got " +
-                                            std::to_string(expected_m));
-  if (groups * m > INT32_MAX)
-    fail(ErrorKind::kValueError, aa, a, "at most 2147483647 rows in all (groups * m)",
-         "groups * m == " + std::to_string(groups * m));
+  check_expected_m(fn, expected_m);
+  check_masked_rows(aa, a, groups, m);
   check_grouped_b_layout(fn, b, sfb, groups);
   const TensorView a0 = view_2d(a, 0, m, k, a.strides[1], a.strides[2]);
   const TensorView sfa0 = view_2d(sfa, 0, m, k_blocks, sfa.strides[1], sfa.strides[2]);
@@ -736,13 +724,9 @@ MGroupedChecked check_m_grouped_masked(const TensorView& a, const TensorView& sf
   Checked& c = out.c;
   // One map reads every group's rows of A (row stride lda), and one every group's scales (K-block columns
   // sfa_stride apart): the groups must follow each other at those distances. D's groups are the planes of a 3-D
-  // map: 16 bytes apart at least, and never overlapping.
+  // map (check_masked_a_and_d).
+  check_masked_a_and_d(fn, a, d, groups, m, n, c.lda, c.ldd);
   if (groups > 1 && m > 0 && n > 0) {
-    if (a.strides[0] != m * c.lda)
-      fail(ErrorKind::kValueError, aa, a,
-           "groups one after the other: stride(0) == m * " + std::to_string(c.lda) + " (the row stride) == " +
-               std::to_string(m * c.lda),
-           strides_text(a));
     if (k_blocks == 1) {
       // One K block: the groups are the scale map's columns, so their distance is its column stride.
       if (sfa.strides[0] < m || sfa.strides[0] % 4 != 0)
@@ -756,16 +740,11 @@ MGroupedChecked check_m_grouped_masked(const TensorView& a, const TensorView& sf
                std::to_string(k_blocks * c.sfa_stride) + " (get_mn_major_tma_aligned_tensor(sfa) makes that layout)",
            strides_text(sfa));
     }
-    if (d.strides[0] % 8 != 0 || d.strides[0] < m * c.ldd)
-      fail(ErrorKind::kValueError, ad, d,
-           "groups apart by a multiple of 8 elements (16 bytes) and by at least m * " + std::to_string(c.ldd) +
-               " (the row stride) == " + std::to_string(m * c.ldd) + " elements",
-           strides_text(d));
   }
   out.grouped.groups = groups;
   out.grouped.layout = static_cast<const int32_t*>(masked_m.data);
   out.grouped.masked = true;
-  out.grouped.plan_m = groups * std::clamp<int64_t>(expected_m, 1, std::max<int64_t>(m, 1));
+  out.grouped.plan_m = masked_plan_m(groups, expected_m, m);
   out.grouped.d_plane_stride = groups > 1 ? d.strides[0] : m * c.ldd;
   return out;
 }

@@ -1,0 +1,57 @@
+#include "ops/grouped_checks.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "kiln/error.hpp"
+
+namespace kiln::ops {
+
+void check_group_count(const Arg& arg, const TensorView& t, const char* shape) {
+  const int64_t groups = t.shape[0];
+  if (groups < 1 || groups > INT32_MAX)
+    fail(ErrorKind::kValueError, arg, t, std::string("of shape ") + shape + " with 1 <= groups <= 2147483647",
+         "groups == " + std::to_string(groups));
+}
+
+void check_masked_b_shape(const Arg& arg, const TensorView& b, int64_t groups, int64_t k) {
+  if (b.shape[0] != groups || b.shape[2] != k)
+    fail(ErrorKind::kValueError, arg, b,
+         "of shape (groups, n, k) with groups == " + std::to_string(groups) + " and k == " + std::to_string(k) +
+             " (a's)",
+         "shape " + format_dims(b.shape.data(), 3));
+}
+
+void check_expected_m(const char* function, int64_t expected_m) {
+  if (expected_m < 0)
+    throw Error(ErrorKind::kValueError, std::string(function) + ": expected_m must be >= 0 (the rows a group is "
+                                                                "expected to hold, which picks the kernel), got " +
+                                            std::to_string(expected_m));
+}
+
+void check_masked_rows(const Arg& a_arg, const TensorView& a, int64_t groups, int64_t m) {
+  if (groups * m > INT32_MAX)
+    fail(ErrorKind::kValueError, a_arg, a, "at most 2147483647 rows in all (groups * m)",
+         "groups * m == " + std::to_string(groups * m));
+}
+
+void check_masked_a_and_d(const char* function, const TensorView& a, const TensorView& d, int64_t groups, int64_t m,
+                          int64_t n, int64_t lda, int64_t ldd) {
+  if (groups <= 1 || m == 0 || n == 0) return;
+  if (a.strides[0] != m * lda)
+    fail(ErrorKind::kValueError, Arg{function, "a"}, a,
+         "groups one after the other: stride(0) == m * " + std::to_string(lda) + " (the row stride) == " +
+             std::to_string(m * lda),
+         strides_text(a));
+  if (d.strides[0] % 8 != 0 || d.strides[0] < m * ldd)
+    fail(ErrorKind::kValueError, Arg{function, "d"}, d,
+         "groups apart by a multiple of 8 elements (16 bytes) and by at least m * " + std::to_string(ldd) +
+             " (the row stride) == " + std::to_string(m * ldd) + " elements",
+         strides_text(d));
+}
+
+int64_t masked_plan_m(int64_t groups, int64_t expected_m, int64_t m) {
+  return groups * std::clamp<int64_t>(expected_m, 1, std::max<int64_t>(m, 1));
+}
+
+}  // namespace kiln::ops

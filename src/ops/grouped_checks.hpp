@@ -1,0 +1,34 @@
+// Checks the m-grouped GEMMs share (m_grouped_fp8_gemm_nt_* and m_grouped_bf16_gemm_nt_*): the group count, the
+// masked forms' expected_m and the layouts that let one tensor map span every group. Each throws kiln::Error
+// (kValueError) in validate.hpp's form, naming the function and the argument.
+#pragma once
+
+#include <cstdint>
+
+#include "kiln/tensor.hpp"
+#include "ops/validate.hpp"
+
+namespace kiln::ops {
+
+// t.shape[0] (the groups) in 1..2147483647; `shape` names t's dimensions in the message ("(groups, n, k)").
+void check_group_count(const Arg& arg, const TensorView& t, const char* shape);
+
+// The masked forms' B: [groups, n, k] with a's groups and k.
+void check_masked_b_shape(const Arg& arg, const TensorView& b, int64_t groups, int64_t k);
+
+// expected_m >= 0: the rows a group is expected to hold, which picks the kernel.
+void check_expected_m(const char* function, int64_t expected_m);
+
+// groups * m within the 32-bit row coordinates of one map over every group's rows of A.
+void check_masked_rows(const Arg& a_arg, const TensorView& a, int64_t groups, int64_t m);
+
+// The masked forms' A and D after their group 0 views were checked (row strides lda and ldd): A's groups one after
+// the other, so that one map reads them all; D's a multiple of 16 bytes apart and not overlapping, the planes of a
+// 3-D map. Nothing to check with one group or an empty group.
+void check_masked_a_and_d(const char* function, const TensorView& a, const TensorView& d, int64_t groups, int64_t m,
+                          int64_t n, int64_t lda, int64_t ldd);
+
+// The M a masked call plans its kernel at: groups * expected_m, expected_m clamped into [1, m].
+int64_t masked_plan_m(int64_t groups, int64_t expected_m, int64_t m);
+
+}  // namespace kiln::ops
