@@ -212,9 +212,11 @@ def main() -> int:
         accumulate_peer, failed = bench_accumulate(torch, kiln, device, shapes, timed_us, rows, args.sweep_accumulate)
         failures += failed
     if args.m_grouped:
-        failures += bench_m_grouped(torch, kiln, device, timed_us, rows)
+        failures += bench_grouped(torch, kiln, device, timed_us, rows, "m_grouped_bf16_gemm_nt_contiguous",
+                                  M_GROUPED_SHAPES, m_grouped_row)
     if args.masked:
-        failures += bench_masked(torch, kiln, device, timed_us, rows)
+        failures += bench_grouped(torch, kiln, device, timed_us, rows, "m_grouped_bf16_gemm_nt_masked",
+                                  MASKED_SHAPES, masked_row)
 
     bf16_rows = [r for r in rows if r["form"] == "bf16" and r["layout"] == "nt"]
     summary = {"geomean_vs_cublas": geomean([r["speedup_vs_cublas"] for r in bf16_rows if "speedup_vs_cublas" in r])}
@@ -411,15 +413,16 @@ def finish_grouped_row(row: dict, label: str) -> None:
           f"calc_diff {row.get('diff_reference', nan):.1e}{status}", flush=True)
 
 
-def bench_m_grouped(torch, kiln, device, timed_us, rows) -> int:
-    """The --m-grouped rows (form "m_grouped"), appended to `rows`; returns the failures."""
-    contiguous = grouped_function(kiln, "m_grouped_bf16_gemm_nt_contiguous")
+def bench_grouped(torch, kiln, device, timed_us, rows, function, shapes, row_of) -> int:
+    """One grouped form's rows (row_of(..., gemm, index, *shape) per shape), appended to `rows`; returns the
+    failures."""
+    gemm = grouped_function(kiln, function)
     failures = 0
-    for index, shape in enumerate(M_GROUPED_SHAPES):
-        row = m_grouped_row(torch, kiln, device, timed_us, contiguous, index, *shape)
+    for index, shape in enumerate(shapes):
+        row = row_of(torch, kiln, device, timed_us, gemm, index, *shape)
         failures += 0 if row["verified"] else 1
         rows.append(row)
-        torch.cuda.empty_cache()  # the shape's tensors went with m_grouped_row's frame
+        torch.cuda.empty_cache()  # the shape's tensors went with row_of's frame
     return failures
 
 
@@ -465,18 +468,6 @@ def m_grouped_row(torch, kiln, device, timed_us, contiguous, index, groups, m, n
     padded = f" + {tail} padding" if tail else ""
     finish_grouped_row(row, f"m-grouped {groups} experts, {m} rows{padded} ({min(sizes)}..{max(sizes)})")
     return row
-
-
-def bench_masked(torch, kiln, device, timed_us, rows) -> int:
-    """The --masked rows (form "masked"), appended to `rows`; returns the failures."""
-    masked_gemm = grouped_function(kiln, "m_grouped_bf16_gemm_nt_masked")
-    failures = 0
-    for index, shape in enumerate(MASKED_SHAPES):
-        row = masked_row(torch, kiln, device, timed_us, masked_gemm, index, *shape)
-        failures += 0 if row["verified"] else 1
-        rows.append(row)
-        torch.cuda.empty_cache()  # the shape's tensors went with masked_row's frame
-    return failures
 
 
 def masked_row(torch, kiln, device, timed_us, masked_gemm, index, groups, expected, total, n, k) -> dict:
