@@ -68,6 +68,8 @@ if [[ $what == tests || $what == all ]]; then
   # check). With NVRTC's own cache on, the second was a hit there, with no report (kiln passes --no-cache).
   [[ -x $build/tests/fp8_gemm_test ]] && DG_JIT_USE_NVRTC=1 run_step fp8_gemm_test_nvrtc_twice 120 bash -c \
     "$build/tests/fp8_gemm_test --shape 128 2112 7168 64x32 && $build/tests/fp8_gemm_test --shape 128 2112 7168 64x32"
+  # The BF16 m-grouped forms alone (a step of their own, for a call that has time for nothing else).
+  run_step bf16_gemm_grouped_test 200 $build/tests/bf16_gemm_test --grouped
   # The BF16 GEMM built by NVRTC: the dense shapes and the ragged ones.
   DG_JIT_USE_NVRTC=1 run_step bf16_gemm_test_nvrtc 180 $build/tests/bf16_gemm_test --quick
   run_step demo 120 $build/kiln_demo
