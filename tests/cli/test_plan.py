@@ -185,3 +185,27 @@ def test_bf16_gemm_plans_a_serving_range_and_precompiles_a_kernel(kiln):
     assert len(built) == 1 and "block_m=128 block_n=64" in built[0]["spec"] and "cluster_m=2" in built[0]["spec"]
     assert_error(kiln.run("plan", "bf16_gemm_nt", "n=7168", "k=2048", "m=64", "block_n=24", "--arch", ARCH),
                  "block_n must be 0 (heuristic) or a multiple of 16 in 16..256, got 24")
+
+
+def test_bf16_gemm_m_grouped_and_masked_plans_and_precompile(kiln):
+    # The BF16 m-grouped forms (m_grouped_bf16_gemm_nt_contiguous and _masked): their own plans of 64- and 128-row
+    # tiles without pairs, every kernel naming its grouping; the masked kernel at m = experts x expected_m is the
+    # contiguous plan's at that m with grouping=2, and builds with NVRTC; 256-row tiles are refused.
+    grouped = ["bf16_gemm_nt", "n=576", "k=520", "m=1..16384", "m_grouped=1", "--arch", ARCH]
+    kernels = kiln.json("plan", *grouped)["kernels"]
+    assert 1 <= len(kernels) <= 8, kernels
+    for k in kernels:
+        assert k["spec"].endswith("group_m=8 grouping=1") and "cluster_m=1" in k["spec"], k
+        assert "block_m=256" not in k["spec"] and "m-grouped" in k["detail"], k
+    masked = ["bf16_gemm_nt", "n=576", "k=520", "m=640", "m_grouped=1", "masked=1", "--arch", ARCH]
+    planned = kiln.json("plan", *masked)["kernels"]
+    contiguous = kiln.json("plan", "bf16_gemm_nt", "n=576", "k=520", "m=640", "m_grouped=1", "--arch", ARCH)["kernels"]
+    assert len(planned) == 1 == len(contiguous)
+    assert planned[0]["spec"] == contiguous[0]["spec"].replace("grouping=1", "grouping=2"), (planned, contiguous)
+    assert "m-grouped masked" in planned[0]["detail"]
+    built = kiln.json("precompile", *masked, "--backend", "nvrtc")["kernels"]
+    assert [k["spec"] for k in built] == [planned[0]["spec"]]
+    assert_error(kiln.run("plan", "bf16_gemm_nt", "n=576", "k=520", "m=64", "m_grouped=1", "block_m=256", "--arch",
+                          ARCH), "block_m must be 0 (heuristic), 64 or 128 in the m-grouped forms")
+    assert_error(kiln.run("plan", "bf16_gemm_nt", "n=576", "k=520", "m=64", "masked=1", "--arch", ARCH),
+                 "parameter masked=1 needs m_grouped=1")
