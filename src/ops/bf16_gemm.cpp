@@ -828,13 +828,8 @@ GroupedChecked check_m_grouped(const TensorView& a, const TensorView& b, const T
   check_ndim(ab, b, 3);
   check_ndim(ai, m_indices, 1);
   const int64_t m = a.shape[0], k = a.shape[1], groups = b.shape[0], n = b.shape[1];
-  if (b.shape[2] != k)
-    fail(ErrorKind::kValueError, ab, b, "of shape (groups, n, k) with k == " + std::to_string(k) + " (a's k)",
-         "shape " + format_dims(b.shape.data(), 3));
-  check_group_count(ab, b, "(groups, n, k)");
-  check_shape(ai, m_indices, {m}, "(m,): the group of each of a's rows");
-  check_contiguous(ai, m_indices);
-  check_pointer_aligned(ai, m_indices, 4);
+  check_contiguous_b_shape(ab, b, k);
+  check_m_indices(ai, m_indices, m);
   GroupedChecked out;
   out.c = check_arguments(fn, a, view_2d(b, 0, n, k, b.strides[1], b.strides[2]), d, nullptr);
   check_grouped_common(fn, out.c, a, b, d, m_indices, "m_indices");

@@ -655,15 +655,10 @@ MGroupedChecked check_m_grouped(const TensorView& a, const TensorView& sfa, cons
   check_ndim(asfb, sfb, 3);
   check_ndim(ai, m_indices, 1);
   const int64_t m = a.shape[0], k = a.shape[1], groups = b.shape[0], n = b.shape[1];
-  if (b.shape[2] != k)
-    fail(ErrorKind::kValueError, ab, b, "of shape (groups, n, k) with k == " + std::to_string(k) + " (a's k)",
-         "shape " + format_dims(b.shape.data(), 3));
-  check_group_count(ab, b, "(groups, n, k)");
+  check_contiguous_b_shape(ab, b, k);
   check_shape(asfb, sfb, {groups, cdiv(n, kScaleBlock), cdiv(k, kScaleBlock)},
               "(groups, ceil(n / 128), ceil(k / 128)): each group's 128x128-block scales");
-  check_shape(ai, m_indices, {m}, "(m,): the group of each of a's rows");
-  check_contiguous(ai, m_indices);
-  check_pointer_aligned(ai, m_indices, 4);
+  check_m_indices(ai, m_indices, m);
   check_grouped_b_layout(kMGroupedOp, b, sfb, groups);
   const int64_t k_blocks = cdiv(k, kScaleBlock);
   const TensorView b0 = view_2d(b, 0, n, k, b.strides[1], b.strides[2]);

@@ -14,6 +14,19 @@ void check_group_count(const Arg& arg, const TensorView& t, const char* shape) {
          "groups == " + std::to_string(groups));
 }
 
+void check_contiguous_b_shape(const Arg& arg, const TensorView& b, int64_t k) {
+  if (b.shape[2] != k)
+    fail(ErrorKind::kValueError, arg, b, "of shape (groups, n, k) with k == " + std::to_string(k) + " (a's k)",
+         "shape " + format_dims(b.shape.data(), 3));
+  check_group_count(arg, b, "(groups, n, k)");
+}
+
+void check_m_indices(const Arg& arg, const TensorView& m_indices, int64_t m) {
+  check_shape(arg, m_indices, {m}, "(m,): the group of each of a's rows");
+  check_contiguous(arg, m_indices);
+  check_pointer_aligned(arg, m_indices, 4);
+}
+
 void check_masked_b_shape(const Arg& arg, const TensorView& b, int64_t groups, int64_t k) {
   if (b.shape[0] != groups || b.shape[2] != k)
     fail(ErrorKind::kValueError, arg, b,

@@ -550,12 +550,7 @@ void run_masked(const MaskedCase& c, uint64_t seed) {
     db.upload(b.data());
     dmask.upload(masked.data());
     dd.poison();
-    const auto tensor = [](void* data, kiln::DType dtype, std::initializer_list<int64_t> shape,
-                           std::initializer_list<int64_t> strides) {
-      kiln::TensorView t = kiln::TensorView::contiguous(data, dtype, shape);
-      std::copy(strides.begin(), strides.end(), t.strides.begin());
-      return t;
-    };
+    const auto tensor = kiln::gpu_test::strided_view;
     const kiln::TensorView ta = tensor(da.data(), kiln::DType::kBFloat16, {groups, m, k}, {m * ld, ld, 1});
     const kiln::TensorView tb = tensor(db.data(), kiln::DType::kBFloat16, {groups, n, k}, {n * ld, ld, 1});
     const kiln::TensorView td = tensor(dd.data(), kiln::DType::kBFloat16, {groups, m, n}, {plane, ldd, 1});

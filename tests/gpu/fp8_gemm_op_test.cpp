@@ -532,12 +532,7 @@ void test_masked(const std::vector<int64_t>& counts, int64_t m, int64_t n, int64
   dsfb.upload(sfb.data());
   dmask.upload(masked.data());
   dd.poison();
-  const auto tensor = [](void* data, kiln::DType dtype, std::initializer_list<int64_t> shape,
-                         std::initializer_list<int64_t> strides) {
-    kiln::TensorView t = kiln::TensorView::contiguous(data, dtype, shape);
-    std::copy(strides.begin(), strides.end(), t.strides.begin());
-    return t;
-  };
+  const auto tensor = kiln::gpu_test::strided_view;
   const kiln::TensorView ta = tensor(da.data(), kiln::DType::kFloat8E4M3, {groups, m, k}, {m * k, k, 1});
   const kiln::TensorView tsfa =
       tensor(dsfa.data(), kiln::DType::kFloat32, {groups, m, kb}, {kb * sfa_stride, 1, sfa_stride});

@@ -1,5 +1,6 @@
 // What the GPU test programs share: device buffers through kiln's lazily loaded driver table, the timing
-// of a call as the benchmarks time it, and the bf16 <-> float conversions their host references need.
+// of a call as the benchmarks time it, strided views of their buffers, and the bf16 <-> float conversions their host
+// references need.
 #pragma once
 
 #include <algorithm>
@@ -9,11 +10,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "cuda/driver.hpp"
+#include "kiln/tensor.hpp"
 
 namespace kiln::gpu_test {
 
@@ -108,6 +111,14 @@ struct Timing {
     return ms[ms.size() / 2] * 1e3;
   }
 };
+
+// A view of `data` with the given shape and strides (in elements): a grouped tensor's padded layout.
+inline TensorView strided_view(void* data, DType dtype, std::initializer_list<int64_t> shape,
+                               std::initializer_list<int64_t> strides) {
+  TensorView t = TensorView::contiguous(data, dtype, shape);
+  std::copy(strides.begin(), strides.end(), t.strides.begin());
+  return t;
+}
 
 inline uint16_t f32_to_bf16(float f) {  // round to nearest even
   uint32_t u;
