@@ -60,7 +60,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fp8_gemm_bench import (MAX_DIFF, PEERS_CARD, add_timing_arguments, calc_diff, geomean,  # noqa: E402
                             start_gpu_bench, time_into)
 from fp8_gemm_m_grouped_bench import SHAPES as FP8_M_GROUPED_SHAPES, expert_rows  # noqa: E402
-from fp8_gemm_masked_bench import MAX_M, SHAPES as FP8_MASKED_SHAPES, expert_counts  # noqa: E402
+from fp8_gemm_masked_bench import (MAX_M, SHAPES as FP8_MASKED_SHAPES, expert_counts,  # noqa: E402
+                                   masked_rows_diff)
 
 SHAPES_FILE = Path(__file__).resolve().parents[2] / "shared" / "bench" / "shapes.json"
 PEERS_FILE = Path(__file__).resolve().parents[2] / "shared" / "bench" / "peers-h200.md"
@@ -485,13 +486,7 @@ def masked_row(torch, kiln, device, timed_us, masked_gemm, index, groups, expect
         d.fill_(float("nan"))
         masked_gemm(a, b, d, masked_m, expected)
         torch.cuda.synchronize()
-        worst, finite = 0.0, True
-        for g, count in enumerate(counts):
-            if count == 0:
-                continue
-            finite = finite and bool(torch.isfinite(d[g, :count]).all())
-            check = min(count, 64)
-            worst = max(worst, calc_diff(d[g, :check], a[g, :check].double() @ b[g].double().T))
+        worst, finite = masked_rows_diff(torch, d, counts, lambda g, rows: a[g, :rows].double() @ b[g].double().T)
         row["diff_reference"] = worst
         row["verified"] = finite and worst < MAX_DIFF
     except Exception as e:  # noqa: BLE001 - reported, counted as a failure

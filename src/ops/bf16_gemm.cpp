@@ -377,51 +377,41 @@ int64_t value_of(const Problem& problem, const char* name) {
 
 // The epilogue a problem names: fp32=1 a float32 D, accumulate=1 added into one (which fp32=0 contradicts).
 int epilogue_of(const Problem& problem) {
-  const int64_t fp32 = value_of(problem, "fp32"), accumulate = value_of(problem, "accumulate");
-  if (fp32 != 0 && fp32 != 1)
-    invalid(kOp, "parameter fp32 must be 0 (a bfloat16 D) or 1 (a float32 D), got " + std::to_string(fp32));
-  if (accumulate != 0 && accumulate != 1)
-    invalid(kOp, "parameter accumulate must be 0 (D = A . B^T) or 1 (D += A . B^T, a float32 D), got " +
-                     std::to_string(accumulate));
-  if (accumulate == 1 && problem.count("fp32") != 0 && fp32 == 0)
+  const bool fp32 = problem_flag(kOp, problem, "fp32", "0 (a bfloat16 D) or 1 (a float32 D)");
+  const bool accumulate =
+      problem_flag(kOp, problem, "accumulate", "0 (D = A . B^T) or 1 (D += A . B^T, a float32 D)");
+  if (accumulate && problem.count("fp32") != 0 && !fp32)
     invalid(kOp, "parameter accumulate=1 adds into a float32 D: it needs fp32=1 or no fp32, got fp32=0");
-  return static_cast<int>(accumulate == 1 ? kernels::kBf16GemmAddF32
-                          : fp32 == 1     ? kernels::kBf16GemmStoreF32
-                                          : kernels::kBf16GemmStoreBf16);
+  return static_cast<int>(accumulate ? kernels::kBf16GemmAddF32
+                          : fp32     ? kernels::kBf16GemmStoreF32
+                                     : kernels::kBf16GemmStoreBf16);
 }
 
 // The operands' layouts a problem names: m_major_a=1 (A stored [k, m]), n_major_b=1 (B stored [k, n]).
 int mn_major_of(const Problem& problem) {
   int bits = 0;
   for (const auto& [name, bit] : {std::pair<const char*, uint32_t>{"m_major_a", kernels::kBf16GemmMnMajorA},
-                                  std::pair<const char*, uint32_t>{"n_major_b", kernels::kBf16GemmMnMajorB}}) {
-    const int64_t v = value_of(problem, name);
-    if (v != 0 && v != 1)
-      invalid(kOp, std::string("parameter ") + name + " must be 0 (K-major) or 1 (MN-major), got " + std::to_string(v));
-    if (v == 1) bits |= static_cast<int>(bit);
-  }
+                                  std::pair<const char*, uint32_t>{"n_major_b", kernels::kBf16GemmMnMajorB}})
+    if (problem_flag(kOp, problem, name, "0 (K-major) or 1 (MN-major)")) bits |= static_cast<int>(bit);
   return bits;
 }
 
 // The grouping a problem names: m_grouped=1 the contiguous m-grouped kernels, with masked=1 the masked ones; neither
 // with a float32 D or an MN-major operand.
 int grouping_of(const Problem& problem, int epilogue, int mn_major) {
-  const int64_t m_grouped = value_of(problem, "m_grouped"), masked = value_of(problem, "masked");
-  if (m_grouped != 0 && m_grouped != 1)
-    invalid(kOp, "parameter m_grouped must be 0 or 1 (the kernels of m_grouped_bf16_gemm_nt_contiguous), got " +
-                     std::to_string(m_grouped));
-  if (masked != 0 && masked != 1)
-    invalid(kOp, "parameter masked must be 0 or 1 (with m_grouped=1: the kernels of m_grouped_bf16_gemm_nt_masked), "
-                 "got " + std::to_string(masked));
-  if (masked == 1 && m_grouped == 0)
+  const bool m_grouped =
+      problem_flag(kOp, problem, "m_grouped", "0 or 1 (the kernels of m_grouped_bf16_gemm_nt_contiguous)");
+  const bool masked =
+      problem_flag(kOp, problem, "masked", "0 or 1 (with m_grouped=1: the kernels of m_grouped_bf16_gemm_nt_masked)");
+  if (masked && !m_grouped)
     invalid(kOp, "parameter masked=1 needs m_grouped=1 (the masked kernels are m-grouped ones), got m_grouped=0");
-  if (m_grouped == 1 && epilogue != 0)
+  if (m_grouped && epilogue != 0)
     invalid(kOp, "parameter m_grouped=1 takes a bfloat16 D: it needs fp32=0 and accumulate=0");
-  if (m_grouped == 1 && mn_major != 0)
+  if (m_grouped && mn_major != 0)
     invalid(kOp, "parameter m_grouped=1 takes K-major operands: it needs m_major_a=0 and n_major_b=0");
-  return static_cast<int>(masked == 1      ? kernels::kBf16GemmMasked
-                          : m_grouped == 1 ? kernels::kBf16GemmMGrouped
-                                           : kernels::kBf16GemmDense);
+  return static_cast<int>(masked      ? kernels::kBf16GemmMasked
+                          : m_grouped ? kernels::kBf16GemmMGrouped
+                                      : kernels::kBf16GemmDense);
 }
 
 std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target) {
@@ -856,9 +846,7 @@ GroupedChecked check_m_grouped_masked(const TensorView& a, const TensorView& b, 
   check_group_count(aa, a, "(groups, m, k)");
   check_masked_b_shape(ab, b, groups, k);
   check_shape(ad, d, {groups, m, n}, "(groups, m of a, n of b)");
-  check_shape(amask, masked_m, {groups}, "(groups,): each group's count of valid rows");
-  check_contiguous(amask, masked_m);
-  check_pointer_aligned(amask, masked_m, 4);
+  check_masked_m(amask, masked_m, groups);
   check_expected_m(fn, expected_m);
   check_masked_rows(aa, a, groups, m);
   GroupedChecked out;

@@ -335,14 +335,9 @@ int64_t value_of(const Problem& problem, const char* name, int64_t fallback) {
   return it == problem.end() ? fallback : it->second.lo;
 }
 
-// A 0/1 problem parameter (0 when absent); `allowed` says what each value means, for the error otherwise:
-// "fp8_gemm_nt: parameter <name> must be <allowed>, got <value>".
+// A 0/1 problem parameter of fp8_gemm_nt (problem_flag).
 bool flag(const Problem& problem, const char* name, const char* allowed) {
-  const int64_t v = value_of(problem, name, 0);
-  if (v != 0 && v != 1)
-    throw Error(ErrorKind::kValueError,
-                std::string(kOp) + ": parameter " + name + " must be " + allowed + ", got " + std::to_string(v));
-  return v == 1;
+  return problem_flag(kOp, problem, name, allowed);
 }
 
 int narrow(const Problem& problem, const char* name) {
@@ -703,9 +698,7 @@ MGroupedChecked check_m_grouped_masked(const TensorView& a, const TensorView& sf
   check_shape(asfb, sfb, {groups, cdiv(n, kScaleBlock), k_blocks},
               "(groups, ceil(n / 128), ceil(k / 128)): each group's 128x128-block scales");
   check_shape(ad, d, {groups, m, n}, "(groups, m of a, n of b)");
-  check_shape(amask, masked_m, {groups}, "(groups,): each group's count of valid rows");
-  check_contiguous(amask, masked_m);
-  check_pointer_aligned(amask, masked_m, 4);
+  check_masked_m(amask, masked_m, groups);
   check_expected_m(fn, expected_m);
   check_masked_rows(aa, a, groups, m);
   check_grouped_b_layout(fn, b, sfb, groups);

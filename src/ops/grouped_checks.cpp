@@ -27,6 +27,12 @@ void check_m_indices(const Arg& arg, const TensorView& m_indices, int64_t m) {
   check_pointer_aligned(arg, m_indices, 4);
 }
 
+void check_masked_m(const Arg& arg, const TensorView& masked_m, int64_t groups) {
+  check_shape(arg, masked_m, {groups}, "(groups,): each group's count of valid rows");
+  check_contiguous(arg, masked_m);
+  check_pointer_aligned(arg, masked_m, 4);
+}
+
 void check_masked_b_shape(const Arg& arg, const TensorView& b, int64_t groups, int64_t k) {
   if (b.shape[0] != groups || b.shape[2] != k)
     fail(ErrorKind::kValueError, arg, b,

@@ -19,6 +19,9 @@ void check_contiguous_b_shape(const Arg& arg, const TensorView& b, int64_t k);
 // The contiguous forms' m_indices: [m] (each of a's rows' group), contiguous, 4-byte aligned.
 void check_m_indices(const Arg& arg, const TensorView& m_indices, int64_t m);
 
+// The masked forms' masked_m: [groups] (each group's count of valid rows), contiguous, 4-byte aligned.
+void check_masked_m(const Arg& arg, const TensorView& masked_m, int64_t groups);
+
 // The masked forms' B: [groups, n, k] with a's groups and k.
 void check_masked_b_shape(const Arg& arg, const TensorView& b, int64_t groups, int64_t k);
 

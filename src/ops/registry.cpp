@@ -70,6 +70,15 @@ const OpDescriptor& find_op(const std::string& name) {
   return *it;
 }
 
+bool problem_flag(const char* op, const Problem& problem, const char* name, const char* allowed) {
+  const auto it = problem.find(name);
+  const int64_t v = it == problem.end() ? 0 : it->second.lo;
+  if (v != 0 && v != 1)
+    throw Error(ErrorKind::kValueError,
+                std::string(op) + ": parameter " + name + " must be " + allowed + ", got " + std::to_string(v));
+  return v == 1;
+}
+
 void validate_problem(const OpDescriptor& op, const Problem& problem) {
   for (const auto& [name, value] : problem) {
     auto it = std::find_if(op.params.begin(), op.params.end(), [&](const ProblemParam& p) { return p.name == name; });

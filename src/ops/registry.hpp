@@ -88,6 +88,10 @@ const OpDescriptor& find_op(const std::string& name);
 // Error(kValueError) naming the op and parameter otherwise.
 void validate_problem(const OpDescriptor& op, const Problem& problem);
 
+// A 0/1 problem parameter of `op` (false when absent); `allowed` says what each value means, for the error otherwise:
+// Error(kValueError) "<op>: parameter <name> must be <allowed>, got <value>".
+bool problem_flag(const char* op, const Problem& problem, const char* name, const char* allowed);
+
 // The distinct kernels the problem needs, each with the part of the range it serves (op.uses when set,
 // else op.kernels with the whole range). Validates the problem as op.kernels does.
 std::vector<KernelUse> kernel_uses(const OpDescriptor& op, const Problem& problem, const TargetInfo& target);
