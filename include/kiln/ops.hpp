@@ -132,11 +132,11 @@ void k_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa
 // Layout (DeepGEMM's contiguous layout): each expert's rows start at a multiple of 128 and runs of rows are padded
 // to a multiple of 128 with rows marked -1 (get_mk_alignment_for_contiguous_layout() = 128). The kernel reads one
 // index per m block (its first row's), so this alignment is what makes every row use its own expert; it is the
-// caller's to keep, since checking it would read device memory. Rows of a block that starts with -1 come out
-// unspecified; a block whose first index is outside [-1, G) comes out NaN (never a read outside b). Every other
-// precondition is checked before anything is launched; m = 0 or n = 0 launches nothing. The kernels are the
-// inference form's, planned per (device, n, k, m bucket) with 64- and 128-row tiles only
-// (`kiln plan fp8_gemm_nt ... m_grouped=1` lists them). Errors name m_grouped_fp8_gemm_nt_contiguous.
+// caller's to keep, since checking it would read device memory. A block that starts with -1 is padding only: skipped,
+// its rows of d not written (padding rows inside an expert's last block come out unspecified); a block whose first
+// index is outside [-1, G) comes out NaN (never a read outside b). Every other precondition is checked before
+// anything is launched; m = 0 or n = 0 launches nothing. The kernels are the inference form's, planned per (device,
+// n, k, m bucket) with 64- and 128-row tiles only (`kiln plan fp8_gemm_nt ... m_grouped=1` lists them). Errors name m_grouped_fp8_gemm_nt_contiguous.
 void m_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa, const TensorView& b,
                                       const TensorView& sfb, const TensorView& d, const TensorView& m_indices,
                                       Stream stream = nullptr);
@@ -208,8 +208,9 @@ void bf16_gemm_nt_accumulate(const TensorView& a, const TensorView& b, const Ten
 // d:   bfloat16 [m, n] as bf16_gemm_nt's, not overlapping a, b or m_indices;
 // m_indices: int32 [m], contiguous, on a's device: each row's expert, or -1 for a padding row.
 // Layout: as m_grouped_fp8_gemm_nt_contiguous's (each expert's rows start at a multiple of 128 and are padded to one
-// with rows marked -1). The kernel reads one index per m block (its first row's); rows of a block that starts with -1
-// come out unspecified, and a block whose first index is outside [-1, G) comes out NaN (never a read outside b).
+// with rows marked -1). The kernel reads one index per m block (its first row's); a block that starts with -1 is
+// padding only: skipped, its rows of d not written (padding rows inside an expert's last block come out unspecified);
+// a block whose first index is outside [-1, G) comes out NaN (never a read outside b).
 // Every other precondition is checked before anything is launched; m = 0 or n = 0 launches nothing. The kernels have
 // 64- and 128-row tiles (`kiln plan bf16_gemm_nt ... m_grouped=1` lists them). Errors name
 // m_grouped_bf16_gemm_nt_contiguous.

@@ -448,8 +448,9 @@ def m_grouped_fp8_gemm_nt_contiguous(a: Sequence[Any], b: Sequence[Any], d: Any,
     The contiguous layout: each expert's rows start at a multiple of ``get_mk_alignment_for_contiguous_layout()``
     (128) and are padded to one with rows marked -1. The kernel reads one index per block of rows (the block's
     first), so that alignment is what gives every row its own expert; it is the caller's to keep (checking it
-    would read device memory). Rows of a block that starts with -1 are left unspecified (as DeepGEMM leaves
-    them); a block whose first index is not -1 or an expert comes out NaN, never a read outside ``b``.
+    would read device memory). A block that starts with -1 is padding only: skipped, its rows of ``d`` not written
+    (padding rows inside an expert's last block come out unspecified); a block whose first index is not -1 or an
+    expert comes out NaN, never a read outside ``b``.
 
     ``recipe`` (None or ``(1, 128, 128)``), ``compiled_dims`` and ``disable_ue8m0_cast`` are DeepGEMM's and mean
     here what they mean for ``fp8_gemm_nt``; ``stream`` as there. Every other precondition is checked before
@@ -574,9 +575,9 @@ def m_grouped_bf16_gemm_nt_contiguous(a: Any, b: Any, d: Any, m_indices: Any, co
     The contiguous layout (as ``m_grouped_fp8_gemm_nt_contiguous``'s): each expert's rows start at a multiple of
     ``get_mk_alignment_for_contiguous_layout()`` (128) and are padded to one with rows marked -1. The kernel reads
     one index per block of rows (the block's first), so that alignment is what gives every row its own expert; it
-    is the caller's to keep (checking it would read device memory). Rows of a block that starts with -1 are left
-    unspecified (as DeepGEMM leaves them); a block whose first index is outside ``[-1, G)`` comes out NaN, never a
-    read outside ``b``. The indices stay on the device, so a CUDA graph captured once replays any routing.
+    is the caller's to keep (checking it would read device memory). A block that starts with -1 is padding only:
+    skipped, its rows of ``d`` not written (padding rows inside an expert's last block come out unspecified); a
+    block whose first index is outside ``[-1, G)`` comes out NaN, never a read outside ``b``. The indices stay on the device, so a CUDA graph captured once replays any routing.
 
     ``compiled_dims`` is accepted for DeepGEMM's signature (kiln always compiles ``n`` and ``k`` in); ``stream`` as
     for ``bf16_gemm_nt``. Every other precondition is checked before anything is launched (m = 0 or n = 0 launches

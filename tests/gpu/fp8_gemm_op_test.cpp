@@ -381,8 +381,9 @@ void run_groups(const std::vector<Case>& cases, uint64_t& seed, Timing* timing) 
 // rows marked -1, then `tail_blocks` 128-row blocks of padding only (a serving engine's fixed-size buffer). Each
 // expert has its own A rows and B (make_data per expert); padding rows of A are NaN bytes and their scales NaN, so
 // a padding row leaking into a valid one shows. D is poisoned and has a guard row; every valid row of an expert
-// with at most 256 rows is checked (64 of larger ones) against the float64 references, and the guard and ldd
-// padding must keep their poison. `bad_block`: the indices of that 128-row block are set to `groups` (out of
+// with at most 256 rows is checked (64 of larger ones) against the float64 references, and the guard, the ldd
+// padding and the blocks of padding only (128 rows of -1, skipped by the kernel at either tile height) must keep their
+// poison. `bad_block`: the indices of that 128-row block are set to `groups` (out of
 // range): its rows must come out NaN (the kernel's answer to an index it cannot use) and the others stay right.
 void test_m_grouped(const std::vector<int64_t>& sizes, int64_t n, int64_t k, int64_t tail_blocks, const char* note,
                     kiln::Fp8GemmOverrides overrides, uint64_t seed, int64_t bad_block = -1) {
@@ -478,6 +479,13 @@ void test_m_grouped(const std::vector<int64_t>& sizes, int64_t n, int64_t k, int
   }
   for (int64_t col = 0; col < ldd; ++col)
     poison_kept = poison_kept && out[static_cast<size_t>(m * ldd + col)] == 0xffff;
+  for (int64_t block = 0; block < m / 128; ++block) {
+    const auto first_index = layout.begin() + block * 128;
+    if (!std::all_of(first_index, first_index + 128, [](int32_t index) { return index == -1; })) continue;
+    for (int64_t row = block * 128; row < (block + 1) * 128; ++row)
+      for (int64_t col = 0; col < ldd; ++col)
+        poison_kept = poison_kept && out[static_cast<size_t>(row * ldd + col)] == 0xffff;
+  }
   if (bad_block >= 0)  // every row and column of the block NaN (bf16 NaN: exponent all ones, mantissa not 0)
     for (int64_t row = bad_block * 128; row < (bad_block + 1) * 128; ++row)
       for (int64_t col = 0; col < n; ++col)
@@ -488,7 +496,7 @@ void test_m_grouped(const std::vector<int64_t>& sizes, int64_t n, int64_t k, int
   const char* bad_note = bad_block < 0 ? "" : bad_is_nan ? ", out-of-range block NaN" : ", OUT-OF-RANGE BLOCK NOT NaN";
   std::snprintf(line, sizeof line, "%s: calc_diff %.3g (dequantised, < 1e-5), %.3g (exact, < 1e-3), %zu rows%s%s%s",
                 name, diff_q, diff_f, checked_rows, bad_note, finite ? "" : ", NON-FINITE OUTPUT",
-                poison_kept ? "" : ", WROTE OUTSIDE D");
+                poison_kept ? "" : ", WROTE OUTSIDE D OR IN A PADDING-ONLY BLOCK");
   report(ok, line);
 }
 
@@ -899,13 +907,18 @@ int main(int argc, char** argv) {
       test_m_grouped(experts, 576, 7168, 2, "", {}, seed++);
       test_m_grouped(experts, 576, 720, 1, "", {}, seed++);
       test_m_grouped({100, 0}, 2112, 7168, 0, "(the plan's 128x32 split-K pairs)", {}, seed++);
-      test_m_grouped(experts, 576, 720, 0, "overrides block_m=64 block_n=32 split_k=2", {64, 32, 0, 0, 0, 2}, seed++);
+      test_m_grouped(experts, 576, 720, 2, "overrides block_m=64 block_n=32 split_k=2", {64, 32, 0, 0, 0, 2}, seed++);
       test_m_grouped(experts, 576, 720, 1, "overrides block_m=64 block_n=128", {64, 128, 0, 0}, seed++);
       test_m_grouped(experts, 576, 720, 0, "overrides block_m=128 block_n=144", {128, 144, 0, 0}, seed++);
       test_m_grouped(experts, 1000, 2048, 0, "overrides block_m=128 block_n=160", {128, 160, 0, 0}, seed++);
       test_m_grouped(experts, 1000, 2048, 0, "overrides block_m=128 block_n=192", {128, 192, 0, 0}, seed++);
       test_m_grouped({700, 900, 0, 1200, 333, 64, 2000, 1000}, 4096, 512, 3, "(eight experts)", {}, seed++);
       test_m_grouped(experts, 576, 720, 1, "(block 2's first index out of range)", {}, seed++, 2);
+      // A buffer mostly padding (a serving engine's worst-case size): every walker skips the same blocks, here among
+      // its valid ones (their tiles walk m first), with A multicast to a pair (both CTAs skip alike) and without.
+      test_m_grouped(experts, 4096, 2048, 24, "(mostly padding)", {}, seed++);
+      test_m_grouped(experts, 4096, 2048, 13, "overrides block_m=128 block_n=128 cluster_n=2 (mostly padding)",
+                     {128, 128, 0, 0, 2}, seed++);
       // The masked GEMM: the plan's kernels at a decode and a prefill expected_m, forced tiles over the same paths
       // plus pairs sharing A, experts without rows, counts past m and below 0 (clamped), and m not a multiple of
       // the tile (a group's last block reads into the next group's rows, whose rows of D it must not write).

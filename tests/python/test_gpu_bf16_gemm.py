@@ -302,10 +302,13 @@ def contiguous_problem(sizes, n: int, k: int, seed: int, bad_indices=(), tail_bl
 
 def check_contiguous(d, buffer, a, b, runs, bad, what: str, experts=None) -> None:
     """Each expert's rows against its product (with B[experts[g]] where given: a changed routing), every bad block
-    NaN, and D's padding columns and the buffer's rows past m SENTINEL. Padding rows (-1) are unspecified."""
+    NaN, and D's padding columns, the blocks of padding only after the experts' and bad blocks (skipped by the kernel)
+    and the buffer's rows past m SENTINEL. Padding rows inside an expert's last block are unspecified."""
     torch.cuda.synchronize()
     m, n = d.shape
     align = kiln.get_mk_alignment_for_contiguous_layout()
+    end = max([first + (size + align - 1) // align * align for first, size in runs] + [first + align for first, _ in bad])
+    assert bool((d[end:] == SENTINEL).all()), f"{what}: blocks of padding only (rows {end}..{m}) were written"
     for g, (first, size) in enumerate(runs):
         if size:
             expert = g if experts is None else experts[g]

@@ -31,8 +31,9 @@
 // Grouping (kGrouping, bf16_gemm_params.h): the MoE experts' GEMMs in one launch, with a bf16 D and K-major operands,
 // tiles of 64 or 128 rows and no CTA pairs. B holds every group's [N, K] one after the other (one map over them all).
 //   * m-grouped contiguous: A's rows are grouped by expert, each group's aligned to the m block; an m block takes its
-//     first row's group (gemm_m_group_of) and reads that group's rows of B; a block whose first row names no group is
-//     made NaN before it is stored.
+//     first row's group (gemm_m_group_entry) and reads that group's rows of B; a block of padding only (first row -1)
+//     is skipped by the producer and the math warps alike (GemmPaddingSkip), its rows of D not written; a block whose
+//     first row names no group is made NaN before it is stored.
 //   * masked: A [G, M, K] and D [G, M, N], group g's first masked_m[g] rows valid; the work units are the valid m
 //     blocks' tiles, group after group (gemm_schedule.cuh's GemmMaskedTileWalk); A's map spans every group's rows,
 //     D's is 3-D with the group as its plane, so no store crosses into the next group's rows.
@@ -146,6 +147,36 @@ struct Bf16Gemm {
   }
   using Walk = decltype(make_walk(*static_cast<const Bf16GemmParams*>(nullptr)));
 
+  // The contiguous m-grouped form: each walker's units come through a GemmPaddingSkip (blocks of padding only passed
+  // over; built by a whole warp, padding_skip()); the other forms take every unit of the walk. first_walk_unit() and
+  // next_walk_unit() are the two ends of a walker's loop; `skip.entry` is then the unit's grouped_layout entry.
+  static constexpr bool kContiguous = kGrouping == kBf16GemmMGrouped;
+  static __device__ __forceinline__ i32 m_entry(const Bf16GemmParams& p, const Walk& walk, u32 unit) {
+    u32 m_block, n_block;
+    walk.coords(unit, m_block, n_block);
+    return gemm_m_group_entry(p.grouped_layout, m_block * kBlockM);
+  }
+  static __device__ __forceinline__ GemmPaddingSkip padding_skip(const Bf16GemmParams& p, const Walk& walk) {
+    if constexpr (kContiguous)
+      return GemmPaddingSkip(walk.first, walk.num_units, walk.stride, [&](u32 u) { return m_entry(p, walk, u); });
+    else
+      return {};
+  }
+  static __device__ __forceinline__ u32 first_walk_unit(const Bf16GemmParams& p, const Walk& walk,
+                                                        GemmPaddingSkip& skip) {
+    if constexpr (kContiguous)
+      return skip.begin(walk.first, [&](u32 u) { return m_entry(p, walk, u); });
+    else
+      return walk.first;
+  }
+  static __device__ __forceinline__ u32 next_walk_unit(const Bf16GemmParams& p, const Walk& walk,
+                                                       GemmPaddingSkip& skip, u32 unit) {
+    if constexpr (kContiguous)
+      return skip.next(unit, [&](u32 u) { return m_entry(p, walk, u); });
+    else
+      return unit + walk.stride;
+  }
+
   static __device__ __forceinline__ void run(const Bf16GemmParams& p) {
     extern __shared__ __align__(1024) u8 smem[];
     u64* full = reinterpret_cast<u64*>(smem + kLayout.full_barrier_offset);
@@ -182,7 +213,10 @@ struct Bf16Gemm {
       const Walk walk = make_walk(p);
       // Its other warps, and this one once its loads are issued, exit: the loads complete on the full barriers
       // the math warps wait for, and the math warps keep the CTA alive until the peer is done with it.
-      if (threadIdx.x / 32 == kProducerWarp && ptx::elect_one_sync()) produce(p, smem, full, empty, walk);
+      if (threadIdx.x / 32 == kProducerWarp) {
+        GemmPaddingSkip skip = padding_skip(p, walk);  // the whole warp counts
+        if (ptx::elect_one_sync()) produce(p, smem, full, empty, walk, skip);
+      }
       return;
     } else {
       ptx::setmaxnreg_inc<kMathRegisters>();
@@ -196,14 +230,15 @@ struct Bf16Gemm {
   }
 
   static __device__ __forceinline__ void produce(const Bf16GemmParams& p, u8* smem, u64* full, u64* empty,
-                                                 const Walk& walk) {
+                                                 const Walk& walk, GemmPaddingSkip& skip) {
     const u64 b_policy = p.b_cache_policy;
     // The last m block's box of A may be shorter than BLOCK_M (bf16_gemm_last_box_rows): fewer bytes per stage,
     // through its own map.
     const u32 last_m_block = !kAMnMajor && p.last_box_rows != kBlockM ? (p.m - 1) / kBlockM : ~0u;
     const u32 last_stage_tx_bytes = kLayout.stage_tx_bytes - (kBlockM - p.last_box_rows) * kRowBytes;
     GemmSlot slot;
-    for (u32 unit = walk.first; unit < walk.num_units; unit += walk.stride) {
+    for (u32 unit = first_walk_unit(p, walk, skip); unit < walk.num_units;
+         unit = next_walk_unit(p, walk, skip, unit)) {
       u32 m_block, n_block;
       walk.coords(unit, m_block, n_block);
       const bool last = m_block == last_m_block;
@@ -214,8 +249,8 @@ struct Bf16Gemm {
       if constexpr (kMasked) {
         a_row0 = static_cast<i32>(walk.group * p.m);
         b_row0 = static_cast<i32>(walk.group * kN);
-      } else if constexpr (kGrouping == kBf16GemmMGrouped) {
-        b_row0 = static_cast<i32>(gemm_m_group_of(p.grouped_layout, p.num_groups, m_block * kBlockM).group * kN);
+      } else if constexpr (kContiguous) {
+        b_row0 = static_cast<i32>(gemm_m_group_of_entry(skip.entry, p.num_groups).group * kN);
       }
       const i32 m0 = a_row0 + static_cast<i32>(m_block * kBlockM);
       const i32 n0 = b_row0 + static_cast<i32>(n_block * kBlockN);
@@ -279,7 +314,9 @@ struct Bf16Gemm {
                                                   kBMnMajor ? kMnBoxBytes : 0, 1024);
     float accum[kWaves][kAccumPerWave];
     GemmSlot slot;
-    for (u32 unit = walk.first; unit < walk.num_units; unit += walk.stride) {
+    GemmPaddingSkip skip = padding_skip(p, walk);
+    for (u32 unit = first_walk_unit(p, walk, skip); unit < walk.num_units;
+         unit = next_walk_unit(p, walk, skip, unit)) {
       u32 m_block, n_block;
       walk.coords(unit, m_block, n_block);
       u32 previous_stage = 0;
@@ -317,9 +354,9 @@ struct Bf16Gemm {
       for (u32 v = 0; v < kWaves; ++v) ptx::fence_operands(accum[v]);
       release(empty, previous_stage, lane);
       // The contiguous m-grouped form: a block whose first row names no group was summed with group 0's B; it comes
-      // out NaN rather than as plausible numbers (gemm_m_group_of).
-      if constexpr (kGrouping == kBf16GemmMGrouped) {
-        if (!gemm_m_group_of(p.grouped_layout, p.num_groups, m_block * kBlockM).valid) {
+      // out NaN rather than as plausible numbers (gemm_m_group_of_entry).
+      if constexpr (kContiguous) {
+        if (!gemm_m_group_of_entry(skip.entry, p.num_groups).valid) {
 #pragma unroll
           for (u32 v = 0; v < kWaves; ++v)
 #pragma unroll

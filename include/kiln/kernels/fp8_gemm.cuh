@@ -101,9 +101,10 @@ using OnlyIf = typename detail::OnlyIfImpl<kOn, T>::type;
 // kMGrouped: the m-grouped contiguous GEMM of MoE experts (the inference form): A's rows are grouped by expert,
 // Fp8GemmParams::grouped_layout[row] naming each row's group, and B and its block scales are num_groups experts'
 // [N, K] and [ceil(N / 128), ceil(K / 128)] one after the other. An m block takes the group of its first row
-// (m_group_of): B's rows from group * N on (B's maps span all the groups' rows) and that group's scales. The
+// (m_entry): B's rows from group * N on (B's maps span all the groups' rows) and that group's scales. The
 // host aligns every group's rows to the m block (its tiles are 64 or 128 rows, never a pair sharing B, which
-// would take two m blocks).
+// would take two m blocks), so a block whose first row is padding (-1) is padding only: every walker passes over
+// it (GemmPaddingSkip), and its rows of D are not written.
 //
 // kMasked (with kMGrouped): the m-grouped masked GEMM (m_grouped_fp8_gemm_nt_masked, MoE decode): A is [G, M, K]
 // and D [G, M, N] (Fp8GemmParams::m = M, each group's room), and group g's first masked_m[g] rows are its rows
@@ -274,13 +275,6 @@ struct Fp8Gemm {
       return origin + c;
   }
 
-  // The m-grouped form: the group of m block `m_block` (gemm_m_group_of: its first row's); a block whose first row
-  // names no group gets NaN scales from the scale loader, so its rows come out NaN.
-  using MGroup = GemmMGroup;
-  static __device__ __forceinline__ MGroup m_group_of(const Fp8GemmParams& p, u32 m_block) {
-    static_assert(!kMasked, "the masked form's groups come from its walk (MaskedWalk)");
-    return gemm_m_group_of(p.grouped_layout, p.num_groups, m_block * kBlockM);
-  }
 
   // Unit index -> (m unit, n unit) on the grid of num_m_units x kNumNUnits (gemm_unit_coords: groups of
   // 2^height_shift m units, kGroupM or with K at run time the params' group_m, m fastest inside a group).
@@ -373,6 +367,39 @@ struct Fp8Gemm {
     }
   };
 
+  // The m-grouped contiguous form (kContiguous): each walker's units come through a GemmPaddingSkip, which passes
+  // over blocks of padding only (gemm_schedule.cuh; built by a whole warp, padding_skip()); the other forms take
+  // every unit of the schedule. first_walk_unit() and next_walk_unit() are the two ends of a walker's loop. A unit's
+  // group is its m block's (its first row's entry of grouped_layout, `skip.entry` once the walker is on it); a block
+  // whose first row names no group gets NaN scales from the scale loader, so its rows come out NaN.
+  static constexpr bool kContiguous = kMGrouped && !kMasked;
+  static __device__ __forceinline__ i32 m_entry(const Fp8GemmParams& p, const Schedule& schedule, u32 unit) {
+    u32 m_block, n_block;
+    schedule.coords(unit, m_block, n_block);
+    return gemm_m_group_entry(p.grouped_layout, m_block * kBlockM);
+  }
+  static __device__ __forceinline__ GemmPaddingSkip padding_skip(const Fp8GemmParams& p, const Schedule& schedule) {
+    if constexpr (kContiguous)
+      return GemmPaddingSkip(schedule.first, schedule.num_units, schedule.stride,
+                             [&](u32 u) { return m_entry(p, schedule, u); });
+    else
+      return {};
+  }
+  static __device__ __forceinline__ u32 first_walk_unit(const Fp8GemmParams& p, const Schedule& schedule,
+                                                        GemmPaddingSkip& skip) {
+    if constexpr (kContiguous)
+      return skip.begin(schedule.first, [&](u32 u) { return m_entry(p, schedule, u); });
+    else
+      return schedule.first;
+  }
+  static __device__ __forceinline__ u32 next_walk_unit(const Fp8GemmParams& p, const Schedule& schedule,
+                                                       GemmPaddingSkip& skip, u32 unit) {
+    if constexpr (kContiguous)
+      return skip.next(unit, [&](u32 u) { return m_entry(p, schedule, u); });
+    else
+      return unit + schedule.stride;
+  }
+
   // A position in the ring of pipeline slots. The ring is kStages long, or in the weight-gradient form the launch's
   // ring_stages (see ring_length).
   using Slot = GemmSlot;
@@ -454,7 +481,15 @@ struct Fp8Gemm {
       ptx::setmaxnreg_dec<kProducerRegisters>();
       const Schedule schedule(p, grouped);
       const u32 warp = threadIdx.x / 32;
-      if (warp == kProducerWarp && ptx::elect_one_sync()) produce(p, smem, full, empty, schedule);
+      if constexpr (kContiguous) {
+        if (warp == kProducerWarp) {
+          GemmPaddingSkip skip = padding_skip(p, schedule);  // the whole warp counts
+          if (ptx::elect_one_sync()) produce(p, smem, full, empty, schedule, skip);
+        }
+      } else {
+        GemmPaddingSkip unused;
+        if (warp == kProducerWarp && ptx::elect_one_sync()) produce(p, smem, full, empty, schedule, unused);
+      }
       if constexpr (!kAccumulate)
         if (warp == kScaleLoaderWarp) load_b_scales(p, smem, full, empty, schedule);
       // The producer warpgroup's threads exit as soon as their part is issued (its idle warps at once), as
@@ -476,7 +511,7 @@ struct Fp8Gemm {
   }
 
   static __device__ __forceinline__ void produce(const Fp8GemmParams& p, u8* smem, u64* full, u64* empty,
-                                                 const Schedule& schedule) {
+                                                 const Schedule& schedule, GemmPaddingSkip& skip) {
     // The last m block's boxes of A and its scales may be shorter than BLOCK_M (fp8_gemm_last_box_rows):
     // fewer bytes per stage, through their own maps (none when the box is whole).
     const u32 last_m_block = p.last_box_rows != kBlockM ? (p.m - 1) / kBlockM : ~0u;
@@ -490,7 +525,8 @@ struct Fp8Gemm {
     const u64 b_policy = p.b_cache_policy;
     const u32 ring = ring_length(p);
     Slot slot;
-    for (u32 unit = schedule.first; unit < schedule.num_units; unit += schedule.stride) {
+    for (u32 unit = first_walk_unit(p, schedule, skip); unit < schedule.num_units;
+         unit = next_walk_unit(p, schedule, skip, unit)) {
       u32 m_block, n_block;
       schedule.coords(unit, m_block, n_block);
       const bool last = m_block == last_m_block;
@@ -524,8 +560,8 @@ struct Fp8Gemm {
         b_row0 = static_cast<i32>(g * kN);
         a_row0 = static_cast<i32>(g * p.m);
         scale_kb_offset = g * kNumKBlocks;
-      } else if constexpr (kMGrouped) {
-        b_row0 = static_cast<i32>(m_group_of(p, m_block).group * kN);
+      } else if constexpr (kContiguous) {
+        b_row0 = static_cast<i32>(gemm_m_group_of_entry(skip.entry, p.num_groups).group * kN);
       }
       const i32 n0 = static_cast<i32>(n_block * kBlockN);
       // The weight-gradient form reads D back in its epilogue (reduce-adds done in L2): without help each
@@ -672,16 +708,18 @@ struct Fp8Gemm {
                                                        const Schedule& schedule) {
     const u32 lane = threadIdx.x % 32;
     Slot slot;
-    for (u32 unit = schedule.first; unit < schedule.num_units; unit += schedule.stride) {
+    GemmPaddingSkip skip = padding_skip(p, schedule);
+    for (u32 unit = first_walk_unit(p, schedule, skip); unit < schedule.num_units;
+         unit = next_walk_unit(p, schedule, skip, unit)) {
       u32 m_block, n_block;
       schedule.coords(unit, m_block, n_block);
-      // The m-grouped form: the block's group's scales, or NaN where grouped_layout names no group (m_group_of).
+      // The m-grouped form: the block's group's scales, or NaN where grouped_layout names no group.
       const float* sfb_base = p.sfb;
       [[maybe_unused]] bool poison = false;
       if constexpr (kMasked) {
         sfb_base += schedule.masked_group() * kNumSfbRows * kNumKBlocks;
-      } else if constexpr (kMGrouped) {
-        const MGroup g = m_group_of(p, m_block);
+      } else if constexpr (kContiguous) {
+        const GemmMGroup g = gemm_m_group_of_entry(skip.entry, p.num_groups);
         sfb_base += g.group * kNumSfbRows * kNumKBlocks;
         poison = !g.valid;
       }
@@ -810,6 +848,8 @@ struct Fp8Gemm {
     // Serial promotion: whether the next block's full barrier was already seen complete (looked at just before
     // the current block's promotion, see step()), so that issue() need not wait on it again.
     bool next_block_landed = false;
+    // The contiguous m-grouped form's cursor past blocks of padding only (its units counted, its next read ahead).
+    GemmPaddingSkip skip{};
 
     // The math loop's shared-memory addresses. NVRTC's front end does pointer arithmetic on shared memory in 64
     // bits (NVCC's PTX holds shared addresses in 32-bit registers), which left 64-bit shifts and carries in
@@ -1204,7 +1244,12 @@ struct Fp8Gemm {
         next_kb = kb + 1;
         if (next_kb == tile_kb_count()) {
           next_kb = 0;
-          next_unit += schedule.stride;
+          // The contiguous m-grouped form reads ahead as it moves: only where a next tile is issued (after the last
+          // tile the cursor would have no unit to go to).
+          if constexpr (!kContiguous)
+            next_unit += schedule.stride;
+          else if constexpr (kIssueNext)
+            next_unit = next_walk_unit(p, schedule, skip, next_unit);
         }
         tile_ends = next_kb == 0;
       }
@@ -1302,7 +1347,8 @@ struct Fp8Gemm {
     // One-wave tiles: every (tile, K block) of this CTA (see Schedule), in order, as one flattened walk of
     // step()s.
     __device__ __forceinline__ void walk_blocks(float (&partial0)[kPartialPerThread]) {
-      const u32 num_tiles = (schedule.num_units - schedule.first + schedule.stride - 1) / schedule.stride;
+      u32 num_tiles = (schedule.num_units - schedule.first + schedule.stride - 1) / schedule.stride;
+      if constexpr (kContiguous) num_tiles = skip.left;  // the tiles that are not padding only
       u32 num_blocks = num_tiles * schedule.kb_count;
       if constexpr (kKGrouped)  // each tile its group's K count
         num_blocks = fp8_gemm_grouped_blocks(schedule.groups->k_blocks, schedule.groups->num_groups,
@@ -1383,10 +1429,13 @@ struct Fp8Gemm {
                                                  const Schedule& schedule, u32 warpgroup) {
     const u32 lane = threadIdx.x % 32;
     const u32 warp_in_group = (threadIdx.x / 32) % 4;
-    if (schedule.first < schedule.num_units) {
+    GemmPaddingSkip skip = padding_skip(p, schedule);
+    const u32 first = first_walk_unit(p, schedule, skip);
+    if (first < schedule.num_units) {
       // This thread's two rows of the tile (the WGMMA accumulator fragment: rows r and r + 8).
       MathState st{p, smem, full, empty, schedule, warpgroup, lane, warpgroup * 64 + warp_in_group * 16 + lane / 4,
-                   schedule.first, 0, Tile(schedule, schedule.first), Slot{}, 0, BlockScales{}, 0, {}};
+                   first, 0, Tile(schedule, first), Slot{}, 0, BlockScales{}, 0, {}};
+      if constexpr (kContiguous) st.skip = skip;
 #pragma unroll
       for (u32 i = 0; i < kAccumPerThread; ++i) st.accum[i] = 0.0f;
       float partial0[kPartialPerThread];

@@ -1,5 +1,6 @@
 // The walk over output tiles that the persistent GEMM kernels share: the tile order (groups of m units, m fastest
-// inside a group), the masked m-grouped form's cursor over its groups, and the ring of pipeline slots.
+// inside a group), the contiguous m-grouped form's skipping of padding, the masked form's cursor over its groups, and
+// the ring of pipeline slots.
 #pragma once
 
 #include "kiln/ptx/cluster.cuh"
@@ -60,20 +61,77 @@ struct GemmTileWalk {
 };
 
 // The m-grouped contiguous form (MoE experts' rows one group after another in A, grouped_layout naming each row's
-// group): an m block takes the group of its first row. Padding rows name -1; a block that starts with one (all of it
-// padding, as the host aligns groups to m blocks) is computed as group 0's and its rows are left unspecified, as
-// DeepGEMM leaves them. Any other value outside [0, num_groups) is a caller's error the host cannot see without
-// reading device memory: the block reads group 0's B, and the kernel makes its rows NaN, never a plausible number and
-// never a read outside B.
+// group): an m block takes the group of its first row, its entry (gemm_m_group_entry). Padding rows name -1; a block
+// that starts with one is all padding (the host aligns groups to m blocks) and is skipped by every walker of the CTA
+// (GemmPaddingSkip): nothing computed, its rows of D not written. Any other value outside [0, num_groups) is a
+// caller's error the host cannot see without reading device memory: the block reads group 0's B, and the kernel makes
+// its rows NaN, never a plausible number and never a read outside B.
+__device__ __forceinline__ i32 gemm_m_group_entry(const i32* grouped_layout, u32 first_row) {
+  return __ldg(grouped_layout + first_row);
+}
+constexpr i32 kGemmPaddingEntry = -1;
 struct GemmMGroup {
   u32 group;   // clamped into [0, num_groups)
-  bool valid;  // grouped_layout named -1 or a group
+  bool valid;  // the entry named a group
 };
-__device__ __forceinline__ GemmMGroup gemm_m_group_of(const i32* grouped_layout, u32 num_groups, u32 first_row) {
-  const i32 g = __ldg(grouped_layout + first_row);
-  const bool in_range = g >= 0 && static_cast<u32>(g) < num_groups;
-  return {in_range ? static_cast<u32>(g) : 0u, in_range || g == -1};
+__device__ __forceinline__ GemmMGroup gemm_m_group_of_entry(i32 entry, u32 num_groups) {
+  const bool in_range = entry >= 0 && static_cast<u32>(entry) < num_groups;
+  return {in_range ? static_cast<u32>(entry) : 0u, in_range};
 }
+
+// One walker's cursor over its units (first, first + stride, ...) of the contiguous m-grouped form, passing over the
+// units whose m block is padding only. Every walker of a CTA (the producer, a scale loader, the math warps) walks with
+// one and skips the same units, so their pipeline slots stay in step. Built by a whole warp, which counts the units
+// to walk (32 reads in flight at a time), so that a walker stops after its last one instead of reading its way
+// through the padding after it (a serving engine's buffer ends in blocks of padding: read one by one, they kept the
+// math warps waiting after their last tile). `entry` is the current unit's entry of grouped_layout; `ahead` the next
+// unit's, read as the current one begins, so that its latency passes under the current tile's main loop (read at the
+// tile change instead, the FP8 kernel's math warps waited on it there: 2-5 % slower at shapes with no padding,
+// bench/RESULTS.md). Padding between a walker's units is read as it is reached: those waits are paid only where
+// blocks are skipped. `entry_of(unit)`: the entry of the unit's m block.
+struct GemmPaddingSkip {
+  u32 num_units, stride;
+  u32 left = 0;  // units still to walk, the current one included
+  i32 entry = 0, ahead = 0;
+
+  template <class EntryOf>
+  __device__ __forceinline__ GemmPaddingSkip(u32 first, u32 num_units_, u32 stride_, const EntryOf& entry_of)
+      : num_units(num_units_), stride(stride_) {
+    u32 units = 0;
+    for (u32 unit = first + (threadIdx.x % 32) * stride; unit < num_units; unit += 32 * stride)
+      units += entry_of(unit) != kGemmPaddingEntry;
+    left = __reduce_add_sync(0xffffffffu, units);
+  }
+  GemmPaddingSkip() = default;
+
+  // The first unit to walk from `first` on (num_units when there is none).
+  template <class EntryOf>
+  __device__ __forceinline__ u32 begin(u32 first, const EntryOf& entry_of) {
+    if (left == 0) return num_units;
+    entry = entry_of(first);
+    return settle(first, entry_of);
+  }
+  // The unit to walk after `unit` (begin()'s or next()'s last answer), or num_units after the last.
+  template <class EntryOf>
+  __device__ __forceinline__ u32 next(u32 unit, const EntryOf& entry_of) {
+    if (--left == 0) return num_units;
+    entry = ahead;
+    return settle(unit + stride, entry_of);
+  }
+
+ private:
+  // From `unit`, whose entry is in `entry`, on to the first unit that is not padding only (there is one, as left > 0,
+  // unless grouped_layout changed under the kernel: then never a read past the units); then the read ahead.
+  template <class EntryOf>
+  __device__ __forceinline__ u32 settle(u32 unit, const EntryOf& entry_of) {
+    while (entry == kGemmPaddingEntry && unit + stride < num_units) {
+      unit += stride;
+      entry = entry_of(unit);
+    }
+    ahead = left > 1 && unit + stride < num_units ? entry_of(unit + stride) : 0;
+    return unit;
+  }
+};
 
 // The masked m-grouped form (MoE decode: G groups of m rows, group g's first masked_m[g] rows valid, the counts on the
 // device): its work units are the valid m blocks' tiles, numbered group after group, each group's walked like a
