@@ -398,6 +398,22 @@ NB_MODULE(_native, m) {
       "D[r] (bf16) = A[r] . B[m_indices[r]]^T for MoE experts' rows one after another, A [m, k], B [G, n, k] bfloat16 "
       "(see kiln.m_grouped_bf16_gemm_nt_contiguous).");
   m.def(
+      "m_grouped_bf16_gemm_nn_contiguous",
+      [](nb::handle a, nb::handle b, nb::handle d, nb::handle m_indices, nb::handle stream) {
+        constexpr const char* kFunction = "m_grouped_bf16_gemm_nn_contiguous";
+        KeepAlive keep;
+        const kiln::TensorView av = to_view(a, kFunction, "a", keep);
+        const kiln::TensorView bv = to_view(b, kFunction, "b", keep);
+        const kiln::TensorView dv = to_view(d, kFunction, "d", keep);
+        const kiln::TensorView indices = to_view(m_indices, kFunction, "m_indices", keep);
+        const uintptr_t s = resolve_stream(stream, a, av, kFunction);
+        nb::gil_scoped_release release;
+        kiln::m_grouped_bf16_gemm_nn_contiguous(av, bv, dv, indices, reinterpret_cast<kiln::Stream>(s));
+      },
+      "a"_a.none(), "b"_a.none(), "d"_a.none(), "m_indices"_a.none(), "stream"_a.none() = nb::none(),
+      "D[r] (bf16) = A[r] . B[m_indices[r]] for MoE experts' rows one after another, A [m, k], B [G, k, n] bfloat16 "
+      "(see kiln.m_grouped_bf16_gemm_nn_contiguous).");
+  m.def(
       "m_grouped_bf16_gemm_nt_masked",
       [](nb::handle a, nb::handle b, nb::handle d, nb::handle masked_m, int64_t expected_m, nb::handle stream) {
         constexpr const char* kFunction = "m_grouped_bf16_gemm_nt_masked";

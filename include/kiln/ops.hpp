@@ -136,7 +136,8 @@ void k_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa
 // its rows of d not written (padding rows inside an expert's last block come out unspecified); a block whose first
 // index is outside [-1, G) comes out NaN (never a read outside b). Every other precondition is checked before
 // anything is launched; m = 0 or n = 0 launches nothing. The kernels are the inference form's, planned per (device,
-// n, k, m bucket) with 64- and 128-row tiles only (`kiln plan fp8_gemm_nt ... m_grouped=1` lists them). Errors name m_grouped_fp8_gemm_nt_contiguous.
+// n, k, m bucket) with 64- and 128-row tiles only (`kiln plan fp8_gemm_nt ... m_grouped=1` lists them). Errors name
+// m_grouped_fp8_gemm_nt_contiguous.
 void m_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa, const TensorView& b,
                                       const TensorView& sfb, const TensorView& d, const TensorView& m_indices,
                                       Stream stream = nullptr);
@@ -215,6 +216,18 @@ void bf16_gemm_nt_accumulate(const TensorView& a, const TensorView& b, const Ten
 // 64- and 128-row tiles (`kiln plan bf16_gemm_nt ... m_grouped=1` lists them). Errors name
 // m_grouped_bf16_gemm_nt_contiguous.
 void m_grouped_bf16_gemm_nt_contiguous(const TensorView& a, const TensorView& b, const TensorView& d,
+                                       const TensorView& m_indices, Stream stream = nullptr);
+
+// DeepGEMM's m_grouped_bf16_gemm_nn_contiguous: as m_grouped_bf16_gemm_nt_contiguous with each expert's weights stored
+// [k, n] (N-major, as a model keeps its [in, out] weights),
+//   D[r, :] (bfloat16) = A[r, :] . B[g]      for every row r, g = m_indices[r]
+// b:   bfloat16 [G, k, n], each expert's [k, n] with rows of n elements, the experts one after the other (strides
+//      (k * s, s, 1), s >= n, s a multiple of 8); n a multiple of 8;
+// a, d and m_indices, the layout and what the kernel reads and writes: as for m_grouped_bf16_gemm_nt_contiguous. B's
+// tiles load in boxes of 64 columns (block_n a multiple of 64), each expert's through its own plane of a 3-D map, so a
+// K tail reads zeros, never the next expert's rows. The kernels: `kiln plan bf16_gemm_nt ... m_grouped=1
+// n_major_b=1`. Errors name m_grouped_bf16_gemm_nn_contiguous.
+void m_grouped_bf16_gemm_nn_contiguous(const TensorView& a, const TensorView& b, const TensorView& d,
                                        const TensorView& m_indices, Stream stream = nullptr);
 
 // DeepGEMM's m_grouped_bf16_gemm_nt_masked: the decode-time GEMMs of G MoE experts in one launch, each expert's tokens

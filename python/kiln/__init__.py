@@ -49,6 +49,7 @@ __all__ = [
     "bf16_gemm_tn",
     "bf16_gemm_tt",
     "m_grouped_bf16_gemm_nt_contiguous",
+    "m_grouped_bf16_gemm_nn_contiguous",
     "m_grouped_bf16_gemm_nt_masked",
     "get_mk_alignment_for_contiguous_layout",
     "per_token_cast_to_fp8",
@@ -577,7 +578,8 @@ def m_grouped_bf16_gemm_nt_contiguous(a: Any, b: Any, d: Any, m_indices: Any, co
     one index per block of rows (the block's first), so that alignment is what gives every row its own expert; it
     is the caller's to keep (checking it would read device memory). A block that starts with -1 is padding only:
     skipped, its rows of ``d`` not written (padding rows inside an expert's last block come out unspecified); a
-    block whose first index is outside ``[-1, G)`` comes out NaN, never a read outside ``b``. The indices stay on the device, so a CUDA graph captured once replays any routing.
+    block whose first index is outside ``[-1, G)`` comes out NaN, never a read outside ``b``. The indices stay on
+    the device, so a CUDA graph captured once replays any routing.
 
     ``compiled_dims`` is accepted for DeepGEMM's signature (kiln always compiles ``n`` and ``k`` in); ``stream`` as
     for ``bf16_gemm_nt``. Every other precondition is checked before anything is launched (m = 0 or n = 0 launches
@@ -590,6 +592,29 @@ def m_grouped_bf16_gemm_nt_contiguous(a: Any, b: Any, d: Any, m_indices: Any, co
     """
     _check_compiled_dims(compiled_dims, "m_grouped_bf16_gemm_nt_contiguous")
     _native.m_grouped_bf16_gemm_nt_contiguous(a, b, d, m_indices, stream)
+
+
+def m_grouped_bf16_gemm_nn_contiguous(a: Any, b: Any, d: Any, m_indices: Any, compiled_dims: str = "nk", *,
+                                      stream: Any = None) -> None:
+    """``m_grouped_bf16_gemm_nt_contiguous`` with each expert's weights stored ``[k, n]`` (DeepGEMM's
+    ``m_grouped_bf16_gemm_nn_contiguous``, same arguments): ``D[r] = A[r] . B[g]`` for ``g = m_indices[r]``, summed
+    in float32 and rounded to bfloat16.
+
+    * ``b``: bfloat16 ``[G, k, n]``, each expert's ``[k, n]`` with rows of ``n`` elements, the experts one after the
+      other (strides ``(k * s, s, 1)``, ``s >= n`` a multiple of 8); ``n`` a multiple of 8.
+    * ``a``, ``d``, ``m_indices``, the contiguous layout, what is read and written, ``compiled_dims`` and ``stream``:
+      as for ``m_grouped_bf16_gemm_nt_contiguous``.
+
+    Each expert's ``[k, n]`` is read through its own plane of a 3-D tensor map, so a ``k`` that is not a multiple of
+    64 reads zeros past it, never the next expert's rows. The kernels: ``precompile("bf16_gemm_nt", n=..., k=...,
+    m=..., m_grouped=1, n_major_b=1)``. Errors name ``m_grouped_bf16_gemm_nn_contiguous``.
+
+    Raises:
+        TypeError: wrong dtype or a non-tensor argument. ValueError: bad shape, strides, alignment, device, overlap
+        or compiled_dims. RuntimeError: CUDA errors, a failed compile, or a compile needed during graph capture.
+    """
+    _check_compiled_dims(compiled_dims, "m_grouped_bf16_gemm_nn_contiguous")
+    _native.m_grouped_bf16_gemm_nn_contiguous(a, b, d, m_indices, stream)
 
 
 def m_grouped_bf16_gemm_nt_masked(a: Any, b: Any, d: Any, masked_m: Any, expected_m: int, compiled_dims: str = "nk",

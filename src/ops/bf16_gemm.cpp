@@ -39,6 +39,7 @@ namespace {
 constexpr const char* kOp = "bf16_gemm_nt";
 constexpr const char* kAccumulateOp = "bf16_gemm_nt_accumulate";
 constexpr const char* kMGroupedOp = "m_grouped_bf16_gemm_nt_contiguous";
+constexpr const char* kMGroupedNnOp = "m_grouped_bf16_gemm_nn_contiguous";
 constexpr const char* kMaskedOp = "m_grouped_bf16_gemm_nt_masked";
 constexpr int64_t kBlockK = kernels::kBf16GemmBlockK;
 
@@ -249,9 +250,13 @@ Bf16GemmPlan bf16_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, cons
     invalid(kOp, "grouping must be 0 (one GEMM), 1 (m-grouped contiguous) or 2 (m-grouped masked), got " +
                      std::to_string(grouping));
   if (grouping != 0) {
-    if (epilogue != 0 || mn_major != 0)
-      invalid(kOp, "the m-grouped forms take a bfloat16 D and K-major operands, got epilogue " +
-                       std::to_string(epilogue) + " and mn_major " + std::to_string(mn_major));
+    // The contiguous form's B may be N-major (m_grouped_bf16_gemm_nn_contiguous).
+    const bool n_major_b_ok = grouping == static_cast<int>(kernels::kBf16GemmMGrouped) &&
+                              mn_major == static_cast<int>(kernels::kBf16GemmMnMajorB);
+    if (epilogue != 0 || (mn_major != 0 && !n_major_b_ok))
+      invalid(kOp, "the m-grouped forms take a bfloat16 D and K-major operands (the contiguous form's B may be "
+                   "N-major: mn_major 2), got epilogue " + std::to_string(epilogue) + " and mn_major " +
+                       std::to_string(mn_major));
     if (overrides.block_m == 256)
       invalid(kOp, "block_m must be 0 (heuristic), 64 or 128 in the m-grouped forms (an m block lies in one group, "
                    "and groups are aligned to 128 rows), got 256");
@@ -396,8 +401,9 @@ int mn_major_of(const Problem& problem) {
   return bits;
 }
 
-// The grouping a problem names: m_grouped=1 the contiguous m-grouped kernels, with masked=1 the masked ones; neither
-// with a float32 D or an MN-major operand.
+// The grouping a problem names: m_grouped=1 the contiguous m-grouped kernels (with n_major_b=1 those of
+// m_grouped_bf16_gemm_nn_contiguous), with masked=1 the masked ones; neither with a float32 D or an M-major A, and the
+// masked ones with a K-major B only.
 int grouping_of(const Problem& problem, int epilogue, int mn_major) {
   const bool m_grouped =
       problem_flag(kOp, problem, "m_grouped", "0 or 1 (the kernels of m_grouped_bf16_gemm_nt_contiguous)");
@@ -407,8 +413,10 @@ int grouping_of(const Problem& problem, int epilogue, int mn_major) {
     invalid(kOp, "parameter masked=1 needs m_grouped=1 (the masked kernels are m-grouped ones), got m_grouped=0");
   if (m_grouped && epilogue != 0)
     invalid(kOp, "parameter m_grouped=1 takes a bfloat16 D: it needs fp32=0 and accumulate=0");
-  if (m_grouped && mn_major != 0)
-    invalid(kOp, "parameter m_grouped=1 takes K-major operands: it needs m_major_a=0 and n_major_b=0");
+  if (m_grouped && (mn_major & static_cast<int>(kernels::kBf16GemmMnMajorA)) != 0)
+    invalid(kOp, "parameter m_grouped=1 takes a K-major A: it needs m_major_a=0");
+  if (masked && mn_major != 0)
+    invalid(kOp, "parameter masked=1 takes K-major operands: it needs m_major_a=0 and n_major_b=0");
   return static_cast<int>(masked      ? kernels::kBf16GemmMasked
                           : m_grouped ? kernels::kBf16GemmMGrouped
                                       : kernels::kBf16GemmDense);
@@ -596,6 +604,8 @@ struct Grouped {
   // elements apart), and the call's kernel is the one its plan picks at M = plan_m (groups * expected_m).
   int64_t plan_m = 0;
   int64_t d_plane_stride = 0;
+  // The stride between B's groups, in elements (their planes' when B is N-major).
+  int64_t b_group_stride = 0;
 };
 
 // An operand's layout, for a [rows, k] view: K-major (stride(1) == 1, rows of k elements 16-byte aligned apart) or
@@ -702,8 +712,9 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   const bool masked = grouping == static_cast<int>(kernels::kBf16GemmMasked);
   const int usable_limit = get_num_sms();
   Table::Key key;
-  // One plan per shape, epilogue and operand layouts (1..12), and one per m-grouped form (13, 14).
-  key.words[0] = grouped ? 12 + grouping : 1 + c.epilogue + 3 * c.mn_major;
+  // One plan per shape, epilogue and operand layouts (1..12), and one per m-grouped form (13 and 14; 15 the contiguous
+  // form with an N-major B).
+  key.words[0] = grouped ? 12 + grouping + (c.mn_major != 0 ? 2 : 0) : 1 + c.epilogue + 3 * c.mn_major;
   key.words[1] = a.device;
   key.words[2] = c.n;
   key.words[3] = c.k;
@@ -730,9 +741,16 @@ void launch(const char* function, const Checked& c, const TensorView& a, const T
   if (last_box_rows != block_m)
     copy_map(params.tma_a_last, tensor_map_2d(operand_key(a, a_mn, c.k, c.m, c.lda, last_box_rows), "a"));
   params.last_box_rows = last_box_rows;
-  const int64_t b_rows = grouped ? c.n * grouped->groups : c.n;  // every group's, in the m-grouped forms
-  copy_map(params.tma_b,
-           tensor_map_2d(operand_key(b, b_mn, c.k, b_rows, c.ldb, w32(cfg.block_n / cfg.cluster_m)), "b"));
+  // The m-grouped forms' B: every group's rows in one map, or, N-major, every group's [k, n] a plane of a 3-D map (a
+  // box at a K tail must not read the next group's rows).
+  const bool b_planes = grouped && b_mn;
+  const int64_t b_rows = grouped && !b_mn ? c.n * grouped->groups : c.n;
+  TensorMapKey b_key = operand_key(b, b_mn, c.k, b_rows, c.ldb, w32(cfg.block_n / cfg.cluster_m));
+  if (b_planes) {
+    b_key.planes = w64(grouped->groups);
+    b_key.plane_bytes = w64(grouped->b_group_stride * 2);
+  }
+  copy_map(params.tma_b, tensor_map_2d(b_key, "b"));
   const uint32_t d_bytes = out_bytes(cfg.epilogue);
   TensorMapKey d_key{reinterpret_cast<uint64_t>(d.data), w64(c.n), w64(c.m), w64(c.ldd * d_bytes),
                      kernel->store_cols, 64,
@@ -770,20 +788,26 @@ struct GroupedChecked {
   Grouped grouped;
 };
 
-// The checks both m-grouped forms share, after bf16_gemm_nt's on group 0's views: a bfloat16 D (checked before them,
-// in check_grouped_dtypes), K-major operands, B's groups one after the other (one map reads them all), and D clear of
-// every group of A and B and of the device array of rows or counts.
+// The checks every m-grouped form shares, after bf16_gemm_nt's on group 0's views: a bfloat16 D (checked before them,
+// in check_grouped_dtypes), a K-major A, B as the form stores it (`b_n_major`: [G, k, n] with rows of n, else [G, n,
+// k] with rows of k; bf16_gemm_nt's check of group 0's view has found which, and its row stride c.ldb), B's groups
+// one after the other (one map reads them all), and D clear of every group of A and B and of the device array of
+// rows or counts.
 void check_grouped_common(const char* fn, const Checked& c, const TensorView& a, const TensorView& b,
-                          const TensorView& d, const TensorView& layout, const char* layout_name) {
+                          const TensorView& d, const TensorView& layout, const char* layout_name, bool b_n_major) {
   const Arg aa{fn, "a"}, ab{fn, "b"}, ad{fn, "d"};
   if ((c.mn_major & static_cast<int>(kernels::kBf16GemmMnMajorA)) != 0)
     fail(ErrorKind::kValueError, aa, a, "K-major (stride(-1) == 1)", strides_text(a));
-  if ((c.mn_major & static_cast<int>(kernels::kBf16GemmMnMajorB)) != 0)
-    fail(ErrorKind::kValueError, ab, b, "K-major (stride(2) == 1)", strides_text(b));
-  const int64_t groups = b.shape[0];
-  if (groups > 1 && c.n > 0 && b.strides[0] != c.n * c.ldb)
+  // (An empty B, which launches nothing, has no layout to check.)
+  const bool empty = c.n == 0 || c.k == 0;
+  if (((c.mn_major & static_cast<int>(kernels::kBf16GemmMnMajorB)) != 0) != b_n_major && !empty)
+    fail(ErrorKind::kValueError, ab, b, b_n_major ? "N-major (stride(2) == 1)" : "K-major (stride(2) == 1)",
+         strides_text(b));
+  const int64_t groups = b.shape[0], rows = b_n_major ? c.k : c.n;
+  if (groups > 1 && !empty && b.strides[0] != rows * c.ldb)
     fail(ErrorKind::kValueError, ab, b,
-         "groups one after the other: strides (n * s, s, 1), here stride(0) == " + std::to_string(c.n * c.ldb),
+         std::string("groups one after the other: strides (") + (b_n_major ? "k" : "n") +
+             " * s, s, 1), here stride(0) == " + std::to_string(rows * c.ldb),
          strides_text(b));
   if (c.m > 0 && c.n > 0) {
     if (spans_overlap(d, a)) fail(ErrorKind::kValueError, ad, d, "memory that does not overlap a's", "an overlap");
@@ -822,10 +846,38 @@ GroupedChecked check_m_grouped(const TensorView& a, const TensorView& b, const T
   check_m_indices(ai, m_indices, m);
   GroupedChecked out;
   out.c = check_arguments(fn, a, view_2d(b, 0, n, k, b.strides[1], b.strides[2]), d, nullptr);
-  check_grouped_common(fn, out.c, a, b, d, m_indices, "m_indices");
+  check_grouped_common(fn, out.c, a, b, d, m_indices, "m_indices", false);
   out.grouped.grouping = static_cast<int>(kernels::kBf16GemmMGrouped);
   out.grouped.groups = groups;
   out.grouped.layout = static_cast<const int32_t*>(m_indices.data);
+  out.grouped.b_group_stride = n * out.c.ldb;
+  return out;
+}
+
+// Every check of m_grouped_bf16_gemm_nn_contiguous, in the order its errors are reported: as the nt form's, with b
+// [G, k, n] (each expert's weights stored N-major, rows of n; bf16_gemm_nt's checks run on group 0's [n, k] view of
+// it, an N-major B).
+GroupedChecked check_m_grouped_nn(const TensorView& a, const TensorView& b, const TensorView& d,
+                                  const TensorView& m_indices) {
+  const char* fn = kMGroupedNnOp;
+  const Arg aa{fn, "a"}, ab{fn, "b"}, ai{fn, "m_indices"};
+  check_grouped_dtypes(fn, a, b, d, m_indices, "m_indices");
+  check_ndim(aa, a, 2);
+  check_ndim(ab, b, 3);
+  check_ndim(ai, m_indices, 1);
+  const int64_t m = a.shape[0], k = a.shape[1], groups = b.shape[0], n = b.shape[2];
+  if (b.shape[1] != k)
+    fail(ErrorKind::kValueError, ab, b, "of shape (groups, k, n) with k == " + std::to_string(k) + " (a's k)",
+         "shape " + format_dims(b.shape.data(), 3));
+  check_group_count(ab, b, "(groups, k, n)");
+  check_m_indices(ai, m_indices, m);
+  GroupedChecked out;
+  out.c = check_arguments(fn, a, view_2d(b, 0, n, k, b.strides[2], b.strides[1]), d, nullptr);
+  check_grouped_common(fn, out.c, a, b, d, m_indices, "m_indices", true);
+  out.grouped.grouping = static_cast<int>(kernels::kBf16GemmMGrouped);
+  out.grouped.groups = groups;
+  out.grouped.layout = static_cast<const int32_t*>(m_indices.data);
+  out.grouped.b_group_stride = groups > 1 ? b.strides[0] : k * out.c.ldb;
   return out;
 }
 
@@ -854,13 +906,14 @@ GroupedChecked check_m_grouped_masked(const TensorView& a, const TensorView& b, 
                           view_2d(b, 0, n, k, b.strides[1], b.strides[2]),
                           view_2d(d, 0, m, n, d.strides[1], d.strides[2]), nullptr);
   const Checked& c = out.c;
-  check_grouped_common(fn, c, a, b, d, masked_m, "masked_m");
+  check_grouped_common(fn, c, a, b, d, masked_m, "masked_m", false);
   check_masked_a_and_d(fn, a, d, groups, m, n, c.lda, c.ldd);
   out.grouped.grouping = static_cast<int>(kernels::kBf16GemmMasked);
   out.grouped.groups = groups;
   out.grouped.layout = static_cast<const int32_t*>(masked_m.data);
   out.grouped.plan_m = masked_plan_m(groups, expected_m, m);
   out.grouped.d_plane_stride = groups > 1 ? d.strides[0] : m * c.ldd;
+  out.grouped.b_group_stride = n * c.ldb;
   return out;
 }
 
@@ -895,6 +948,14 @@ void m_grouped_bf16_gemm_nt_contiguous(const TensorView& a, const TensorView& b,
   const ops::GroupedChecked checked = ops::check_m_grouped(a, b, d, m_indices);
   if (checked.c.m == 0 || checked.c.n == 0) return;
   ops::launch(ops::kMGroupedOp, checked.c, a, b, d, nullptr, ops::CMode::kZero, static_cast<CUstream>(stream),
+              &checked.grouped);
+}
+
+void m_grouped_bf16_gemm_nn_contiguous(const TensorView& a, const TensorView& b, const TensorView& d,
+                                       const TensorView& m_indices, Stream stream) {
+  const ops::GroupedChecked checked = ops::check_m_grouped_nn(a, b, d, m_indices);
+  if (checked.c.m == 0 || checked.c.n == 0) return;
+  ops::launch(ops::kMGroupedNnOp, checked.c, a, b, d, nullptr, ops::CMode::kZero, static_cast<CUstream>(stream),
               &checked.grouped);
 }
 

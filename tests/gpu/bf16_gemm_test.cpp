@@ -377,10 +377,12 @@ RowsChecked check_rows(const std::vector<RowTask>& tasks, int64_t n, int64_t k) 
 
 // The kernel the plan picks for an m-grouped problem, with the overrides as problem parameters (what
 // `kiln plan bf16_gemm_nt ... m_grouped=1` prints), for the case's name.
-std::string grouped_kernel(int64_t m, int64_t n, int64_t k, bool masked, const kiln::Bf16GemmOverrides& o) {
+std::string grouped_kernel(int64_t m, int64_t n, int64_t k, bool masked, const kiln::Bf16GemmOverrides& o,
+                           bool n_major_b = false) {
   kiln::CompileRequest r{"bf16_gemm_nt", {{"m", m}, {"n", n}, {"k", k}, {"m_grouped", 1}}, std::nullopt,
                          std::nullopt};
   if (masked) r.problem["masked"] = 1;
+  if (n_major_b) r.problem["n_major_b"] = 1;
   for (const auto& [name, value] : {std::pair<const char*, int>{"block_m", o.block_m}, {"block_n", o.block_n},
                                     {"stages", o.stages}})
     if (value != 0) r.problem[name] = value;
@@ -414,6 +416,7 @@ struct ContiguousCase {
   int64_t pad = 0;          // extra elements per row of A, B and D (NaN in A and B)
   int64_t bad_block = -1;   // a 128-row block whose every index is bad_index (out of range): its rows must be NaN
   int32_t bad_index = 0;
+  bool nn = false;  // m_grouped_bf16_gemm_nn_contiguous: B stored [G, k, n] (rows of n + pad, the padding NaN)
 };
 
 // Each group has its own rows of A and its own B (fresh random values); A's padding rows and the padding of its and
@@ -432,10 +435,10 @@ void run_contiguous(const ContiguousCase& c, uint64_t seed) {
   }
   m += c.tail_blocks * 128;
   const int64_t ld = k + c.pad, ldd = n + c.pad;
-  std::string name = "m_grouped_bf16_gemm_nt_contiguous " + std::to_string(groups) + " groups (" +
-                     list_text(c.sizes) + " rows), m=" + std::to_string(m) + " n=" + std::to_string(n) +
-                     " k=" + std::to_string(k) + " [" + grouped_kernel(m, n, k, false, c.forced) + "]" +
-                     forced_text(c.forced);
+  std::string name = std::string(c.nn ? "m_grouped_bf16_gemm_nn_contiguous " : "m_grouped_bf16_gemm_nt_contiguous ") +
+                     std::to_string(groups) + " groups (" + list_text(c.sizes) + " rows), m=" + std::to_string(m) +
+                     " n=" + std::to_string(n) + " k=" + std::to_string(k) + " [" +
+                     grouped_kernel(m, n, k, false, c.forced, c.nn) + "]" + forced_text(c.forced);
   if (c.tail_blocks) name += " +" + std::to_string(c.tail_blocks) + " padding blocks";
   if (c.pad) name += " padded " + std::to_string(c.pad);
   if (c.bad_block >= 0)
@@ -453,19 +456,32 @@ void run_contiguous(const ContiguousCase& c, uint64_t seed) {
     }
     // Every index of the block, so that each m block inside it (64 or 128 rows) starts with one.
     if (c.bad_block >= 0) std::fill_n(layout.begin() + c.bad_block * 128, 128, c.bad_index);
+    // The nn form: the same weights stored [G, k, n], rows of ldn (their padding NaN).
+    const int64_t ldn = n + c.pad;
+    if (c.nn) {
+      std::vector<uint16_t> t(static_cast<size_t>(groups * k * ldn), 0x7fc0);
+      for (int64_t g = 0; g < groups; ++g)
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t kk = 0; kk < k; ++kk)
+            t[static_cast<size_t>((g * k + kk) * ldn + j)] = b[static_cast<size_t>((g * n + j) * ld + kk)];
+      b = std::move(t);
+    }
     DeviceBuffer da(a.size() * 2), db(b.size() * 2), dl(layout.size() * 4),
         dd(static_cast<size_t>((m + 1) * ldd) * 2);
     da.upload(a.data());
     db.upload(b.data());
     dl.upload(layout.data());
     dd.poison();
-    kiln::TensorView tb = kiln::TensorView::contiguous(db.data(), kiln::DType::kBFloat16, {groups, n, k});
-    tb.strides[0] = n * ld;
-    tb.strides[1] = ld;
+    const kiln::TensorView tb =
+        c.nn ? kiln::gpu_test::strided_view(db.data(), kiln::DType::kBFloat16, {groups, k, n}, {k * ldn, ldn, 1})
+             : kiln::gpu_test::strided_view(db.data(), kiln::DType::kBFloat16, {groups, n, k}, {n * ld, ld, 1});
     const kiln::TensorView tl = kiln::TensorView::contiguous(dl.data(), kiln::DType::kInt32, {m});
     try {
       kiln::set_bf16_gemm_overrides(c.forced);
-      kiln::m_grouped_bf16_gemm_nt_contiguous(view(da.data(), m, k, ld), tb, view(dd.data(), m, n, ldd), tl);
+      if (c.nn)
+        kiln::m_grouped_bf16_gemm_nn_contiguous(view(da.data(), m, k, ld), tb, view(dd.data(), m, n, ldd), tl);
+      else
+        kiln::m_grouped_bf16_gemm_nt_contiguous(view(da.data(), m, k, ld), tb, view(dd.data(), m, n, ldd), tl);
       KILN_CU_CHECK(kiln::cuda::DriverApi::get().cuCtxSynchronize());
     } catch (...) {
       kiln::set_bf16_gemm_overrides({});
@@ -500,7 +516,8 @@ void run_contiguous(const ContiguousCase& c, uint64_t seed) {
           bad_not_nan += !std::isnan(bf16_to_f32(out[static_cast<size_t>(row * ldd + j)]));
     char detail[300];
     std::snprintf(detail, sizeof(detail), ": calc_diff %.2e over %zu rows, worst error %.2f of its bound, %lld out of "
-                  "bounds, %lld elements outside D or in padding-only blocks changed%s", rc.diff, tasks.size(), rc.worst,
+                  "bounds, %lld elements outside D or in padding-only blocks changed%s", rc.diff, tasks.size(),
+                  rc.worst,
                   static_cast<long long>(rc.bad), static_cast<long long>(changed),
                   c.bad_block < 0 ? "" : (", " + std::to_string(bad_not_nan) + " of the bad block not NaN").c_str());
     report(!tasks.empty() && rc.bad == 0 && changed == 0 && bad_not_nan == 0 && rc.diff < 1e-5 &&
@@ -702,6 +719,14 @@ int main(int argc, char** argv) {
         // blocks, among their valid ones (tiles walk m first).
         {mix6, 4096, 2048, {}, 24},
         {mix6, 4096, 2048, {64, 64, 0, 0}, 13},
+        // The nn form (B stored [G, k, n]): the plan's tiles, forced 64- and 128-row tiles, a K tail inside a box (520:
+        // each expert's plane zero-fills it, where one 2-D map would read the next expert's rows), padded strides, a
+        // bad block and a tail of padding blocks.
+        {mix6, 576, 520, {}, 2, 0, -1, 0, true},
+        {mix6, 576, 520, {64, 64, 0, 0}, 1, 8, -1, 0, true},
+        {mix6, 576, 520, {128, 256, 0, 0}, 0, 0, 3, 9, true},
+        {random_sizes, 7168, 2048, {}, 3, 0, -1, 0, true},
+        {{128, 0, 384, 256}, 4096, 7168, {128, 128, 0, 0}, 0, 8, -1, 0, true},
     };
     contiguous.insert(contiguous.end(), more.begin(), more.end());
     // The masked form: m of 64, 192 (not a multiple of 128: a group's last 128-row block reads the next group's rows

@@ -307,7 +307,8 @@ def check_contiguous(d, buffer, a, b, runs, bad, what: str, experts=None) -> Non
     torch.cuda.synchronize()
     m, n = d.shape
     align = kiln.get_mk_alignment_for_contiguous_layout()
-    end = max([first + (size + align - 1) // align * align for first, size in runs] + [first + align for first, _ in bad])
+    ends = [first + (size + align - 1) // align * align for first, size in runs] + [first + align for first, _ in bad]
+    end = max(ends)
     assert bool((d[end:] == SENTINEL).all()), f"{what}: blocks of padding only (rows {end}..{m}) were written"
     for g, (first, size) in enumerate(runs):
         if size:
@@ -367,6 +368,36 @@ def test_m_grouped_contiguous_tiles_streams_and_refusals():
     torch.cuda.synchronize()
     assert bool((buffer == SENTINEL).all()), "a refused call wrote D"
     kiln.m_grouped_bf16_gemm_nt_contiguous(a[:0], b, d[:0], indices[:0])  # m = 0: nothing launched
+
+
+def test_m_grouped_nn_contiguous():
+    """m_grouped_bf16_gemm_nn_contiguous (each expert's weights stored [k, n]): ragged experts with -1 padding, a bad
+    block, padding-only blocks, K tails inside a 64-wide box (520, 1048: each expert's plane of B zero-fills them),
+    both tile heights, and B with padded rows (a view of a wider buffer)."""
+    sizes = [300, 0, 37, 128, 1000, 5]
+    for n, k in RAGGED_NK:
+        a, b, d, buffer, indices, runs, bad = contiguous_problem(sizes, n, k, seed=2 * n + k, bad_indices=(-3,),
+                                                                 tail_blocks=2)
+        b_nn = b.transpose(1, 2).contiguous()  # [G, k, n]
+        kiln.m_grouped_bf16_gemm_nn_contiguous(a, b_nn, d, indices)
+        check_contiguous(d, buffer, a, b, runs, bad, f"nn: m = {d.shape[0]}, n = {n}, k = {k}")
+    n, k = 576, 520
+    a, b, d, buffer, indices, runs, bad = contiguous_problem(sizes, n, k, seed=99, tail_blocks=1)
+    wide = torch.full((len(sizes), k, n + 8), float("nan"), device="cuda", dtype=torch.bfloat16)
+    b_nn = wide[:, :, :n]
+    b_nn.copy_(b.transpose(1, 2))
+    try:
+        for block_m in (64, 128):
+            kiln.set_bf16_gemm_overrides(block_m=block_m)
+            buffer.fill_(SENTINEL)
+            kiln.m_grouped_bf16_gemm_nn_contiguous(a, b_nn, d, indices)
+            check_contiguous(d, buffer, a, b, runs, bad, f"nn with padded rows of B, block_m {block_m}")
+    finally:
+        kiln.set_bf16_gemm_overrides()
+    with raises(ValueError, r"m_grouped_bf16_gemm_nn_contiguous: b must be N-major \(stride\(2\) == 1\)"):
+        kiln.m_grouped_bf16_gemm_nn_contiguous(a, b.transpose(1, 2), d, indices)
+    print(f"  nn: {len(sizes)} experts, n x k = {RAGGED_NK} and padded rows of B: every expert within calc_diff "
+          f"{MAX_DIFF}")
 
 
 def test_m_grouped_contiguous_in_a_graph():

@@ -1,15 +1,17 @@
-// The BF16 m-grouped GEMMs (m_grouped_bf16_gemm_nt_contiguous and m_grouped_bf16_gemm_nt_masked) on the host: every
+// The BF16 m-grouped GEMMs (m_grouped_bf16_gemm_nt_contiguous, its nn form with each expert's weights stored [k, n],
+// and m_grouped_bf16_gemm_nt_masked) on the host: every
 // check of their grouped tensors and of expected_m (one case per check, each naming the function, the argument, what
 // was expected and what was given), the checks they share with bf16_gemm_nt on group 0's views, a valid call reaching
 // the device (which this machine lacks) only after all of them; their plans (64- and 128-row tiles, no pairs, a bf16
-// D, K-major operands); the registry's m_grouped=1 and masked=1; the source they render; and both compilers building
-// their kernels for sm_90a.
+// D, K-major operands but the nn form's B); the registry's m_grouped=1, masked=1 and n_major_b=1; the source they
+// render; and both compilers building their kernels for sm_90a.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codegen/kernel_spec.hpp"
@@ -135,6 +137,73 @@ TEST(Bf16GemmMGroupedValidate, EmptyProblemsAreNoOpsAndAValidCallReachesTheDevic
   EXPECT_NO_THROW(Contiguous(4, 512, 0, 520).run());
   EXPECT_TRUE(contiguous_passes([](Contiguous&) {}));
   EXPECT_TRUE(contiguous_passes([](Contiguous& g) { g = Contiguous(1, 128, 8, 8); }));
+}
+
+// ---- m_grouped_bf16_gemm_nn_contiguous ---------------------------------------------------------------------------
+
+// As Contiguous, with B [G, k, n] (each expert's weights stored N-major).
+struct ContiguousNn {
+  TensorView a, b, d, m_indices;
+  ContiguousNn(int64_t groups, int64_t m, int64_t n, int64_t k) {
+    a = TensorView::contiguous(ptr(0x10000000), DType::kBFloat16, {m, k});
+    b = TensorView::contiguous(ptr(0x30000000), DType::kBFloat16, {groups, k, n});
+    d = TensorView::contiguous(ptr(0x50000000), DType::kBFloat16, {m, n});
+    m_indices = TensorView::contiguous(ptr(0x60000000), DType::kInt32, {m});
+  }
+  void run() const { m_grouped_bf16_gemm_nn_contiguous(a, b, d, m_indices); }
+};
+
+std::string nn_error(const std::function<void(ContiguousNn&)>& change, ErrorKind kind = ErrorKind::kValueError) {
+  ContiguousNn g(4, 512, 576, 520);
+  change(g);
+  const std::string e = error_of([&] { g.run(); }, kind);
+  EXPECT_THAT(e, HasSubstr("m_grouped_bf16_gemm_nn_contiguous: "));
+  return e;
+}
+
+bool nn_passes(const std::function<void(ContiguousNn&)>& change) {
+  ContiguousNn g(4, 512, 576, 520);
+  change(g);
+  return !error_of([&] { g.run(); }, ErrorKind::kCudaError).empty();
+}
+
+TEST(Bf16GemmMGroupedNnValidate, DtypesShapesAndLayouts) {
+  EXPECT_THAT(nn_error([](ContiguousNn& g) { g.b.dtype = DType::kFloat16; }, ErrorKind::kTypeError),
+              HasSubstr("b must be bfloat16, got float16"));
+  EXPECT_THAT(nn_error([](ContiguousNn& g) { g.m_indices.dtype = DType::kInt64; }, ErrorKind::kTypeError),
+              HasSubstr("m_indices must be int32, got int64"));
+  EXPECT_THAT(nn_error([](ContiguousNn& g) { g.b.ndim = 2; }), HasSubstr("b must be 3-dimensional, got 2"));
+  // B is [G, k, n]: its k is size(1).
+  EXPECT_THAT(nn_error([](ContiguousNn& g) { g.b.shape[1] = 512; }),
+              AllOf(HasSubstr("b must be of shape (groups, k, n) with k == 520 (a's k)"),
+                    HasSubstr("got shape (4, 512, 576)")));
+  EXPECT_THAT(nn_error([](ContiguousNn& g) { g.b.shape[0] = 0; }),
+              HasSubstr("b must be of shape (groups, k, n) with 1 <= groups <= 2147483647"));
+  EXPECT_THAT(nn_error([](ContiguousNn& g) { g.d.shape[1] = 584; }),
+              HasSubstr("d must be of shape (512, 576) (m of a, n of b)"));
+  // N-major: rows of n; a K-major B (a transposed [G, n, k]) is the nt form's.
+  EXPECT_THAT(nn_error([](ContiguousNn& g) { g.b.strides = {520 * 576, 1, 520, 0}; }),
+              AllOf(HasSubstr("b must be N-major (stride(2) == 1)"), HasSubstr("got strides (299520, 1, 520)")));
+  // The groups one after the other at k rows of its row stride; a padded row stride is fine, a misaligned one not.
+  EXPECT_THAT(nn_error([](ContiguousNn& g) { g.b.strides[0] += 8; }),
+              AllOf(HasSubstr("b must be groups one after the other: strides (k * s, s, 1), here stride(0) == 299520"),
+                    HasSubstr("got strides (299528, 576, 1)")));
+  EXPECT_TRUE(nn_passes([](ContiguousNn& g) { g.b.strides = {520 * 584, 584, 1, 0}; }));
+  EXPECT_THAT(nn_error([](ContiguousNn& g) { g.b.strides = {520 * 580, 580, 1, 0}; }),
+              HasSubstr("b must be N-major with columns 16-byte aligned (stride(1) a multiple of 8)"));
+  EXPECT_THAT(nn_error([](ContiguousNn& g) { g.b.shape[2] = 572; g.d.shape[1] = 572; }),
+              HasSubstr("b must be of a size(0) (n) that is a multiple of 8"));
+  EXPECT_THAT(nn_error([](ContiguousNn& g) { g.a.strides = {1, 512, 0, 0}; }),
+              HasSubstr("a must be K-major (stride(-1) == 1)"));
+  EXPECT_THAT(nn_error([](ContiguousNn& g) { g.d.data = ptr(0x30000000 + 3 * 576 * 520 * 2); }),
+              HasSubstr("d must be memory that does not overlap b's"));
+}
+
+TEST(Bf16GemmMGroupedNnValidate, EmptyProblemsAreNoOpsAndAValidCallReachesTheDevice) {
+  EXPECT_NO_THROW(ContiguousNn(4, 0, 576, 520).run());
+  EXPECT_NO_THROW(ContiguousNn(4, 512, 0, 520).run());
+  EXPECT_TRUE(nn_passes([](ContiguousNn&) {}));
+  EXPECT_TRUE(nn_passes([](ContiguousNn& g) { g = ContiguousNn(1, 128, 64, 8); }));
 }
 
 // ---- m_grouped_bf16_gemm_nt_masked -------------------------------------------------------------------------------
@@ -265,6 +334,23 @@ TEST(Bf16GemmGroupedPlan, SixtyFourAndOneTwentyEightRowTilesWithoutPairs) {
       }
 }
 
+// The nn form (an N-major B): the contiguous form's tiles with BLOCK_N a multiple of 64 (B loads in 64-column boxes).
+TEST(Bf16GemmGroupedPlan, TheNnFormsTilesLoadBInBoxesOf64Columns) {
+  for (const int64_t n : {576, 4096, 7168})
+    for (const int64_t k : {520, 7168}) {
+      const ops::Bf16GemmPlan plan = ops::bf16_gemm_plan(kH200, n, k, {}, 0, 2, kMGrouped);
+      ASSERT_FALSE(plan.kernels.empty());
+      EXPECT_LE(plan.kernels.size(), 8u);
+      for (const ops::Bf16GemmConfig& c : plan.kernels) {
+        EXPECT_TRUE(c.block_m == 64 || c.block_m == 128) << c.describe();
+        EXPECT_EQ(c.block_n % 64, 0) << c.describe();
+        EXPECT_EQ(c.cluster_m, 1) << c.describe();
+        EXPECT_EQ(c.mn_major, 2);
+        EXPECT_THAT(c.describe(), HasSubstr(", N-major B, m-grouped"));
+      }
+    }
+}
+
 TEST(Bf16GemmGroupedPlan, OverridesAndFormsItCannotTake) {
   const ops::Bf16GemmPlan forced = ops::bf16_gemm_plan(kH200, 4096, 7168, {64, 128, 0, 0}, 0, 0, kMGrouped);
   ASSERT_EQ(forced.kernels.size(), 1u);
@@ -276,10 +362,15 @@ TEST(Bf16GemmGroupedPlan, OverridesAndFormsItCannotTake) {
   EXPECT_THAT(error_of([] { ops::bf16_gemm_plan(kH200, 4096, 7168, {128, 128, 0, 2}, 0, 0, kMasked); }),
               HasSubstr("bf16_gemm_nt: cluster_m must be 0 (heuristic) or 1 in the m-grouped forms"));
   EXPECT_THAT(error_of([] { ops::bf16_gemm_plan(kH200, 4096, 7168, {}, 1, 0, kMGrouped); }),
-              HasSubstr("bf16_gemm_nt: the m-grouped forms take a bfloat16 D and K-major operands, got epilogue 1 "
-                        "and mn_major 0"));
+              HasSubstr("bf16_gemm_nt: the m-grouped forms take a bfloat16 D and K-major operands (the contiguous "
+                        "form's B may be N-major: mn_major 2), got epilogue 1 and mn_major 0"));
   EXPECT_THAT(error_of([] { ops::bf16_gemm_plan(kH200, 4096, 7168, {}, 0, 2, kMasked); }),
               HasSubstr("got epilogue 0 and mn_major 2"));
+  EXPECT_THAT(error_of([] { ops::bf16_gemm_plan(kH200, 4096, 7168, {}, 0, 1, kMGrouped); }),
+              HasSubstr("the m-grouped forms take a bfloat16 D and K-major operands (the contiguous form's B may be "
+                        "N-major: mn_major 2), got epilogue 0 and mn_major 1"));
+  EXPECT_THAT(error_of([] { ops::bf16_gemm_plan(kH200, 4096, 7168, {64, 96, 0, 0}, 0, 2, kMGrouped); }),
+              HasSubstr("block_n must be 0 (heuristic) or a multiple of 64 with an N-major b"));
   EXPECT_THAT(error_of([] { ops::bf16_gemm_plan(kH200, 4096, 7168, {}, 0, 0, 3); }),
               HasSubstr("bf16_gemm_nt: grouping must be 0 (one GEMM), 1 (m-grouped contiguous) or 2 (m-grouped "
                         "masked), got 3"));
@@ -319,8 +410,18 @@ TEST(Bf16GemmGroupedRegistry, PlanListsTheGroupedKernels) {
               HasSubstr("bf16_gemm_nt: parameter masked must be 0 or 1"));
   EXPECT_THAT(error_of([] { uses({{"m", 64}, {"n", 4096}, {"k", 7168}, {"m_grouped", 1}, {"fp32", 1}}); }),
               HasSubstr("bf16_gemm_nt: parameter m_grouped=1 takes a bfloat16 D: it needs fp32=0 and accumulate=0"));
-  EXPECT_THAT(error_of([] { uses({{"m", 64}, {"n", 4096}, {"k", 7168}, {"m_grouped", 1}, {"n_major_b", 1}}); }),
-              HasSubstr("bf16_gemm_nt: parameter m_grouped=1 takes K-major operands"));
+  EXPECT_THAT(error_of([] { uses({{"m", 64}, {"n", 4096}, {"k", 7168}, {"m_grouped", 1}, {"m_major_a", 1}}); }),
+              HasSubstr("bf16_gemm_nt: parameter m_grouped=1 takes a K-major A: it needs m_major_a=0"));
+  EXPECT_THAT(
+      error_of([] { uses({{"m", 64}, {"n", 4096}, {"k", 7168}, {"m_grouped", 1}, {"masked", 1}, {"n_major_b", 1}}); }),
+      HasSubstr("bf16_gemm_nt: parameter masked=1 takes K-major operands: it needs m_major_a=0 and n_major_b=0"));
+  // m_grouped=1 n_major_b=1: the nn form's kernels.
+  const ops::Problem nn{
+      {"m", ops::ProblemValue::range(1, 16384)}, {"n", 4096}, {"k", 7168}, {"m_grouped", 1}, {"n_major_b", 1}};
+  for (const ops::KernelUse& u : uses(nn)) {
+    EXPECT_THAT(u.detail, HasSubstr(", N-major B, m-grouped"));
+    EXPECT_THAT(u.spec.describe(), HasSubstr("epilogue=0 mn_major=2 group_m=8 grouping=1"));
+  }
   EXPECT_THAT(error_of([] { uses({{"m", 64}, {"n", 4096}, {"k", 7168}, {"m_grouped", 1}, {"block_m", 256}}); }),
               HasSubstr("block_m must be 0 (heuristic), 64 or 128 in the m-grouped forms"));
 }
@@ -334,10 +435,14 @@ TEST(Bf16GemmGroupedGolden, SourceOfEachForm) {
   ASSERT_EQ(masked.kernels.size(), 1u);
   test::expect_golden_text("ops_bf16_gemm_masked_golden.cu",
                            codegen::render_source(ops::bf16_gemm_spec(7168, 2048, masked.kernels[0])));
+  const ops::Bf16GemmPlan nn = ops::bf16_gemm_plan(kH200, 7168, 2048, {128, 128, 0, 0}, 0, 2, kMGrouped);
+  ASSERT_EQ(nn.kernels.size(), 1u);
+  test::expect_golden_text("ops_bf16_gemm_m_grouped_nn_golden.cu",
+                           codegen::render_source(ops::bf16_gemm_spec(7168, 2048, nn.kernels[0])));
 }
 
 // Both compilers build the grouped kernels for sm_90a with no GPU, without spills, local memory or serialised WGMMAs:
-// each form's plan for one (n, k), and forced 64x256 and 128x256 tiles at a ragged N and K.
+// each form's plan for one (n, k) (the nn form's too), and forced 64x256 and 128x256 tiles at a ragged N and K.
 class Bf16GemmGroupedCompile : public ::testing::TestWithParam<Backend> {
  protected:
   test::TempDir home_, state_;
@@ -345,11 +450,11 @@ class Bf16GemmGroupedCompile : public ::testing::TestWithParam<Backend> {
 
 TEST_P(Bf16GemmGroupedCompile, ThePlansKernelsAndForcedTilesBuild) {
   std::vector<std::pair<int64_t, ops::Bf16GemmConfig>> kernels;
-  for (const int grouping : {kMGrouped, kMasked}) {
-    for (const ops::Bf16GemmConfig& c : ops::bf16_gemm_plan(kH200, 4096, 7168, {}, 0, 0, grouping).kernels)
+  for (const auto& [grouping, mn_major] : {std::pair{kMGrouped, 0}, std::pair{kMasked, 0}, std::pair{kMGrouped, 2}}) {
+    for (const ops::Bf16GemmConfig& c : ops::bf16_gemm_plan(kH200, 4096, 7168, {}, 0, mn_major, grouping).kernels)
       kernels.push_back({4096, c});
     for (const Bf16GemmOverrides o : {Bf16GemmOverrides{64, 256, 0, 0}, Bf16GemmOverrides{128, 256, 0, 0}})
-      kernels.push_back({576, ops::bf16_gemm_plan(kH200, 576, 520, o, 0, 0, grouping).kernels.at(0)});
+      kernels.push_back({576, ops::bf16_gemm_plan(kH200, 576, 520, o, 0, mn_major, grouping).kernels.at(0)});
   }
   for (const auto& [n, c] : kernels) {
     const codegen::KernelSpec spec = ops::bf16_gemm_spec(n, n == 576 ? 520 : 7168, c);

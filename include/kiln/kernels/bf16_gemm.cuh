@@ -29,7 +29,9 @@
 // its transpose immediate; the shared-memory bytes and the offsets of warpgroups and waves are the K-major ones.
 //
 // Grouping (kGrouping, bf16_gemm_params.h): the MoE experts' GEMMs in one launch, with a bf16 D and K-major operands,
-// tiles of 64 or 128 rows and no CTA pairs. B holds every group's [N, K] one after the other (one map over them all).
+// tiles of 64 or 128 rows and no CTA pairs. B holds every group's [N, K] one after the other (one map over them all);
+// the contiguous form's B may instead be N-major, every group's [K, N] (m_grouped_bf16_gemm_nn_contiguous), through a
+// 3-D map whose plane is the group, so that a box at a K tail is zero-filled rather than read from the next group.
 //   * m-grouped contiguous: A's rows are grouped by expert, each group's aligned to the m block; an m block takes its
 //     first row's group (gemm_m_group_entry) and reads that group's rows of B; a block of padding only (first row -1)
 //     is skipped by the producer and the math warps alike (GemmPaddingSkip), its rows of D not written; a block whose
@@ -125,8 +127,10 @@ struct Bf16Gemm {
   static_assert(kGroupM >= 1 && (kGroupM & (kGroupM - 1)) == 0, "a group holds a power of two of m units");
   static_assert(kGrouping <= kBf16GemmMasked, "kGrouping: kBf16GemmDense, kBf16GemmMGrouped or kBf16GemmMasked");
   static_assert(kGrouping == kBf16GemmDense ||
-                    (kWaves == 1 && kClusterM == 1 && kEpilogue == kBf16GemmStoreBf16 && kMnMajor == 0),
-                "the m-grouped forms: 64- or 128-row tiles, no CTA pairs, a bf16 D, K-major operands");
+                    (kWaves == 1 && kClusterM == 1 && kEpilogue == kBf16GemmStoreBf16 &&
+                     (kMnMajor == 0 || (kGrouping == kBf16GemmMGrouped && kMnMajor == kBf16GemmMnMajorB))),
+                "the m-grouped forms: 64- or 128-row tiles, no CTA pairs, a bf16 D, K-major operands (the contiguous "
+                "form's B may be N-major)");
   static_assert(kStages >= 1 && kStages <= kBf16GemmMaxStages, "stages: 1..32");
   static_assert(kLayout.total_bytes <= kBf16GemmSmemPerBlock, "the stages do not fit in shared memory");
   static_assert(kN % 8 == 0 && kN > 0, "N must be a positive multiple of 8");
@@ -246,11 +250,18 @@ struct Bf16Gemm {
       const u32 stage_tx_bytes = last ? last_stage_tx_bytes : kLayout.stage_tx_bytes;
       // The m-grouped forms: this tile's group's rows of B (its map spans every group's), and the masked form's of A.
       i32 a_row0 = 0, b_row0 = 0;
+      [[maybe_unused]] i32 b_plane = 0;
       if constexpr (kMasked) {
         a_row0 = static_cast<i32>(walk.group * p.m);
         b_row0 = static_cast<i32>(walk.group * kN);
       } else if constexpr (kContiguous) {
-        b_row0 = static_cast<i32>(gemm_m_group_of_entry(skip.entry, p.num_groups).group * kN);
+        // An N-major B's map is 3-D with the group as its plane: a 2-D one over every group's [K, N] would let a
+        // box at a K tail read the next group's rows.
+        const i32 group = static_cast<i32>(gemm_m_group_of_entry(skip.entry, p.num_groups).group);
+        if constexpr (kBMnMajor)
+          b_plane = group;
+        else
+          b_row0 = group * static_cast<i32>(kN);
       }
       const i32 m0 = a_row0 + static_cast<i32>(m_block * kBlockM);
       const i32 n0 = b_row0 + static_cast<i32>(n_block * kBlockN);
@@ -273,7 +284,12 @@ struct Bf16Gemm {
         } else {
           ptx::tma_load_2d_hint(a_tile, tma_a, &full[stage], k0, m0, ptx::kL2EvictNormal);
         }
-        if constexpr (kBMnMajor) {
+        if constexpr (kBMnMajor && kContiguous) {
+#pragma unroll
+          for (u32 box = 0; box < kBlockN / kMnBox; ++box)
+            ptx::tma_load_3d_hint(b_tile + box * kMnBoxBytes, &p.tma_b, &full[stage],
+                                  n0 + static_cast<i32>(box * kMnBox), k0, b_plane, b_policy);
+        } else if constexpr (kBMnMajor) {
 #pragma unroll
           for (u32 box = 0; box < kBlockN / kMnBox; ++box)
             ptx::tma_load_2d_hint(b_tile + box * kMnBoxBytes, &p.tma_b, &full[stage],

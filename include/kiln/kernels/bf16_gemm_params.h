@@ -29,7 +29,8 @@ struct alignas(64) Bf16GemmParams {
   TmaDescriptor tma_a_last;
   // B: bf16 [N, K], dims {K, N}, box {64, BLOCK_N} (BLOCK_N / 2 for CTA pairs sharing B), 128-byte swizzle,
   // out-of-bounds zero fill. N-major (kBf16GemmMnMajorB): dims {N, K}, box {64, 64}. The m-grouped forms: every
-  // group's [N, K] one after the other, dims {K, G * N}.
+  // group's [N, K] one after the other, dims {K, G * N}; the contiguous form's N-major B 3-D, dims {N, K, G}, box
+  // {64, 64, 1}.
   TmaDescriptor tma_b;
   // D: bf16 (or fp32, per the kernel's epilogue) [M, N] with row stride ldd, dims {N, M}, box
   // {bf16_gemm_store_cols(BLOCK_N, out_bytes), 64}, a swizzle of store_cols * out_bytes bytes (ldd * out_bytes and

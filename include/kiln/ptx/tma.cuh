@@ -49,6 +49,16 @@ __device__ __forceinline__ void tma_load_2d_hint(void* smem_dst, const void* ten
       : "memory");
 }
 
+// The same through a 3-D map (coordinates innermost first): the box at (c0, c1) of plane c2.
+__device__ __forceinline__ void tma_load_3d_hint(void* smem_dst, const void* tensor_map, u64* bar, i32 c0, i32 c1,
+                                                 i32 c2, u64 policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3, %4}], [%5], %6;\n" ::"r"(static_cast<u32>(__cvta_generic_to_shared(smem_dst))),
+      "l"(tensor_map), "r"(c0), "r"(c1), "r"(c2), "r"(static_cast<u32>(__cvta_generic_to_shared(bar))), "l"(policy)
+      : "memory");
+}
+
 // The same through a 5-D map (a 2-D tensor viewed in five dimensions, so that the box lands in another order):
 // the box at (c0, 0, 0, 0, c4).
 __device__ __forceinline__ void tma_load_5d_hint(void* smem_dst, const void* tensor_map, u64* bar, i32 c0, i32 c4,
