@@ -33,7 +33,9 @@ FP8 contiguous benchmark's MoE shapes (bench/fp8_gemm_m_grouped_bench.py: G expe
 the other in A, each expert its own B [n, k], the last shape with as many padding-only rows again) in bf16, against
 cuBLAS per expert (torch.mm(A_g, B_g^T, out=D_g) into its rows of D, the loop timed as one unit) and against kiln's
 dense GEMM over the same rows with one B ("kiln dense": the same arithmetic). Rows "form": "m_grouped"; TFLOPS count
-the experts' rows only. --masked: m_grouped_bf16_gemm_nt_masked the same way on the FP8 masked benchmark's shapes
+the experts' rows only; the padding-only rows must keep their NaN (the kernel skips them). Then the same shapes in the
+nn form (m_grouped_bf16_gemm_nn_contiguous, each B given [k, n]; cuBLAS per expert multiplies by the same views): rows
+"form": "m_grouped_nn". --masked: m_grouped_bf16_gemm_nt_masked the same way on the FP8 masked benchmark's shapes
 (bench/fp8_gemm_masked_bench.py: G experts in blocks of 4096 rows, masked_m[g] of them valid), cuBLAS per expert on
 its valid rows; rows "form": "masked", "m" the valid rows in all. Both verified first: up to 64 rows of each expert
 against the float64 product, calc_diff < 1e-5, and every valid row finite. --no-dense leaves out the dense shapes (and
@@ -144,7 +146,7 @@ def main() -> int:
 
     ms, nks = load_shapes(SHAPES_FILE)
     shapes = [] if args.no_dense else [(m, n, k) for m in ms for n, k in nks]
-    grouped_count = len(M_GROUPED_SHAPES) * args.m_grouped + len(MASKED_SHAPES) * args.masked
+    grouped_count = 2 * len(M_GROUPED_SHAPES) * args.m_grouped + len(MASKED_SHAPES) * args.masked
     bench = start_gpu_bench("bf16_gemm_bench", args, len(shapes) + grouped_count)
     if bench is None:
         return 77
@@ -215,6 +217,8 @@ def main() -> int:
     if args.m_grouped:
         failures += bench_grouped(torch, kiln, device, timed_us, rows, "m_grouped_bf16_gemm_nt_contiguous",
                                   M_GROUPED_SHAPES, m_grouped_row)
+        failures += bench_grouped(torch, kiln, device, timed_us, rows, "m_grouped_bf16_gemm_nn_contiguous",
+                                  M_GROUPED_SHAPES, m_grouped_nn_row)
     if args.masked:
         failures += bench_grouped(torch, kiln, device, timed_us, rows, "m_grouped_bf16_gemm_nt_masked",
                                   MASKED_SHAPES, masked_row)
@@ -230,7 +234,7 @@ def main() -> int:
     if args.accumulate:
         summary["geomean_vs_cublas_add_f32"] = geomean([r["speedup_vs_cublas"] for r in rows
                                                         if r["form"] == "add_f32" and "speedup_vs_cublas" in r])
-    for form in ("m_grouped", "masked"):
+    for form in ("m_grouped", "m_grouped_nn", "masked"):
         for peer in ("cublas", "kiln_dense"):
             if any(r["form"] == form for r in rows):
                 summary[f"geomean_{form}_vs_{peer}"] = geomean([r.get(f"speedup_vs_{peer}") for r in rows
@@ -384,7 +388,8 @@ def grouped_requests(m_grouped: bool, masked: bool) -> list:
     rows, padding included; the masked form's at experts x expected rows) and its kiln dense peer's."""
     requests = []
     for groups, m, n, k, tail in M_GROUPED_SHAPES if m_grouped else ():
-        requests += [dict(n=n, k=k, m=m + tail, m_grouped=1), dict(n=n, k=k, m=m)]
+        requests += [dict(n=n, k=k, m=m + tail, m_grouped=1), dict(n=n, k=k, m=m + tail, m_grouped=1, n_major_b=1),
+                     dict(n=n, k=k, m=m)]
     for index, (groups, expected, total, n, k) in enumerate(MASKED_SHAPES if masked else ()):
         valid = sum(expert_counts(groups, expected, total, seed=index))
         requests += [dict(n=n, k=k, m=groups * min(max(expected, 1), MAX_M), m_grouped=1, masked=1),
@@ -427,8 +432,14 @@ def bench_grouped(torch, kiln, device, timed_us, rows, function, shapes, row_of)
     return failures
 
 
-def m_grouped_row(torch, kiln, device, timed_us, contiguous, index, groups, m, n, k, tail) -> dict:
-    """One --m-grouped shape, verified, timed and printed."""
+def m_grouped_nn_row(torch, kiln, device, timed_us, contiguous, index, groups, m, n, k, tail) -> dict:
+    """One --m-grouped shape in the nn form (m_grouped_bf16_gemm_nn_contiguous: each expert's B stored [k, n])."""
+    return m_grouped_row(torch, kiln, device, timed_us, contiguous, index, groups, m, n, k, tail, nn=True)
+
+
+def m_grouped_row(torch, kiln, device, timed_us, contiguous, index, groups, m, n, k, tail, nn: bool = False) -> dict:
+    """One --m-grouped shape, verified, timed and printed; `nn`: B given [G, k, n] (the cuBLAS peer multiplies by the
+    same [k, n] views)."""
     sizes = expert_rows(groups, m, seed=min(index, 1))  # the FP8 benchmark's: its padded repeat of shape 1 too
     firsts = [sum(sizes[:g]) for g in range(groups)]
     torch.manual_seed(3000 + index)
@@ -438,28 +449,29 @@ def m_grouped_row(torch, kiln, device, timed_us, contiguous, index, groups, m, n
     for g, (first, size) in enumerate(zip(firsts, sizes)):
         indices[first:first + size] = g
     d = torch.empty(m + tail, n, device=device, dtype=torch.bfloat16)
-    row = {"form": "m_grouped", "layout": "nt", "groups": groups, "m": m, "n": n, "k": k, "rows": sizes,
-           "padding_rows": tail}
+    b_given = b.transpose(1, 2).contiguous() if nn else b  # [G, k, n] for the nn form
+    row = {"form": "m_grouped_nn" if nn else "m_grouped", "layout": "nn" if nn else "nt", "groups": groups, "m": m,
+           "n": n, "k": k, "rows": sizes, "padding_rows": tail}
     try:
         d.fill_(float("nan"))
-        contiguous(a, b, d, indices)
+        contiguous(a, b_given, d, indices)
         torch.cuda.synchronize()
         worst = 0.0
         for g, (first, size) in enumerate(zip(firsts, sizes)):
             checked = slice(first, first + min(size, 64))
             worst = max(worst, calc_diff(d[checked], a[checked].double() @ b[g].double().T))
         row["diff_reference"] = worst
-        # The padding-only rows after the experts' come out unspecified: not checked.
-        row["verified"] = bool(torch.isfinite(d[:m]).all()) and worst < MAX_DIFF
+        # The blocks of padding only after the experts' are skipped: they keep their NaN.
+        row["verified"] = bool(torch.isfinite(d[:m]).all()) and bool(torch.isnan(d[m:]).all()) and worst < MAX_DIFF
     except Exception as e:  # noqa: BLE001 - reported, counted as a failure
         row["error"] = f"{type(e).__name__}: {e}"
         row["verified"] = False
 
     def cublas_per_expert():
         for g, (first, size) in enumerate(zip(firsts, sizes)):
-            torch.mm(a[first:first + size], b[g].T, out=d[first:first + size])
+            torch.mm(a[first:first + size], b_given[g] if nn else b[g].T, out=d[first:first + size])
 
-    calls = {"kiln": lambda: contiguous(a, b, d, indices),
+    calls = {"kiln": lambda: contiguous(a, b_given, d, indices),
              "kiln_dense": lambda: kiln.bf16_gemm_nt(a[:m], b[0], d[:m]), "cublas": cublas_per_expert}
     flops = 2.0 * m * n * k
     nbytes = 2.0 * (m * k + groups * n * k + m * n)
@@ -467,7 +479,8 @@ def m_grouped_row(torch, kiln, device, timed_us, contiguous, index, groups, m, n
         if peer != "kiln" or "error" not in row:
             time_into(row, peer, timed_us, call, flops, nbytes)
     padded = f" + {tail} padding" if tail else ""
-    finish_grouped_row(row, f"m-grouped {groups} experts, {m} rows{padded} ({min(sizes)}..{max(sizes)})")
+    form = "m-grouped nn" if nn else "m-grouped"
+    finish_grouped_row(row, f"{form} {groups} experts, {m} rows{padded} ({min(sizes)}..{max(sizes)})")
     return row
 
 

@@ -1,7 +1,8 @@
 """kiln.bf16_gemm_nt without a GPU: the arguments the wrapper checks itself, every validation error the library
 reports on the host (its exception kind and message, naming bf16_gemm_nt with or without c), empty problems, the
-overrides, and the plans of each dtype of d. The same for the m-grouped forms, m_grouped_bf16_gemm_nt_contiguous and
-m_grouped_bf16_gemm_nt_masked (errors naming the function and the argument, expected_m, their plans).
+overrides, and the plans of each dtype of d. The same for the m-grouped forms, m_grouped_bf16_gemm_nt_contiguous, its
+nn form (m_grouped_bf16_gemm_nn_contiguous) and m_grouped_bf16_gemm_nt_masked (errors naming the function and the
+argument, expected_m, their plans).
 
 Tensors "on a CUDA device" are DLPack producers that describe memory they do not own (fakes.py): the C++ operation
 checks every precondition before it touches memory or a GPU. A call that passes every check needs a GPU; without one
@@ -167,7 +168,8 @@ IDX = BASE + 0x70000000
 def test_m_grouped_names_are_exported():
     namespace: dict = {}
     exec("from kiln import *", namespace)
-    for name in ("m_grouped_bf16_gemm_nt_contiguous", "m_grouped_bf16_gemm_nt_masked"):
+    for name in ("m_grouped_bf16_gemm_nt_contiguous", "m_grouped_bf16_gemm_nn_contiguous",
+                 "m_grouped_bf16_gemm_nt_masked"):
         assert name in kiln.__all__ and namespace[name] is getattr(kiln, name)
         assert callable(getattr(kiln._native, name))
     assert kiln.get_mk_alignment_for_contiguous_layout() == 128
@@ -249,6 +251,53 @@ def test_m_grouped_kernels_are_planned_without_a_gpu():
     assert any(f"block_m={bm} " in kernels[0]["spec"] for bm in (64, 128)), kernels
     dense = kiln.plan("bf16_gemm_nt", n=4096, k=7168, m=4096, arch="sm_90a")
     assert dense[0]["key"] != kernels[0]["key"], "the m-grouped kernel must be keyed apart from the dense one"
+
+
+NN = kiln.m_grouped_bf16_gemm_nn_contiguous
+
+
+def nn_fakes(m: int = 512, n: int = 576, k: int = 520, groups: int = 4, **changes):
+    """As m_grouped_fakes, with B [G, k, n] (each expert's weights stored N-major)."""
+    t = {
+        "a": FakeDLPack((m, k), "bfloat16", ptr=BASE),
+        "b": FakeDLPack((groups, k, n), "bfloat16", ptr=B),
+        "d": FakeDLPack((m, n), "bfloat16", ptr=D),
+        "m_indices": FakeDLPack((m,), "int32", ptr=IDX),
+    }
+    t.update(changes)
+    return t["a"], t["b"], t["d"], t["m_indices"]
+
+
+@pytest.mark.parametrize("changes, error, message", [
+    ({"b": FakeDLPack((4, 520, 576), "float16", ptr=B)}, TypeError, "b must be bfloat16, got float16"),
+    ({"b": FakeDLPack((4, 512, 576), "bfloat16", ptr=B)}, ValueError,
+     r"b must be of shape \(groups, k, n\) with k == 520 \(a's k\)"),
+    ({"b": FakeDLPack((4, 520, 576), "bfloat16", strides=(520 * 576, 1, 520), ptr=B)}, ValueError,
+     r"b must be N-major \(stride\(2\) == 1\)"),
+    ({"b": FakeDLPack((4, 520, 576), "bfloat16", strides=(520 * 576 + 8, 576, 1), ptr=B)}, ValueError,
+     r"b must be groups one after the other: strides \(k \* s, s, 1\)"),
+    ({"b": FakeDLPack((4, 520, 576), "bfloat16", strides=(520 * 580, 580, 1), ptr=B)}, ValueError,
+     "b must be N-major with columns 16-byte aligned"),
+    ({"d": FakeDLPack((512, 584), "bfloat16", ptr=D)}, ValueError, r"d must be of shape \(512, 576\)"),
+])
+def test_m_grouped_nn_preconditions(changes, error, message):
+    a, b, d, idx = nn_fakes(**changes)
+    with pytest.raises(error, match="^m_grouped_bf16_gemm_nn_contiguous: " + message):
+        NN(a, b, d, idx)
+    with pytest.raises(ValueError, match="^m_grouped_bf16_gemm_nn_contiguous: compiled_dims must be"):
+        NN(*nn_fakes(), compiled_dims="x")
+
+
+def test_m_grouped_nn_empty_problems_padded_rows_and_plans():
+    for m, n in ((0, 576), (256, 0)):
+        assert NN(*nn_fakes(m=m, n=n)) is None
+    if NO_GPU:  # every check passes: B's rows padded to 584 elements, then the launch needs a GPU
+        with pytest.raises(kiln.CudaError):
+            NN(*nn_fakes(b=FakeDLPack((4, 520, 576), "bfloat16", strides=(520 * 584, 584, 1), ptr=B)))
+    kernels = kiln.plan("bf16_gemm_nt", n=4096, k=7168, m=4096, m_grouped=1, n_major_b=1, arch="sm_90a")
+    assert len(kernels) == 1 and "mn_major=2" in kernels[0]["spec"] and "grouping=1" in kernels[0]["spec"], kernels
+    nt = kiln.plan("bf16_gemm_nt", n=4096, k=7168, m=4096, m_grouped=1, arch="sm_90a")
+    assert nt[0]["key"] != kernels[0]["key"]
 
 
 def masked_fakes(groups: int = 4, m: int = 256, n: int = 576, k: int = 520, **changes):
