@@ -19,6 +19,7 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -380,39 +381,30 @@ NB_MODULE(_native, m) {
       "transpose_a"_a = false, "transpose_b"_a = false,
       "D = A . B^T (D bfloat16 or float32), or D (float32) = C + A . B^T with c (d itself or another tensor); "
       "A [m, k], B [n, k] bfloat16 (see kiln.bf16_gemm_nt).");
-  m.def(
-      "m_grouped_bf16_gemm_nt_contiguous",
-      [](nb::handle a, nb::handle b, nb::handle d, nb::handle m_indices, nb::handle stream) {
-        // The C++ entry point's errors already name this function: nothing to rename.
-        constexpr const char* kFunction = "m_grouped_bf16_gemm_nt_contiguous";
-        KeepAlive keep;
-        const kiln::TensorView av = to_view(a, kFunction, "a", keep);
-        const kiln::TensorView bv = to_view(b, kFunction, "b", keep);
-        const kiln::TensorView dv = to_view(d, kFunction, "d", keep);
-        const kiln::TensorView indices = to_view(m_indices, kFunction, "m_indices", keep);
-        const uintptr_t s = resolve_stream(stream, a, av, kFunction);
-        nb::gil_scoped_release release;
-        kiln::m_grouped_bf16_gemm_nt_contiguous(av, bv, dv, indices, reinterpret_cast<kiln::Stream>(s));
-      },
-      "a"_a.none(), "b"_a.none(), "d"_a.none(), "m_indices"_a.none(), "stream"_a.none() = nb::none(),
-      "D[r] (bf16) = A[r] . B[m_indices[r]]^T for MoE experts' rows one after another, A [m, k], B [G, n, k] bfloat16 "
-      "(see kiln.m_grouped_bf16_gemm_nt_contiguous).");
-  m.def(
-      "m_grouped_bf16_gemm_nn_contiguous",
-      [](nb::handle a, nb::handle b, nb::handle d, nb::handle m_indices, nb::handle stream) {
-        constexpr const char* kFunction = "m_grouped_bf16_gemm_nn_contiguous";
-        KeepAlive keep;
-        const kiln::TensorView av = to_view(a, kFunction, "a", keep);
-        const kiln::TensorView bv = to_view(b, kFunction, "b", keep);
-        const kiln::TensorView dv = to_view(d, kFunction, "d", keep);
-        const kiln::TensorView indices = to_view(m_indices, kFunction, "m_indices", keep);
-        const uintptr_t s = resolve_stream(stream, a, av, kFunction);
-        nb::gil_scoped_release release;
-        kiln::m_grouped_bf16_gemm_nn_contiguous(av, bv, dv, indices, reinterpret_cast<kiln::Stream>(s));
-      },
-      "a"_a.none(), "b"_a.none(), "d"_a.none(), "m_indices"_a.none(), "stream"_a.none() = nb::none(),
-      "D[r] (bf16) = A[r] . B[m_indices[r]] for MoE experts' rows one after another, A [m, k], B [G, k, n] bfloat16 "
-      "(see kiln.m_grouped_bf16_gemm_nn_contiguous).");
+  // The contiguous m-grouped forms, nt and nn: the same arguments (b [G, n, k] or [G, k, n]). The C++ entry points'
+  // errors already name them: nothing to rename.
+  for (const auto& [name, gemm, doc] :
+       {std::tuple{"m_grouped_bf16_gemm_nt_contiguous", &kiln::m_grouped_bf16_gemm_nt_contiguous,
+                   "D[r] (bf16) = A[r] . B[m_indices[r]]^T for MoE experts' rows one after another, A [m, k], B [G, n, "
+                   "k] bfloat16 (see kiln.m_grouped_bf16_gemm_nt_contiguous)."},
+        std::tuple{"m_grouped_bf16_gemm_nn_contiguous", &kiln::m_grouped_bf16_gemm_nn_contiguous,
+                   "D[r] (bf16) = A[r] . B[m_indices[r]] for MoE experts' rows one after another, A [m, k], B [G, k, "
+                   "n] bfloat16 (see kiln.m_grouped_bf16_gemm_nn_contiguous)."}}) {
+    m.def(
+        name,
+        [function = name, gemm = gemm](nb::handle a, nb::handle b, nb::handle d, nb::handle m_indices,
+                                        nb::handle stream) {
+          KeepAlive keep;
+          const kiln::TensorView av = to_view(a, function, "a", keep);
+          const kiln::TensorView bv = to_view(b, function, "b", keep);
+          const kiln::TensorView dv = to_view(d, function, "d", keep);
+          const kiln::TensorView indices = to_view(m_indices, function, "m_indices", keep);
+          const uintptr_t s = resolve_stream(stream, a, av, function);
+          nb::gil_scoped_release release;
+          gemm(av, bv, dv, indices, reinterpret_cast<kiln::Stream>(s));
+        },
+        "a"_a.none(), "b"_a.none(), "d"_a.none(), "m_indices"_a.none(), "stream"_a.none() = nb::none(), doc);
+  }
   m.def(
       "m_grouped_bf16_gemm_nt_masked",
       [](nb::handle a, nb::handle b, nb::handle d, nb::handle masked_m, int64_t expected_m, nb::handle stream) {

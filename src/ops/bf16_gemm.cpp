@@ -830,54 +830,37 @@ void check_grouped_dtypes(const char* fn, const TensorView& a, const TensorView&
   check_same_device(al, layout, aa, a);
 }
 
-// Every check of m_grouped_bf16_gemm_nt_contiguous, in the order its errors are reported: dtypes and devices, ranks
-// and shapes (b [G, n, k], m_indices [m]), then everything bf16_gemm_nt checks on a, group 0's [n, k] view of b and
-// d, then the grouped layout (check_grouped_common).
+// Every check of m_grouped_bf16_gemm_nt_contiguous (`nn`: of m_grouped_bf16_gemm_nn_contiguous), in the order its
+// errors are reported: dtypes and devices, ranks and shapes (b [G, n, k], or [G, k, n] for the nn form: each expert's
+// weights stored N-major; m_indices [m]), then everything bf16_gemm_nt checks on a, group 0's [n, k] view of b (an
+// N-major one for the nn form) and d, then the grouped layout (check_grouped_common).
 GroupedChecked check_m_grouped(const TensorView& a, const TensorView& b, const TensorView& d,
-                               const TensorView& m_indices) {
-  const char* fn = kMGroupedOp;
+                               const TensorView& m_indices, bool nn) {
+  const char* fn = nn ? kMGroupedNnOp : kMGroupedOp;
   const Arg aa{fn, "a"}, ab{fn, "b"}, ai{fn, "m_indices"};
   check_grouped_dtypes(fn, a, b, d, m_indices, "m_indices");
   check_ndim(aa, a, 2);
   check_ndim(ab, b, 3);
   check_ndim(ai, m_indices, 1);
-  const int64_t m = a.shape[0], k = a.shape[1], groups = b.shape[0], n = b.shape[1];
-  check_contiguous_b_shape(ab, b, k);
+  const int64_t m = a.shape[0], k = a.shape[1], groups = b.shape[0], n = b.shape[nn ? 2 : 1];
+  if (nn) {
+    if (b.shape[1] != k)
+      fail(ErrorKind::kValueError, ab, b, "of shape (groups, k, n) with k == " + std::to_string(k) + " (a's k)",
+           "shape " + format_dims(b.shape.data(), 3));
+    check_group_count(ab, b, "(groups, k, n)");
+  } else {
+    check_contiguous_b_shape(ab, b, k);
+  }
   check_m_indices(ai, m_indices, m);
   GroupedChecked out;
-  out.c = check_arguments(fn, a, view_2d(b, 0, n, k, b.strides[1], b.strides[2]), d, nullptr);
-  check_grouped_common(fn, out.c, a, b, d, m_indices, "m_indices", false);
+  const TensorView b0 = nn ? view_2d(b, 0, n, k, b.strides[2], b.strides[1])   // [n, k] with rows of n: N-major
+                           : view_2d(b, 0, n, k, b.strides[1], b.strides[2]);
+  out.c = check_arguments(fn, a, b0, d, nullptr);
+  check_grouped_common(fn, out.c, a, b, d, m_indices, "m_indices", nn);
   out.grouped.grouping = static_cast<int>(kernels::kBf16GemmMGrouped);
   out.grouped.groups = groups;
   out.grouped.layout = static_cast<const int32_t*>(m_indices.data);
-  out.grouped.b_group_stride = n * out.c.ldb;
-  return out;
-}
-
-// Every check of m_grouped_bf16_gemm_nn_contiguous, in the order its errors are reported: as the nt form's, with b
-// [G, k, n] (each expert's weights stored N-major, rows of n; bf16_gemm_nt's checks run on group 0's [n, k] view of
-// it, an N-major B).
-GroupedChecked check_m_grouped_nn(const TensorView& a, const TensorView& b, const TensorView& d,
-                                  const TensorView& m_indices) {
-  const char* fn = kMGroupedNnOp;
-  const Arg aa{fn, "a"}, ab{fn, "b"}, ai{fn, "m_indices"};
-  check_grouped_dtypes(fn, a, b, d, m_indices, "m_indices");
-  check_ndim(aa, a, 2);
-  check_ndim(ab, b, 3);
-  check_ndim(ai, m_indices, 1);
-  const int64_t m = a.shape[0], k = a.shape[1], groups = b.shape[0], n = b.shape[2];
-  if (b.shape[1] != k)
-    fail(ErrorKind::kValueError, ab, b, "of shape (groups, k, n) with k == " + std::to_string(k) + " (a's k)",
-         "shape " + format_dims(b.shape.data(), 3));
-  check_group_count(ab, b, "(groups, k, n)");
-  check_m_indices(ai, m_indices, m);
-  GroupedChecked out;
-  out.c = check_arguments(fn, a, view_2d(b, 0, n, k, b.strides[2], b.strides[1]), d, nullptr);
-  check_grouped_common(fn, out.c, a, b, d, m_indices, "m_indices", true);
-  out.grouped.grouping = static_cast<int>(kernels::kBf16GemmMGrouped);
-  out.grouped.groups = groups;
-  out.grouped.layout = static_cast<const int32_t*>(m_indices.data);
-  out.grouped.b_group_stride = groups > 1 ? b.strides[0] : k * out.c.ldb;
+  out.grouped.b_group_stride = (nn ? k : n) * out.c.ldb;
   return out;
 }
 
@@ -945,7 +928,7 @@ void bf16_gemm_nt_accumulate(const TensorView& a, const TensorView& b, const Ten
 
 void m_grouped_bf16_gemm_nt_contiguous(const TensorView& a, const TensorView& b, const TensorView& d,
                                        const TensorView& m_indices, Stream stream) {
-  const ops::GroupedChecked checked = ops::check_m_grouped(a, b, d, m_indices);
+  const ops::GroupedChecked checked = ops::check_m_grouped(a, b, d, m_indices, false);
   if (checked.c.m == 0 || checked.c.n == 0) return;
   ops::launch(ops::kMGroupedOp, checked.c, a, b, d, nullptr, ops::CMode::kZero, static_cast<CUstream>(stream),
               &checked.grouped);
@@ -953,7 +936,7 @@ void m_grouped_bf16_gemm_nt_contiguous(const TensorView& a, const TensorView& b,
 
 void m_grouped_bf16_gemm_nn_contiguous(const TensorView& a, const TensorView& b, const TensorView& d,
                                        const TensorView& m_indices, Stream stream) {
-  const ops::GroupedChecked checked = ops::check_m_grouped_nn(a, b, d, m_indices);
+  const ops::GroupedChecked checked = ops::check_m_grouped(a, b, d, m_indices, true);
   if (checked.c.m == 0 || checked.c.n == 0) return;
   ops::launch(ops::kMGroupedNnOp, checked.c, a, b, d, nullptr, ops::CMode::kZero, static_cast<CUstream>(stream),
               &checked.grouped);

@@ -517,8 +517,7 @@ void run_contiguous(const ContiguousCase& c, uint64_t seed) {
     char detail[300];
     std::snprintf(detail, sizeof(detail), ": calc_diff %.2e over %zu rows, worst error %.2f of its bound, %lld out of "
                   "bounds, %lld elements outside D or in padding-only blocks changed%s", rc.diff, tasks.size(),
-                  rc.worst,
-                  static_cast<long long>(rc.bad), static_cast<long long>(changed),
+                  rc.worst, static_cast<long long>(rc.bad), static_cast<long long>(changed),
                   c.bad_block < 0 ? "" : (", " + std::to_string(bad_not_nan) + " of the bad block not NaN").c_str());
     report(!tasks.empty() && rc.bad == 0 && changed == 0 && bad_not_nan == 0 && rc.diff < 1e-5 &&
                std::isfinite(rc.diff),
