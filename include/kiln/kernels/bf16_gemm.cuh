@@ -153,7 +153,9 @@ struct Bf16Gemm {
 
   // The contiguous m-grouped form: each walker's units come through a GemmPaddingSkip (blocks of padding only passed
   // over; built by a whole warp, padding_skip()); the other forms take every unit of the walk. first_walk_unit() and
-  // next_walk_unit() are the two ends of a walker's loop; `skip.entry` is then the unit's grouped_layout entry.
+  // next_walk_unit() are the two ends of the producer's loop; the math warps move on with advance_walk_unit() and
+  // read ahead once a tile's first block is issued (GemmPaddingSkip). `skip.entry` is then the unit's grouped_layout
+  // entry.
   static constexpr bool kContiguous = kGrouping == kBf16GemmMGrouped;
   static __device__ __forceinline__ i32 m_entry(const Bf16GemmParams& p, const Walk& walk, u32 unit) {
     u32 m_block, n_block;
@@ -177,6 +179,13 @@ struct Bf16Gemm {
                                                        GemmPaddingSkip& skip, u32 unit) {
     if constexpr (kContiguous)
       return skip.next(unit, [&](u32 u) { return m_entry(p, walk, u); });
+    else
+      return unit + walk.stride;
+  }
+  static __device__ __forceinline__ u32 advance_walk_unit(const Bf16GemmParams& p, const Walk& walk,
+                                                          GemmPaddingSkip& skip, u32 unit) {
+    if constexpr (kContiguous)
+      return skip.advance(unit, [&](u32 u) { return m_entry(p, walk, u); });
     else
       return unit + walk.stride;
   }
@@ -332,7 +341,7 @@ struct Bf16Gemm {
     GemmSlot slot;
     GemmPaddingSkip skip = padding_skip(p, walk);
     for (u32 unit = first_walk_unit(p, walk, skip); unit < walk.num_units;
-         unit = next_walk_unit(p, walk, skip, unit)) {
+         unit = advance_walk_unit(p, walk, skip, unit)) {
       u32 m_block, n_block;
       walk.coords(unit, m_block, n_block);
       u32 previous_stage = 0;
@@ -360,6 +369,10 @@ struct Bf16Gemm {
         ptx::wgmma_commit_group();
 #pragma unroll
         for (u32 v = 0; v < kWaves; ++v) ptx::fence_operands(accum[v]);
+        // The contiguous form reads the next unit's entry while the tile's first block runs (off the tile change; on
+        // the first tile it repeats begin()'s read).
+        if constexpr (kContiguous)
+          if (kb == 0) skip.read_ahead(unit, [&](u32 u) { return m_entry(p, walk, u); });
         // The previous block's WGMMAs are done once at most this block's group is pending: its slot is free.
         ptx::wgmma_wait_group<1>();
         if (kb > 0) release(empty, previous_stage, lane);

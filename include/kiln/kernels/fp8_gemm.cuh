@@ -1244,12 +1244,12 @@ struct Fp8Gemm {
         next_kb = kb + 1;
         if (next_kb == tile_kb_count()) {
           next_kb = 0;
-          // The contiguous m-grouped form reads ahead as it moves: only where a next tile is issued (after the last
-          // tile the cursor would have no unit to go to).
+          // The contiguous m-grouped form moves its cursor only where a next tile is issued (after the last tile it
+          // would have no unit to go to), and reads ahead at the end of this step (GemmPaddingSkip).
           if constexpr (!kContiguous)
             next_unit += schedule.stride;
           else if constexpr (kIssueNext)
-            next_unit = next_walk_unit(p, schedule, skip, next_unit);
+            next_unit = skip.advance(next_unit, [&](u32 u) { return m_entry(p, schedule, u); });
         }
         tile_ends = next_kb == 0;
       }
@@ -1335,6 +1335,9 @@ struct Fp8Gemm {
           }
         }
         if constexpr (!kOverlapPromotion && kIssueNext) next_scales = issue(issue_slot, next);
+        // The next tile's first block is issued: the read ahead no longer delays it.
+        if constexpr (kContiguous && kIssueNext)
+          if (tile_ends) skip.read_ahead(next_unit, [&](u32 u) { return m_entry(p, schedule, u); });
         current_stage = issue_slot.stage;
         issue_slot.advance(ring_length(p));
         unit = next_unit;

@@ -85,10 +85,13 @@ __device__ __forceinline__ GemmMGroup gemm_m_group_of_entry(i32 entry, u32 num_g
 // to walk (32 reads in flight at a time), so that a walker stops after its last one instead of reading its way
 // through the padding after it (a serving engine's buffer ends in blocks of padding: read one by one, they kept the
 // math warps waiting after their last tile). `entry` is the current unit's entry of grouped_layout; `ahead` the next
-// unit's, read as the current one begins, so that its latency passes under the current tile's main loop (read at the
-// tile change instead, the FP8 kernel's math warps waited on it there: 2-5 % slower at shapes with no padding,
-// bench/RESULTS.md). Padding between a walker's units is read as it is reached: those waits are paid only where
-// blocks are skipped. `entry_of(unit)`: the entry of the unit's m block.
+// unit's, read while the current one runs, so that its latency passes under the tile's main loop (read at the tile
+// change instead, the FP8 kernel's math warps waited on it there: 2-5 % slower at shapes with no padding,
+// bench/RESULTS.md). next() moves on and reads ahead at once; the math warps split it into advance(), at the tile
+// change, and read_ahead(), once the next tile's first block is issued: the read's address (the next unit's
+// coordinates, two run-time divisions) cost 2 % at 8 x 34048 x 4096 x 2048 where it delayed that issue (H100,
+// bench/RESULTS.md, fifty-third session). Padding between a walker's units is read as it is reached: those waits are
+// paid only where blocks are skipped. `entry_of(unit)`: the entry of the unit's m block.
 struct GemmPaddingSkip {
   u32 num_units, stride;
   u32 left = 0;  // units still to walk, the current one included
@@ -104,31 +107,45 @@ struct GemmPaddingSkip {
   }
   GemmPaddingSkip() = default;
 
-  // The first unit to walk from `first` on (num_units when there is none).
+  // The first unit to walk from `first` on (num_units when there is none), its next one read ahead.
   template <class EntryOf>
   __device__ __forceinline__ u32 begin(u32 first, const EntryOf& entry_of) {
     if (left == 0) return num_units;
     entry = entry_of(first);
-    return settle(first, entry_of);
+    const u32 unit = settle(first, entry_of);
+    read_ahead(unit, entry_of);
+    return unit;
   }
-  // The unit to walk after `unit` (begin()'s or next()'s last answer), or num_units after the last.
+  // The unit to walk after `unit` (begin()'s, next()'s or advance()'s last answer), or num_units after the last; its
+  // next one read ahead.
   template <class EntryOf>
   __device__ __forceinline__ u32 next(u32 unit, const EntryOf& entry_of) {
+    unit = advance(unit, entry_of);
+    if (left > 0) read_ahead(unit, entry_of);
+    return unit;
+  }
+  // next() without the read ahead: read_ahead(the answer) must follow before the next advance().
+  template <class EntryOf>
+  __device__ __forceinline__ u32 advance(u32 unit, const EntryOf& entry_of) {
     if (--left == 0) return num_units;
     entry = ahead;
     return settle(unit + stride, entry_of);
   }
+  // Reads the entry of the unit after `unit` (the current one) into `ahead`, where there is one to walk.
+  template <class EntryOf>
+  __device__ __forceinline__ void read_ahead(u32 unit, const EntryOf& entry_of) {
+    ahead = left > 1 && unit + stride < num_units ? entry_of(unit + stride) : 0;
+  }
 
  private:
   // From `unit`, whose entry is in `entry`, on to the first unit that is not padding only (there is one, as left > 0,
-  // unless grouped_layout changed under the kernel: then never a read past the units); then the read ahead.
+  // unless grouped_layout changed under the kernel: then never a read past the units).
   template <class EntryOf>
   __device__ __forceinline__ u32 settle(u32 unit, const EntryOf& entry_of) {
     while (entry == kGemmPaddingEntry && unit + stride < num_units) {
       unit += stride;
       entry = entry_of(unit);
     }
-    ahead = left > 1 && unit + stride < num_units ? entry_of(unit + stride) : 0;
     return unit;
   }
 };
