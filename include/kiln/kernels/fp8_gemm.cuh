@@ -275,7 +275,6 @@ struct Fp8Gemm {
       return origin + c;
   }
 
-
   // Unit index -> (m unit, n unit) on the grid of num_m_units x kNumNUnits (gemm_unit_coords: groups of
   // 2^height_shift m units, kGroupM or with K at run time the params' group_m, m fastest inside a group).
   static __device__ __forceinline__ void unit_coords(u32 unit, u32 num_m_units, u32 num_n_units, u32 height_shift,
@@ -369,9 +368,11 @@ struct Fp8Gemm {
 
   // The m-grouped contiguous form (kContiguous): each walker's units come through a GemmPaddingSkip, which passes
   // over blocks of padding only (gemm_schedule.cuh; built by a whole warp, padding_skip()); the other forms take
-  // every unit of the schedule. first_walk_unit() and next_walk_unit() are the two ends of a walker's loop. A unit's
-  // group is its m block's (its first row's entry of grouped_layout, `skip.entry` once the walker is on it); a block
-  // whose first row names no group gets NaN scales from the scale loader, so its rows come out NaN.
+  // every unit of the schedule. first_walk_unit() and next_walk_unit() are the two ends of the producer's and the
+  // scale loader's loops; the math warpgroups' walk moves with GemmPaddingSkip::advance and reads ahead once the next
+  // tile's first block is issued (step()). A unit's group is its m block's (its first row's entry of grouped_layout,
+  // `skip.entry` once the walker is on it); a block whose first row names no group gets NaN scales from the scale
+  // loader, so its rows come out NaN.
   static constexpr bool kContiguous = kMGrouped && !kMasked;
   static __device__ __forceinline__ i32 m_entry(const Fp8GemmParams& p, const Schedule& schedule, u32 unit) {
     u32 m_block, n_block;
