@@ -852,6 +852,7 @@ GroupedChecked check_m_grouped(const TensorView& a, const TensorView& b, const T
     check_contiguous_b_shape(ab, b, k);
   }
   check_m_indices(ai, m_indices, m);
+  check_grouped_n_and_k(aa, a, 1, 8, ab, b, nn ? 2 : 1);
   GroupedChecked out;
   const TensorView b0 = nn ? view_2d(b, 0, n, k, b.strides[2], b.strides[1])   // [n, k] with rows of n: N-major
                            : view_2d(b, 0, n, k, b.strides[1], b.strides[2]);
@@ -884,6 +885,7 @@ GroupedChecked check_m_grouped_masked(const TensorView& a, const TensorView& b, 
   check_masked_m(amask, masked_m, groups);
   check_expected_m(fn, expected_m);
   check_masked_rows(aa, a, groups, m);
+  check_grouped_n_and_k(aa, a, 2, 8, ab, b, 1);
   GroupedChecked out;
   out.c = check_arguments(fn, view_2d(a, 0, m, k, a.strides[1], a.strides[2]),
                           view_2d(b, 0, n, k, b.strides[1], b.strides[2]),

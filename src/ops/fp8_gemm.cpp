@@ -655,6 +655,7 @@ MGroupedChecked check_m_grouped(const TensorView& a, const TensorView& sfa, cons
               "(groups, ceil(n / 128), ceil(k / 128)): each group's 128x128-block scales");
   check_m_indices(ai, m_indices, m);
   check_grouped_b_layout(kMGroupedOp, b, sfb, groups);
+  check_grouped_n_and_k(aa, a, 1, 16, ab, b, 1);
   const int64_t k_blocks = cdiv(k, kScaleBlock);
   const TensorView b0 = view_2d(b, 0, n, k, b.strides[1], b.strides[2]);
   const TensorView sfb0 = view_2d(sfb, 0, cdiv(n, kScaleBlock), k_blocks, k_blocks, 1);
@@ -702,6 +703,7 @@ MGroupedChecked check_m_grouped_masked(const TensorView& a, const TensorView& sf
   check_expected_m(fn, expected_m);
   check_masked_rows(aa, a, groups, m);
   check_grouped_b_layout(fn, b, sfb, groups);
+  check_grouped_n_and_k(aa, a, 2, 16, ab, b, 1);
   const TensorView a0 = view_2d(a, 0, m, k, a.strides[1], a.strides[2]);
   const TensorView sfa0 = view_2d(sfa, 0, m, k_blocks, sfa.strides[1], sfa.strides[2]);
   const TensorView b0 = view_2d(b, 0, n, k, b.strides[1], b.strides[2]);

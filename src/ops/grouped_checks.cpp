@@ -14,6 +14,18 @@ void check_group_count(const Arg& arg, const TensorView& t, const char* shape) {
          "groups == " + std::to_string(groups));
 }
 
+void check_grouped_n_and_k(const Arg& a_arg, const TensorView& a, int k_dim, int64_t k_multiple, const Arg& b_arg,
+                           const TensorView& b, int n_dim) {
+  const int64_t n = b.shape[n_dim], k = a.shape[k_dim];
+  if (n % 8 != 0)
+    fail(ErrorKind::kValueError, b_arg, b, "of a size(" + std::to_string(n_dim) + ") (n) that is a multiple of 8",
+         "n == " + std::to_string(n));
+  if (k % k_multiple != 0)
+    fail(ErrorKind::kValueError, a_arg, a,
+         "of a size(" + std::to_string(k_dim) + ") (k) that is a multiple of " + std::to_string(k_multiple),
+         "k == " + std::to_string(k));
+}
+
 void check_contiguous_b_shape(const Arg& arg, const TensorView& b, int64_t k) {
   if (b.shape[2] != k)
     fail(ErrorKind::kValueError, arg, b, "of shape (groups, n, k) with k == " + std::to_string(k) + " (a's k)",

@@ -37,6 +37,12 @@ void check_masked_rows(const Arg& a_arg, const TensorView& a, int64_t groups, in
 void check_masked_a_and_d(const char* function, const TensorView& a, const TensorView& d, int64_t groups, int64_t m,
                           int64_t n, int64_t lda, int64_t ldd);
 
+// n and k as the 2-D GEMM checks want them (n a multiple of 8, k of k_multiple), checked first on the grouped
+// tensors themselves so that the message names their own dimension (b's size(n_dim), a's size(k_dim)): the 2-D
+// checks run on group 0's views, whose size(0) and size(1) are not the caller's.
+void check_grouped_n_and_k(const Arg& a_arg, const TensorView& a, int k_dim, int64_t k_multiple, const Arg& b_arg,
+                           const TensorView& b, int n_dim);
+
 // The M a masked call plans its kernel at: groups * expected_m, expected_m clamped into [1, m].
 int64_t masked_plan_m(int64_t groups, int64_t expected_m, int64_t m);
 

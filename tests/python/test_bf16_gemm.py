@@ -218,7 +218,7 @@ def test_m_grouped_arguments_kiln_checks_itself():
     ({"m_indices": FakeDLPack((512,), "int32", strides=(2,), ptr=IDX)}, ValueError, "m_indices must be contiguous"),
     ({"d": FakeDLPack((512, 584), "bfloat16", ptr=D)}, ValueError, r"d must be of shape \(512, 576\)"),
     ({"b": FakeDLPack((4, 580, 520), "bfloat16", ptr=B), "d": FakeDLPack((512, 580), "bfloat16", ptr=D)}, ValueError,
-     r"b must be of a size\(0\) \(n\) that is a multiple of 8"),
+     r"b must be of a size\(1\) \(n\) that is a multiple of 8"),
     ({"a": FakeDLPack((512, 520), "bfloat16", strides=(1, 512), ptr=BASE)}, ValueError, "a must be K-major"),
     ({"b": FakeDLPack((4, 576, 520), "bfloat16", strides=(576 * 520 + 8, 520, 1), ptr=B)}, ValueError,
      "b must be groups one after the other"),

@@ -192,7 +192,8 @@ TEST(Bf16GemmMGroupedNnValidate, DtypesShapesAndLayouts) {
   EXPECT_THAT(nn_error([](ContiguousNn& g) { g.b.strides = {520 * 580, 580, 1, 0}; }),
               HasSubstr("b must be N-major with columns 16-byte aligned (stride(1) a multiple of 8)"));
   EXPECT_THAT(nn_error([](ContiguousNn& g) { g.b.shape[2] = 572; g.d.shape[1] = 572; }),
-              HasSubstr("b must be of a size(0) (n) that is a multiple of 8"));
+              AllOf(HasSubstr("b must be of a size(2) (n) that is a multiple of 8, got n == 572"),
+                    HasSubstr("b is bfloat16[4, 520, 572]")));  // the caller's b, not group 0's view
   EXPECT_THAT(nn_error([](ContiguousNn& g) { g.a.strides = {1, 512, 0, 0}; }),
               HasSubstr("a must be K-major (stride(-1) == 1)"));
   EXPECT_THAT(nn_error([](ContiguousNn& g) { g.d.data = ptr(0x30000000 + 3 * 576 * 520 * 2); }),
@@ -250,6 +251,13 @@ TEST(Bf16GemmMaskedValidate, DtypesAndDevices) {
 }
 
 TEST(Bf16GemmMaskedValidate, RanksShapesAndExpectedM) {
+  // n and k named by the caller's tensors' own dimensions (b's size(1), a's size(2)), not group 0's views'.
+  EXPECT_THAT(masked_error([](Masked& g) { g = Masked(4, 256, 572, 520); }),
+              AllOf(HasSubstr("b must be of a size(1) (n) that is a multiple of 8, got n == 572"),
+                    HasSubstr("b is bfloat16[4, 572, 520]")));
+  EXPECT_THAT(masked_error([](Masked& g) { g = Masked(4, 256, 576, 516); }),
+              AllOf(HasSubstr("a must be of a size(2) (k) that is a multiple of 8, got k == 516"),
+                    HasSubstr("a is bfloat16[4, 256, 516]")));
   EXPECT_THAT(masked_error([](Masked& g) { g.a = TensorView::contiguous(g.a.data, DType::kBFloat16, {1024, 520}); }),
               HasSubstr("a must be 3-dimensional, got 2"));
   EXPECT_THAT(masked_error([](Masked& g) { g.d.ndim = 2; }), HasSubstr("d must be 3-dimensional, got 2"));

@@ -168,7 +168,8 @@ TEST(Fp8GemmMaskedValidate, TheChecksOfFp8GemmNtNameThisFunction) {
                 g.d.shape[2] = 580;
                 g.d.strides = {256 * 580, 580, 1, 0};
               }),
-              HasSubstr("b must be of a size(0) (n) that is a multiple of 8"));
+              AllOf(HasSubstr("b must be of a size(1) (n) that is a multiple of 8, got n == 580"),
+                    HasSubstr("b is float8_e4m3fn[4, 580, 512]")));  // the caller's b, not group 0's view
   EXPECT_THAT(error_with([](Masked& g) { g.a.data = ptr(0x10000008); }), HasSubstr("a must be 16-byte aligned"));
   EXPECT_THAT(error_with([](Masked& g) { g.d.strides = {256 * 580, 580, 1, 0}; }),
               HasSubstr("d must be rows 16-byte aligned"));

@@ -125,7 +125,15 @@ TEST(Fp8GemmMGroupedValidate, TheChecksOfFp8GemmNtNameThisFunction) {
                 g.b.strides[0] = 580 * 512;
                 g.d.shape[1] = 580;
               }),
-              HasSubstr("b must be of a size(0) (n) that is a multiple of 8"));
+              AllOf(HasSubstr("b must be of a size(1) (n) that is a multiple of 8, got n == 580"),
+                    HasSubstr("b is float8_e4m3fn[4, 580, 512]")));  // the caller's b, not group 0's view
+  EXPECT_THAT(error_with([](MGrouped& g) {
+                g.a.shape[1] = 504;
+                g.a.strides[0] = 504;
+                g.b.shape[2] = 504;
+                g.b.strides = {576 * 504, 504, 1, 0};
+              }),
+              HasSubstr("a must be of a size(1) (k) that is a multiple of 16, got k == 504"));
   EXPECT_THAT(error_with([](MGrouped& g) { g.a.data = ptr(0x10000008); }), HasSubstr("a must be 16-byte aligned"));
 }
 
