@@ -176,12 +176,12 @@ def test_m_grouped_names_are_exported():
     assert "m_grouped_bf16_gemm_nt_contiguous" in kiln.get_mk_alignment_for_contiguous_layout.__doc__
 
 
-def m_grouped_fakes(m: int = 512, n: int = 576, k: int = 520, groups: int = 4, **changes):
+def m_grouped_fakes(m: int = 512, n: int = 576, k: int = 520, groups: int = 4, nn: bool = False, **changes):
     """a, b, d, m_indices for DeepGEMM's contiguous layout: m rows over `groups` experts' B [n, k] (n and k multiples
-    of 8, not of 64)."""
+    of 8, not of 64), or with `nn` B [k, n] (each expert's weights stored N-major)."""
     t = {
         "a": FakeDLPack((m, k), "bfloat16", ptr=BASE),
-        "b": FakeDLPack((groups, n, k), "bfloat16", ptr=B),
+        "b": FakeDLPack((groups, k, n) if nn else (groups, n, k), "bfloat16", ptr=B),
         "d": FakeDLPack((m, n), "bfloat16", ptr=D),
         "m_indices": FakeDLPack((m,), "int32", ptr=IDX),
     }
@@ -256,18 +256,6 @@ def test_m_grouped_kernels_are_planned_without_a_gpu():
 NN = kiln.m_grouped_bf16_gemm_nn_contiguous
 
 
-def nn_fakes(m: int = 512, n: int = 576, k: int = 520, groups: int = 4, **changes):
-    """As m_grouped_fakes, with B [G, k, n] (each expert's weights stored N-major)."""
-    t = {
-        "a": FakeDLPack((m, k), "bfloat16", ptr=BASE),
-        "b": FakeDLPack((groups, k, n), "bfloat16", ptr=B),
-        "d": FakeDLPack((m, n), "bfloat16", ptr=D),
-        "m_indices": FakeDLPack((m,), "int32", ptr=IDX),
-    }
-    t.update(changes)
-    return t["a"], t["b"], t["d"], t["m_indices"]
-
-
 @pytest.mark.parametrize("changes, error, message", [
     ({"b": FakeDLPack((4, 520, 576), "float16", ptr=B)}, TypeError, "b must be bfloat16, got float16"),
     ({"b": FakeDLPack((4, 512, 576), "bfloat16", ptr=B)}, ValueError,
@@ -281,19 +269,19 @@ def nn_fakes(m: int = 512, n: int = 576, k: int = 520, groups: int = 4, **change
     ({"d": FakeDLPack((512, 584), "bfloat16", ptr=D)}, ValueError, r"d must be of shape \(512, 576\)"),
 ])
 def test_m_grouped_nn_preconditions(changes, error, message):
-    a, b, d, idx = nn_fakes(**changes)
+    a, b, d, idx = m_grouped_fakes(nn=True, **changes)
     with pytest.raises(error, match="^m_grouped_bf16_gemm_nn_contiguous: " + message):
         NN(a, b, d, idx)
     with pytest.raises(ValueError, match="^m_grouped_bf16_gemm_nn_contiguous: compiled_dims must be"):
-        NN(*nn_fakes(), compiled_dims="x")
+        NN(*m_grouped_fakes(nn=True), compiled_dims="x")
 
 
 def test_m_grouped_nn_empty_problems_padded_rows_and_plans():
     for m, n in ((0, 576), (256, 0)):
-        assert NN(*nn_fakes(m=m, n=n)) is None
+        assert NN(*m_grouped_fakes(nn=True, m=m, n=n)) is None
     if NO_GPU:  # every check passes: B's rows padded to 584 elements, then the launch needs a GPU
         with pytest.raises(kiln.CudaError):
-            NN(*nn_fakes(b=FakeDLPack((4, 520, 576), "bfloat16", strides=(520 * 584, 584, 1), ptr=B)))
+            NN(*m_grouped_fakes(nn=True, b=FakeDLPack((4, 520, 576), "bfloat16", strides=(520 * 584, 584, 1), ptr=B)))
     kernels = kiln.plan("bf16_gemm_nt", n=4096, k=7168, m=4096, m_grouped=1, n_major_b=1, arch="sm_90a")
     assert len(kernels) == 1 and "mn_major=2" in kernels[0]["spec"] and "grouping=1" in kernels[0]["spec"], kernels
     nt = kiln.plan("bf16_gemm_nt", n=4096, k=7168, m=4096, m_grouped=1, arch="sm_90a")
