@@ -152,42 +152,17 @@ struct Bf16Gemm {
   using Walk = decltype(make_walk(*static_cast<const Bf16GemmParams*>(nullptr)));
 
   // The contiguous m-grouped form: each walker's units come through a GemmPaddingSkip (blocks of padding only passed
-  // over; built by a whole warp, padding_skip()); the other forms take every unit of the walk. first_walk_unit() and
-  // next_walk_unit() are the two ends of the producer's loop; the math warps move on with advance_walk_unit() and
-  // read ahead once a tile's first block is issued (GemmPaddingSkip). `skip.entry` is then the unit's grouped_layout
-  // entry.
+  // over; gemm_schedule.cuh's gemm_padding_skip, gemm_first_unit and gemm_next_unit), the other forms' through the
+  // same calls take every unit of the walk. The producer reads ahead as it moves; the math warps move on with
+  // gemm_next_unit<.., false> and read ahead once a tile's first block is issued. `skip.entry` is then the unit's
+  // grouped_layout entry; entry_of(p, walk)(unit) reads a unit's.
   static constexpr bool kContiguous = kGrouping == kBf16GemmMGrouped;
-  static __device__ __forceinline__ i32 m_entry(const Bf16GemmParams& p, const Walk& walk, u32 unit) {
-    u32 m_block, n_block;
-    walk.coords(unit, m_block, n_block);
-    return gemm_m_group_entry(p.grouped_layout, m_block * kBlockM);
-  }
-  static __device__ __forceinline__ GemmPaddingSkip padding_skip(const Bf16GemmParams& p, const Walk& walk) {
-    if constexpr (kContiguous)
-      return GemmPaddingSkip(walk.first, walk.num_units, walk.stride, [&](u32 u) { return m_entry(p, walk, u); });
-    else
-      return {};
-  }
-  static __device__ __forceinline__ u32 first_walk_unit(const Bf16GemmParams& p, const Walk& walk,
-                                                        GemmPaddingSkip& skip) {
-    if constexpr (kContiguous)
-      return skip.begin(walk.first, [&](u32 u) { return m_entry(p, walk, u); });
-    else
-      return walk.first;
-  }
-  static __device__ __forceinline__ u32 next_walk_unit(const Bf16GemmParams& p, const Walk& walk,
-                                                       GemmPaddingSkip& skip, u32 unit) {
-    if constexpr (kContiguous)
-      return skip.next(unit, [&](u32 u) { return m_entry(p, walk, u); });
-    else
-      return unit + walk.stride;
-  }
-  static __device__ __forceinline__ u32 advance_walk_unit(const Bf16GemmParams& p, const Walk& walk,
-                                                          GemmPaddingSkip& skip, u32 unit) {
-    if constexpr (kContiguous)
-      return skip.advance(unit, [&](u32 u) { return m_entry(p, walk, u); });
-    else
-      return unit + walk.stride;
+  static __device__ __forceinline__ auto entry_of(const Bf16GemmParams& p, const Walk& walk) {
+    return [&p, &walk](u32 unit) {
+      u32 m_block, n_block;
+      walk.coords(unit, m_block, n_block);
+      return gemm_m_group_entry(p.grouped_layout, m_block * kBlockM);
+    };
   }
 
   static __device__ __forceinline__ void run(const Bf16GemmParams& p) {
@@ -227,7 +202,7 @@ struct Bf16Gemm {
       // Its other warps, and this one once its loads are issued, exit: the loads complete on the full barriers
       // the math warps wait for, and the math warps keep the CTA alive until the peer is done with it.
       if (threadIdx.x / 32 == kProducerWarp) {
-        GemmPaddingSkip skip = padding_skip(p, walk);  // the whole warp counts
+        GemmPaddingSkip skip = gemm_padding_skip<kContiguous>(walk, entry_of(p, walk));  // the whole warp counts
         if (ptx::elect_one_sync()) produce(p, smem, full, empty, walk, skip);
       }
       return;
@@ -250,8 +225,8 @@ struct Bf16Gemm {
     const u32 last_m_block = !kAMnMajor && p.last_box_rows != kBlockM ? (p.m - 1) / kBlockM : ~0u;
     const u32 last_stage_tx_bytes = kLayout.stage_tx_bytes - (kBlockM - p.last_box_rows) * kRowBytes;
     GemmSlot slot;
-    for (u32 unit = first_walk_unit(p, walk, skip); unit < walk.num_units;
-         unit = next_walk_unit(p, walk, skip, unit)) {
+    for (u32 unit = gemm_first_unit<kContiguous>(walk, skip, entry_of(p, walk)); unit < walk.num_units;
+         unit = gemm_next_unit<kContiguous>(walk, skip, unit, entry_of(p, walk))) {
       u32 m_block, n_block;
       walk.coords(unit, m_block, n_block);
       const bool last = m_block == last_m_block;
@@ -339,9 +314,9 @@ struct Bf16Gemm {
                                                   kBMnMajor ? kMnBoxBytes : 0, 1024);
     float accum[kWaves][kAccumPerWave];
     GemmSlot slot;
-    GemmPaddingSkip skip = padding_skip(p, walk);
-    for (u32 unit = first_walk_unit(p, walk, skip); unit < walk.num_units;
-         unit = advance_walk_unit(p, walk, skip, unit)) {
+    GemmPaddingSkip skip = gemm_padding_skip<kContiguous>(walk, entry_of(p, walk));
+    for (u32 unit = gemm_first_unit<kContiguous>(walk, skip, entry_of(p, walk)); unit < walk.num_units;
+         unit = gemm_next_unit<kContiguous, false>(walk, skip, unit, entry_of(p, walk))) {
       u32 m_block, n_block;
       walk.coords(unit, m_block, n_block);
       u32 previous_stage = 0;
@@ -372,7 +347,7 @@ struct Bf16Gemm {
         // The contiguous form reads the next unit's entry while the tile's first block runs (off the tile change; on
         // the first tile it repeats begin()'s read).
         if constexpr (kContiguous)
-          if (kb == 0) skip.read_ahead(unit, [&](u32 u) { return m_entry(p, walk, u); });
+          if (kb == 0) skip.read_ahead(unit, entry_of(p, walk));
         // The previous block's WGMMAs are done once at most this block's group is pending: its slot is free.
         ptx::wgmma_wait_group<1>();
         if (kb > 0) release(empty, previous_stage, lane);

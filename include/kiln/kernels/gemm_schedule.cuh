@@ -150,6 +150,35 @@ struct GemmPaddingSkip {
   }
 };
 
+// A walker's loop over its units, one shape for every kernel: through a GemmPaddingSkip where the kernel skips blocks
+// of padding only (kSkip: the contiguous m-grouped form), else every unit of the walk (`walk`: its first, num_units
+// and stride). gemm_padding_skip() is built by a whole warp; gemm_next_unit<kSkip, false> moves on without reading
+// ahead (GemmPaddingSkip::advance: the caller reads ahead itself).
+template <bool kSkip, class Walk, class EntryOf>
+__device__ __forceinline__ GemmPaddingSkip gemm_padding_skip(const Walk& walk, const EntryOf& entry_of) {
+  if constexpr (kSkip)
+    return GemmPaddingSkip(walk.first, walk.num_units, walk.stride, entry_of);
+  else
+    return {};
+}
+template <bool kSkip, class Walk, class EntryOf>
+__device__ __forceinline__ u32 gemm_first_unit(const Walk& walk, GemmPaddingSkip& skip, const EntryOf& entry_of) {
+  if constexpr (kSkip)
+    return skip.begin(walk.first, entry_of);
+  else
+    return walk.first;
+}
+template <bool kSkip, bool kReadAhead = true, class Walk, class EntryOf>
+__device__ __forceinline__ u32 gemm_next_unit(const Walk& walk, GemmPaddingSkip& skip, u32 unit,
+                                              const EntryOf& entry_of) {
+  if constexpr (!kSkip)
+    return unit + walk.stride;
+  else if constexpr (kReadAhead)
+    return skip.next(unit, entry_of);
+  else
+    return skip.advance(unit, entry_of);
+}
+
 // The masked m-grouped form (MoE decode: G groups of m rows, group g's first masked_m[g] rows valid, the counts on the
 // device): its work units are the valid m blocks' tiles, numbered group after group, each group's walked like a
 // problem of its own. A cursor over the groups: every walker asks for its units in increasing order, so it only moves
