@@ -843,14 +843,7 @@ GroupedChecked check_m_grouped(const TensorView& a, const TensorView& b, const T
   check_ndim(ab, b, 3);
   check_ndim(ai, m_indices, 1);
   const int64_t m = a.shape[0], k = a.shape[1], groups = b.shape[0], n = b.shape[nn ? 2 : 1];
-  if (nn) {
-    if (b.shape[1] != k)
-      fail(ErrorKind::kValueError, ab, b, "of shape (groups, k, n) with k == " + std::to_string(k) + " (a's k)",
-           "shape " + format_dims(b.shape.data(), 3));
-    check_group_count(ab, b, "(groups, k, n)");
-  } else {
-    check_contiguous_b_shape(ab, b, k);
-  }
+  check_contiguous_b_shape(ab, b, k, nn);
   check_m_indices(ai, m_indices, m);
   check_grouped_n_and_k(aa, a, 1, 8, ab, b, nn ? 2 : 1);
   GroupedChecked out;
@@ -902,6 +895,13 @@ GroupedChecked check_m_grouped_masked(const TensorView& a, const TensorView& b, 
   return out;
 }
 
+// An m-grouped call whose checks have passed: nothing to launch for an empty problem, else its kernel.
+void launch_grouped(const char* function, const GroupedChecked& checked, const TensorView& a, const TensorView& b,
+                    const TensorView& d, Stream stream) {
+  if (checked.c.m == 0 || checked.c.n == 0) return;
+  launch(function, checked.c, a, b, d, nullptr, CMode::kZero, static_cast<CUstream>(stream), &checked.grouped);
+}
+
 }  // namespace
 }  // namespace kiln::ops
 
@@ -930,26 +930,17 @@ void bf16_gemm_nt_accumulate(const TensorView& a, const TensorView& b, const Ten
 
 void m_grouped_bf16_gemm_nt_contiguous(const TensorView& a, const TensorView& b, const TensorView& d,
                                        const TensorView& m_indices, Stream stream) {
-  const ops::GroupedChecked checked = ops::check_m_grouped(a, b, d, m_indices, false);
-  if (checked.c.m == 0 || checked.c.n == 0) return;
-  ops::launch(ops::kMGroupedOp, checked.c, a, b, d, nullptr, ops::CMode::kZero, static_cast<CUstream>(stream),
-              &checked.grouped);
+  ops::launch_grouped(ops::kMGroupedOp, ops::check_m_grouped(a, b, d, m_indices, false), a, b, d, stream);
 }
 
 void m_grouped_bf16_gemm_nn_contiguous(const TensorView& a, const TensorView& b, const TensorView& d,
                                        const TensorView& m_indices, Stream stream) {
-  const ops::GroupedChecked checked = ops::check_m_grouped(a, b, d, m_indices, true);
-  if (checked.c.m == 0 || checked.c.n == 0) return;
-  ops::launch(ops::kMGroupedNnOp, checked.c, a, b, d, nullptr, ops::CMode::kZero, static_cast<CUstream>(stream),
-              &checked.grouped);
+  ops::launch_grouped(ops::kMGroupedNnOp, ops::check_m_grouped(a, b, d, m_indices, true), a, b, d, stream);
 }
 
 void m_grouped_bf16_gemm_nt_masked(const TensorView& a, const TensorView& b, const TensorView& d,
                                    const TensorView& masked_m, int64_t expected_m, Stream stream) {
-  const ops::GroupedChecked checked = ops::check_m_grouped_masked(a, b, d, masked_m, expected_m);
-  if (checked.c.m == 0 || checked.c.n == 0) return;
-  ops::launch(ops::kMaskedOp, checked.c, a, b, d, nullptr, ops::CMode::kZero, static_cast<CUstream>(stream),
-              &checked.grouped);
+  ops::launch_grouped(ops::kMaskedOp, ops::check_m_grouped_masked(a, b, d, masked_m, expected_m), a, b, d, stream);
 }
 
 }  // namespace kiln

@@ -26,11 +26,13 @@ void check_grouped_n_and_k(const Arg& a_arg, const TensorView& a, int k_dim, int
          "k == " + std::to_string(k));
 }
 
-void check_contiguous_b_shape(const Arg& arg, const TensorView& b, int64_t k) {
-  if (b.shape[2] != k)
-    fail(ErrorKind::kValueError, arg, b, "of shape (groups, n, k) with k == " + std::to_string(k) + " (a's k)",
+void check_contiguous_b_shape(const Arg& arg, const TensorView& b, int64_t k, bool stored_kn) {
+  const char* shape = stored_kn ? "(groups, k, n)" : "(groups, n, k)";
+  if (b.shape[stored_kn ? 1 : 2] != k)
+    fail(ErrorKind::kValueError, arg, b,
+         std::string("of shape ") + shape + " with k == " + std::to_string(k) + " (a's k)",
          "shape " + format_dims(b.shape.data(), 3));
-  check_group_count(arg, b, "(groups, n, k)");
+  check_group_count(arg, b, shape);
 }
 
 void check_m_indices(const Arg& arg, const TensorView& m_indices, int64_t m) {

@@ -13,8 +13,9 @@ namespace kiln::ops {
 // t.shape[0] (the groups) in 1..2147483647; `shape` names t's dimensions in the message ("(groups, n, k)").
 void check_group_count(const Arg& arg, const TensorView& t, const char* shape);
 
-// The contiguous forms' B: [groups, n, k] with a's k and 1..2147483647 groups.
-void check_contiguous_b_shape(const Arg& arg, const TensorView& b, int64_t k);
+// The contiguous forms' B: [groups, n, k], or with `stored_kn` [groups, k, n] (each group's weights stored N-major),
+// with a's k and 1..2147483647 groups.
+void check_contiguous_b_shape(const Arg& arg, const TensorView& b, int64_t k, bool stored_kn = false);
 
 // The contiguous forms' m_indices: [m] (each of a's rows' group), contiguous, 4-byte aligned.
 void check_m_indices(const Arg& arg, const TensorView& m_indices, int64_t m);

@@ -40,30 +40,39 @@ constexpr int kMasked = static_cast<int>(kernels::kBf16GemmMasked);
 // ---- m_grouped_bf16_gemm_nt_contiguous ---------------------------------------------------------------------------
 
 // A valid problem at distinct, 256-byte-aligned fake device addresses: m rows of every expert together (A [m, k],
-// D [m, n], m_indices [m]) over B [G, n, k].
+// D [m, n], m_indices [m]) over B [G, n, k], or with `nn` B [G, k, n] (m_grouped_bf16_gemm_nn_contiguous: each
+// expert's weights stored N-major).
 struct Contiguous {
   TensorView a, b, d, m_indices;
-  Contiguous(int64_t groups, int64_t m, int64_t n, int64_t k) {
+  bool nn;
+  Contiguous(int64_t groups, int64_t m, int64_t n, int64_t k, bool nn_ = false) : nn(nn_) {
     a = TensorView::contiguous(ptr(0x10000000), DType::kBFloat16, {m, k});
-    b = TensorView::contiguous(ptr(0x30000000), DType::kBFloat16, {groups, n, k});
+    b = nn ? TensorView::contiguous(ptr(0x30000000), DType::kBFloat16, {groups, k, n})
+           : TensorView::contiguous(ptr(0x30000000), DType::kBFloat16, {groups, n, k});
     d = TensorView::contiguous(ptr(0x50000000), DType::kBFloat16, {m, n});
     m_indices = TensorView::contiguous(ptr(0x60000000), DType::kInt32, {m});
   }
-  void run() const { m_grouped_bf16_gemm_nt_contiguous(a, b, d, m_indices); }
+  void run() const {
+    if (nn)
+      m_grouped_bf16_gemm_nn_contiguous(a, b, d, m_indices);
+    else
+      m_grouped_bf16_gemm_nt_contiguous(a, b, d, m_indices);
+  }
 };
 
-// The error after `change` of a valid problem: 4 experts, 512 rows in all, over 576 x 520.
-std::string contiguous_error(const std::function<void(Contiguous&)>& change, ErrorKind kind = ErrorKind::kValueError) {
-  Contiguous g(4, 512, 576, 520);
+// The error after `change` of a valid problem: 4 experts, 512 rows in all, over 576 x 520 (`nn`: B stored [G, k, n]).
+std::string contiguous_error(const std::function<void(Contiguous&)>& change, ErrorKind kind = ErrorKind::kValueError,
+                             bool nn = false) {
+  Contiguous g(4, 512, 576, 520, nn);
   change(g);
   const std::string e = error_of([&] { g.run(); }, kind);
-  EXPECT_THAT(e, HasSubstr("m_grouped_bf16_gemm_nt_contiguous: "));
+  EXPECT_THAT(e, HasSubstr(nn ? "m_grouped_bf16_gemm_nn_contiguous: " : "m_grouped_bf16_gemm_nt_contiguous: "));
   return e;
 }
 
 // Whether `change` leaves a problem every check passes (the call then stops at the device query).
-bool contiguous_passes(const std::function<void(Contiguous&)>& change) {
-  Contiguous g(4, 512, 576, 520);
+bool contiguous_passes(const std::function<void(Contiguous&)>& change, bool nn = false) {
+  Contiguous g(4, 512, 576, 520, nn);
   change(g);
   return !error_of([&] { g.run(); }, ErrorKind::kCudaError).empty();
 }
@@ -141,70 +150,50 @@ TEST(Bf16GemmMGroupedValidate, EmptyProblemsAreNoOpsAndAValidCallReachesTheDevic
 
 // ---- m_grouped_bf16_gemm_nn_contiguous ---------------------------------------------------------------------------
 
-// As Contiguous, with B [G, k, n] (each expert's weights stored N-major).
-struct ContiguousNn {
-  TensorView a, b, d, m_indices;
-  ContiguousNn(int64_t groups, int64_t m, int64_t n, int64_t k) {
-    a = TensorView::contiguous(ptr(0x10000000), DType::kBFloat16, {m, k});
-    b = TensorView::contiguous(ptr(0x30000000), DType::kBFloat16, {groups, k, n});
-    d = TensorView::contiguous(ptr(0x50000000), DType::kBFloat16, {m, n});
-    m_indices = TensorView::contiguous(ptr(0x60000000), DType::kInt32, {m});
-  }
-  void run() const { m_grouped_bf16_gemm_nn_contiguous(a, b, d, m_indices); }
-};
-
-std::string nn_error(const std::function<void(ContiguousNn&)>& change, ErrorKind kind = ErrorKind::kValueError) {
-  ContiguousNn g(4, 512, 576, 520);
-  change(g);
-  const std::string e = error_of([&] { g.run(); }, kind);
-  EXPECT_THAT(e, HasSubstr("m_grouped_bf16_gemm_nn_contiguous: "));
-  return e;
+// The nn form's errors (contiguous_error and contiguous_passes with B stored [G, k, n]).
+std::string nn_error(const std::function<void(Contiguous&)>& change, ErrorKind kind = ErrorKind::kValueError) {
+  return contiguous_error(change, kind, true);
 }
-
-bool nn_passes(const std::function<void(ContiguousNn&)>& change) {
-  ContiguousNn g(4, 512, 576, 520);
-  change(g);
-  return !error_of([&] { g.run(); }, ErrorKind::kCudaError).empty();
-}
+bool nn_passes(const std::function<void(Contiguous&)>& change) { return contiguous_passes(change, true); }
 
 TEST(Bf16GemmMGroupedNnValidate, DtypesShapesAndLayouts) {
-  EXPECT_THAT(nn_error([](ContiguousNn& g) { g.b.dtype = DType::kFloat16; }, ErrorKind::kTypeError),
+  EXPECT_THAT(nn_error([](Contiguous& g) { g.b.dtype = DType::kFloat16; }, ErrorKind::kTypeError),
               HasSubstr("b must be bfloat16, got float16"));
-  EXPECT_THAT(nn_error([](ContiguousNn& g) { g.m_indices.dtype = DType::kInt64; }, ErrorKind::kTypeError),
+  EXPECT_THAT(nn_error([](Contiguous& g) { g.m_indices.dtype = DType::kInt64; }, ErrorKind::kTypeError),
               HasSubstr("m_indices must be int32, got int64"));
-  EXPECT_THAT(nn_error([](ContiguousNn& g) { g.b.ndim = 2; }), HasSubstr("b must be 3-dimensional, got 2"));
+  EXPECT_THAT(nn_error([](Contiguous& g) { g.b.ndim = 2; }), HasSubstr("b must be 3-dimensional, got 2"));
   // B is [G, k, n]: its k is size(1).
-  EXPECT_THAT(nn_error([](ContiguousNn& g) { g.b.shape[1] = 512; }),
+  EXPECT_THAT(nn_error([](Contiguous& g) { g.b.shape[1] = 512; }),
               AllOf(HasSubstr("b must be of shape (groups, k, n) with k == 520 (a's k)"),
                     HasSubstr("got shape (4, 512, 576)")));
-  EXPECT_THAT(nn_error([](ContiguousNn& g) { g.b.shape[0] = 0; }),
+  EXPECT_THAT(nn_error([](Contiguous& g) { g.b.shape[0] = 0; }),
               HasSubstr("b must be of shape (groups, k, n) with 1 <= groups <= 2147483647"));
-  EXPECT_THAT(nn_error([](ContiguousNn& g) { g.d.shape[1] = 584; }),
+  EXPECT_THAT(nn_error([](Contiguous& g) { g.d.shape[1] = 584; }),
               HasSubstr("d must be of shape (512, 576) (m of a, n of b)"));
   // N-major: rows of n; a K-major B (a transposed [G, n, k]) is the nt form's.
-  EXPECT_THAT(nn_error([](ContiguousNn& g) { g.b.strides = {520 * 576, 1, 520, 0}; }),
+  EXPECT_THAT(nn_error([](Contiguous& g) { g.b.strides = {520 * 576, 1, 520, 0}; }),
               AllOf(HasSubstr("b must be N-major (stride(2) == 1)"), HasSubstr("got strides (299520, 1, 520)")));
   // The groups one after the other at k rows of its row stride; a padded row stride is fine, a misaligned one not.
-  EXPECT_THAT(nn_error([](ContiguousNn& g) { g.b.strides[0] += 8; }),
+  EXPECT_THAT(nn_error([](Contiguous& g) { g.b.strides[0] += 8; }),
               AllOf(HasSubstr("b must be groups one after the other: strides (k * s, s, 1), here stride(0) == 299520"),
                     HasSubstr("got strides (299528, 576, 1)")));
-  EXPECT_TRUE(nn_passes([](ContiguousNn& g) { g.b.strides = {520 * 584, 584, 1, 0}; }));
-  EXPECT_THAT(nn_error([](ContiguousNn& g) { g.b.strides = {520 * 580, 580, 1, 0}; }),
+  EXPECT_TRUE(nn_passes([](Contiguous& g) { g.b.strides = {520 * 584, 584, 1, 0}; }));
+  EXPECT_THAT(nn_error([](Contiguous& g) { g.b.strides = {520 * 580, 580, 1, 0}; }),
               HasSubstr("b must be N-major with columns 16-byte aligned (stride(1) a multiple of 8)"));
-  EXPECT_THAT(nn_error([](ContiguousNn& g) { g.b.shape[2] = 572; g.d.shape[1] = 572; }),
+  EXPECT_THAT(nn_error([](Contiguous& g) { g.b.shape[2] = 572; g.d.shape[1] = 572; }),
               AllOf(HasSubstr("b must be of a size(2) (n) that is a multiple of 8, got n == 572"),
                     HasSubstr("b is bfloat16[4, 520, 572]")));  // the caller's b, not group 0's view
-  EXPECT_THAT(nn_error([](ContiguousNn& g) { g.a.strides = {1, 512, 0, 0}; }),
+  EXPECT_THAT(nn_error([](Contiguous& g) { g.a.strides = {1, 512, 0, 0}; }),
               HasSubstr("a must be K-major (stride(-1) == 1)"));
-  EXPECT_THAT(nn_error([](ContiguousNn& g) { g.d.data = ptr(0x30000000 + 3 * 576 * 520 * 2); }),
+  EXPECT_THAT(nn_error([](Contiguous& g) { g.d.data = ptr(0x30000000 + 3 * 576 * 520 * 2); }),
               HasSubstr("d must be memory that does not overlap b's"));
 }
 
 TEST(Bf16GemmMGroupedNnValidate, EmptyProblemsAreNoOpsAndAValidCallReachesTheDevice) {
-  EXPECT_NO_THROW(ContiguousNn(4, 0, 576, 520).run());
-  EXPECT_NO_THROW(ContiguousNn(4, 512, 0, 520).run());
-  EXPECT_TRUE(nn_passes([](ContiguousNn&) {}));
-  EXPECT_TRUE(nn_passes([](ContiguousNn& g) { g = ContiguousNn(1, 128, 64, 8); }));
+  EXPECT_NO_THROW(Contiguous(4, 0, 576, 520, true).run());
+  EXPECT_NO_THROW(Contiguous(4, 512, 0, 520, true).run());
+  EXPECT_TRUE(nn_passes([](Contiguous&) {}));
+  EXPECT_TRUE(nn_passes([](Contiguous& g) { g = Contiguous(1, 128, 64, 8, true); }));
 }
 
 // ---- m_grouped_bf16_gemm_nt_masked -------------------------------------------------------------------------------
