@@ -30,6 +30,7 @@
 #include "kiln/ops.hpp"
 #include "ops/c_into_d.hpp"
 #include "ops/grouped_checks.hpp"
+#include "ops/k_groups.hpp"
 #include "ops/plan_store.hpp"
 #include "ops/tensor_map.hpp"
 #include "ops/validate.hpp"
@@ -798,19 +799,8 @@ std::vector<GroupProblem> check_k_grouped(const TensorView& a, const TensorView&
   const int64_t sfb_stride = check_mn_major_scales(asfb, sfb, n, k_blocks, "n");
   // D and C: groups of [m, n] with dense rows, apart from each other; D's each 16-byte aligned (the row strides are
   // checked per group, on views that take stride(2) as 1).
-  const auto check_groups = [&](const Arg& arg, const TensorView& t, bool aligned) {
-    if (groups > 0 && m > 0 && n > 1 && t.strides[2] != 1)
-      fail(ErrorKind::kValueError, arg, t, "of dense rows: stride(2) == 1",
-           "strides " + format_dims(t.strides.data(), 3));
-    if (groups > 1 && m > 0 && n > 0 &&
-        ((aligned && t.strides[0] % 4 != 0) || t.strides[0] < (m - 1) * t.strides[1] + n))
-      fail(ErrorKind::kValueError, arg, t,
-           std::string("groups that do not overlap: stride(0) >= (m - 1) * stride(1) + n") +
-               (aligned ? ", a multiple of 4 (each group's D 16-byte aligned)" : ""),
-           "strides " + format_dims(t.strides.data(), 3));
-  };
-  check_groups(ad, d, true);
-  if (c_tensor) check_groups(ac, *c_tensor, false);
+  check_k_grouped_planes(ad, d, true);
+  if (c_tensor) check_k_grouped_planes(ac, *c_tensor, false);
   mode = CMode::kZero;
   if (c_tensor) {
     const bool same = c_tensor->data == d.data && c_tensor->strides == d.strides;
@@ -916,29 +906,6 @@ void launch_k_grouped(const std::vector<GroupProblem>& groups, const std::vector
 }
 
 }  // namespace
-
-int64_t k_grouped_plan_k(int64_t k) {
-  if (k <= 0) return 0;
-  int64_t plan_k = kScaleBlock;
-  while (plan_k < k) plan_k *= 2;
-  return plan_k;
-}
-
-std::vector<std::vector<size_t>> k_grouped_launches(const std::vector<int>& class_of_group) {
-  std::vector<std::vector<size_t>> launches;
-  const int classes =
-      class_of_group.empty() ? 0 : *std::max_element(class_of_group.begin(), class_of_group.end()) + 1;
-  for (int cls = 0; cls < classes; ++cls) {
-    bool open = false;  // the last launch takes this class's groups
-    for (size_t g = 0; g < class_of_group.size(); ++g) {
-      if (class_of_group[g] != cls) continue;
-      if (!open || launches.back().size() == kFp8GemmMaxLaunchGroups) launches.emplace_back();
-      open = true;
-      launches.back().push_back(g);
-    }
-  }
-  return launches;
-}
 
 codegen::KernelSpec fp8_gemm_spec(int64_t n, int64_t k, const Fp8GemmConfig& c) {
   codegen::KernelSpec spec;
@@ -1104,7 +1071,7 @@ void k_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa
   for (size_t g = 0; g < groups.size(); ++g) {
     const ops::GroupProblem& p = groups[g];
     if (p.k == 0) continue;
-    const int64_t plan_k = ops::k_grouped_plan_k(p.k);
+    const int64_t plan_k = ops::k_grouped_plan_k(p.k, ops::kScaleBlock);
     auto known = std::find_if(planned_at.begin(), planned_at.end(), [&](const auto& e) { return e.first == plan_k; });
     if (known == planned_at.end()) {
       ops::Checked planned = p.checked;
@@ -1131,7 +1098,7 @@ void k_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa
     if (mode == ops::CMode::kCopy || (store_d && p.k == 0))
       ops::prepare_d(ops::kKGroupedOp, mode, p.d, mode == ops::CMode::kCopy ? &p.c : nullptr, p.checked.m, p.checked.n,
                      p.checked.ldc, p.checked.ldd, a.device, s);
-  for (const std::vector<size_t>& launch : ops::k_grouped_launches(class_of)) {
+  for (const std::vector<size_t>& launch : ops::k_grouped_launches(class_of, kFp8GemmMaxLaunchGroups)) {
     const auto [kernel, ring] = launch_classes[static_cast<size_t>(class_of[launch.front()])];
     ops::launch_k_grouped(groups, launch, kernels[static_cast<size_t>(kernel)], ring, sfa, sfb, d, store_d, s);
   }

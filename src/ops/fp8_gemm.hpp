@@ -21,21 +21,11 @@ namespace kiln::ops {
 // kiln::Fp8GemmGroupedParams.
 codegen::KernelSpec fp8_gemm_spec(int64_t n, int64_t k, const Fp8GemmConfig& config);
 
-// The K a group of a k-grouped call is planned at (and so its kernel chosen): its token count rounded up to a power
-// of two, at least 128, so that calls whose counts change from step to step share a handful of plans. 0 for a
-// group without tokens.
-int64_t k_grouped_plan_k(int64_t k);
-
-// The launches of a k-grouped call, given each group's launch class (an index into the call's distinct pairs of
-// kernel and pipeline length, -1 for a group without tokens): for each class in order of first use, its groups in
-// order, cut into runs of at most kFp8GemmMaxLaunchGroups (one launch each).
-std::vector<std::vector<size_t>> k_grouped_launches(const std::vector<int>& class_of_group);
-
 // Registry entry: m (a value or a range), n, k, and the optional overrides block_m, block_n, stages,
 // cluster_m, cluster_n and num_sms (as set_num_sms: 0 for all of the target's SMs), accumulate (1: the
 // weight-gradient form's kernels, as fp8_gemm_nt_accumulate / fp8_gemm_nt_wgrad launch them) and k_grouped (1, with
 // accumulate=1: those kernels k-grouped, as k_grouped_fp8_gemm_nt_contiguous launches them, each group's at k =
-// k_grouped_plan_k(its tokens)).
+// k_grouped_plan_k(its tokens, 128): ops/k_groups.hpp).
 OpDescriptor fp8_gemm_nt_descriptor();
 
 }  // namespace kiln::ops

@@ -24,6 +24,7 @@
 #include "kiln/kernels/fp8_gemm_params.h"
 #include "kiln/ops.hpp"
 #include "ops/fp8_gemm.hpp"
+#include "ops/k_groups.hpp"
 #include "ops/registry.hpp"
 #include "test_support.hpp"
 
@@ -492,22 +493,22 @@ TEST(Fp8GemmWgradRunTimeK, RangeErrorsNameTheParameter) {
 // The plan of a k-grouped call is made at the groups' mean token count rounded up to a power of two (at least one K
 // block), so that calls whose counts move from step to step share a few plans and kernels.
 TEST(Fp8GemmKGroupedLaunch, PlanKIsTheGroupsTokensUpToAPowerOfTwo) {
-  EXPECT_EQ(ops::k_grouped_plan_k(0), 0);
-  EXPECT_EQ(ops::k_grouped_plan_k(128), 128);
-  EXPECT_EQ(ops::k_grouped_plan_k(16), 128);  // at least one scale block
-  EXPECT_EQ(ops::k_grouped_plan_k(384), 512);
-  EXPECT_EQ(ops::k_grouped_plan_k(4096), 4096);
-  EXPECT_EQ(ops::k_grouped_plan_k(4224), 8192);
+  EXPECT_EQ(ops::k_grouped_plan_k(0, 128), 0);
+  EXPECT_EQ(ops::k_grouped_plan_k(128, 128), 128);
+  EXPECT_EQ(ops::k_grouped_plan_k(16, 128), 128);  // at least one scale block
+  EXPECT_EQ(ops::k_grouped_plan_k(384, 128), 512);
+  EXPECT_EQ(ops::k_grouped_plan_k(4096, 128), 4096);
+  EXPECT_EQ(ops::k_grouped_plan_k(4224, 128), 8192);
 }
 TEST(Fp8GemmKGroupedLaunch, GroupsOfOneKernelGoInRunsOfTheParameterTablesSize) {
-  EXPECT_TRUE(ops::k_grouped_launches({}).empty());
-  EXPECT_TRUE(ops::k_grouped_launches({-1, -1, -1}).empty());
-  EXPECT_EQ(ops::k_grouped_launches({0, -1, 0}), (std::vector<std::vector<size_t>>{{0, 2}}));
+  EXPECT_TRUE(ops::k_grouped_launches({}, kFp8GemmMaxLaunchGroups).empty());
+  EXPECT_TRUE(ops::k_grouped_launches({-1, -1, -1}, kFp8GemmMaxLaunchGroups).empty());
+  EXPECT_EQ(ops::k_grouped_launches({0, -1, 0}, kFp8GemmMaxLaunchGroups), (std::vector<std::vector<size_t>>{{0, 2}}));
   // Two kernels: each one's groups in order, the first kernel's launches first.
-  EXPECT_EQ(ops::k_grouped_launches({1, 0, -1, 1, 0}), (std::vector<std::vector<size_t>>{{1, 4}, {0, 3}}));
+  EXPECT_EQ(ops::k_grouped_launches({1, 0, -1, 1, 0}, kFp8GemmMaxLaunchGroups), (std::vector<std::vector<size_t>>{{1, 4}, {0, 3}}));
   std::vector<int> kernel_of(80, 0);
   kernel_of[3] = kernel_of[40] = -1;
-  const auto launches = ops::k_grouped_launches(kernel_of);
+  const auto launches = ops::k_grouped_launches(kernel_of, kFp8GemmMaxLaunchGroups);
   ASSERT_EQ(launches.size(), 3u);
   EXPECT_EQ(launches[0].size(), kFp8GemmMaxLaunchGroups);
   EXPECT_EQ(launches[1].size(), kFp8GemmMaxLaunchGroups);
@@ -520,7 +521,7 @@ TEST(Fp8GemmKGroupedLaunch, GroupsOfOneKernelGoInRunsOfTheParameterTablesSize) {
   EXPECT_EQ(std::count(all.begin(), all.end(), 40u), 0);
   // A second kernel's groups start launches of their own, never sharing one with the first's.
   kernel_of[79] = 1;
-  const auto mixed = ops::k_grouped_launches(kernel_of);
+  const auto mixed = ops::k_grouped_launches(kernel_of, kFp8GemmMaxLaunchGroups);
   ASSERT_EQ(mixed.size(), 4u);
   EXPECT_EQ(mixed[2].size(), 77 - 2 * kFp8GemmMaxLaunchGroups);
   EXPECT_EQ(mixed[3], std::vector<size_t>{79});
