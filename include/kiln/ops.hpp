@@ -249,6 +249,25 @@ void m_grouped_bf16_gemm_nn_contiguous(const TensorView& a, const TensorView& b,
 void m_grouped_bf16_gemm_nt_masked(const TensorView& a, const TensorView& b, const TensorView& d,
                                    const TensorView& masked_m, int64_t expected_m, Stream stream = nullptr);
 
+// DeepGEMM's k_grouped_bf16_gemm_tn_contiguous: the weight gradients of G groups (MoE experts) in one call,
+//   D[g] (float32 [m, n]) = C[g] + A_g^T . B_g,      A_g = a[t_g : t_g + ks[g]], B_g = b[t_g : t_g + ks[g]],
+// where t_g = ks[0] + ... + ks[g-1] (group g's first token), summed in FP32:
+// a:  bfloat16 [sum(ks), m] (each group's tokens one after the other, e.g. the experts' output gradients), rows dense
+//     (stride(1) == 1) and 16-byte aligned apart;
+// b:  bfloat16 [sum(ks), n] likewise (e.g. the experts' inputs); n a multiple of 8;
+// d:  float32 [G, m, n]: each group's rows dense and 16-byte aligned apart, the groups apart (strides (s0, s1, 1),
+//     s0 a multiple of 4, s0 >= (m - 1) * s1 + n);
+// c:  nullptr (D[g] = A_g^T . B_g: stored, or zeroed for groups without tokens), d itself (D += ...), or float32
+//     [G, m, n] with dense rows not overlapping d (copied into D first);
+// ks: each group's tokens, on the host: any count >= 0 (a group's K tail is zero-filled by TMA, not read from the
+//     next group's tokens; 0: no product).
+// Every check and the kernels (each group's chosen at its tokens rounded up to 64 times a power of two; `kiln plan
+// bf16_gemm_nt ... k_grouped=1` lists them) come before anything is enqueued. Then, on `stream`, each group's copy of
+// C (or, with no C, a memset of each group without tokens), and one launch per 32 groups with tokens that share a
+// kernel. m = 0, n = 0 or G = 0 enqueue nothing. Errors name k_grouped_bf16_gemm_tn_contiguous.
+void k_grouped_bf16_gemm_tn_contiguous(const TensorView& a, const TensorView& b, const TensorView& d,
+                                       const std::vector<int64_t>& ks, const TensorView* c, Stream stream = nullptr);
+
 // Overrides of the BF16 GEMM's plan, process-wide (0: the plan decides), for later bf16_gemm_nt launches. Validated
 // when set: block_m 64, 128 or 256; block_n a multiple of 16 in 16..256 (at most 128 with block_m 256, whose two
 // waves' accumulators fill the registers); stages 1..32 (checked to fit in shared memory per kernel); cluster_m 1 or 2

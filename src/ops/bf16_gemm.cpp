@@ -27,8 +27,9 @@
 #include "kiln/error.hpp"
 #include "kiln/kernels/bf16_gemm_params.h"
 #include "ops/c_into_d.hpp"
-#include "ops/grouped_checks.hpp"
 #include "ops/gemm_rounds.hpp"
+#include "ops/grouped_checks.hpp"
+#include "ops/k_groups.hpp"
 #include "ops/plan_store.hpp"
 #include "ops/tensor_map.hpp"
 #include "ops/validate.hpp"
@@ -75,6 +76,7 @@ constexpr double kEpilogueBytesPerUs = 90.0e3;
 // Pruning bounds (see bf16_gemm.hpp): the mean loss over the intervals and the loss at any one interval.
 constexpr double kPruneMeanLoss = 1.01;
 constexpr double kPruneMaxLoss = 1.02;
+constexpr int64_t kKGroupedCostedGroups = 8;  // groups a k-grouped launch is costed as (bf16_gemm_estimate_us)
 
 bool two_waves(const Bf16GemmConfig& c) { return c.block_m > 64 * c.math_warpgroups; }
 
@@ -88,15 +90,17 @@ int64_t units_of(const Bf16GemmConfig& c, int64_t m, int64_t n) {
 // The candidates a plan chooses among for N = n, narrowed by the overrides; stages as many as fit unless forced.
 // Tiles left with fewer than kBf16GemmMinPlannedStages beside their staging are dropped while any other remains. An
 // N-major B takes widths that are multiples of 64 and no CTA pairs (bf16_gemm.cuh says why); the m-grouped forms
-// 64- and 128-row tiles and no pairs.
+// 64- and 128-row tiles and no pairs, the k-grouped form no pairs.
 std::vector<Bf16GemmConfig> candidates(const TargetInfo& target, int64_t n, const Bf16GemmOverrides& o, int epilogue,
                                        int mn_major, int grouping) {
   std::vector<Bf16GemmConfig> out;
   const bool n_major_b = (mn_major & static_cast<int>(kernels::kBf16GemmMnMajorB)) != 0;
   const uint32_t bytes = out_bytes(epilogue);
   const uint32_t smem = static_cast<uint32_t>(std::min<int64_t>(target.shared_memory_per_block, UINT32_MAX));
+  const bool m_grouped = grouping == static_cast<int>(kernels::kBf16GemmMGrouped) ||
+                         grouping == static_cast<int>(kernels::kBf16GemmMasked);
   for (const int block_m : {64, 128, 256}) {
-    if ((o.block_m != 0 && o.block_m != block_m) || (grouping != 0 && block_m == 256)) continue;
+    if ((o.block_m != 0 && o.block_m != block_m) || (m_grouped && block_m == 256)) continue;
     const int widest = block_m == 256 ? 128 : 256;
     for (int block_n = 16; block_n <= widest; block_n += 16) {
       if (o.block_n != 0 ? o.block_n != block_n : !bf16_gemm_offered(block_m, block_n, n)) continue;
@@ -121,8 +125,13 @@ std::vector<Bf16GemmConfig> candidates(const TargetInfo& target, int64_t n, cons
           invalid(kOp, "stages " + std::to_string(o.stages) + " do not fit in " + std::to_string(smem) +
                            " bytes of shared memory with a " + std::to_string(block_m) + "x" +
                            std::to_string(block_n) + " tile (at most " + std::to_string(forced_fit) + ")");
-        if (fit == 0) continue;
-        c.stages = o.stages != 0 ? o.stages : static_cast<int>(fit);
+        // The k-grouped form takes the most stages beside a part of a staging tile: its K runs to thousands of tokens
+        // per tile, so the pipeline's depth counts for more than its epilogue's passes (k_grouped_tiles.py, H100,
+        // 2026-12-07: 128x256 with 4 stages and four store passes ran 1.03-1.14x cuBLAS per expert where the plan's
+        // 128x192 with the 3 stages beside a whole float32 staging tile ran 0.89-1.00x).
+        const uint32_t planned = grouping == static_cast<int>(kernels::kBf16GemmKGrouped) ? forced_fit : fit;
+        if (planned == 0) continue;
+        c.stages = o.stages != 0 ? o.stages : static_cast<int>(planned);
         out.push_back(c);
       }
     }
@@ -166,9 +175,10 @@ std::string Bf16GemmConfig::describe() const {
                                                                     : "") +
          ((mn_major & static_cast<int>(kernels::kBf16GemmMnMajorA)) != 0 ? ", M-major A" : "") +
          ((mn_major & static_cast<int>(kernels::kBf16GemmMnMajorB)) != 0 ? ", N-major B" : "") +
-         (grouping == static_cast<int>(kernels::kBf16GemmMGrouped) ? ", m-grouped"
-          : grouping == static_cast<int>(kernels::kBf16GemmMasked) ? ", m-grouped masked"
-                                                                    : "");
+         (grouping == static_cast<int>(kernels::kBf16GemmMGrouped)   ? ", m-grouped"
+          : grouping == static_cast<int>(kernels::kBf16GemmMasked)   ? ", m-grouped masked"
+          : grouping == static_cast<int>(kernels::kBf16GemmKGrouped) ? ", k-grouped"
+                                                                      : "");
 }
 
 uint32_t Bf16GemmConfig::grid(int64_t m, int64_t n, int sm_count) const {
@@ -202,7 +212,11 @@ void check_bf16_gemm_overrides(const Bf16GemmOverrides& o, const char* who) {
 double bf16_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int64_t k, const Bf16GemmConfig& c) {
   const double bn = c.block_n;
   const int64_t k_blocks = ceil_div(k, kBlockK);
-  const int64_t units = units_of(c, m, n);
+  // A k-grouped launch walks many groups' tiles (up to 32): it is costed as kKGroupedCostedGroups groups' at once, then
+  // per group, so that one group's wave quantization does not pick its tile (it picked 128x192 at 7168 x 2048, whose 11
+  // n blocks fill 132 SMs in 4.7 rounds where 128x256's 8 take 3.4; over 8 and 32 experts 128x256 ran 2-11 % faster).
+  const int64_t groups = c.grouping == static_cast<int>(kernels::kBf16GemmKGrouped) ? kKGroupedCostedGroups : 1;
+  const int64_t units = units_of(c, m, n) * groups;
   const int64_t grid_units = std::max<int64_t>(1, std::min<int64_t>(units, target.sm_count / c.cluster_m));
   const int64_t rounds = ceil_div(units, grid_units);
   const double waves = two_waves(c) ? 2.0 : 1.0;
@@ -219,11 +233,13 @@ double bf16_gemm_estimate_us(const TargetInfo& target, int64_t m, int64_t n, int
 
   const double md = static_cast<double>(m), nd = static_cast<double>(n), kd = static_cast<double>(k);
   const double d_traffic = c.epilogue == static_cast<int>(kernels::kBf16GemmAddF32) ? 2.0 * d_bytes : d_bytes;
-  const double dram_us = (2.0 * (md * kd + nd * kd) + d_traffic * md * nd) / kDramBytesPerUs;
+  const double dram_us =
+      static_cast<double>(groups) * (2.0 * (md * kd + nd * kd) + d_traffic * md * nd) / kDramBytesPerUs;
   const double tiles = static_cast<double>(units * c.cluster_m);
   const double l2_us = tiles * static_cast<double>(k_blocks) * l2_load_bytes / kL2BytesPerUs;
   // DRAM by rounds of one unit per cluster (gemm_rounds.hpp, the FP8 model's term and figures).
-  return kFixedUs + std::max(dram_bound_rounds_us(dram_us, tile_us, units, grid_units, rounds), l2_us);
+  return kFixedUs +
+         std::max(dram_bound_rounds_us(dram_us, tile_us, units, grid_units, rounds), l2_us) / static_cast<double>(groups);
 }
 
 Bf16GemmPlan bf16_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const Bf16GemmOverrides& overrides,
@@ -246,10 +262,15 @@ Bf16GemmPlan bf16_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, cons
       invalid(kOp, "cluster_m must be 0 (heuristic) or 1 with an N-major b (CTA pairs sharing its boxes are not "
                    "offered), got 2");
   }
-  if (grouping < 0 || grouping > static_cast<int>(kernels::kBf16GemmMasked))
-    invalid(kOp, "grouping must be 0 (one GEMM), 1 (m-grouped contiguous) or 2 (m-grouped masked), got " +
-                     std::to_string(grouping));
-  if (grouping != 0) {
+  if (grouping < 0 || grouping > static_cast<int>(kernels::kBf16GemmKGrouped))
+    invalid(kOp, "grouping must be 0 (one GEMM), 1 (m-grouped contiguous), 2 (m-grouped masked) or 3 (k-grouped), "
+                 "got " + std::to_string(grouping));
+  if (grouping == static_cast<int>(kernels::kBf16GemmKGrouped)) {
+    if (epilogue == static_cast<int>(kernels::kBf16GemmStoreBf16) ||
+        mn_major != static_cast<int>(kernels::kBf16GemmMnMajorA | kernels::kBf16GemmMnMajorB))
+      invalid(kOp, "the k-grouped form takes a float32 D (epilogue 1 or 2) and MN-major operands (mn_major 3), got "
+                   "epilogue " + std::to_string(epilogue) + " and mn_major " + std::to_string(mn_major));
+  } else if (grouping != 0) {
     // The contiguous form's B may be N-major (m_grouped_bf16_gemm_nn_contiguous).
     const bool n_major_b_ok = grouping == static_cast<int>(kernels::kBf16GemmMGrouped) &&
                               mn_major == static_cast<int>(kernels::kBf16GemmMnMajorB);
@@ -351,9 +372,11 @@ codegen::KernelSpec bf16_gemm_spec(int64_t n, int64_t k, const Bf16GemmConfig& c
   spec.op = kOp;
   spec.header = "kiln/kernels/bf16_gemm.cuh";
   spec.kernel_template = "kiln::kernels::Bf16Gemm";
-  spec.params_type = "kiln::Bf16GemmParams";
+  // The k-grouped kernel takes each group's K at run time, and its table of groups as its parameter.
+  const bool k_grouped = c.grouping == static_cast<int>(kernels::kBf16GemmKGrouped);
+  spec.params_type = k_grouped ? "kiln::Bf16GemmKGroupedParams" : "kiln::Bf16GemmParams";
   spec.arg("n", n)
-      .arg("k", k)
+      .arg("k", k_grouped ? int64_t{kernels::kBf16GemmRunTimeK} : k)
       .arg("block_m", int64_t{c.block_m})
       .arg("block_n", int64_t{c.block_n})
       .arg("stages", int64_t{c.stages})
@@ -380,33 +403,45 @@ int64_t value_of(const Problem& problem, const char* name) {
   return it->second.lo;
 }
 
-// The epilogue a problem names: fp32=1 a float32 D, accumulate=1 added into one (which fp32=0 contradicts).
-int epilogue_of(const Problem& problem) {
+// The epilogue a problem names: fp32=1 a float32 D, accumulate=1 added into one (which fp32=0 contradicts). The
+// k-grouped kernels' D is float32 whether or not fp32=1 is given.
+int epilogue_of(const Problem& problem, bool k_grouped) {
   const bool fp32 = problem_flag(kOp, problem, "fp32", "0 (a bfloat16 D) or 1 (a float32 D)");
   const bool accumulate =
       problem_flag(kOp, problem, "accumulate", "0 (D = A . B^T) or 1 (D += A . B^T, a float32 D)");
   if (accumulate && problem.count("fp32") != 0 && !fp32)
     invalid(kOp, "parameter accumulate=1 adds into a float32 D: it needs fp32=1 or no fp32, got fp32=0");
-  return static_cast<int>(accumulate ? kernels::kBf16GemmAddF32
-                          : fp32     ? kernels::kBf16GemmStoreF32
-                                     : kernels::kBf16GemmStoreBf16);
+  if (k_grouped && problem.count("fp32") != 0 && !fp32)
+    invalid(kOp, "parameter k_grouped=1 writes a float32 D: it needs fp32=1 or no fp32, got fp32=0");
+  return static_cast<int>(accumulate        ? kernels::kBf16GemmAddF32
+                          : fp32 || k_grouped ? kernels::kBf16GemmStoreF32
+                                              : kernels::kBf16GemmStoreBf16);
 }
 
-// The operands' layouts a problem names: m_major_a=1 (A stored [k, m]), n_major_b=1 (B stored [k, n]).
-int mn_major_of(const Problem& problem) {
+// The operands' layouts a problem names: m_major_a=1 (A stored [k, m]), n_major_b=1 (B stored [k, n]). The
+// k-grouped kernels' are both MN-major (k_grouped_bf16_gemm_tn_contiguous's A and B are [tokens, m] and [tokens, n]),
+// whether or not the flags are given.
+int mn_major_of(const Problem& problem, bool k_grouped) {
   int bits = 0;
   for (const auto& [name, bit] : {std::pair<const char*, uint32_t>{"m_major_a", kernels::kBf16GemmMnMajorA},
-                                  std::pair<const char*, uint32_t>{"n_major_b", kernels::kBf16GemmMnMajorB}})
-    if (problem_flag(kOp, problem, name, "0 (K-major) or 1 (MN-major)")) bits |= static_cast<int>(bit);
+                                  std::pair<const char*, uint32_t>{"n_major_b", kernels::kBf16GemmMnMajorB}}) {
+    const bool mn = problem_flag(kOp, problem, name, "0 (K-major) or 1 (MN-major)");
+    if (k_grouped && problem.count(name) != 0 && !mn)
+      invalid(kOp, std::string("parameter k_grouped=1 takes MN-major operands: it needs ") + name + "=1 or no " +
+                       name + ", got " + name + "=0");
+    if (mn || k_grouped) bits |= static_cast<int>(bit);
+  }
   return bits;
 }
 
 // The grouping a problem names: m_grouped=1 the contiguous m-grouped kernels (with n_major_b=1 those of
 // m_grouped_bf16_gemm_nn_contiguous), with masked=1 the masked ones; neither with a float32 D or an M-major A, and the
 // masked ones with a K-major B only.
-int grouping_of(const Problem& problem, int epilogue, int mn_major) {
+int grouping_of(const Problem& problem, int epilogue, int mn_major, bool k_grouped) {
   const bool m_grouped =
       problem_flag(kOp, problem, "m_grouped", "0 or 1 (the kernels of m_grouped_bf16_gemm_nt_contiguous)");
+  if (k_grouped && m_grouped) invalid(kOp, "parameters m_grouped=1 and k_grouped=1 name two forms: give one");
+  if (k_grouped) return static_cast<int>(kernels::kBf16GemmKGrouped);
   const bool masked =
       problem_flag(kOp, problem, "masked", "0 or 1 (with m_grouped=1: the kernels of m_grouped_bf16_gemm_nt_masked)");
   if (masked && !m_grouped)
@@ -422,13 +457,54 @@ int grouping_of(const Problem& problem, int epilogue, int mn_major) {
                                       : kernels::kBf16GemmDense);
 }
 
+// The k-grouped kernels over a range of token counts k (m one value): each count's plan is made at
+// k_grouped_plan_k(count, 64), as k_grouped_bf16_gemm_tn_contiguous makes it, so each power of two in the range's
+// reach is planned once; a use per distinct kernel, with the counts it serves.
+std::vector<KernelUse> token_count_uses(const ProblemValue& m, int64_t n, const ProblemValue& k,
+                                        const Bf16GemmOverrides& overrides, const TargetInfo& target, int epilogue) {
+  if (m.is_range())
+    invalid(kOp, "give a range for m or for k, not both (got m=" + m.text() + " and k=" + k.text() + ")");
+  if (k.lo < 1) invalid(kOp, "parameter k's range must hold positive token counts only, got " + k.text());
+  const int mn_major = static_cast<int>(kernels::kBf16GemmMnMajorA | kernels::kBf16GemmMnMajorB);
+  const int grouping = static_cast<int>(kernels::kBf16GemmKGrouped);
+  std::vector<KernelUse> uses;
+  std::vector<std::string> sources;  // each use's rendered source
+  const int64_t first_plan_k = k_grouped_plan_k(k.lo, kBlockK);
+  for (int64_t plan_k = first_plan_k; plan_k / 2 < k.hi; plan_k *= 2) {
+    const Bf16GemmPlan plan = bf16_gemm_plan(target, n, plan_k, overrides, epilogue, mn_major, grouping);
+    if (m.hi == 0) return uses;  // validated; nothing to launch
+    const Bf16GemmConfig& config = plan.kernels[static_cast<size_t>(plan.bucket_of(m.lo).kernel)];
+    codegen::KernelSpec spec = bf16_gemm_spec(n, plan_k, config);
+    const int64_t lo = plan_k == first_plan_k ? k.lo : plan_k / 2 + 1, hi = std::min(k.hi, plan_k);
+    std::string source = codegen::render_source(spec);
+    auto same = uses.begin() + (std::find(sources.begin(), sources.end(), source) - sources.begin());
+    if (same == uses.end()) {
+      sources.push_back(std::move(source));
+      same = uses.insert(uses.end(), KernelUse{std::move(spec), "k", {}, "n=" + std::to_string(n) + " m=" +
+                                                   std::to_string(m.lo) + " (k at run time): " + config.describe()});
+    }
+    if (!same->ranges.empty() && same->ranges.back().second == lo - 1)
+      same->ranges.back().second = hi;
+    else
+      same->ranges.emplace_back(lo, hi);
+  }
+  return uses;  // in order of first use as k grows
+}
+
 std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target) {
   validate_problem(find_op(kOp), problem);
-  const ProblemValue m = problem.at("m");
-  const int64_t n = problem.at("n").lo, k = problem.at("k").lo;
-  const int epilogue = epilogue_of(problem);
-  const int mn_major = mn_major_of(problem);
-  const int grouping = grouping_of(problem, epilogue, mn_major);
+  const ProblemValue m = problem.at("m"), k_value = problem.at("k");
+  const int64_t n = problem.at("n").lo;
+  const bool k_grouped = problem_flag(
+      kOp, problem, "k_grouped", "0 or 1 (the kernels of k_grouped_bf16_gemm_tn_contiguous: k a group's tokens)");
+  const int epilogue = epilogue_of(problem, k_grouped);
+  const int mn_major = mn_major_of(problem, k_grouped);
+  const int grouping = grouping_of(problem, epilogue, mn_major, k_grouped);
+  if (k_value.is_range() && !k_grouped)
+    invalid(kOp, "parameter k may be a range only with k_grouped=1 (whose kernels take k at run time), got k=" +
+                     k_value.text());
+  // A k-grouped call plans each group at its tokens rounded up (k_grouped_plan_k): so does a single k here.
+  const int64_t k = k_grouped ? k_grouped_plan_k(k_value.lo, kBlockK) : k_value.lo;
   Bf16GemmOverrides overrides;
   overrides.block_m = static_cast<int>(value_of(problem, "block_m"));
   overrides.block_n = static_cast<int>(value_of(problem, "block_n"));
@@ -437,6 +513,7 @@ std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target)
   TargetInfo t = target;
   const int num_sms = static_cast<int>(value_of(problem, "num_sms"));
   if (num_sms > 0) t.sm_count = std::min(num_sms, target.sm_count);
+  if (k_grouped && k_value.is_range()) return token_count_uses(m, n, k_value, overrides, t, epilogue);
   // Validates n, k and the overrides.
   const Bf16GemmPlan plan = bf16_gemm_plan(t, n, k, overrides, epilogue, mn_major, grouping);
   std::vector<KernelUse> uses;
@@ -464,7 +541,9 @@ OpDescriptor bf16_gemm_nt_descriptor() {
   op.params = {
       {"m", "rows of A and D, or a range lo..hi (a serving warm-up: m=1..16384); m = 0 needs no kernel", true, true},
       {"n", "rows of B, columns of D: a positive multiple of 8 (the kernel is specialised on it)", true},
-      {"k", "the reduction: a positive multiple of 8 (the kernel is specialised on it)", true},
+      {"k", "the reduction: a positive multiple of 8 (the kernel is specialised on it); with k_grouped=1 a group's "
+            "tokens (any count >= 1; the kernel takes it at run time), or a range of them lo..hi",
+       true, true},
       {"fp32", "1: a float32 D (D = A . B^T stored as summed); 0 (default): a bfloat16 D", false},
       {"accumulate", "1: D (float32) += A . B^T, as bf16_gemm_nt with c (implies fp32=1); 0 (default): D is written",
        false},
@@ -474,6 +553,9 @@ OpDescriptor bf16_gemm_nt_descriptor() {
                     "expert's rows together)", false},
       {"masked", "1 (with m_grouped=1): the kernels of m_grouped_bf16_gemm_nt_masked (m: groups * expected_m, the rows "
                  "its plan picks a kernel at)", false},
+      {"k_grouped", "1: the kernels of k_grouped_bf16_gemm_tn_contiguous, MoE experts' weight gradients (m, n: each "
+                    "expert's D; k: an expert's tokens; a float32 D, MN-major operands; accumulate=1: with c)",
+       false},
       {"block_m", "override: 64, 128 or 256 rows per tile (0: the plan's)", false},
       {"block_n", "override: columns per tile, a multiple of 16 in 16..256 (at most 128 with block_m 256)", false},
       {"stages", "override: pipeline stages, 1..32 (0: as many as fit)", false},
@@ -706,26 +788,41 @@ TensorMapKey operand_key(const TensorView& x, bool mn_major, int64_t k, int64_t 
 
 // Every check has passed; for kCopy, C is copied into D after the kernel is resolved (a compile error leaves D as it
 // was) and before the launch.
+// The kernel a call of (n, k, epilogue, operand layouts, grouping) runs at M = planned_m, and its shape's entry: one
+// table lookup and two atomic loads on a hit. The plan's table key is the form (`form_key`), the device, n, k, the
+// usable SMs and the overrides.
+struct Resolved {
+  const ShapeEntry* entry;
+  const GemmKernel* kernel;
+};
+Resolved resolve(const char* function, int64_t form_key, const TensorView& a, int64_t n, int64_t k, int64_t planned_m,
+                 int epilogue, int mn_major, int grouping, CUstream stream) {
+  const int usable_limit = get_num_sms();
+  Table::Key key;
+  key.words[0] = form_key;
+  key.words[1] = a.device;
+  key.words[2] = n;
+  key.words[3] = k;
+  key.words[4] = usable_limit;
+  key.words[5] = static_cast<int64_t>(g_overrides.load(std::memory_order_relaxed));
+  const ShapeEntry* entry = table().find(key);
+  if (!entry) entry = resolve_shape(function, key, a, n, k, usable_limit, epilogue, mn_major, grouping);
+  const int index = entry->plan.bucket_of(planned_m).kernel;
+  const GemmKernel* kernel = entry->kernels[static_cast<size_t>(index)].load(std::memory_order_acquire);
+  if (!kernel) kernel = resolve_kernel(*entry, index, stream);
+  return {entry, kernel};
+}
+
 void launch(const char* function, const Checked& c, const TensorView& a, const TensorView& b, const TensorView& d,
             const TensorView* c_tensor, CMode mode, CUstream stream, const Grouped* grouped = nullptr) {
   const int grouping = grouped ? grouped->grouping : static_cast<int>(kernels::kBf16GemmDense);
   const bool masked = grouping == static_cast<int>(kernels::kBf16GemmMasked);
-  const int usable_limit = get_num_sms();
-  Table::Key key;
   // One plan per shape, epilogue and operand layouts (1..12), and one per m-grouped form (13 and 14; 15 the contiguous
-  // form with an N-major B).
-  key.words[0] = grouped ? 12 + grouping + (c.mn_major != 0 ? 2 : 0) : 1 + c.epilogue + 3 * c.mn_major;
-  key.words[1] = a.device;
-  key.words[2] = c.n;
-  key.words[3] = c.k;
-  key.words[4] = usable_limit;
-  key.words[5] = static_cast<int64_t>(g_overrides.load(std::memory_order_relaxed));
-  const ShapeEntry* entry = table().find(key);
-  if (!entry) entry = resolve_shape(function, key, a, c.n, c.k, usable_limit, c.epilogue, c.mn_major, grouping);
+  // form with an N-major B; the k-grouped form's are 16 and 17).
+  const int64_t form_key = grouped ? 12 + grouping + (c.mn_major != 0 ? 2 : 0) : 1 + c.epilogue + 3 * c.mn_major;
   const int64_t planned_m = masked ? grouped->plan_m : c.m;  // the masked form picks at groups * expected_m rows
-  const int index = entry->plan.bucket_of(planned_m).kernel;
-  const GemmKernel* kernel = entry->kernels[static_cast<size_t>(index)].load(std::memory_order_acquire);
-  if (!kernel) kernel = resolve_kernel(*entry, index, stream);
+  const auto [entry, kernel] =
+      resolve(function, form_key, a, c.n, c.k, planned_m, c.epilogue, c.mn_major, grouping, stream);
   const Bf16GemmConfig& cfg = kernel->config;
 
   Bf16GemmParams params;
@@ -902,6 +999,132 @@ void launch_grouped(const char* function, const GroupedChecked& checked, const T
   launch(function, checked.c, a, b, d, nullptr, CMode::kZero, static_cast<CUstream>(stream), &checked.grouped);
 }
 
+// ---- the k-grouped GEMM (MoE experts' weight gradients) ------------------------------------------------------------
+
+constexpr const char* kKGroupedOp = "k_grouped_bf16_gemm_tn_contiguous";
+constexpr int64_t kKGroupedStoreKey = 16;  // table keys of the k-grouped plans: D stored, or added into
+constexpr int64_t kKGroupedAddKey = 17;
+
+// What the k-grouped checks leave for the launch.
+struct KGroupedChecked {
+  int64_t groups = 0, m = 0, n = 0;
+  int64_t lda = 0, ldb = 0, ldd = 0, ldc = 0;  // A's and B's rows of m and n; each group's D and C rows
+  CMode mode = CMode::kZero;                   // what happens to D: C added into, copied first, or none
+  std::vector<int64_t> ks, first_token;        // each group's tokens and its first row of A and B
+};
+
+[[noreturn]] void fail_k_grouped(const std::string& what) {
+  throw Error(ErrorKind::kValueError, std::string(kKGroupedOp) + ": " + what);
+}
+
+// Every check of k_grouped_bf16_gemm_tn_contiguous, in the order its errors are reported: dtypes and devices, ranks
+// and shapes (a [sum(ks), m], b [sum(ks), n], d and c [G, m, n], ks one count >= 0 per group), n a multiple of 8 and
+// the 32-bit sizes the maps take, then layouts (A's and B's rows dense and 16-byte aligned apart: each group's maps
+// start at a row; D's and C's planes), alignment and overlap.
+KGroupedChecked check_k_grouped(const TensorView& a, const TensorView& b, const TensorView& d,
+                                const std::vector<int64_t>& ks, const TensorView* c_tensor) {
+  const char* fn = kKGroupedOp;
+  const Arg aa{fn, "a"}, ab{fn, "b"}, ad{fn, "d"}, ac{fn, "c"};
+  check_dtype(aa, a, DType::kBFloat16);
+  check_dtype(ab, b, DType::kBFloat16);
+  check_dtype(ad, d, DType::kFloat32);
+  if (c_tensor) check_dtype(ac, *c_tensor, DType::kFloat32);
+  check_on_cuda(aa, a);
+  check_same_device(ab, b, aa, a);
+  check_same_device(ad, d, aa, a);
+  if (c_tensor) check_same_device(ac, *c_tensor, aa, a);
+  check_ndim(aa, a, 2);
+  check_ndim(ab, b, 2);
+  check_ndim(ad, d, 3);
+  KGroupedChecked out;
+  out.groups = d.shape[0];
+  out.m = d.shape[1];
+  out.n = d.shape[2];
+  const int64_t groups = out.groups, m = out.m, n = out.n;
+  if (c_tensor) check_shape(ac, *c_tensor, {groups, m, n}, "(groups, m, n), as d");
+  if (static_cast<int64_t>(ks.size()) != groups)
+    fail_k_grouped("ks must hold one token count per group (d.size(0) == " + std::to_string(groups) + "), got " +
+                   std::to_string(ks.size()) + " counts");
+  int64_t total = 0;
+  for (size_t g = 0; g < ks.size(); ++g) {
+    if (ks[g] < 0 || ks[g] > INT32_MAX)
+      fail_k_grouped("ks[" + std::to_string(g) + "] must be a token count in 0..2147483647, got " +
+                     std::to_string(ks[g]));
+    out.first_token.push_back(total);
+    total += ks[g];
+  }
+  out.ks = ks;
+  check_shape(aa, a, {total, m}, "(sum(ks), m of d): each group's tokens one after the other");
+  check_shape(ab, b, {total, n}, "(sum(ks), n of d): each group's tokens one after the other");
+  if (n % 8 != 0)
+    fail(ErrorKind::kValueError, ad, d, "of a size(2) (n) that is a multiple of 8", "n == " + std::to_string(n));
+  if (m > INT32_MAX || n > INT32_MAX || groups > INT32_MAX)
+    fail(ErrorKind::kValueError, ad, d, "at most 2147483647 groups, rows and columns",
+         "shape " + format_dims(d.shape.data(), 3));
+  out.lda = check_rows_dense(aa, a, 16);
+  out.ldb = check_rows_dense(ab, b, 16);
+  check_k_grouped_planes(ad, d, true);
+  if (c_tensor) check_k_grouped_planes(ac, *c_tensor, false);
+  out.ldd = check_rows_dense(ad, view_2d(d, 0, m, n, d.strides[1], 1), 16);
+  if (c_tensor) out.ldc = check_rows_dense(ac, view_2d(*c_tensor, 0, m, n, c_tensor->strides[1], 1), 4);
+  check_pointer_aligned(aa, a, 16);
+  check_pointer_aligned(ab, b, 16);
+  check_pointer_aligned(ad, d, 16);
+  if (c_tensor) check_pointer_aligned(ac, *c_tensor, 4);
+  if (groups > 0 && m > 0 && n > 0) {
+    // The tiles read A and B while others are stored: D sharing their memory would be read after being written.
+    if (spans_overlap(d, a)) fail(ErrorKind::kValueError, ad, d, "memory that does not overlap a's", "an overlap");
+    if (spans_overlap(d, b)) fail(ErrorKind::kValueError, ad, d, "memory that does not overlap b's", "an overlap");
+  }
+  if (c_tensor) {
+    const bool same = c_tensor->data == d.data && c_tensor->strides == d.strides;
+    if (!same && groups > 0 && m > 0 && n > 0 && spans_overlap(*c_tensor, d))
+      fail(ErrorKind::kValueError, ac, *c_tensor,
+           "d itself or memory that does not overlap d's (d is " + d.describe() + ")", "a tensor overlapping d");
+    out.mode = same ? CMode::kAccumulate : CMode::kCopy;
+  }
+  return out;
+}
+
+// One launch of the k-grouped kernel `r` for the groups `launch_groups` (each with tokens): D as [G, m, n] planes,
+// each group's own maps of its rows of A and B, in one Bf16GemmKGroupedParams.
+void launch_k_grouped(const KGroupedChecked& c, const std::vector<size_t>& launch_groups, const Resolved& r,
+                      const TensorView& a, const TensorView& b, const TensorView& d, CUstream stream) {
+  const Bf16GemmConfig& cfg = r.kernel->config;
+  const uint32_t block_m = w32(cfg.block_m);
+  Bf16GemmKGroupedParams params{};
+  Bf16GemmParams& base = params.base;
+  TensorMapKey d_key{reinterpret_cast<uint64_t>(d.data), w64(c.n), w64(c.m), w64(c.ldd * 4), r.kernel->store_cols, 64,
+                     CU_TENSOR_MAP_DATA_TYPE_FLOAT32, static_cast<uint32_t>(row_swizzle(r.kernel->store_cols * 4))};
+  d_key.planes = w64(c.groups);
+  d_key.plane_bytes = w64((c.groups > 1 ? d.strides[0] : c.m * c.ldd) * 4);
+  copy_map(base.tma_d, tensor_map_2d(d_key, "d"));
+  base.b_cache_policy = kernels::bf16_gemm_b_cache_policy(block_m, w32(c.m));
+  base.m = w32(c.m);
+  base.last_box_rows = block_m;
+  base.num_groups = w32(launch_groups.size());
+  for (size_t i = 0; i < launch_groups.size(); ++i) {
+    const size_t g = launch_groups[i];
+    const int64_t k = c.ks[g], first = c.first_token[g];
+    copy_map(params.tma_a[i], tensor_map_2d(operand_key(view_2d(a, first * c.lda, k, c.m, c.lda, 1), true, k, c.m,
+                                                        c.lda, block_m),
+                                            "a"));
+    copy_map(params.tma_b[i], tensor_map_2d(operand_key(view_2d(b, first * c.ldb, k, c.n, c.ldb, 1), true, k, c.n,
+                                                        c.ldb, w32(cfg.block_n)),
+                                            "b"));
+    params.k_blocks[i] = w32(ceil_div(k, kBlockK));
+    params.d_group[i] = w32(g);
+  }
+  cuda::LaunchConfig config;
+  const int64_t units = units_of(cfg, c.m, c.n) * static_cast<int64_t>(launch_groups.size());
+  config.grid[0] = w32(std::max<int64_t>(1, std::min<int64_t>(units, r.entry->sm_count)));
+  config.block[0] = r.kernel->threads;
+  config.shared_bytes = r.kernel->shared_bytes;
+  config.pdl = get_pdl();  // as launch(): the kernel waits for earlier work (D's preparation too) before reading
+  config.stream = stream;
+  r.kernel->kernel->launch(config, &params);
+}
+
 }  // namespace
 }  // namespace kiln::ops
 
@@ -941,6 +1164,44 @@ void m_grouped_bf16_gemm_nn_contiguous(const TensorView& a, const TensorView& b,
 void m_grouped_bf16_gemm_nt_masked(const TensorView& a, const TensorView& b, const TensorView& d,
                                    const TensorView& masked_m, int64_t expected_m, Stream stream) {
   ops::launch_grouped(ops::kMaskedOp, ops::check_m_grouped_masked(a, b, d, masked_m, expected_m), a, b, d, stream);
+}
+
+void k_grouped_bf16_gemm_tn_contiguous(const TensorView& a, const TensorView& b, const TensorView& d,
+                                       const std::vector<int64_t>& ks, const TensorView* c, Stream stream) {
+  const ops::KGroupedChecked checked = ops::check_k_grouped(a, b, d, ks, c);
+  if (checked.groups == 0 || checked.m == 0 || checked.n == 0) return;
+  const auto s = static_cast<CUstream>(stream);
+  // The kernels first (a first call plans and may compile), so that an error leaves D untouched. Each group runs on
+  // the kernel its tokens' plan picks (k_grouped_plan_k: its count rounded up to 64 times a power of two); groups of
+  // one kernel share launches.
+  const bool store_d = checked.mode == ops::CMode::kZero;
+  const int epilogue = static_cast<int>(store_d ? kernels::kBf16GemmStoreF32 : kernels::kBf16GemmAddF32);
+  const int mn_major = static_cast<int>(kernels::kBf16GemmMnMajorA | kernels::kBf16GemmMnMajorB);
+  std::vector<ops::Resolved> distinct;  // the call's kernels, in order of first use
+  std::vector<int> class_of(ks.size(), -1);
+  for (size_t g = 0; g < ks.size(); ++g) {
+    if (ks[g] == 0) continue;
+    const ops::Resolved r = ops::resolve(ops::kKGroupedOp, store_d ? ops::kKGroupedStoreKey : ops::kKGroupedAddKey,
+                                         a, checked.n, ops::k_grouped_plan_k(ks[g], ops::kBlockK), checked.m,
+                                         epilogue, mn_major, static_cast<int>(kernels::kBf16GemmKGrouped), s);
+    auto same = std::find_if(distinct.begin(), distinct.end(),
+                             [&](const ops::Resolved& k) { return k.kernel->kernel == r.kernel->kernel; });
+    if (same == distinct.end()) same = distinct.insert(distinct.end(), r);
+    class_of[g] = static_cast<int>(same - distinct.begin());
+  }
+  // Every group's D where the kernel adds into it (a copy of C; nothing for c=d) or does not write it at all (zeros
+  // for the groups without tokens when there is no C: the others' planes the kernel stores whole), then the launches.
+  for (size_t g = 0; g < ks.size(); ++g) {
+    if (checked.mode != ops::CMode::kCopy && !(store_d && ks[g] == 0)) continue;
+    const auto gi = static_cast<int64_t>(g);
+    const TensorView d_g = ops::view_2d(d, gi * d.strides[0], checked.m, checked.n, checked.ldd, 1);
+    const TensorView c_g =
+        c ? ops::view_2d(*c, gi * c->strides[0], checked.m, checked.n, checked.ldc, 1) : TensorView{};
+    ops::prepare_d(ops::kKGroupedOp, checked.mode, d_g, c ? &c_g : nullptr, checked.m, checked.n, checked.ldc,
+                   checked.ldd, a.device, s);
+  }
+  for (const std::vector<size_t>& launch : ops::k_grouped_launches(class_of, kBf16GemmMaxLaunchGroups))
+    ops::launch_k_grouped(checked, launch, distinct[static_cast<size_t>(class_of[launch.front()])], a, b, d, s);
 }
 
 }  // namespace kiln

@@ -368,9 +368,9 @@ TEST(Bf16GemmGroupedPlan, OverridesAndFormsItCannotTake) {
                         "N-major: mn_major 2), got epilogue 0 and mn_major 1"));
   EXPECT_THAT(error_of([] { ops::bf16_gemm_plan(kH200, 4096, 7168, {64, 96, 0, 0}, 0, 2, kMGrouped); }),
               HasSubstr("block_n must be 0 (heuristic) or a multiple of 64 with an N-major b"));
-  EXPECT_THAT(error_of([] { ops::bf16_gemm_plan(kH200, 4096, 7168, {}, 0, 0, 3); }),
-              HasSubstr("bf16_gemm_nt: grouping must be 0 (one GEMM), 1 (m-grouped contiguous) or 2 (m-grouped "
-                        "masked), got 3"));
+  EXPECT_THAT(error_of([] { ops::bf16_gemm_plan(kH200, 4096, 7168, {}, 0, 0, 4); }),
+              HasSubstr("bf16_gemm_nt: grouping must be 0 (one GEMM), 1 (m-grouped contiguous), 2 (m-grouped "
+                        "masked) or 3 (k-grouped), got 4"));
 }
 
 std::vector<ops::KernelUse> uses(const ops::Problem& problem) {

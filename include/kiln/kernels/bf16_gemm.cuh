@@ -39,11 +39,16 @@
 //   * masked: A [G, M, K] and D [G, M, N], group g's first masked_m[g] rows valid; the work units are the valid m
 //     blocks' tiles, group after group (gemm_schedule.cuh's GemmMaskedTileWalk); A's map spans every group's rows,
 //     D's is 3-D with the group as its plane, so no store crosses into the next group's rows.
+//   * k-grouped (the experts' weight gradients, k_grouped_bf16_gemm_tn_contiguous): group g's D[M, N] (fp32, stored or
+//     added into) = A_g^T . B_g with A_g [K_g, M] and B_g [K_g, N] (both MN-major), K_g at run time; every group's
+//     M x N tiles in one walk (GemmKGroupedTileWalk), each tile through its group's own maps of A and B
+//     (Bf16GemmKGroupedParams: TMA zero-fills a box at the group's K tail) and its group's plane of a 3-D D.
 //
 // Edges: M is a run-time value (TMA zero-fills rows of A beyond M, or loads only align(M, 8) rows of the last m block,
 // bf16_gemm_last_box_rows; the stores clip them). N is compile-time,
-// N % 8 == 0; K is compile-time, K % 8 == 0 (16-byte TMA strides); a K tail inside the last 64-block is zero-filled
-// by TMA and contributes nothing.
+// N % 8 == 0; K is compile-time, K % 8 == 0 (16-byte TMA strides), except in the k-grouped form (any K_g >= 1 at run
+// time: K is the rows of its MN-major operands); a K tail inside the last 64-block is zero-filled by TMA and
+// contributes nothing.
 #pragma once
 
 #include "kiln/kernels/bf16_gemm_params.h"
@@ -72,7 +77,8 @@ namespace kiln::kernels {
 // a multiple of 64 and no CTA pairs (kClusterM = 1): multicasting its boxes to a pair gave wrong results on an H100
 // (2026-12-06), not yet understood.
 // kGrouping: kBf16GemmDense, kBf16GemmMGrouped or kBf16GemmMasked ("Grouping" above): 64- or 128-row tiles, no pairs,
-// a bf16 D, K-major operands.
+// a bf16 D, K-major operands; or kBf16GemmKGrouped: kK = kBf16GemmRunTimeK, a float32 D, MN-major operands, no pairs,
+// launched with Bf16GemmKGroupedParams.
 template <u32 kN, u32 kK, u32 kBlockM, u32 kBlockN, u32 kStages, u32 kNumMathWarpgroups, u32 kClusterM,
           u32 kEpilogue = kBf16GemmStoreBf16, u32 kMnMajor = 0, u32 kGroupM = kBf16GemmDefaultGroupM,
           u32 kGrouping = kBf16GemmDense>
@@ -125,8 +131,9 @@ struct Bf16Gemm {
   static_assert(!kBMnMajor || (kBlockN % kMnBox == 0 && kClusterM == 1),
                 "an N-major B: BLOCK_N a multiple of 64, no CTA pairs");
   static_assert(kGroupM >= 1 && (kGroupM & (kGroupM - 1)) == 0, "a group holds a power of two of m units");
-  static_assert(kGrouping <= kBf16GemmMasked, "kGrouping: kBf16GemmDense, kBf16GemmMGrouped or kBf16GemmMasked");
-  static_assert(kGrouping == kBf16GemmDense ||
+  static_assert(kGrouping <= kBf16GemmKGrouped,
+                "kGrouping: kBf16GemmDense, kBf16GemmMGrouped, kBf16GemmMasked or kBf16GemmKGrouped");
+  static_assert(kGrouping == kBf16GemmDense || kGrouping == kBf16GemmKGrouped ||
                     (kWaves == 1 && kClusterM == 1 && kEpilogue == kBf16GemmStoreBf16 &&
                      (kMnMajor == 0 || (kGrouping == kBf16GemmMGrouped && kMnMajor == kBf16GemmMnMajorB))),
                 "the m-grouped forms: 64- or 128-row tiles, no CTA pairs, a bf16 D, K-major operands (the contiguous "
@@ -134,11 +141,21 @@ struct Bf16Gemm {
   static_assert(kStages >= 1 && kStages <= kBf16GemmMaxStages, "stages: 1..32");
   static_assert(kLayout.total_bytes <= kBf16GemmSmemPerBlock, "the stages do not fit in shared memory");
   static_assert(kN % 8 == 0 && kN > 0, "N must be a positive multiple of 8");
-  static_assert(kK % 8 == 0 && kK > 0, "K must be a positive multiple of 8 (TMA strides are 16-byte units)");
+  static_assert((kK == kBf16GemmRunTimeK) == (kGrouping == kBf16GemmKGrouped),
+                "K at run time (kBf16GemmRunTimeK) in the k-grouped form, which takes each group's own, and only there");
+  static_assert(kK % 8 == 0, "K must be a positive multiple of 8 (TMA strides are 16-byte units)");
+  static_assert(kGrouping != kBf16GemmKGrouped || (kClusterM == 1 && kEpilogue != kBf16GemmStoreBf16 &&
+                                                   kMnMajor == (kBf16GemmMnMajorA | kBf16GemmMnMajorB)),
+                "the k-grouped form: no CTA pairs, a float32 D, MN-major operands");
   static_assert(kProducerRegisters * 128 + kMathRegisters * 128 * kNumMathWarpgroups <= 65536,
                 "register reallocation exceeds the register file");
 
   static constexpr bool kMasked = kGrouping == kBf16GemmMasked;
+  static constexpr bool kKGrouped = kGrouping == kBf16GemmKGrouped;
+  // D's map is 3-D with the group as its plane (the masked and k-grouped forms).
+  static constexpr bool kDPlanes = kMasked || kKGrouped;
+  // The k-grouped form's table of groups (nullptr in the other forms).
+  using Groups = Bf16GemmKGroupedParams;
 
   // The walk over tiles: the dense one (GemmTileWalk, also the contiguous m-grouped form's, over all of A's rows), or
   // the masked form's over each group's valid m blocks. Built by every thread of a role (the masked one counts the
@@ -146,6 +163,8 @@ struct Bf16Gemm {
   static __device__ __forceinline__ auto make_walk(const Bf16GemmParams& p) {
     if constexpr (kMasked)
       return GemmMaskedTileWalk<kBlockM, gemm_log2(kGroupM)>(p, kNumNBlocks);
+    else if constexpr (kKGrouped)
+      return GemmKGroupedTileWalk<gemm_log2(kGroupM)>(p.m, kBlockM, kNumNBlocks, p.num_groups);
     else
       return GemmTileWalk<kClusterM, gemm_log2(kGroupM)>(p.m, kBlockM, kNumNBlocks);
   }
@@ -165,16 +184,42 @@ struct Bf16Gemm {
     };
   }
 
+  // The tile's maps of A and B and its K blocks: the kernel's, or in the k-grouped form those of the tile's group
+  // (walk.group, after walk.coords()).
+  struct TileOperands {
+    const void* tma_a;
+    const void* tma_b;
+    u32 num_k_blocks;
+  };
+  static __device__ __forceinline__ TileOperands tile_operands(const Bf16GemmParams& p, const Groups* groups,
+                                                               const Walk& walk, bool last_m_block) {
+    if constexpr (kKGrouped)
+      return {&groups->tma_a[walk.group], &groups->tma_b[walk.group], groups->k_blocks[walk.group]};
+    else
+      return {last_m_block ? &p.tma_a_last : &p.tma_a, &p.tma_b, kNumKBlocks};
+  }
+
   static __device__ __forceinline__ void run(const Bf16GemmParams& p) {
+    static_assert(!kKGrouped, "the k-grouped kernel takes Bf16GemmKGroupedParams");
+    run_with(p, nullptr);
+  }
+  static __device__ __forceinline__ void run(const Bf16GemmKGroupedParams& groups) {
+    static_assert(kKGrouped, "only the k-grouped kernel takes Bf16GemmKGroupedParams");
+    run_with(groups.base, &groups);
+  }
+
+  static __device__ __forceinline__ void run_with(const Bf16GemmParams& p, const Groups* groups) {
     extern __shared__ __align__(1024) u8 smem[];
     u64* full = reinterpret_cast<u64*>(smem + kLayout.full_barrier_offset);
     u64* empty = reinterpret_cast<u64*>(smem + kLayout.empty_barrier_offset);
     const u32 warpgroup = threadIdx.x / 128;
 
     if (threadIdx.x == kNumMathWarpgroups * 128) {
-      ptx::tma_prefetch_descriptor(&p.tma_a);
-      if (p.last_box_rows != kBlockM) ptx::tma_prefetch_descriptor(&p.tma_a_last);
-      ptx::tma_prefetch_descriptor(&p.tma_b);
+      if constexpr (!kKGrouped) {  // the k-grouped form's are each group's
+        ptx::tma_prefetch_descriptor(&p.tma_a);
+        if (p.last_box_rows != kBlockM) ptx::tma_prefetch_descriptor(&p.tma_a_last);
+        ptx::tma_prefetch_descriptor(&p.tma_b);
+      }
       ptx::tma_prefetch_descriptor(&p.tma_d);
 #pragma unroll
       for (u32 s = 0; s < kStages; ++s) {
@@ -203,7 +248,7 @@ struct Bf16Gemm {
       // the math warps wait for, and the math warps keep the CTA alive until the peer is done with it.
       if (threadIdx.x / 32 == kProducerWarp) {
         GemmPaddingSkip skip = gemm_padding_skip<kContiguous>(walk, entry_of(p, walk));  // the whole warp counts
-        if (ptx::elect_one_sync()) produce(p, smem, full, empty, walk, skip);
+        if (ptx::elect_one_sync()) produce(p, groups, smem, full, empty, walk, skip);
       }
       return;
     } else {
@@ -211,14 +256,14 @@ struct Bf16Gemm {
       const Walk walk = make_walk(p);
       // Through a shuffle, so that the compiler knows it is warp-uniform: the operand descriptors built from it
       // stay in uniform registers.
-      consume(p, smem, full, empty, walk, __shfl_sync(0xffffffffu, warpgroup, 0));
+      consume(p, groups, smem, full, empty, walk, __shfl_sync(0xffffffffu, warpgroup, 0));
     }
     // No CTA may exit while its peer can still multicast into its shared memory or arrive on its barriers.
     if constexpr (kClusterM > 1) ptx::cluster_sync();
   }
 
-  static __device__ __forceinline__ void produce(const Bf16GemmParams& p, u8* smem, u64* full, u64* empty,
-                                                 const Walk& walk, GemmPaddingSkip& skip) {
+  static __device__ __forceinline__ void produce(const Bf16GemmParams& p, const Groups* groups, u8* smem, u64* full,
+                                                 u64* empty, const Walk& walk, GemmPaddingSkip& skip) {
     const u64 b_policy = p.b_cache_policy;
     // The last m block's box of A may be shorter than BLOCK_M (bf16_gemm_last_box_rows): fewer bytes per stage,
     // through its own map.
@@ -230,7 +275,7 @@ struct Bf16Gemm {
       u32 m_block, n_block;
       walk.coords(unit, m_block, n_block);
       const bool last = m_block == last_m_block;
-      const void* const tma_a = last ? &p.tma_a_last : &p.tma_a;
+      const TileOperands operands = tile_operands(p, groups, walk, last);
       const u32 stage_tx_bytes = last ? last_stage_tx_bytes : kLayout.stage_tx_bytes;
       // The m-grouped forms: this tile's group's rows of B (its map spans every group's), and the masked form's of A.
       i32 a_row0 = 0, b_row0 = 0;
@@ -251,7 +296,7 @@ struct Bf16Gemm {
       const i32 n0 = b_row0 + static_cast<i32>(n_block * kBlockN);
       // Not unrolled: one thread issues, and an unrolled copy per K block overflows the producer's registers.
 #pragma unroll 1
-      for (u32 kb = 0; kb < kNumKBlocks; ++kb, slot.advance(kStages)) {
+      for (u32 kb = 0; kb < operands.num_k_blocks; ++kb, slot.advance(kStages)) {
         const u32 stage = slot.stage;
         // Until every math warp (of both CTAs of a pair) has released the slot; passes at once on the first round.
         ptx::mbarrier_wait_parity_sleep(&empty[stage], slot.phase ^ 1);
@@ -263,10 +308,10 @@ struct Bf16Gemm {
         if constexpr (kAMnMajor) {
 #pragma unroll
           for (u32 i = 0; i < kBlockM / kMnBox; ++i)
-            ptx::tma_load_2d_hint(a_tile + i * kMnBoxBytes, &p.tma_a, &full[stage], m0 + static_cast<i32>(i * kMnBox),
-                                  k0, ptx::kL2EvictNormal);
+            ptx::tma_load_2d_hint(a_tile + i * kMnBoxBytes, operands.tma_a, &full[stage],
+                                  m0 + static_cast<i32>(i * kMnBox), k0, ptx::kL2EvictNormal);
         } else {
-          ptx::tma_load_2d_hint(a_tile, tma_a, &full[stage], k0, m0, ptx::kL2EvictNormal);
+          ptx::tma_load_2d_hint(a_tile, operands.tma_a, &full[stage], k0, m0, ptx::kL2EvictNormal);
         }
         if constexpr (kBMnMajor && kContiguous) {
 #pragma unroll
@@ -276,7 +321,7 @@ struct Bf16Gemm {
         } else if constexpr (kBMnMajor) {
 #pragma unroll
           for (u32 box = 0; box < kBlockN / kMnBox; ++box)
-            ptx::tma_load_2d_hint(b_tile + box * kMnBoxBytes, &p.tma_b, &full[stage],
+            ptx::tma_load_2d_hint(b_tile + box * kMnBoxBytes, operands.tma_b, &full[stage],
                                   n0 + static_cast<i32>(box * kMnBox), k0, b_policy);
         } else if constexpr (kClusterM == 1) {
           ptx::tma_load_2d_hint(b_tile, &p.tma_b, &full[stage], k0, n0, b_policy);
@@ -299,8 +344,8 @@ struct Bf16Gemm {
     }
   }
 
-  static __device__ __forceinline__ void consume(const Bf16GemmParams& p, u8* smem, u64* full, u64* empty,
-                                                 const Walk& walk, u32 warpgroup) {
+  static __device__ __forceinline__ void consume(const Bf16GemmParams& p, const Groups* groups, u8* smem, u64* full,
+                                                 u64* empty, const Walk& walk, u32 warpgroup) {
     const u32 lane = threadIdx.x % 32;
     const u32 warp_in_group = (threadIdx.x / 32) % 4;
     const u32 window = static_cast<u32>(__cvta_generic_to_shared(smem));
@@ -319,9 +364,10 @@ struct Bf16Gemm {
          unit = gemm_next_unit<kContiguous, false>(walk, skip, unit, entry_of(p, walk))) {
       u32 m_block, n_block;
       walk.coords(unit, m_block, n_block);
+      const u32 num_k_blocks = tile_operands(p, groups, walk, false).num_k_blocks;
       u32 previous_stage = 0;
 #pragma unroll 1
-      for (u32 kb = 0; kb < kNumKBlocks; ++kb, slot.advance(kStages)) {
+      for (u32 kb = 0; kb < num_k_blocks; ++kb, slot.advance(kStages)) {
         const u32 stage = slot.stage;
         ptx::mbarrier_wait_parity(&full[stage], slot.phase);
         const u64 desc_a = ptx::smem_desc_advance(desc_a0, stage * (kLayout.a_stage_bytes >> 4));
@@ -367,9 +413,10 @@ struct Bf16Gemm {
             for (u32 i = 0; i < kAccumPerWave; ++i) accum[v][i] = __int_as_float(0x7fc00000);
         }
       }
-      // The masked form stores into its group's plane of D.
+      // The masked and k-grouped forms store into their group's plane of D.
       u32 plane = 0;
       if constexpr (kMasked) plane = walk.group;
+      if constexpr (kKGrouped) plane = groups->d_group[walk.group];
       store_tile(p, smem, accum, warpgroup, warp_in_group, lane, m_block, n_block, plane);
     }
     // The last tile's stores must have read the staging tile before the CTA (and its shared memory) goes.
@@ -446,9 +493,11 @@ struct Bf16Gemm {
             const u8* const src = smem + kLayout.d_offset + g * kStoreGroupBytes + first_row * kStoreRowBytes;
             const i32 col = static_cast<i32>(n_block * kBlockN + pass * kStagingCols + g * kStoreCols);
             const i32 row = static_cast<i32>(m_block * kBlockM + first_row);
-            if constexpr (kEpilogue == kBf16GemmAddF32)
+            if constexpr (kEpilogue == kBf16GemmAddF32 && kDPlanes)
+              ptx::tma_reduce_add_3d(&p.tma_d, src, col, row, static_cast<i32>(plane));
+            else if constexpr (kEpilogue == kBf16GemmAddF32)
               ptx::tma_reduce_add_2d(&p.tma_d, src, col, row);
-            else if constexpr (kMasked)
+            else if constexpr (kDPlanes)
               ptx::tma_store_3d(&p.tma_d, src, col, row, static_cast<i32>(plane));
             else
               ptx::tma_store_2d(&p.tma_d, src, col, row);

@@ -49,6 +49,22 @@ struct alignas(64) Bf16GemmParams {
   u32 num_groups;
 };
 
+// The k-grouped kernel's parameters (Bf16Gemm<..., kGrouping = kBf16GemmKGrouped>): `base` as above with m, N's
+// columns and D (fp32 [G, M, N]: tma_d 3-D, dims {N, M, G}, the group's plane d_group[g]); base.tma_a, tma_a_last,
+// tma_b and grouped_layout unused, base.num_groups = num_groups. Groups without tokens are left out by the host (their
+// D needs no kernel), so every k_blocks[g] >= 1. One launch takes at most kBf16GemmMaxLaunchGroups groups: the struct
+// is the kernel's only parameter, 8.8 KB of the 32 KB a launch may pass (CUDA 12.1 and later).
+constexpr u32 kBf16GemmMaxLaunchGroups = 32;
+
+struct alignas(64) Bf16GemmKGroupedParams {
+  Bf16GemmParams base;
+  // Group g's A: its [K_g, M] rows of A, M-major, dims {M, K_g}, box {64, 64}, 128-byte swizzle; B likewise [K_g, N].
+  TmaDescriptor tma_a[kBf16GemmMaxLaunchGroups];
+  TmaDescriptor tma_b[kBf16GemmMaxLaunchGroups];
+  u32 k_blocks[kBf16GemmMaxLaunchGroups];  // ceil(K_g / 64) >= 1
+  u32 d_group[kBf16GemmMaxLaunchGroups];   // the group's plane of D
+};
+
 namespace kernels {
 
 constexpr u32 kBf16GemmBlockK = 64;             // K per stage: one 128-byte swizzled row of bf16
@@ -70,6 +86,14 @@ constexpr u32 bf16_gemm_out_bytes(u32 epilogue) { return epilogue == kBf16GemmSt
 constexpr u32 kBf16GemmDense = 0;
 constexpr u32 kBf16GemmMGrouped = 1;
 constexpr u32 kBf16GemmMasked = 2;
+
+// The k-grouped form (kBf16GemmKGrouped: the weight gradients of MoE experts, k_grouped_bf16_gemm_tn_contiguous):
+// group g computes D[d_group[g]] (fp32 [M, N], stored or added into) = A_g^T . B_g, where A_g is [K_g, M] and B_g
+// [K_g, N], each group's rows of tokens one after the other in A and B. Its K is the group's, at run time (the
+// kernel's kK is kBf16GemmRunTimeK), and each group has its own maps of A and B, so that a box at a group's K tail is
+// zero-filled by TMA instead of read from the next group's tokens.
+constexpr u32 kBf16GemmKGrouped = 3;
+constexpr u32 kBf16GemmRunTimeK = 0;
 
 // The kernel's kMnMajor bits: A stored M-major (A^T row-major: [K, M]), B stored N-major ([K, N]).
 constexpr u32 kBf16GemmMnMajorA = 1;

@@ -1,6 +1,6 @@
 // The walk over output tiles that the persistent GEMM kernels share: the tile order (groups of m units, m fastest
-// inside a group), the contiguous m-grouped form's skipping of padding, the masked form's cursor over its groups, and
-// the ring of pipeline slots.
+// inside a group), the contiguous m-grouped form's skipping of padding, the masked form's cursor over its groups, the
+// k-grouped form's groups of tiles, and the ring of pipeline slots.
 #pragma once
 
 #include "kiln/ptx/cluster.cuh"
@@ -242,6 +242,28 @@ struct GemmMaskedTileWalk : GemmMaskedGroups<kBlockM> {
   __device__ __forceinline__ void coords(u32 unit, u32& m_block, u32& n_block) const {
     const u32 in_group = this->seek(unit, num_n_units);
     gemm_unit_coords(in_group, this->group_m_units, num_n_units, kGroupShift, m_block, n_block);
+  }
+};
+
+// The k-grouped walk (the weight gradients of G groups in one launch, each group's M x N tiles a problem of its own,
+// on a kernel without CTA clusters; GemmTileWalk's interface, rank 0): group g's units follow group g - 1's, and
+// coords() leaves the unit's group in `group`.
+template <u32 kGroupShift>
+struct GemmKGroupedTileWalk {
+  static constexpr u32 rank = 0;
+  u32 num_m_units, num_n_units, units_per_group, num_units, first, stride;
+  mutable u32 group = 0;
+  __device__ __forceinline__ GemmKGroupedTileWalk(u32 m, u32 block_m, u32 num_n_blocks, u32 num_groups) {
+    num_m_units = (m + block_m - 1) / block_m;
+    num_n_units = num_n_blocks;
+    units_per_group = num_m_units * num_n_units;
+    num_units = units_per_group * num_groups;
+    first = blockIdx.x;
+    stride = gridDim.x;
+  }
+  __device__ __forceinline__ void coords(u32 unit, u32& m_block, u32& n_block) const {
+    group = unit / units_per_group;
+    gemm_unit_coords(unit - group * units_per_group, num_m_units, num_n_units, kGroupShift, m_block, n_block);
   }
 };
 
