@@ -40,7 +40,19 @@ nn form (m_grouped_bf16_gemm_nn_contiguous, each B given [k, n]; cuBLAS per expe
 its valid rows; rows "form": "masked", "m" the valid rows in all. Both verified first: up to 64 rows of each expert
 against the float64 product, calc_diff < 1e-5, and every valid row finite. --no-dense leaves out the dense shapes (and
 what --layouts, --accumulate and --sweep add to them): only the grouped modes run, and the JSON is
-bf16_gemm_grouped_bench.json, so that it does not replace a dense run's.
+bf16_gemm_grouped_bench.json (bf16_gemm_k_grouped_bench.json for --k-grouped alone), so that it does not replace a
+dense run's or another grouped run's.
+
+--k-grouped: DeepGEMM's k_grouped_bf16_gemm_tn_contiguous (kiln.k_grouped_bf16_gemm_tn_contiguous, one call), the MoE
+experts' weight gradients D[g] (float32 [m, n]) = C[g] + A_g^T . B_g with A [tokens, m] and B [tokens, n] bf16, each
+expert's tokens one after the other, on DeepSeek-V3's expert shapes (bench/fp8_gemm_k_grouped_bench.py's: the gate/up
+weight's 4096 x 7168 and the down weight's 7168 x 2048, 8 and 32 experts, 32768 routed tokens split with a fixed seeded
+router-like skew, no count a multiple of 64), with c=None (rows "form": "k_grouped") and c=d ("k_grouped_add"), against
+cuBLAS per expert through torch: one torch.mm per expert of a[t:t+k].T and b[t:t+k] (views, no copy) into D[g] in
+float32 (out_dtype=float32 and out=D[g], or where this torch lacks that, a GEMM then a copy; with c=d the --accumulate
+peer), the loop timed as one unit; the peer is named in the row's "cublas_peer". Verified first: each expert's first
+64 rows of D against C + the float64 product, calc_diff < 1e-7, and all of D finite. TFLOPS = 2 m n tokens / t; GB/s
+count A and B once and D once (c=None) or twice (read and written).
 
 Writes bf16_gemm_bench.json to --out (default $OUT; nothing when neither is set); prints a line per shape, a RESULT line
 (geometric mean against cuBLAS), one PASS/FAIL line and a table. Exit 0 when every result verified, 1 otherwise, 77
@@ -52,6 +64,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import re
 import sys
 import time
@@ -77,6 +90,10 @@ DEFAULT_PEERS = {(4096, 7168, 2048): 162.0, (4096, 2112, 7168): 164.9, (128, 716
 # None (drawn), n, k).
 M_GROUPED_SHAPES = [(groups, m, n, k, tail) for groups, m, n, k, _, tail in FP8_M_GROUPED_SHAPES]
 MASKED_SHAPES = [(groups, expected, total, n, k) for groups, expected, total, n, k, _ in FP8_MASKED_SHAPES]
+# --k-grouped's DeepSeek-V3 expert weight gradients, the FP8 k-grouped benchmark's at 32768 routed tokens: (weight, m,
+# n, experts, tokens in all), each timed with c=None and c=d.
+K_GROUPED_SHAPES = [("gate/up", 4096, 7168, 8, 32768), ("down", 7168, 2048, 8, 32768),
+                    ("gate/up", 4096, 7168, 32, 32768), ("down", 7168, 2048, 32, 32768)]
 # (block_m, block_n, cluster_m, stages; 0: as many as fit beside a whole staging tile) forced by --sweep: each tile
 # family at a few widths, and the widest with a stage more than that (half a staging tile, two store passes).
 SWEEP_TILES = [(64, 16, 1, 0), (64, 32, 1, 0), (64, 48, 1, 0), (64, 64, 1, 0), (64, 96, 1, 0), (64, 128, 1, 0),
@@ -124,7 +141,7 @@ def sweep_tiles(kiln, timed_us, tiles, call) -> dict:
     return sweep
 
 
-def main() -> int:
+def argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_timing_arguments(parser)
     parser.add_argument("--sweep", action="store_true", help="also time every tile of SWEEP_TILES on every shape")
@@ -138,15 +155,31 @@ def main() -> int:
                         help="also time m_grouped_bf16_gemm_nt_contiguous against cuBLAS per expert")
     parser.add_argument("--masked", action="store_true",
                         help="also time m_grouped_bf16_gemm_nt_masked against cuBLAS per expert")
+    parser.add_argument("--k-grouped", action="store_true",
+                        help="also time k_grouped_bf16_gemm_tn_contiguous against cuBLAS per expert")
     parser.add_argument("--no-dense", action="store_true",
-                        help="leave out the dense shapes: only --m-grouped / --masked (bf16_gemm_grouped_bench.json)")
+                        help="leave out the dense shapes: only --m-grouped / --masked / --k-grouped (see json_name)")
     parser.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1), help="parallel precompile threads")
-    args = parser.parse_args()
+    return parser
+
+
+def json_name(args) -> str:
+    """The JSON a run writes: bf16_gemm_bench.json with the dense shapes; without them bf16_gemm_k_grouped_bench.json
+    for --k-grouped alone and bf16_gemm_grouped_bench.json otherwise, so that no run's replaces another's."""
+    if not args.no_dense:
+        return "bf16_gemm_bench.json"
+    return "bf16_gemm_k_grouped_bench.json" if args.k_grouped and not (args.m_grouped or args.masked) else \
+        "bf16_gemm_grouped_bench.json"
+
+
+def main() -> int:
+    args = argument_parser().parse_args()
     args.reps = max(args.reps, 30)
 
     ms, nks = load_shapes(SHAPES_FILE)
     shapes = [] if args.no_dense else [(m, n, k) for m in ms for n, k in nks]
-    grouped_count = 2 * len(M_GROUPED_SHAPES) * args.m_grouped + len(MASKED_SHAPES) * args.masked
+    grouped_count = (2 * len(M_GROUPED_SHAPES) * args.m_grouped + len(MASKED_SHAPES) * args.masked
+                     + 2 * len(K_GROUPED_SHAPES) * args.k_grouped)
     bench = start_gpu_bench("bf16_gemm_bench", args, len(shapes) + grouped_count)
     if bench is None:
         return 77
@@ -167,6 +200,7 @@ def main() -> int:
     layout_shapes = [(m, n, k) for m, n, k in shapes if m == 4096] if args.layouts else []
     requests += [dict(n=n, k=k, m=m, **LAYOUT_PLAN[layout]) for m, n, k in layout_shapes for layout in LAYOUT_PLAN]
     requests += grouped_requests(args.m_grouped, args.masked)
+    requests += k_grouped_requests() if args.k_grouped else []
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         list(pool.map(lambda r: kiln.precompile("bf16_gemm_nt", **r), requests))
     print(f"precompile: {len(requests)} requests in {time.perf_counter() - t0:.1f} s", flush=True)
@@ -222,6 +256,8 @@ def main() -> int:
     if args.masked:
         failures += bench_grouped(torch, kiln, device, timed_us, rows, "m_grouped_bf16_gemm_nt_masked",
                                   MASKED_SHAPES, masked_row)
+    if args.k_grouped:
+        failures += bench_k_grouped(torch, kiln, device, timed_us, rows)
 
     bf16_rows = [r for r in rows if r["form"] == "bf16" and r["layout"] == "nt"]
     summary = {"geomean_vs_cublas": geomean([r["speedup_vs_cublas"] for r in bf16_rows if "speedup_vs_cublas" in r])}
@@ -239,6 +275,10 @@ def main() -> int:
             if any(r["form"] == form for r in rows):
                 summary[f"geomean_{form}_vs_{peer}"] = geomean([r.get(f"speedup_vs_{peer}") for r in rows
                                                                 if r["form"] == form])
+    for form in ("k_grouped", "k_grouped_add"):  # cuBLAS per expert is their only peer
+        if any(r["form"] == form for r in rows):
+            summary[f"geomean_{form}_vs_cublas"] = geomean([r.get("speedup_vs_cublas") for r in rows
+                                                            if r["form"] == form])
     if any("speedup_vs_deepgemm" in r for r in rows):
         summary["geomean_vs_deepgemm"] = geomean([r["speedup_vs_deepgemm"] for r in rows if "speedup_vs_deepgemm" in r])
     print("RESULT bf16_gemm_bench: " + ", ".join(f"{key} {value:.3f}" for key, value in summary.items()
@@ -246,8 +286,7 @@ def main() -> int:
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        name = "bf16_gemm_grouped_bench.json" if args.no_dense else "bf16_gemm_bench.json"
-        (out / name).write_text(json.dumps(
+        (out / json_name(args)).write_text(json.dumps(
             {"device": props.name, "torch": torch.__version__, "kiln": kiln.__version__, "reps": args.reps,
              "l2_flush_bytes": 1 << 30, "max_calc_diff": MAX_DIFF, "accumulate_peer": accumulate_peer, "rows": rows,
              "summary": summary}, indent=1))
@@ -325,6 +364,24 @@ def bench_layouts(torch, kiln, device, shapes, timed_us, rows) -> int:
     return failures
 
 
+def first_float32_peer(torch, candidates, accumulate: bool):
+    """The first of `candidates` ((name, callable(a, b, d)): D (float32) = A . B^T for bf16 A and B, or += with
+    `accumulate`) that runs through this torch and is right on a small problem: (name, callable), or (None, None)."""
+    a = torch.randn(64, 128, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(256, 128, device="cuda", dtype=torch.bfloat16)
+    expected = (1.0 if accumulate else 0.0) + a.double() @ b.double().T
+    for name, peer in candidates:
+        d = torch.ones(64, 256, device="cuda") if accumulate else torch.full((64, 256), float("nan"), device="cuda")
+        try:
+            peer(a, b, d)
+            torch.cuda.synchronize()
+        except (RuntimeError, TypeError):
+            continue
+        if calc_diff(d, expected) < ACCUMULATE_MAX_DIFF:
+            return name, peer
+    return None, None
+
+
 def accumulate_peer_of(torch):
     """cuBLAS's D (float32) += A . B^T for bf16 A and B through this torch: (name, callable(a, b, d)), the first of
     torch.addmm with out_dtype into D itself (one GEMM with beta = 1) and torch.mm with out_dtype then add_ (two
@@ -335,20 +392,22 @@ def accumulate_peer_of(torch):
     def mm_add(a, b, d):
         d.add_(torch.mm(a, b.T, out_dtype=torch.float32))
 
-    a = torch.randn(64, 128, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(256, 128, device="cuda", dtype=torch.bfloat16)
-    expected = 1.0 + a.double() @ b.double().T
-    for name, peer in (("torch.addmm(out_dtype=float32, out=d)", addmm),
-                       ("torch.mm(out_dtype=float32) + add_", mm_add)):
-        d = torch.ones(64, 256, device="cuda")
-        try:
-            peer(a, b, d)
-            torch.cuda.synchronize()
-        except (RuntimeError, TypeError):
-            continue
-        if calc_diff(d, expected) < ACCUMULATE_MAX_DIFF:
-            return name, peer
-    return None, None
+    return first_float32_peer(torch, (("torch.addmm(out_dtype=float32, out=d)", addmm),
+                                      ("torch.mm(out_dtype=float32) + add_", mm_add)), accumulate=True)
+
+
+def store_peer_of(torch):
+    """cuBLAS's D (float32) = A . B^T for bf16 A and B through this torch: (name, callable(a, b, d)), the first of
+    torch.mm with out_dtype into D itself (one GEMM) and torch.mm with out_dtype then copy_ (a GEMM and a copy) that
+    runs and is right on a small problem."""
+    def mm_out(a, b, d):
+        torch.mm(a, b.T, out_dtype=torch.float32, out=d)
+
+    def mm_copy(a, b, d):
+        d.copy_(torch.mm(a, b.T, out_dtype=torch.float32))
+
+    return first_float32_peer(torch, (("torch.mm(out_dtype=float32, out=d)", mm_out),
+                                      ("torch.mm(out_dtype=float32) + copy_", mm_copy)), accumulate=False)
 
 
 # (block_m, block_n, cluster_m, stages) forced on the accumulating form's M = 4096 rows by --accumulate --sweep: the
@@ -524,6 +583,127 @@ def masked_row(torch, kiln, device, timed_us, masked_gemm, index, groups, expect
     finish_grouped_row(row, f"masked {groups} experts x {expected} expected ({valid} valid, "
                             f"{min(counts)}..{max(counts)})")
     return row
+
+
+def k_grouped_token_counts(groups: int, tokens: int, seed: int) -> list[int]:
+    """A router-like skewed split of `tokens` into `groups` (>= 2) counts (the FP8 k-grouped benchmark's Pareto skew,
+    without its 128-token blocks) summing to it exactly, each at least 1 and none a multiple of 64: every expert's
+    weight gradient ends in a K tail, as routed tokens make it."""
+    rng = random.Random(seed)
+    weights = [rng.paretovariate(1.5) for _ in range(groups)]
+    counts = [max(1, int(tokens * w / sum(weights))) for w in weights]
+    heaviest = max(range(groups), key=lambda g: weights[g])
+    for g in range(groups):
+        if g != heaviest and counts[g] % 64 == 0:
+            counts[g] -= 1  # from 64 or more: still tokens
+    counts[heaviest] += tokens - sum(counts)
+    if counts[heaviest] % 64 == 0:  # a token of the heaviest to an expert that stays off a multiple of 64
+        receiver = next(g for g in range(groups) if g != heaviest and (counts[g] + 1) % 64 != 0)
+        counts[heaviest] -= 1
+        counts[receiver] += 1
+    return counts
+
+
+def k_grouped_plan_tokens(k: int) -> int:
+    """The token count kiln plans a group of `k` tokens at (k_grouped_plan_k: 64 times the least power of two that
+    holds k), so that precompile asks once per kernel a call can pick rather than once per group."""
+    plan = 64
+    while plan < k:
+        plan *= 2
+    return plan
+
+
+def k_grouped_requests() -> list:
+    """What --k-grouped precompiles: every shape's kernels, c=None's and c=d's (accumulate=1), at the token counts its
+    groups are planned at; each distinct request once (two threads must not compile one kernel)."""
+    requests = {}
+    for index, (_, m, n, groups, tokens) in enumerate(K_GROUPED_SHAPES):
+        for k in sorted({k_grouped_plan_tokens(k) for k in k_grouped_token_counts(groups, tokens, seed=index)}):
+            for extra in ({}, {"accumulate": 1}):
+                request = dict(n=n, k=k, m=m, k_grouped=1, **extra)
+                requests[tuple(sorted(request.items()))] = request
+    return list(requests.values())
+
+
+def bench_k_grouped(torch, kiln, device, timed_us, rows) -> int:
+    """The --k-grouped rows, c=None ("form": "k_grouped") and c=d ("k_grouped_add") of each shape, appended to `rows`;
+    returns the failures."""
+    gemm = grouped_function(kiln, "k_grouped_bf16_gemm_tn_contiguous")
+    peers = {False: store_peer_of(torch), True: accumulate_peer_of(torch)}
+    failures = 0
+    for index, (weight, m, n, groups, tokens) in enumerate(K_GROUPED_SHAPES):
+        ks = k_grouped_token_counts(groups, tokens, seed=index)
+        torch.manual_seed(5000 + index)
+        a = torch.randn(tokens, m, device=device, dtype=torch.bfloat16)
+        b = torch.randn(tokens, n, device=device, dtype=torch.bfloat16)
+        d = torch.empty(groups, m, n, device=device)
+        for accumulate in (False, True):
+            row = k_grouped_row(torch, timed_us, gemm, peers[accumulate], weight, a, b, d, ks, accumulate)
+            failures += 0 if row["verified"] else 1
+            rows.append(row)
+        del a, b, d
+        torch.cuda.empty_cache()
+    return failures
+
+
+def k_grouped_row(torch, timed_us, gemm, peer, weight: str, a, b, d, ks, accumulate: bool) -> dict:
+    """One --k-grouped shape with c=None, or c=d (`accumulate`): verified (each expert's first 64 rows of D against C +
+    the float64 product), timed against cuBLAS per expert (`peer`: (name, callable(a, b, d)) or (None, None)) and
+    printed."""
+    groups, m, n = d.shape
+    tokens = sum(ks)
+    firsts = [sum(ks[:g]) for g in range(groups)]
+    peer_name, peer_call = peer
+    row = {"form": "k_grouped_add" if accumulate else "k_grouped", "layout": "tn", "weight": weight, "groups": groups,
+           "m": m, "n": n, "k": tokens, "ks": ks, "c": "d" if accumulate else None, "cublas_peer": peer_name}
+    c = torch.randn(groups, m, n, device=d.device) if accumulate else None
+    try:
+        if accumulate:
+            d.copy_(c)
+        else:
+            d.fill_(float("nan"))
+        gemm(a, b, d, ks, c=d if accumulate else None)
+        torch.cuda.synchronize()
+        worst, checked = 0.0, min(m, 64)
+        for g, (first, k) in enumerate(zip(firsts, ks)):
+            reference = a[first:first + k, :checked].double().T @ b[first:first + k].double()
+            if accumulate:
+                reference += c[g, :checked].double()
+            worst = max(worst, calc_diff(d[g, :checked], reference))
+        row["diff_reference"] = worst
+        row["verified"] = bool(torch.isfinite(d).all()) and worst < ACCUMULATE_MAX_DIFF
+    except Exception as e:  # noqa: BLE001 - reported, counted as a failure
+        row["error"] = f"{type(e).__name__}: {e}"
+        row["verified"] = False
+    del c
+
+    def cublas_per_expert():
+        for g, (first, k) in enumerate(zip(firsts, ks)):
+            if k:
+                peer_call(a[first:first + k].T, b[first:first + k].T, d[g])  # a_g^T . (b_g^T)^T
+            elif not accumulate:
+                d[g].zero_()
+
+    flops = 2.0 * m * n * tokens
+    nbytes = 2.0 * tokens * (m + n) + (8.0 if accumulate else 4.0) * groups * m * n
+    if "error" not in row:
+        time_into(row, "kiln", timed_us, lambda: gemm(a, b, d, ks, c=d if accumulate else None), flops, nbytes)
+    if peer_call is not None:
+        time_into(row, "cublas", timed_us, cublas_per_expert, flops, nbytes)
+    else:
+        row["cublas_na"] = f"torch {torch.__version__} has no bf16 GEMM with a float32 D (out_dtype)"
+    if row.get("kiln_us") and row.get("cublas_us"):
+        row["speedup_vs_cublas"] = row["cublas_us"] / row["kiln_us"]
+    nan = float("nan")
+    status = f" ERROR {row['error']}" if "error" in row else "" if row["verified"] else " NOT VERIFIED"
+    print(f"{m} x {n} k-grouped {weight}, {groups} experts, {tokens} tokens (ks {min(ks)}..{max(ks)}), "
+          f"c={'d' if accumulate else 'None'}: kiln {row.get('kiln_us', nan):.1f} µs "
+          f"({row.get('kiln_tflops', nan):.0f} TFLOPS, {row.get('kiln_gbps', nan):.0f} GB/s), cuBLAS per expert "
+          f"{row.get('cublas_us', nan):.1f} µs ({row.get('cublas_tflops', nan):.0f} TFLOPS), x cuBLAS "
+          f"{row.get('speedup_vs_cublas', nan):.3f}, calc_diff {row.get('diff_reference', nan):.1e}{status}",
+          flush=True)
+    return row
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -101,7 +101,8 @@ fi
 # directly).
 # Just these steps: ONLY='^python$|python_gpu_fp8_gemm|python_gpu_bf16_gemm|python_fp8_gemm_bench|
 # python_fp8_gemm_wgrad_bench|python_fp8_gemm_k_grouped_bench|python_fp8_gemm_m_grouped_bench|
-# python_fp8_gemm_masked_bench|python_bf16_gemm_bench|python_bf16_gemm_grouped_bench'.
+# python_fp8_gemm_masked_bench|python_bf16_gemm_bench|python_bf16_gemm_grouped_bench|
+# python_bf16_gemm_k_grouped_bench'.
 if [[ ($what == bench || $what == python || $what == all) && python =~ $only ]]; then
   pydir=$PWD/$build/python-package
   t0=$(date +%s)
@@ -139,6 +140,10 @@ if [[ ($what == bench || $what == python || $what == all) && python =~ $only ]];
     # that the dense step keeps its time; their JSON is bf16_gemm_grouped_bench.json.
     [[ $what != tests ]] && PYTHONPATH=$pydir run_step python_bf16_gemm_grouped_bench 240 \
       python3 bench/bf16_gemm_bench.py --out "$final_out" --no-dense --m-grouped --masked
+    # The k-grouped weight gradients (k_grouped_bf16_gemm_tn_contiguous) on DeepSeek-V3's expert shapes, a step of their
+    # own for the same reason; their JSON is bf16_gemm_k_grouped_bench.json.
+    [[ $what != tests ]] && PYTHONPATH=$pydir run_step python_bf16_gemm_k_grouped_bench 240 \
+      python3 bench/bf16_gemm_bench.py --out "$final_out" --no-dense --k-grouped
   else
     tail -30 "$out/python_build.log"
     record python_build FAIL "$(( $(date +%s) - t0 )) s (log: python_build.log)"

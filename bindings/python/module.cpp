@@ -421,6 +421,24 @@ NB_MODULE(_native, m) {
       "a"_a.none(), "b"_a.none(), "d"_a.none(), "masked_m"_a.none(), "expected_m"_a, "stream"_a.none() = nb::none(),
       "D[g, r] (bf16) = A[g, r] . B[g]^T for r < masked_m[g], A [G, m, k], B [G, n, k], D [G, m, n] bfloat16 (see "
       "kiln.m_grouped_bf16_gemm_nt_masked).");
+  m.def(
+      "k_grouped_bf16_gemm_tn_contiguous",
+      [](nb::handle a, nb::handle b, nb::handle d, const std::vector<int64_t>& ks, nb::handle c, nb::handle stream) {
+        constexpr const char* kFunction = "k_grouped_bf16_gemm_tn_contiguous";
+        KeepAlive keep;
+        const kiln::TensorView av = to_view(a, kFunction, "a", keep);
+        const kiln::TensorView bv = to_view(b, kFunction, "b", keep);
+        const kiln::TensorView dv = to_view(d, kFunction, "d", keep);
+        kiln::TensorView cv;
+        if (!c.is_none()) cv = to_view(c, kFunction, "c", keep);
+        const uintptr_t s = resolve_stream(stream, a, av, kFunction);
+        nb::gil_scoped_release release;
+        kiln::k_grouped_bf16_gemm_tn_contiguous(av, bv, dv, ks, c.is_none() ? nullptr : &cv,
+                                                reinterpret_cast<kiln::Stream>(s));
+      },
+      "a"_a.none(), "b"_a.none(), "d"_a.none(), "ks"_a, "c"_a.none() = nb::none(), "stream"_a.none() = nb::none(),
+      "D[g] (float32) = C[g] + A_g^T . B_g per group of ks[g] tokens, A [sum(ks), m], B [sum(ks), n] bfloat16 (see "
+      "kiln.k_grouped_bf16_gemm_tn_contiguous).");
   m.def("per_token_scales_storage", &kiln::per_token_scales_storage, "m"_a, "k"_a,
         "Floats of storage behind per_token_cast_to_fp8's scales: (k / 128) * get_tma_aligned_size(m, 4).");
   m.def(

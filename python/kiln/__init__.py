@@ -51,6 +51,7 @@ __all__ = [
     "m_grouped_bf16_gemm_nt_contiguous",
     "m_grouped_bf16_gemm_nn_contiguous",
     "m_grouped_bf16_gemm_nt_masked",
+    "k_grouped_bf16_gemm_tn_contiguous",
     "get_mk_alignment_for_contiguous_layout",
     "per_token_cast_to_fp8",
     "per_block_cast_to_fp8",
@@ -653,6 +654,46 @@ def m_grouped_bf16_gemm_nt_masked(a: Any, b: Any, d: Any, masked_m: Any, expecte
     except TypeError:
         raise KilnTypeError(f"{function}: expected_m must be an int, got {type(expected_m).__name__}") from None
     _native.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected, stream)
+
+
+def k_grouped_bf16_gemm_tn_contiguous(a: Any, b: Any, d: Any, ks: Sequence[int], ks_tensor: Any = None, c: Any = None,
+                                      compiled_dims: str = "mn", *, stream: Any = None) -> None:
+    """The weight gradients of many groups (MoE experts) at once, in bfloat16, in place (DeepGEMM's
+    ``k_grouped_bf16_gemm_tn_contiguous``, same arguments): for each group ``g`` of ``ks[g]`` tokens,
+    ``D[g] = C[g] + A_g^T . B_g`` summed in float32, where ``A_g`` and ``B_g`` are the group's rows of ``a`` and ``b``
+    (from ``ks[0] + ... + ks[g-1]`` on): ``bf16_gemm_tn`` per group, in one call.
+
+    * ``a``: bfloat16 ``[sum(ks), m]``, each group's tokens one after the other (e.g. the experts' output gradients),
+      rows dense (``stride(1) == 1``) and 16-byte aligned apart (row stride a multiple of 8 elements).
+    * ``b``: bfloat16 ``[sum(ks), n]`` likewise (e.g. the experts' inputs); ``n`` a multiple of 8.
+    * ``d``: float32 ``[G, m, n]``, each group's rows dense and 16-byte aligned apart, the groups apart (strides
+      ``(s0, s1, 1)``, ``s0`` a multiple of 4 and ``>= (m - 1) * s1 + n``). ``c``: None (``D[g] = A_g^T . B_g``; a
+      group without tokens is zeroed), ``d`` (``D += ...``), or float32 ``[G, m, n]`` with dense rows not overlapping
+      ``d`` (copied into D on the stream first; nothing is allocated).
+    * ``ks``: the token counts (``len(ks) == G``), any count >= 0: a group's K tail reads zeros, never the next
+      group's tokens (0: no product, ``D[g] = C[g]``). ``ks_tensor`` (DeepGEMM's copy of ``ks`` on the device) is
+      accepted and not read: kiln plans on the host.
+
+    Every check and each group's kernel (chosen at its tokens rounded up to 64 times a power of two:
+    ``precompile("bf16_gemm_nt", n=..., m=..., k=<tokens>, k_grouped=1)`` builds it ahead of time, with
+    ``accumulate=1`` for a call with ``c``) come before anything is enqueued; then each group's copy of C (or, with no
+    C, the zeroing of each group without tokens), and one launch per 32 groups with tokens that share a kernel. m = 0,
+    n = 0 or G = 0 enqueue nothing. ``compiled_dims`` is accepted for DeepGEMM's signature; ``stream`` as for
+    ``bf16_gemm_nt``. Errors name ``k_grouped_bf16_gemm_tn_contiguous``.
+
+    Raises:
+        TypeError: wrong dtype, a non-tensor argument or ks not a sequence of ints. ValueError: bad shape, strides,
+        alignment, device, overlap, token count or compiled_dims. RuntimeError: CUDA errors, a failed compile, or a
+        compile needed during graph capture.
+    """
+    function = "k_grouped_bf16_gemm_tn_contiguous"
+    _check_compiled_dims(compiled_dims, function, default="mn")
+    try:
+        counts = [operator.index(k) for k in ks]
+    except TypeError:
+        raise KilnTypeError(f"{function}: ks must be a sequence of ints, got {ks!r}") from None
+    del ks_tensor  # DeepGEMM's device copy of ks: the launches are planned from ks on the host
+    _native.k_grouped_bf16_gemm_tn_contiguous(a, b, d, counts, c, stream)
 
 
 # ---- Settings ----------------------------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 reports on the host (its exception kind and message, naming bf16_gemm_nt with or without c), empty problems, the
 overrides, and the plans of each dtype of d. The same for the m-grouped forms, m_grouped_bf16_gemm_nt_contiguous, its
 nn form (m_grouped_bf16_gemm_nn_contiguous) and m_grouped_bf16_gemm_nt_masked (errors naming the function and the
-argument, expected_m, their plans).
+argument, expected_m, their plans), and the k-grouped weight gradients, k_grouped_bf16_gemm_tn_contiguous (its
+signature and export, the ks and compiled_dims the wrapper checks, every host check of the library naming the function
+and the argument, empty problems, ks_tensor left unread, its plans per token count).
 
 Tensors "on a CUDA device" are DLPack producers that describe memory they do not own (fakes.py): the C++ operation
 checks every precondition before it touches memory or a GPU. A call that passes every check needs a GPU; without one
@@ -10,6 +12,8 @@ it is a CudaError.
 """
 
 from __future__ import annotations
+
+import inspect
 
 import pytest
 
@@ -366,3 +370,138 @@ def test_masked_kernels_are_planned_without_a_gpu():
     assert contiguous[0]["key"] != kernels[0]["key"], "the masked kernel must be keyed apart from the contiguous one"
     with pytest.raises(ValueError, match="masked"):
         kiln.plan("bf16_gemm_nt", n=7168, k=2048, m=640, m_grouped=1, masked=2, arch="sm_90a")
+
+
+# ---- The k-grouped weight-gradient GEMM (k_grouped_bf16_gemm_tn_contiguous), through DLPack tensors "on the GPU" --
+
+KGROUPED = kiln.k_grouped_bf16_gemm_tn_contiguous
+KS = [37, 0, 300, 64, 1]  # counts that are not multiples of 64, and a group without tokens
+TOKENS = sum(KS)
+
+
+def k_grouped_fakes(m: int = 256, n: int = 576, **changes):
+    """a [sum(KS), m], b [sum(KS), n] bfloat16, d float32 [G, m, n], ks (KS) and c (None) for DeepGEMM's k-grouped
+    layout: each group's tokens one after the other. `changes` replace any of them (ks without changing the shapes)."""
+    t = {
+        "a": FakeDLPack((TOKENS, m), "bfloat16", ptr=BASE),
+        "b": FakeDLPack((TOKENS, n), "bfloat16", ptr=B),
+        "d": FakeDLPack((len(KS), m, n), "float32", ptr=D),
+        "ks": list(KS),
+        "c": None,
+    }
+    t.update(changes)
+    return t["a"], t["b"], t["d"], t["ks"], t["c"]
+
+
+def test_k_grouped_name_is_exported_with_deepgemms_signature():
+    namespace: dict = {}
+    exec("from kiln import *", namespace)
+    assert "k_grouped_bf16_gemm_tn_contiguous" in kiln.__all__
+    assert namespace["k_grouped_bf16_gemm_tn_contiguous"] is KGROUPED
+    assert callable(kiln._native.k_grouped_bf16_gemm_tn_contiguous)
+    parameters = inspect.signature(KGROUPED).parameters
+    assert list(parameters) == ["a", "b", "d", "ks", "ks_tensor", "c", "compiled_dims", "stream"]
+    assert [parameters[p].default for p in ("ks_tensor", "c", "compiled_dims", "stream")] == [None, None, "mn", None]
+    assert parameters["stream"].kind is inspect.Parameter.KEYWORD_ONLY
+
+
+def test_k_grouped_arguments_kiln_checks_itself():
+    a, b, d, ks, _ = k_grouped_fakes()
+    for dims in ("x", "nkq", 3, None):
+        with pytest.raises(ValueError, match=r"^k_grouped_bf16_gemm_tn_contiguous: compiled_dims must be a string of "
+                                             r"the letters m, n and k \(DeepGEMM's default is 'mn'\)"):
+            KGROUPED(a, b, d, ks, None, compiled_dims=dims)
+    for bad in ([37, 0, 300.0, 64, 1], 5, None, ["37"]):
+        with pytest.raises(TypeError, match="^k_grouped_bf16_gemm_tn_contiguous: ks must be a sequence of ints"):
+            KGROUPED(a, b, d, bad)
+    with pytest.raises(TypeError, match="^k_grouped_bf16_gemm_tn_contiguous: a must be a tensor"):
+        KGROUPED(3, b, d, ks)
+    with pytest.raises(TypeError, match="^k_grouped_bf16_gemm_tn_contiguous: c must be a tensor"):
+        KGROUPED(a, b, d, ks, None, [1.0])
+
+
+@pytest.mark.parametrize("changes, error, message", [
+    ({"a": FakeDLPack((TOKENS, 256), "float16", ptr=BASE)}, TypeError, "a must be bfloat16, got float16"),
+    ({"a": FakeDLPack((TOKENS, 256), "float8_e4m3fn", ptr=BASE)}, TypeError, "a must be bfloat16, got float8_e4m3fn"),
+    ({"b": FakeDLPack((TOKENS, 576), "float32", ptr=B)}, TypeError, "b must be bfloat16, got float32"),
+    ({"d": FakeDLPack((5, 256, 576), "bfloat16", ptr=D)}, TypeError, "d must be float32, got bfloat16"),
+    ({"c": FakeDLPack((5, 256, 576), "bfloat16", ptr=C)}, TypeError, "c must be float32, got bfloat16"),
+    ({"ks": KS[:-1]}, ValueError, r"ks must hold one token count per group \(d.size\(0\) == 5\), got 4 counts"),
+    ({"ks": KS + [0]}, ValueError, r"ks must hold one token count per group \(d.size\(0\) == 5\), got 6 counts"),
+    ({"ks": [37, 0, -1, 365, 1]}, ValueError, r"ks\[2\] must be a token count in 0..2147483647, got -1"),
+    ({"ks": [37, 0, 300, 64, 2 ** 31]}, ValueError, r"ks\[4\] must be a token count in 0..2147483647, got 2147483648"),
+    ({"a": FakeDLPack((TOKENS + 1, 256), "bfloat16", ptr=BASE)}, ValueError,
+     r"a must be of shape \(402, 256\) \(sum\(ks\), m of d\): each group's tokens one after the other, got shape "
+     r"\(403, 256\)"),
+    ({"a": FakeDLPack((256, TOKENS), "bfloat16", strides=(1, 256), ptr=BASE)}, ValueError,
+     r"a must be of shape \(402, 256\) \(sum\(ks\), m of d\)"),
+    ({"b": FakeDLPack((TOKENS, 568), "bfloat16", ptr=B)}, ValueError,
+     r"b must be of shape \(402, 576\) \(sum\(ks\), n of d\)"),
+    ({"d": FakeDLPack((256, 576), "float32", ptr=D)}, ValueError, "d must be 3-dimensional"),
+    ({"c": FakeDLPack((5, 256, 568), "float32", ptr=C)}, ValueError, r"c must be of shape \(5, 256, 576\)"),
+    ({"b": FakeDLPack((TOKENS, 580), "bfloat16", ptr=B), "d": FakeDLPack((5, 256, 580), "float32", ptr=D)},
+     ValueError, r"d must be of a size\(2\) \(n\) that is a multiple of 8, got n == 580"),
+    ({"a": FakeDLPack((TOKENS, 256), "bfloat16", strides=(260, 1), ptr=BASE)}, ValueError,
+     r"a must be rows 16-byte aligned \(stride\(0\) a multiple of 8\), got stride\(0\) == 260"),
+    ({"a": FakeDLPack((TOKENS, 256), "bfloat16", ptr=BASE + 8)}, ValueError, "a must be 16-byte aligned"),
+    ({"d": FakeDLPack((5, 256, 576), "float32", strides=(256 * 576 + 2, 576, 1), ptr=D)}, ValueError,
+     r"d must be groups that do not overlap: stride\(0\) >= \(m - 1\) \* stride\(1\) \+ n, a multiple of 4"),
+    ({"d": FakeDLPack((5, 256, 576), "float32", strides=(256 * 576 - 4, 576, 1), ptr=D)}, ValueError,
+     "d must be groups that do not overlap"),
+    ({"d": FakeDLPack((5, 256, 576), "float32", ptr=BASE + 64)}, ValueError,
+     "d must be memory that does not overlap a's"),
+    ({"c": FakeDLPack((5, 256, 576), "float32", ptr=D + 4096)}, ValueError,
+     "c must be d itself or memory that does not overlap d's"),
+    ({"c": FakeDLPack((5, 256, 576), "float32", ptr=C, device="cpu")}, ValueError, "c must be on a CUDA device"),
+    ({"b": FakeDLPack((TOKENS, 576), "bfloat16", ptr=B, device="cuda:1")}, ValueError,
+     r"b must be on the same device as a \(cuda:0\), got cuda:1"),
+])
+def test_k_grouped_preconditions(changes, error, message):
+    a, b, d, ks, c = k_grouped_fakes(**changes)
+    with pytest.raises(error, match="^k_grouped_bf16_gemm_tn_contiguous: " + message):
+        KGROUPED(a, b, d, ks, None, c)
+
+
+def test_k_grouped_empty_problems_are_no_ops_without_a_gpu():
+    for m, n in ((0, 576), (256, 0)):
+        a, b, d, ks, _ = k_grouped_fakes(m=m, n=n)
+        assert KGROUPED(a, b, d, ks) is None
+        assert KGROUPED(a, b, d, ks, c=d) is None
+    # No groups: a and b of no tokens, d [0, m, n].
+    assert KGROUPED(FakeDLPack((0, 256), ptr=BASE), FakeDLPack((0, 576), ptr=B),
+                    FakeDLPack((0, 256, 576), "float32", ptr=D), []) is None
+    # ks_tensor is not read (anything goes), and DeepGEMM's compiled_dims given explicitly is accepted as it is.
+    a, b, d, ks, _ = k_grouped_fakes(m=0)
+    assert KGROUPED(a, b, d, ks, object(), None, "mnk", stream=None) is None
+    assert KGROUPED(a, b, d, tuple(ks), ks_tensor="not read", compiled_dims="") is None
+
+
+@pytest.mark.skipif(not NO_GPU, reason="would launch on fake pointers: only meaningful without a GPU")
+def test_k_grouped_valid_calls_without_a_gpu_are_cuda_errors():
+    a, b, d, ks, _ = k_grouped_fakes()
+    padded = (FakeDLPack((TOKENS, 256), strides=(264, 1), ptr=BASE), FakeDLPack((TOKENS, 576), strides=(584, 1), ptr=B),
+              FakeDLPack((5, 256, 576), "float32", strides=(256 * 580, 580, 1), ptr=D))
+    for args, c in (((a, b, d), None), ((a, b, d), d), ((a, b, d), FakeDLPack((5, 256, 576), "float32", ptr=C)),
+                    (padded, padded[2]), (padded, FakeDLPack((5, 256, 576), "float32", strides=(256 * 577, 577, 1),
+                                                             ptr=C))):
+        with pytest.raises(kiln.CudaError):  # every check passed: the kernel's load needs the driver
+            KGROUPED(*args, ks, None, c)
+    with pytest.raises(kiln.CudaError):  # no group with tokens: D[g] zeroed on the stream, which needs the driver too
+        KGROUPED(FakeDLPack((0, 256), ptr=BASE), FakeDLPack((0, 576), ptr=B), d, [0] * 5)
+
+
+def test_k_grouped_kernels_are_planned_without_a_gpu():
+    def plan(k, **flags):
+        return kiln.plan("bf16_gemm_nt", n=7168, k=k, m=4096, k_grouped=1, arch="sm_90a", **flags)
+
+    stored, added = plan(300), plan(300, accumulate=1)
+    assert len(stored) == 1 and all(f in stored[0]["spec"] for f in ("epilogue=1", "mn_major=3", "grouping=3"))
+    assert len(added) == 1 and "epilogue=2" in added[0]["spec"] and "grouping=3" in added[0]["spec"], added
+    # A group is planned at its tokens rounded up to 64 times a power of two: 1..64 tokens share one kernel, 65..128
+    # another.
+    assert plan(1)[0]["key"] == plan(37)[0]["key"] == plan(64)[0]["key"]
+    assert plan(65)[0]["key"] == plan(100)[0]["key"] == plan(128)[0]["key"]
+    dense_tn = kiln.plan("bf16_gemm_nt", n=7168, k=320, m=4096, m_major_a=1, n_major_b=1, fp32=1, arch="sm_90a")
+    assert dense_tn[0]["key"] != plan(320)[0]["key"], "the k-grouped kernel must be keyed apart from the dense one"
+    with pytest.raises(ValueError, match="k_grouped=1 writes a float32 D"):
+        plan(300, fp32=0)

@@ -20,6 +20,13 @@ untouched, a side stream; masked with counts of 0, m, above m and below 0, sever
 wider than m rows (rows past a count's last 128-row block, and past m, must keep their NaN poison), an explicit
 stream; CUDA graphs replayed after the routing (m_indices, masked_m) changed; refused calls that leave D as it was.
 
+The k-grouped weight gradients (k_grouped_bf16_gemm_tn_contiguous), on random bf16 A [sum(ks), m] and B [sum(ks), n],
+D poisoned with NaN: each group's D[g] against its float64 A_g^T . B_g (+ C[g]), calc_diff < 1e-7 as the float32-D
+tests above; a group without tokens exactly zeros (c None) or C[g]. Token counts that are not multiples of 64 (K tails
+inside a tile), c None, c = d and another c, an explicit stream, A, B and D as views of wider rows (the padding of A and
+B NaN, never read; D's never written), refused calls that leave D as it was, 40 groups (more than one launch holds),
+DeepSeek-V3's 4096 x 7168 expert gradient over 8 router-like counts (rows spread over every tile), CUDA graphs.
+
 Runs under pytest, or alone: `python3 tests/python/test_gpu_bf16_gemm.py` (one PASS/FAIL line per test).
 """
 
@@ -512,6 +519,147 @@ def test_m_grouped_masked_in_a_graph():
         graph.replay()
         check_masked(d, buffer, a, b, step, f"replay with masked_m {step}")
     print("  replays follow masked_m as it is at replay time")
+
+
+# ---- The k-grouped weight gradients (k_grouped_bf16_gemm_tn_contiguous) -------------------------------------------
+
+def k_grouped_problem(ks, m: int, n: int, seed: int):
+    """DeepGEMM's k-grouped operands for groups of `ks` tokens: a [sum(ks), m] and b [sum(ks), n] random bf16, each
+    group's tokens one after the other; ks_tensor (ks on the GPU, as DeepGEMM takes it; kiln does not read it); and a
+    random float32 C [G, m, n] on the scale of the largest group's product."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn(sum(ks), m, device="cuda", generator=g, dtype=torch.bfloat16)
+    b = torch.randn(sum(ks), n, device="cuda", generator=g, dtype=torch.bfloat16)
+    c = torch.randn(len(ks), m, n, device="cuda", generator=g) * max(ks) ** 0.5
+    return a, b, torch.tensor(ks, dtype=torch.int32, device="cuda"), c
+
+
+def check_k_groups(d, a, b, ks, c, what: str, rows=None) -> None:
+    """D [G, m, n] against each group's float64 a[t:t+k]^T . b[t:t+k] plus C[g] (c None: plus nothing), on D's rows
+    `rows` (None: all of them): finite everywhere, within calc_diff F32_MAX_DIFF per group, and a group without tokens
+    exactly C[g] (zeros without c)."""
+    torch.cuda.synchronize()
+    assert bool(torch.isfinite(d).all()), f"{what}: NaN or Inf in D"
+    every = slice(None) if rows is None else rows
+    first = 0
+    for g, k in enumerate(ks):
+        if k == 0:
+            expected = c[g] if c is not None else torch.zeros_like(d[g])
+            assert torch.equal(d[g], expected), f"{what}: group {g} (no tokens) is not {'C[g]' if c is not None else 0}"
+            continue
+        reference = a[first:first + k, every].double().T @ b[first:first + k].double()
+        if c is not None:
+            reference += c[g, every].double()
+        diff = calc_diff(d[g, every], reference)
+        assert diff < F32_MAX_DIFF, f"{what}: group {g} (k = {k}) calc_diff {diff:.2e} >= {F32_MAX_DIFF}"
+        first += k
+
+
+def test_k_grouped_weight_gradients():
+    """Token counts that are not multiples of 64 (1, 37, 65: K tails the loads zero-fill, never reading the next
+    group's tokens) and a group without tokens, with c=None (its D zeroed), c=d (D += A_g^T . B_g) and another c (D = C
+    + ..., C left as it was) on an explicit stream; A, B and D as views of wider rows; refused calls."""
+    ks = [37, 0, 300, 64, 1, 65, 1000, 128]
+    m, n = 256, 576
+    a, b, ks_tensor, c = k_grouped_problem(ks, m, n, seed=91)
+    groups = len(ks)
+    d = torch.full((groups, m, n), float("nan"), device="cuda")
+    kiln.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks, ks_tensor)
+    check_k_groups(d, a, b, ks, None, "c=None")
+    d.copy_(c)
+    kiln.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks, ks_tensor, c=d)
+    check_k_groups(d, a, b, ks, c, "c=d")
+    d.fill_(float("nan"))
+    c_before = c.clone()
+    side = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    kiln.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks, ks_tensor, c, "mn", stream=side)
+    side.synchronize()
+    check_k_groups(d, a, b, ks, c, "c separate, an explicit stream")
+    assert torch.equal(c, c_before), "c was changed"
+    # A and B rows padded with NaN (a read past m or n would show), D's rows with NaN that must stay.
+    a_view = torch.full((sum(ks), m + 8), float("nan"), device="cuda", dtype=torch.bfloat16)[:, :m]
+    b_view = torch.full((sum(ks), n + 8), float("nan"), device="cuda", dtype=torch.bfloat16)[:, :n]
+    a_view.copy_(a)
+    b_view.copy_(b)
+    buffer = torch.full((groups, m, n + 4), float("nan"), device="cuda")
+    kiln.k_grouped_bf16_gemm_tn_contiguous(a_view, b_view, buffer[:, :, :n], ks, ks_tensor, c=c)
+    check_k_groups(buffer[:, :, :n], a, b, ks, c, "A, B and D views of wider rows")
+    assert bool(torch.isnan(buffer[:, :, n:]).all()), "D's padding columns were written"
+    # Refused before anything is enqueued: D keeps its values.
+    expected = d.clone()
+    function = "k_grouped_bf16_gemm_tn_contiguous"
+    with raises(ValueError, rf"{function}: ks must hold one token count per group \(d.size\(0\) == 8\), got 7"):
+        kiln.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks[:-1], ks_tensor, c=c)
+    with raises(ValueError, rf"{function}: ks\[1\] must be a token count in 0..2147483647, got -1"):
+        kiln.k_grouped_bf16_gemm_tn_contiguous(a, b, d, [37, -1, 301, 64, 1, 65, 1000, 128], ks_tensor, c=c)
+    with raises(ValueError, rf"{function}: a must be of shape \(1595, 256\)"):
+        kiln.k_grouped_bf16_gemm_tn_contiguous(a[1:], b, d, ks, ks_tensor, c=c)
+    with raises(TypeError, f"{function}: a must be bfloat16, got float32"):
+        kiln.k_grouped_bf16_gemm_tn_contiguous(a.float(), b, d, ks, ks_tensor, c=c)
+    with raises(TypeError, f"{function}: d must be float32, got bfloat16"):
+        kiln.k_grouped_bf16_gemm_tn_contiguous(a, b, d.bfloat16(), ks, ks_tensor)
+    with raises(ValueError, f"{function}: compiled_dims must be a string of the letters m, n and k"):
+        kiln.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks, ks_tensor, c=c, compiled_dims="mx")
+    torch.cuda.synchronize()
+    assert torch.equal(d, expected), "a refused call changed D"
+    print(f"  ks {ks}, m = {m}, n = {n}: c None, c = d, another c and padded views within calc_diff {F32_MAX_DIFF}")
+
+
+def test_k_grouped_forty_groups():
+    """40 groups, more than one launch's table holds (32): token counts drawn from a fixed seed (1..700), the first, a
+    middle and the last group without tokens; c=None, then c=d."""
+    counts = torch.randint(1, 701, (40,), generator=torch.Generator().manual_seed(40))
+    ks = [int(k) for k in counts]
+    ks[0] = ks[17] = ks[39] = 0
+    m, n = 256, 512
+    a, b, ks_tensor, c = k_grouped_problem(ks, m, n, seed=94)
+    d = torch.full((len(ks), m, n), float("nan"), device="cuda")
+    kiln.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks, ks_tensor)
+    check_k_groups(d, a, b, ks, None, "40 groups, c=None")
+    d.copy_(c)
+    kiln.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks, ks_tensor, c=d)
+    check_k_groups(d, a, b, ks, c, "40 groups, c=d")
+    print(f"  40 groups ({sum(ks)} tokens, {min(k for k in ks if k)}..{max(ks)} a group): within calc_diff "
+          f"{F32_MAX_DIFF}")
+
+
+def test_k_grouped_deepseek_expert_shape():
+    """DeepSeek-V3's gate/up weight gradient, m = 4096 (twice the 2048 intermediate) by n = 7168 (hidden), for 8
+    experts with router-like token counts (skewed, not multiples of 64, one expert without tokens): c=None, then c=d,
+    each group checked on D rows spread over every 128-row block (all columns)."""
+    ks = [1283, 415, 2750, 97, 603, 1911, 0, 381]
+    m, n = 4096, 7168
+    a, b, ks_tensor, c = k_grouped_problem(ks, m, n, seed=95)
+    rows = torch.cat([torch.arange(0, m, 61), torch.tensor([m - 1])]).cuda()  # 2 or 3 rows in every 128-row block
+    d = torch.full((len(ks), m, n), float("nan"), device="cuda")
+    kiln.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks, ks_tensor)
+    check_k_groups(d, a, b, ks, None, "4096 x 7168, c=None", rows)
+    d.copy_(c)
+    kiln.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks, ks_tensor, c=d)
+    check_k_groups(d, a, b, ks, c, "4096 x 7168, c=d", rows)
+    print(f"  4096 x 7168, ks {ks}: {rows.numel()} rows of every group within calc_diff {F32_MAX_DIFF}")
+
+
+def test_k_grouped_in_a_graph():
+    """Captured after a warm-up, with a C and without: each group's copy of C (or the zeroing of the group without
+    tokens) and the launches are recorded, and replays recompute every group from A as it is at replay time."""
+    ks = [200, 0, 77, 513]
+    m, n = 256, 1024
+    a, b, ks_tensor, c = k_grouped_problem(ks, m, n, seed=96)
+    d = torch.empty(len(ks), m, n, device="cuda")
+    for with_c in (c, None):
+        kiln.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks, ks_tensor, c=with_c)  # warm-up: compiled and loaded
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            kiln.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks, ks_tensor, c=with_c)
+        for replay in range(2):
+            a.copy_(torch.randn_like(a))
+            d.fill_(float("nan"))
+            graph.replay()
+            check_k_groups(d, a, b, ks, with_c, f"replay {replay}, c {'given' if with_c is not None else 'None'}")
+    print("  replays with and without C: every group within calc_diff, the group without tokens C[g] or zeros")
 
 
 if __name__ == "__main__":
