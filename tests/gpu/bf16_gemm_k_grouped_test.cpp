@@ -20,12 +20,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <initializer_list>
 #include <string>
 #include <vector>
 
 #include "cuda/driver.hpp"
-#include "fp8_reference.hpp"
 #include "gpu_test_support.hpp"
 #include "kiln/error.hpp"
 #include "kiln/kiln.hpp"
@@ -36,9 +34,9 @@ namespace {
 
 using kiln::gpu_test::bf16_to_f32;
 using kiln::gpu_test::DeviceBuffer;
-using kiln::gpu_test::f32_to_bf16;
-using kiln::gpu_test::magnitude;
 using kiln::gpu_test::mix;
+using kiln::gpu_test::random_bf16;
+using kiln::gpu_test::strided_view;
 
 int g_failures = 0;
 
@@ -47,26 +45,12 @@ void report(bool ok, const std::string& what) {
   if (!ok) ++g_failures;
 }
 
-// In [-1, 1) times a per-token magnitude of 2^-4..2^4, rounded to bf16, never exactly zero.
-uint16_t random_bf16(uint64_t seed, uint64_t token, uint64_t col) {
-  const double token_magnitude = magnitude(mix(seed ^ (token * 0x9e37ull)));
-  double u = static_cast<double>(mix(seed * 31 + (token << 24) + col) >> 11) / 9007199254740992.0 * 2.0 - 1.0;
-  if (std::fabs(u) < 1e-3) u = 1e-3;
-  return f32_to_bf16(static_cast<float>(u * token_magnitude));
-}
-
 // C's values: random float32 in [-4, 4), never zero.
 float random_c(uint64_t seed, uint64_t index) {
   const double u = static_cast<double>(mix(seed * 131 + index) >> 11) / 9007199254740992.0 * 8.0 - 4.0;
   return static_cast<float>(std::fabs(u) < 1e-3 ? 1e-3 : u);
 }
 
-kiln::TensorView tensor(void* data, kiln::DType dtype, std::initializer_list<int64_t> shape,
-                        std::initializer_list<int64_t> strides) {
-  kiln::TensorView t = kiln::TensorView::contiguous(data, dtype, shape);
-  std::copy(strides.begin(), strides.end(), t.strides.begin());
-  return t;
-}
 
 enum class CMode { kNone, kInPlace, kOther };
 
@@ -165,10 +149,10 @@ void run_case(const Case& c, uint64_t seed) {
       dd.upload(host.data(), d_elems * 4);
     }
   }
-  const kiln::TensorView ta = tensor(da.data(), kiln::DType::kBFloat16, {total, c.m}, {lda, 1});
-  const kiln::TensorView tb = tensor(db.data(), kiln::DType::kBFloat16, {total, c.n}, {ldb, 1});
-  const kiln::TensorView td = tensor(dd.data(), kiln::DType::kFloat32, {groups, c.m, c.n}, {plane, c.n, 1});
-  const kiln::TensorView tc = tensor(dc.data(), kiln::DType::kFloat32, {groups, c.m, c.n}, {c.m * c.n, c.n, 1});
+  const kiln::TensorView ta = strided_view(da.data(), kiln::DType::kBFloat16, {total, c.m}, {lda, 1});
+  const kiln::TensorView tb = strided_view(db.data(), kiln::DType::kBFloat16, {total, c.n}, {ldb, 1});
+  const kiln::TensorView td = strided_view(dd.data(), kiln::DType::kFloat32, {groups, c.m, c.n}, {plane, c.n, 1});
+  const kiln::TensorView tc = strided_view(dc.data(), kiln::DType::kFloat32, {groups, c.m, c.n}, {c.m * c.n, c.n, 1});
   const kiln::cuda::DriverApi& api = kiln::cuda::DriverApi::get();
   try {
     kiln::set_bf16_gemm_overrides(c.forced);

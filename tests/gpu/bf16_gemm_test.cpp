@@ -45,23 +45,14 @@ namespace {
 
 using kiln::gpu_test::bf16_to_f32;
 using kiln::gpu_test::DeviceBuffer;
-using kiln::gpu_test::f32_to_bf16;
-using kiln::gpu_test::magnitude;
 using kiln::gpu_test::mix;
+using kiln::gpu_test::random_bf16;
 
 int g_failures = 0;
 
 void report(bool ok, const std::string& what) {
   std::printf("%s %s\n", ok ? "PASS" : "FAIL", what.c_str());
   if (!ok) ++g_failures;
-}
-
-// In [-1, 1) times a per-row magnitude of 2^-4..2^4, rounded to bf16, never exactly zero.
-uint16_t random_bf16(uint64_t seed, uint64_t row, uint64_t col) {
-  const double row_magnitude = magnitude(mix(seed ^ (row * 0x9e37ull)));
-  double u = static_cast<double>(mix(seed * 31 + (row << 24) + col) >> 11) / 9007199254740992.0 * 2.0 - 1.0;
-  if (std::fabs(u) < 1e-3) u = 1e-3;
-  return f32_to_bf16(static_cast<float>(u * row_magnitude));
 }
 
 kiln::TensorView view(void* data, int64_t rows, int64_t cols, int64_t ld) {

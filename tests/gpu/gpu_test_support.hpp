@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "cuda/driver.hpp"
+#include "fp8_reference.hpp"
 #include "kiln/tensor.hpp"
 
 namespace kiln::gpu_test {
@@ -124,6 +126,15 @@ inline uint16_t f32_to_bf16(float f) {  // round to nearest even
   uint32_t u;
   std::memcpy(&u, &f, 4);
   return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// A random bf16 input of the BF16 GEMM tests: in [-1, 1) times a per-row magnitude of 2^-4..2^4 (a token's, where the
+// rows are K), rounded to bf16, never exactly zero.
+inline uint16_t random_bf16(uint64_t seed, uint64_t row, uint64_t col) {
+  const double row_magnitude = magnitude(mix(seed ^ (row * 0x9e37ull)));
+  double u = static_cast<double>(mix(seed * 31 + (row << 24) + col) >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+  if (std::fabs(u) < 1e-3) u = 1e-3;
+  return f32_to_bf16(static_cast<float>(u * row_magnitude));
 }
 
 inline float bf16_to_f32(uint16_t h) {
