@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codegen/kernel_spec.hpp"
@@ -206,6 +207,11 @@ TEST(Bf16GemmKGroupedPlan, AFloat32DMnMajorOperandsAndNoPairs) {
           EXPECT_EQ(c.grouping, kKGrouped);
           EXPECT_EQ(c.epilogue, epilogue);
           EXPECT_THAT(c.describe(), HasSubstr("M-major A, N-major B, k-grouped"));
+          // The most stages beside a part of a float32 staging tile: depth over whole-tile stores.
+          EXPECT_EQ(static_cast<uint32_t>(c.stages),
+                    kernels::bf16_gemm_max_forced_stages(static_cast<uint32_t>(c.block_m),
+                                                         static_cast<uint32_t>(c.block_n), 232448, 4))
+              << c.describe();
         }
         EXPECT_EQ(plan.kernels, ops::bf16_gemm_plan(kH200, n, k, {}, epilogue, kBothMnMajor, kKGrouped).kernels);
       }
@@ -214,6 +220,20 @@ TEST(Bf16GemmKGroupedPlan, AFloat32DMnMajorOperandsAndNoPairs) {
       ops::bf16_gemm_plan(kH200, 2048, 512, {256, 64, 0, 0}, kStoreF32, kBothMnMajor, kKGrouped);
   ASSERT_EQ(forced.kernels.size(), 1u);
   EXPECT_EQ(forced.kernels[0].block_m, 256);
+}
+
+// DeepSeek-V3's experts' weight gradients at hundreds of tokens and more take the tile the forced-tile run found
+// fastest there (bench/RESULTS.md, fifty-fourth session: 1.03-1.14x cuBLAS per expert): 128x256 with 4 stages, the
+// float32 tile stored in four passes. Costed one expert at a time, 7168 x 2048 took 128x192 for its wave quantization.
+TEST(Bf16GemmKGroupedPlan, DeepSeekExpertsTakeTheMeasuredTile) {
+  for (const auto& [m, n] : {std::pair<int64_t, int64_t>{4096, 7168}, std::pair<int64_t, int64_t>{7168, 2048}})
+    for (const int64_t k : {512, 4096, 16384}) {
+      const ops::Bf16GemmPlan plan = ops::bf16_gemm_plan(kH200, n, k, {}, kStoreF32, kBothMnMajor, kKGrouped);
+      const ops::Bf16GemmConfig& c = plan.kernels.at(static_cast<size_t>(plan.bucket_of(m).kernel));
+      EXPECT_EQ(c.block_m, 128) << m << " x " << n << " at " << k << " tokens: " << c.describe();
+      EXPECT_EQ(c.block_n, 256) << m << " x " << n << " at " << k << " tokens: " << c.describe();
+      EXPECT_EQ(c.stages, 4) << m << " x " << n << " at " << k << " tokens: " << c.describe();
+    }
 }
 
 TEST(Bf16GemmKGroupedPlan, FormsItCannotTake) {
