@@ -1076,13 +1076,7 @@ KGroupedChecked check_k_grouped(const TensorView& a, const TensorView& b, const 
     if (spans_overlap(d, a)) fail(ErrorKind::kValueError, ad, d, "memory that does not overlap a's", "an overlap");
     if (spans_overlap(d, b)) fail(ErrorKind::kValueError, ad, d, "memory that does not overlap b's", "an overlap");
   }
-  if (c_tensor) {
-    const bool same = c_tensor->data == d.data && c_tensor->strides == d.strides;
-    if (!same && groups > 0 && m > 0 && n > 0 && spans_overlap(*c_tensor, d))
-      fail(ErrorKind::kValueError, ac, *c_tensor,
-           "d itself or memory that does not overlap d's (d is " + d.describe() + ")", "a tensor overlapping d");
-    out.mode = same ? CMode::kAccumulate : CMode::kCopy;
-  }
+  out.mode = check_k_grouped_c(ac, c_tensor, d);
   return out;
 }
 
@@ -1191,15 +1185,7 @@ void k_grouped_bf16_gemm_tn_contiguous(const TensorView& a, const TensorView& b,
   }
   // Every group's D where the kernel adds into it (a copy of C; nothing for c=d) or does not write it at all (zeros
   // for the groups without tokens when there is no C: the others' planes the kernel stores whole), then the launches.
-  for (size_t g = 0; g < ks.size(); ++g) {
-    if (checked.mode != ops::CMode::kCopy && !(store_d && ks[g] == 0)) continue;
-    const auto gi = static_cast<int64_t>(g);
-    const TensorView d_g = ops::view_2d(d, gi * d.strides[0], checked.m, checked.n, checked.ldd, 1);
-    const TensorView c_g =
-        c ? ops::view_2d(*c, gi * c->strides[0], checked.m, checked.n, checked.ldc, 1) : TensorView{};
-    ops::prepare_d(ops::kKGroupedOp, checked.mode, d_g, c ? &c_g : nullptr, checked.m, checked.n, checked.ldc,
-                   checked.ldd, a.device, s);
-  }
+  ops::prepare_k_grouped_d(ops::kKGroupedOp, checked.mode, d, c, ks, checked.ldd, checked.ldc, a.device, s);
   for (const std::vector<size_t>& launch : ops::k_grouped_launches(class_of, kBf16GemmMaxLaunchGroups))
     ops::launch_k_grouped(checked, launch, distinct[static_cast<size_t>(class_of[launch.front()])], a, b, d, s);
 }

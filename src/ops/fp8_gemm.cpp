@@ -801,14 +801,7 @@ std::vector<GroupProblem> check_k_grouped(const TensorView& a, const TensorView&
   // checked per group, on views that take stride(2) as 1).
   check_k_grouped_planes(ad, d, true);
   if (c_tensor) check_k_grouped_planes(ac, *c_tensor, false);
-  mode = CMode::kZero;
-  if (c_tensor) {
-    const bool same = c_tensor->data == d.data && c_tensor->strides == d.strides;
-    if (!same && m > 0 && n > 0 && groups > 0 && spans_overlap(*c_tensor, d))
-      fail(ErrorKind::kValueError, ac, *c_tensor,
-           "d itself or memory that does not overlap d's (d is " + d.describe() + ")", "a tensor overlapping d");
-    mode = same ? CMode::kAccumulate : CMode::kCopy;
-  }
+  mode = check_k_grouped_c(ac, c_tensor, d);
 
   std::vector<GroupProblem> out(static_cast<size_t>(groups));
   int64_t k_offset = 0;
@@ -1094,10 +1087,8 @@ void k_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa
   // for the groups without tokens when there is no C: the others' planes the kernel stores whole), then the
   // launches, each of up to kFp8GemmMaxLaunchGroups groups of one kernel and pipeline length.
   const bool store_d = mode == ops::CMode::kZero;
-  for (const ops::GroupProblem& p : groups)
-    if (mode == ops::CMode::kCopy || (store_d && p.k == 0))
-      ops::prepare_d(ops::kKGroupedOp, mode, p.d, mode == ops::CMode::kCopy ? &p.c : nullptr, p.checked.m, p.checked.n,
-                     p.checked.ldc, p.checked.ldd, a.device, s);
+  ops::prepare_k_grouped_d(ops::kKGroupedOp, mode, d, c, ks, groups.front().checked.ldd, groups.front().checked.ldc,
+                           a.device, s);
   for (const std::vector<size_t>& launch : ops::k_grouped_launches(class_of, kFp8GemmMaxLaunchGroups)) {
     const auto [kernel, ring] = launch_classes[static_cast<size_t>(class_of[launch.front()])];
     ops::launch_k_grouped(groups, launch, kernels[static_cast<size_t>(kernel)], ring, sfa, sfb, d, store_d, s);

@@ -41,4 +41,25 @@ void check_k_grouped_planes(const Arg& arg, const TensorView& t, bool aligned) {
          "strides " + format_dims(t.strides.data(), 3));
 }
 
+CMode check_k_grouped_c(const Arg& c_arg, const TensorView* c, const TensorView& d) {
+  if (c == nullptr) return CMode::kZero;
+  const bool same = c->data == d.data && c->strides == d.strides;
+  if (!same && d.shape[0] > 0 && d.shape[1] > 0 && d.shape[2] > 0 && spans_overlap(*c, d))
+    fail(ErrorKind::kValueError, c_arg, *c, "d itself or memory that does not overlap d's (d is " + d.describe() + ")",
+         "a tensor overlapping d");
+  return same ? CMode::kAccumulate : CMode::kCopy;
+}
+
+void prepare_k_grouped_d(const char* function, CMode mode, const TensorView& d, const TensorView* c,
+                         const std::vector<int64_t>& ks, int64_t ldd, int64_t ldc, int device, CUstream stream) {
+  const int64_t m = d.shape[1], n = d.shape[2];
+  for (size_t g = 0; g < ks.size(); ++g) {
+    if (mode != CMode::kCopy && !(mode == CMode::kZero && ks[g] == 0)) continue;
+    const auto gi = static_cast<int64_t>(g);
+    const TensorView d_g = view_2d(d, gi * d.strides[0], m, n, ldd, 1);
+    const TensorView c_g = mode == CMode::kCopy ? view_2d(*c, gi * c->strides[0], m, n, ldc, 1) : TensorView{};
+    prepare_d(function, mode, d_g, mode == CMode::kCopy ? &c_g : nullptr, m, n, ldc, ldd, device, stream);
+  }
+}
+
 }  // namespace kiln::ops

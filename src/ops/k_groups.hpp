@@ -1,6 +1,6 @@
 // What the k-grouped GEMMs (the weight gradients of MoE experts: k_grouped_fp8_gemm_nt_contiguous,
 // k_grouped_bf16_gemm_tn_contiguous) share on the host: the K a group's kernel is chosen at, which groups share a
-// launch, and the checks of their D and C ([G, m, n], one plane per group).
+// launch, the checks of their D and C ([G, m, n], one plane per group) and D's preparation.
 #pragma once
 
 #include <cstddef>
@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "cuda/driver.hpp"
 #include "kiln/tensor.hpp"
+#include "ops/c_into_d.hpp"
 #include "ops/validate.hpp"
 
 namespace kiln::ops {
@@ -28,5 +30,16 @@ std::vector<std::vector<size_t>> k_grouped_launches(const std::vector<int>& clas
 // map addresses) stride(0) a multiple of 4 (16-byte aligned float32 planes). Nothing to check where a dimension is 0
 // or (for stride(0)) with one group. The row strides are each group's view's to check.
 void check_k_grouped_planes(const Arg& arg, const TensorView& t, bool aligned);
+
+// What a k-grouped call does with D, given its C (checked by the caller to be float32 [G, m, n] like d): none is
+// kZero; d itself (same address and strides) kAccumulate; another tensor kCopy, which must not overlap d (a partial
+// overlap would make the copies read what they have already overwritten). Errors name `c_arg`.
+CMode check_k_grouped_c(const Arg& c_arg, const TensorView* c, const TensorView& d);
+
+// Each group's D before a k-grouped call's launches, on `stream` (of `device`): with another C (kCopy) every group's C
+// copied into its plane of D; with no C (kZero) the planes of the groups without tokens (ks[g] == 0) zeroed, the
+// kernels storing the others whole; nothing when C is D. `ldd`, `ldc`: the planes' row strides, as checked.
+void prepare_k_grouped_d(const char* function, CMode mode, const TensorView& d, const TensorView* c,
+                         const std::vector<int64_t>& ks, int64_t ldd, int64_t ldc, int device, CUstream stream);
 
 }  // namespace kiln::ops
