@@ -68,6 +68,14 @@ __all__ = [
     "get_bf16_gemm_overrides",
     "ceil_div",
     "align",
+    # DeepGEMM's legacy and first-release names for the functions above
+    "fp8_m_grouped_gemm_nt_masked",
+    "bf16_m_grouped_gemm_nt_masked",
+    "gemm_fp8_fp8_bf16_nt",
+    "m_grouped_gemm_fp8_fp8_bf16_nt_contiguous",
+    "m_grouped_gemm_fp8_fp8_bf16_nt_masked",
+    "get_col_major_tma_aligned_tensor",
+    "get_m_alignment_for_contiguous_layout",
     # kiln's own
     "precompile",
     "plan",
@@ -694,6 +702,17 @@ def k_grouped_bf16_gemm_tn_contiguous(a: Any, b: Any, d: Any, ks: Sequence[int],
         raise KilnTypeError(f"{function}: ks must be a sequence of ints, got {ks!r}") from None
     del ks_tensor  # DeepGEMM's device copy of ks: the launches are planned from ks on the host
     _native.k_grouped_bf16_gemm_tn_contiguous(a, b, d, counts, c, stream)
+
+
+# DeepGEMM's other names for the same functions, so that code written against its legacy aliases (which it still
+# exports) or its first release's names runs unchanged; each is the function itself, whose errors name it.
+fp8_m_grouped_gemm_nt_masked = m_grouped_fp8_gemm_nt_masked
+bf16_m_grouped_gemm_nt_masked = m_grouped_bf16_gemm_nt_masked
+gemm_fp8_fp8_bf16_nt = fp8_gemm_nt
+m_grouped_gemm_fp8_fp8_bf16_nt_contiguous = m_grouped_fp8_gemm_nt_contiguous
+m_grouped_gemm_fp8_fp8_bf16_nt_masked = m_grouped_fp8_gemm_nt_masked
+get_col_major_tma_aligned_tensor = get_mn_major_tma_aligned_tensor
+get_m_alignment_for_contiguous_layout = get_mk_alignment_for_contiguous_layout
 
 
 # ---- Settings ----------------------------------------------------------------------------------------------

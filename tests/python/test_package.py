@@ -68,6 +68,9 @@ def _stub_functions(path: Path):
             a = node.args
             out[node.name] = [p.arg for p in a.posonlyargs + a.args] + [p.arg for p in a.kwonlyargs] + \
                 ([a.kwarg.arg] if a.kwarg else [])
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in out:
+            for target in node.targets:  # an alias (DeepGEMM's other names): the function it names
+                out[target.id] = out[node.value.id]
     return out
 
 
@@ -109,3 +112,22 @@ def test_star_import_does_not_shadow_the_builtin_compile():
     exec("from kiln import *", namespace)
     assert "compile" not in namespace
     assert kiln.compile.__doc__
+
+
+# DeepGEMM's legacy aliases (still exported by it) and its first release's names: the same functions, exported.
+DEEPGEMM_OTHER_NAMES = {
+    "fp8_m_grouped_gemm_nt_masked": "m_grouped_fp8_gemm_nt_masked",
+    "bf16_m_grouped_gemm_nt_masked": "m_grouped_bf16_gemm_nt_masked",
+    "gemm_fp8_fp8_bf16_nt": "fp8_gemm_nt",
+    "m_grouped_gemm_fp8_fp8_bf16_nt_contiguous": "m_grouped_fp8_gemm_nt_contiguous",
+    "m_grouped_gemm_fp8_fp8_bf16_nt_masked": "m_grouped_fp8_gemm_nt_masked",
+    "get_col_major_tma_aligned_tensor": "get_mn_major_tma_aligned_tensor",
+    "get_m_alignment_for_contiguous_layout": "get_mk_alignment_for_contiguous_layout",
+}
+
+
+def test_deepgemms_other_names_are_the_functions_themselves():
+    for alias, name in DEEPGEMM_OTHER_NAMES.items():
+        assert getattr(kiln, alias) is getattr(kiln, name), alias
+        assert alias in kiln.__all__ and name in kiln.__all__, alias
+    assert kiln.get_m_alignment_for_contiguous_layout() == 128
