@@ -19,6 +19,11 @@
 // own: tiles of 64 and 128 rows only (an m block must lie in one group, and the groups are aligned to 128 rows), no
 // CTA pairs, a bfloat16 D and K-major operands. The contiguous form is planned over A's rows (every group's), the
 // masked one at G * expected_m rows (the call's kernel is the plan's at that M), with the dense model.
+//
+// The k-grouped form (k_grouped_bf16_gemm_tn_contiguous, grouping 3: a float32 D, MN-major operands, K at run time)
+// is planned per expert at its token count rounded up (ops/k_groups.hpp's k_grouped_plan_k) and over m, each expert's
+// D rows: its tiles take the most stages beside a part of a staging tile (its float32 epilogue in passes: long K wants
+// depth), no CTA pairs, and a launch is costed as several experts' tiles together (bf16_gemm_estimate_us).
 #pragma once
 
 #include <cstdint>
@@ -45,11 +50,11 @@ struct Bf16GemmConfig {
   int cluster_m = 1;        // 2: CTA pairs on vertically adjacent tiles, multicasting B
   int epilogue = 0;         // kernels::kBf16GemmStoreBf16, kBf16GemmStoreF32 or kBf16GemmAddF32 (bf16_gemm_params.h)
   int mn_major = 0;         // kernels::kBf16GemmMnMajorA | kBf16GemmMnMajorB: A stored M-major, B N-major
-  int grouping = 0;         // kernels::kBf16GemmDense, kBf16GemmMGrouped or kBf16GemmMasked
+  int grouping = 0;         // kernels::kBf16GemmDense, kBf16GemmMGrouped, kBf16GemmMasked or kBf16GemmKGrouped
 
   bool operator==(const Bf16GemmConfig&) const = default;
   // "128x256, 3 stages, 2 math warpgroups" (+ ", B multicast x2") (+ ", float32 D" or ", added into float32 D")
-  // (+ ", M-major A", ", N-major B") (+ ", m-grouped" or ", m-grouped masked").
+  // (+ ", M-major A", ", N-major B") (+ ", m-grouped", ", m-grouped masked" or ", k-grouped").
   std::string describe() const;
   // CTAs for an m x n problem on `sm_count` SMs: one per tile, at most the SMs, a whole number of clusters.
   uint32_t grid(int64_t m, int64_t n, int sm_count) const;
@@ -76,8 +81,8 @@ void check_bf16_gemm_overrides(const Bf16GemmOverrides& overrides, const char* w
 // The plan for (target, n, k, epilogue, operand layouts, grouping). n > 0, n % 8 == 0, k > 0, k % 8 == 0 (Error(kValueError) naming n or k
 // otherwise); target.sm_count > 0 is the SMs the kernels may use. A forced stage count that does not fit in
 // target.shared_memory_per_block is an error naming the tile; so are overrides an m-grouped plan cannot take (256-row
-// tiles, CTA pairs) and an m-grouped plan of another epilogue or operand layout. Pure: equal arguments give equal
-// plans.
+// tiles, CTA pairs) and an m-grouped plan of another epilogue or operand layout, and a k-grouped plan with a bfloat16 D
+// or K-major operands. Pure: equal arguments give equal plans.
 Bf16GemmPlan bf16_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, const Bf16GemmOverrides& overrides = {},
                             int epilogue = 0, int mn_major = 0, int grouping = 0);
 
@@ -93,7 +98,8 @@ codegen::KernelSpec bf16_gemm_spec(int64_t n, int64_t k, const Bf16GemmConfig& c
 
 // Registry entry: m (a value or a range), n, k, the form (fp32=1: a float32 D; accumulate=1: added into one;
 // m_major_a=1, n_major_b=1: MN-major operands; m_grouped=1: m_grouped_bf16_gemm_nt_contiguous's kernels, with
-// masked=1 m_grouped_bf16_gemm_nt_masked's, m then being G * expected_m), and the optional overrides block_m,
+// masked=1 m_grouped_bf16_gemm_nt_masked's, m then being G * expected_m; k_grouped=1
+// k_grouped_bf16_gemm_tn_contiguous's, k an expert's tokens or a range of them), and the optional overrides block_m,
 // block_n, stages, cluster_m and num_sms (as set_num_sms: 0 for all of the target's SMs).
 OpDescriptor bf16_gemm_nt_descriptor();
 
