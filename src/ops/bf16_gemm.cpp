@@ -1063,6 +1063,9 @@ KGroupedChecked check_k_grouped(const TensorView& a, const TensorView& b, const 
          "shape " + format_dims(d.shape.data(), 3));
   out.lda = check_rows_dense(aa, a, 16);
   out.ldb = check_rows_dense(ab, b, 16);
+  // One token in all: A's one row has no stride to check (check_rows_dense gives m), but its map still needs a 16-byte
+  // one, which addresses nothing past that row.
+  if (total <= 1) out.lda = (m + 7) / 8 * 8;
   check_k_grouped_planes(ad, d, true);
   if (c_tensor) check_k_grouped_planes(ac, *c_tensor, false);
   out.ldd = check_rows_dense(ad, view_2d(d, 0, m, n, d.strides[1], 1), 16);

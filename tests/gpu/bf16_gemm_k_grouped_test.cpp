@@ -106,9 +106,11 @@ void run_case(const Case& c, uint64_t seed) {
     first[g] = total;
     total += c.ks[g];
   }
-  // a [total, m] and b [total, n] with rows of m + pad and n + pad (the padding NaN), and their values transposed as
-  // floats ([m][total], [n][total]) for the reference's inner loops.
-  const int64_t lda = (c.m + 7) / 8 * 8 + c.pad_ab, ldb = c.n + c.pad_ab;
+  // a [total, m] and b [total, n] with rows of m (rounded up to 8) + pad and n + pad (the padding NaN), and their
+  // values transposed as floats ([m][total], [n][total]) for the reference's inner loops.
+  // One token in all: a [1, m] tensor as it comes, its row stride m (not 16-byte aligned where m is not a multiple of
+  // 8), which the call must take: a single row has no stride to align.
+  const int64_t lda = total == 1 && c.pad_ab == 0 ? c.m : (c.m + 7) / 8 * 8 + c.pad_ab, ldb = c.n + c.pad_ab;
   std::vector<uint16_t> a(static_cast<size_t>(std::max<int64_t>(total, 1) * lda), 0x7fc0);
   std::vector<uint16_t> b(static_cast<size_t>(std::max<int64_t>(total, 1) * ldb), 0x7fc0);
   std::vector<float> at(static_cast<size_t>(c.m * total)), bt(static_cast<size_t>(c.n * total));
@@ -262,6 +264,7 @@ int main() {
   cases.push_back({mix8, 256, 576, CMode::kNone, {}, 24, 0});
   cases.push_back({mix8, 200, 520, CMode::kInPlace, {}, 8, 100});
   cases.push_back({{777}, 512, 1024, CMode::kNone});
+  cases.push_back({{0, 1, 0}, 300, 136, CMode::kOther});
   cases.push_back({{0, 0, 0}, 64, 128, CMode::kNone});
   cases.push_back({{0, 0}, 64, 128, CMode::kOther});
   // DeepSeek-V3's experts: the gate/up projection's gradient (m x n = 4096 x 7168) and the down projection's (7168 x
