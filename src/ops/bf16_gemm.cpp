@@ -786,8 +786,6 @@ TensorMapKey operand_key(const TensorView& x, bool mn_major, int64_t k, int64_t 
           CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, CU_TENSOR_MAP_SWIZZLE_128B};
 }
 
-// Every check has passed; for kCopy, C is copied into D after the kernel is resolved (a compile error leaves D as it
-// was) and before the launch.
 // The kernel a call of (n, k, epilogue, operand layouts, grouping) runs at M = planned_m, and its shape's entry: one
 // table lookup and two atomic loads on a hit. The plan's table key is the form (`form_key`), the device, n, k, the
 // usable SMs and the overrides.
@@ -813,6 +811,8 @@ Resolved resolve(const char* function, int64_t form_key, const TensorView& a, in
   return {entry, kernel};
 }
 
+// Every check has passed; for kCopy, C is copied into D after the kernel is resolved (a compile error leaves D as it
+// was) and before the launch.
 void launch(const char* function, const Checked& c, const TensorView& a, const TensorView& b, const TensorView& d,
             const TensorView* c_tensor, CMode mode, CUstream stream, const Grouped* grouped = nullptr) {
   const int grouping = grouped ? grouped->grouping : static_cast<int>(kernels::kBf16GemmDense);
@@ -1010,7 +1010,7 @@ struct KGroupedChecked {
   int64_t groups = 0, m = 0, n = 0;
   int64_t lda = 0, ldb = 0, ldd = 0, ldc = 0;  // A's and B's rows of m and n; each group's D and C rows
   CMode mode = CMode::kZero;                   // what happens to D: C added into, copied first, or none
-  std::vector<int64_t> ks, first_token;        // each group's tokens and its first row of A and B
+  std::vector<int64_t> first_token;            // each group's first row of A and B
 };
 
 [[noreturn]] void fail_k_grouped(const std::string& what) {
@@ -1053,7 +1053,6 @@ KGroupedChecked check_k_grouped(const TensorView& a, const TensorView& b, const 
     out.first_token.push_back(total);
     total += ks[g];
   }
-  out.ks = ks;
   check_shape(aa, a, {total, m}, "(sum(ks), m of d): each group's tokens one after the other");
   check_shape(ab, b, {total, n}, "(sum(ks), n of d): each group's tokens one after the other");
   if (n % 8 != 0)
@@ -1083,10 +1082,11 @@ KGroupedChecked check_k_grouped(const TensorView& a, const TensorView& b, const 
   return out;
 }
 
-// One launch of the k-grouped kernel `r` for the groups `launch_groups` (each with tokens): D as [G, m, n] planes,
-// each group's own maps of its rows of A and B, in one Bf16GemmKGroupedParams.
-void launch_k_grouped(const KGroupedChecked& c, const std::vector<size_t>& launch_groups, const Resolved& r,
-                      const TensorView& a, const TensorView& b, const TensorView& d, CUstream stream) {
+// One launch of the k-grouped kernel `r` for the groups `launch_groups` (each with tokens, ks[g]): D as [G, m, n]
+// planes, each group's own maps of its rows of A and B, in one Bf16GemmKGroupedParams.
+void launch_k_grouped(const KGroupedChecked& c, const std::vector<int64_t>& ks,
+                      const std::vector<size_t>& launch_groups, const Resolved& r, const TensorView& a,
+                      const TensorView& b, const TensorView& d, CUstream stream) {
   const Bf16GemmConfig& cfg = r.kernel->config;
   const uint32_t block_m = w32(cfg.block_m);
   Bf16GemmKGroupedParams params{};
@@ -1102,7 +1102,7 @@ void launch_k_grouped(const KGroupedChecked& c, const std::vector<size_t>& launc
   base.num_groups = w32(launch_groups.size());
   for (size_t i = 0; i < launch_groups.size(); ++i) {
     const size_t g = launch_groups[i];
-    const int64_t k = c.ks[g], first = c.first_token[g];
+    const int64_t k = ks[g], first = c.first_token[g];
     copy_map(params.tma_a[i], tensor_map_2d(operand_key(view_2d(a, first * c.lda, k, c.m, c.lda, 1), true, k, c.m,
                                                         c.lda, block_m),
                                             "a"));
@@ -1174,23 +1174,29 @@ void k_grouped_bf16_gemm_tn_contiguous(const TensorView& a, const TensorView& b,
   const bool store_d = checked.mode == ops::CMode::kZero;
   const int epilogue = static_cast<int>(store_d ? kernels::kBf16GemmStoreF32 : kernels::kBf16GemmAddF32);
   const int mn_major = static_cast<int>(kernels::kBf16GemmMnMajorA | kernels::kBf16GemmMnMajorB);
-  std::vector<ops::Resolved> distinct;  // the call's kernels, in order of first use
+  std::vector<ops::Resolved> distinct;             // the call's kernels, in order of first use
+  std::vector<std::pair<int64_t, int>> planned_at;  // plan k -> index into distinct: one lookup per plan
   std::vector<int> class_of(ks.size(), -1);
   for (size_t g = 0; g < ks.size(); ++g) {
     if (ks[g] == 0) continue;
-    const ops::Resolved r = ops::resolve(ops::kKGroupedOp, store_d ? ops::kKGroupedStoreKey : ops::kKGroupedAddKey,
-                                         a, checked.n, ops::k_grouped_plan_k(ks[g], ops::kBlockK), checked.m,
-                                         epilogue, mn_major, static_cast<int>(kernels::kBf16GemmKGrouped), s);
-    auto same = std::find_if(distinct.begin(), distinct.end(),
-                             [&](const ops::Resolved& k) { return k.kernel->kernel == r.kernel->kernel; });
-    if (same == distinct.end()) same = distinct.insert(distinct.end(), r);
-    class_of[g] = static_cast<int>(same - distinct.begin());
+    const int64_t plan_k = ops::k_grouped_plan_k(ks[g], ops::kBlockK);
+    auto known = std::find_if(planned_at.begin(), planned_at.end(), [&](const auto& e) { return e.first == plan_k; });
+    if (known == planned_at.end()) {
+      const ops::Resolved r = ops::resolve(ops::kKGroupedOp, store_d ? ops::kKGroupedStoreKey : ops::kKGroupedAddKey,
+                                           a, checked.n, plan_k, checked.m, epilogue, mn_major,
+                                           static_cast<int>(kernels::kBf16GemmKGrouped), s);
+      auto same = std::find_if(distinct.begin(), distinct.end(),
+                               [&](const ops::Resolved& k) { return k.kernel->kernel == r.kernel->kernel; });
+      if (same == distinct.end()) same = distinct.insert(distinct.end(), r);
+      known = planned_at.insert(planned_at.end(), {plan_k, static_cast<int>(same - distinct.begin())});
+    }
+    class_of[g] = known->second;
   }
   // Every group's D where the kernel adds into it (a copy of C; nothing for c=d) or does not write it at all (zeros
   // for the groups without tokens when there is no C: the others' planes the kernel stores whole), then the launches.
   ops::prepare_k_grouped_d(ops::kKGroupedOp, checked.mode, d, c, ks, checked.ldd, checked.ldc, a.device, s);
   for (const std::vector<size_t>& launch : ops::k_grouped_launches(class_of, kBf16GemmMaxLaunchGroups))
-    ops::launch_k_grouped(checked, launch, distinct[static_cast<size_t>(class_of[launch.front()])], a, b, d, s);
+    ops::launch_k_grouped(checked, ks, launch, distinct[static_cast<size_t>(class_of[launch.front()])], a, b, d, s);
 }
 
 }  // namespace kiln
