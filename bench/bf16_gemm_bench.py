@@ -157,6 +157,8 @@ def argument_parser() -> argparse.ArgumentParser:
                         help="also time m_grouped_bf16_gemm_nt_masked against cuBLAS per expert")
     parser.add_argument("--k-grouped", action="store_true",
                         help="also time k_grouped_bf16_gemm_tn_contiguous against cuBLAS per expert")
+    parser.add_argument("--m", type=int, action="append", metavar="M",
+                        help="only the dense shapes of this M (repeatable): --m 4096 --sweep-accumulate fits a step")
     parser.add_argument("--no-dense", action="store_true",
                         help="leave out the dense shapes: only --m-grouped / --masked / --k-grouped (see json_name)")
     parser.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1), help="parallel precompile threads")
@@ -164,10 +166,12 @@ def argument_parser() -> argparse.ArgumentParser:
 
 
 def json_name(args) -> str:
-    """The JSON a run writes: bf16_gemm_bench.json with the dense shapes; without them bf16_gemm_k_grouped_bench.json
-    for --k-grouped alone and bf16_gemm_grouped_bench.json otherwise, so that no run's replaces another's."""
+    """The JSON a run writes: bf16_gemm_bench.json with the dense shapes (bf16_gemm_bench_m4096.json with --m 4096, and
+    so on); without them bf16_gemm_k_grouped_bench.json for --k-grouped alone and bf16_gemm_grouped_bench.json
+    otherwise, so that no run's replaces another's."""
     if not args.no_dense:
-        return "bf16_gemm_bench.json"
+        return "bf16_gemm_bench.json" if not args.m else \
+            "bf16_gemm_bench_m" + "_".join(str(m) for m in sorted(set(args.m))) + ".json"
     return "bf16_gemm_k_grouped_bench.json" if args.k_grouped and not (args.m_grouped or args.masked) else \
         "bf16_gemm_grouped_bench.json"
 
@@ -177,7 +181,7 @@ def main() -> int:
     args.reps = max(args.reps, 30)
 
     ms, nks = load_shapes(SHAPES_FILE)
-    shapes = [] if args.no_dense else [(m, n, k) for m in ms for n, k in nks]
+    shapes = [] if args.no_dense else [(m, n, k) for m in ms for n, k in nks if not args.m or m in args.m]
     grouped_count = (2 * len(M_GROUPED_SHAPES) * args.m_grouped + len(MASKED_SHAPES) * args.masked
                      + 2 * len(K_GROUPED_SHAPES) * args.k_grouped)
     bench = start_gpu_bench("bf16_gemm_bench", args, len(shapes) + grouped_count)

@@ -137,6 +137,9 @@ if [[ ($what == bench || $what == python || $what == all) && python =~ $only ]];
     [[ $what != tests ]] && PYTHONPATH=$pydir run_step python_bf16_gemm_bench 420 \
       python3 bench/bf16_gemm_bench.py --out "$final_out" --accumulate --layouts ${BF16_SWEEP:+--sweep} \
       ${BF16_ACCUMULATE_SWEEP:+--sweep-accumulate}
+    # The accumulate sweep alone at M = 4096 (a step of its own, selected by ONLY; JSON bf16_gemm_bench_m4096.json).
+    [[ $what != tests && -n ${BF16_ACCUMULATE_SWEEP:-} ]] && PYTHONPATH=$pydir run_step python_bf16_accumulate_sweep 300 \
+      python3 bench/bf16_gemm_bench.py --out "$final_out" --m 4096 --sweep-accumulate
     # The m-grouped forms (contiguous and masked) on the FP8 grouped benchmarks' MoE shapes, in a step of their own so
     # that the dense step keeps its time; their JSON is bf16_gemm_grouped_bench.json.
     [[ $what != tests ]] && PYTHONPATH=$pydir run_step python_bf16_gemm_grouped_bench 240 \

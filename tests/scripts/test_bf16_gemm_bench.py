@@ -53,6 +53,14 @@ def test_the_k_grouped_mode_is_an_option_with_a_json_of_its_own():
     assert bench.json_name(parse(["--no-dense", "--m-grouped", "--k-grouped"])) == "bf16_gemm_grouped_bench.json"
 
 
+def test_a_run_of_some_m_writes_a_json_of_its_own():
+    parse = bench.argument_parser().parse_args
+    assert parse([]).m is None
+    assert parse(["--m", "4096", "--m", "1"]).m == [4096, 1]
+    assert bench.json_name(parse(["--m", "4096", "--sweep-accumulate"])) == "bf16_gemm_bench_m4096.json"
+    assert bench.json_name(parse(["--m", "4096", "--m", "1", "--m", "4096"])) == "bf16_gemm_bench_m1_4096.json"
+
+
 def test_k_grouped_shapes_are_deepseek_v3_experts():
     assert {(m, n) for _, m, n, _, _ in bench.K_GROUPED_SHAPES} == {(4096, 7168), (7168, 2048)}
     assert sorted((m, n, groups) for _, m, n, groups, _ in bench.K_GROUPED_SHAPES) == \
