@@ -57,6 +57,7 @@ __all__ = [
     "per_block_cast_to_fp8",
     "get_mn_major_tma_aligned_tensor",
     "to_mn_major_scales",
+    "transform_sf_into_required_layout",
     "get_tma_aligned_size",
     "set_num_sms",
     "get_num_sms",
@@ -245,6 +246,28 @@ def get_mn_major_tma_aligned_tensor(sf: Any) -> Any:
     a tensor that is not 2-D or 3-D.
     """
     return _tensors.get_mn_major_tma_aligned_tensor(sf)
+
+
+def transform_sf_into_required_layout(sf: Any, mn: int, k: int, recipe: Sequence[int], num_groups: Optional[int] = None,
+                                      is_sfa: Optional[bool] = None, disable_ue8m0_cast: bool = False) -> Any:
+    """Float32 scales in the layout kiln's FP8 GEMMs read (DeepGEMM's ``transform_sf_into_required_layout``,
+    same arguments, with its sm_90 behaviour). ``recipe`` is ``(gran_m, gran_n, gran_k)`` with ``is_sfa`` saying
+    which of the first two applies (A's or B's), or ``(gran_mn, gran_k)`` with ``is_sfa=None``. ``sf`` is
+    ``[ceil(mn/gran_mn), ceil(k/gran_k)]``, or ``[num_groups, ...]`` of those when ``num_groups`` is given.
+
+    * Per-row scales ``(1, 128)`` (activations; both operands of the weight-gradient form) come back MN-major
+      and TMA-aligned: ``get_mn_major_tma_aligned_tensor(sf)``, ``sf`` itself when already so.
+    * Block scales ``(128, 128)`` (weights) are read as they are: ``sf`` itself, checked contiguous.
+
+    ``disable_ue8m0_cast`` is accepted and has no effect: sm_90 reads float32 scales, never UE8M0.
+
+    Raises:
+        TypeError: ``sf`` not a float32 torch tensor (packed UE8M0 ints are sm_100's). ValueError: a recipe
+        that is not 2 or 3 ints, ``is_sfa`` not matching it, a granularity other than (1, 128) or
+        (128, 128), ``sf``'s shape, or non-contiguous block scales.
+    """
+    del disable_ue8m0_cast  # no UE8M0 on sm_90
+    return _tensors.transform_sf_into_required_layout(sf, mn, k, recipe, num_groups, is_sfa)
 
 
 def to_mn_major_scales(sf: Any, out: Any, *, stream: Any = None) -> None:

@@ -138,6 +138,57 @@ def get_mn_major_tma_aligned_tensor(sf: Any) -> Any:
     return out if sf.dim() == 3 else out.squeeze(0)
 
 
+def transform_sf_into_required_layout(sf: Any, mn: int, k: int, recipe: Any, num_groups: Any = None,
+                                      is_sfa: Any = None) -> Any:
+    """See kiln.transform_sf_into_required_layout."""
+    function = "transform_sf_into_required_layout"
+    recipe = tuple(recipe) if isinstance(recipe, (tuple, list)) else recipe
+    if not isinstance(recipe, tuple) or len(recipe) not in (2, 3) or \
+            not all(isinstance(g, int) and not isinstance(g, bool) for g in recipe):
+        raise KilnValueError(f"{function}: recipe must be a tuple of 3 ints (gran_m, gran_n, gran_k) or of 2 "
+                             f"(gran_mn, gran_k), got {recipe!r}")
+    if len(recipe) == 3:
+        if not isinstance(is_sfa, bool):
+            raise KilnValueError(f"{function}: is_sfa must be True or False with a recipe of 3 (which of its "
+                                 f"granularities applies), got {is_sfa!r}")
+        gran_mn, gran_k = (recipe[0] if is_sfa else recipe[1]), recipe[2]
+    else:
+        if is_sfa is not None:
+            raise KilnValueError(f"{function}: is_sfa must be None with a recipe of 2 (gran_mn, gran_k), "
+                                 f"got {is_sfa!r}")
+        gran_mn, gran_k = recipe
+    for name, value in (("mn", mn), ("k", k)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise KilnValueError(f"{function}: {name} must be an int >= 0, got {value!r}")
+    if not isinstance(sf, Tensor) and not (bind() and isinstance(sf, Tensor)):
+        raise KilnTypeError(
+            f"{function}: sf must be a torch.Tensor, got {type(sf).__module__}.{type(sf).__qualname__}")
+    if sf.dtype != _float32:
+        raise KilnTypeError(f"{function}: sf must be float32 (kiln runs on sm_90, whose FP8 GEMMs read float32 "
+                            f"scales; packed UE8M0 is sm_100's), got {sf.dtype} (sf is {_describe_torch(sf)})")
+    if (gran_mn, gran_k) not in ((1, GROUP), (GROUP, GROUP)):
+        raise KilnValueError(f"{function}: the granularity (gran_mn, gran_k) must be (1, 128) (per-row scales: "
+                             f"activations, or both operands of the weight-gradient form) or (128, 128) (a weight's "
+                             f"block scales) on sm_90, got ({gran_mn}, {gran_k}) from recipe {recipe!r}")
+    if num_groups is not None and (not isinstance(num_groups, int) or isinstance(num_groups, bool) or
+                                   num_groups < 1):
+        raise KilnValueError(f"{function}: num_groups must be None or an int >= 1, got {num_groups!r}")
+    expected = ((num_groups,) if num_groups is not None else ()) + (-(-mn // gran_mn), -(-k // gran_k))
+    if tuple(sf.shape) != expected:
+        raise KilnValueError(f"{function}: sf must be [{'num_groups, ' if num_groups is not None else ''}"
+                             f"ceil(mn / {gran_mn}), ceil(k / {gran_k})] = {list(expected)} for mn={mn}, k={k}"
+                             f"{f', num_groups={num_groups}' if num_groups is not None else ''}, got "
+                             f"{list(sf.shape)} (sf is {_describe_torch(sf)})")
+    if gran_mn == 1:
+        return get_mn_major_tma_aligned_tensor(sf)
+    # Block scales are read as they are: contiguous, K-major (what per_block_cast_to_fp8 writes).
+    if not sf.is_contiguous():
+        raise KilnValueError(f"{function}: 128x128 block scales must be contiguous (row-major "
+                             f"[{'num_groups, ' if num_groups is not None else ''}n/128, k/128]), got strides "
+                             f"{tuple(sf.stride())} (sf is {_describe_torch(sf)})")
+    return sf
+
+
 def gemm_sfa_layout_ok(sfa: Any) -> bool:
     """Whether the C++ fp8_gemm_nt accepts the layout of a float32 2-D torch tensor ``sfa`` [m, kb] as A's
     scales (or, in the weight-gradient form, ``sfb`` [n, kb] as B's): MN-major (strides (1, s)) with s >= m and s a multiple of 4 (TMA rows of 16 bytes), 16-byte

@@ -96,3 +96,34 @@ def test_the_copy_is_mn_major_tma_aligned_with_equal_values(m, kb):
     t = kiln.get_mn_major_tma_aligned_tensor(sfa)
     assert t is not sfa and torch.equal(t, sfa) and layout_ok(t)
     assert kiln.get_mn_major_tma_aligned_tensor(t) is t
+
+
+@pytest.mark.parametrize("recipe,is_sfa,shape", [((1, 128, 128), True, (37, 4)), ((1, 1, 128), False, (37, 4)),
+                                                  ((1, 128), None, (37, 4))])
+def test_transform_sf_gives_per_row_scales_mn_major(recipe, is_sfa, shape):
+    sf = torch.randn(*shape)  # row-major [mn, k/128]
+    t = kiln.transform_sf_into_required_layout(sf, 37, 512, recipe, is_sfa=is_sfa)
+    assert torch.equal(t, sf) and layout_ok(t)
+    assert kiln.transform_sf_into_required_layout(t, 37, 500, recipe, is_sfa=is_sfa) is t  # ceil(500/128) = 4
+    grouped = torch.randn(3, 37, 4)
+    g = kiln.transform_sf_into_required_layout(grouped, 37, 512, recipe, num_groups=3, is_sfa=is_sfa)
+    assert torch.equal(g, grouped) and g.stride() == (40 * 4, 1, 40)
+
+
+def test_transform_sf_keeps_block_scales_and_checks_them():
+    sfb = torch.randn(3, 4)  # [ceil(300/128), 512/128]
+    assert kiln.transform_sf_into_required_layout(sfb, 300, 512, (1, 128, 128), is_sfa=False) is sfb
+    assert kiln.transform_sf_into_required_layout(sfb, 300, 512, (128, 128)) is sfb
+    grouped = torch.randn(2, 3, 4)
+    assert kiln.transform_sf_into_required_layout(grouped, 300, 512, (128, 128), num_groups=2) is grouped
+    with pytest.raises(kiln.KilnValueError, match=r"block scales must be contiguous .* got strides \(1, 3\)"):
+        kiln.transform_sf_into_required_layout(torch.randn(4, 3).T, 300, 512, (128, 128))
+    with pytest.raises(kiln.KilnValueError,
+                       match=r"sf must be \[ceil\(mn / 128\), ceil\(k / 128\)\] = \[3, 4\] for mn=300, k=512, got \[3, 5\]"):
+        kiln.transform_sf_into_required_layout(torch.randn(3, 5), 300, 512, (128, 128))
+    with pytest.raises(kiln.KilnValueError, match=r"sf must be \[num_groups, .* = \[2, 3, 4\]"):
+        kiln.transform_sf_into_required_layout(sfb, 300, 512, (128, 128), num_groups=2)
+    with pytest.raises(kiln.KilnTypeError, match=r"sf must be float32 .* packed UE8M0 is sm_100's\), got torch.int32"):
+        kiln.transform_sf_into_required_layout(torch.zeros(3, 4, dtype=torch.int32), 300, 512, (128, 128))
+    with pytest.raises(kiln.KilnValueError, match=r"granularity .* got \(1, 32\) from recipe \(1, 1, 32\)"):
+        kiln.transform_sf_into_required_layout(sfb, 300, 512, (1, 1, 32), is_sfa=True)

@@ -246,3 +246,17 @@ def test_outputs_are_allocated_only_with_torch():
         pass
     with pytest.raises(TypeError, match="allocates outputs with PyTorch"):
         PT(FakeDLPack((4, 256), "bfloat16"))
+
+
+def test_transform_sf_into_required_layout_checks_its_recipe_first():
+    call = kiln.transform_sf_into_required_layout
+    with pytest.raises(ValueError, match=r"recipe must be a tuple of 3 ints .* or of 2 .* got 128"):
+        call(None, 8, 128, 128)
+    with pytest.raises(ValueError, match=r"is_sfa must be True or False with a recipe of 3 .* got None"):
+        call(None, 8, 128, (1, 128, 128))
+    with pytest.raises(ValueError, match=r"is_sfa must be None with a recipe of 2 .* got True"):
+        call(None, 8, 128, (1, 128), is_sfa=True)
+    with pytest.raises(ValueError, match=r"mn must be an int >= 0, got -1"):
+        call(None, -1, 128, (1, 128))
+    with pytest.raises(TypeError, match=r"sf must be a torch.Tensor, got builtins.list"):
+        call([1.0], 8, 128, (1, 128))
