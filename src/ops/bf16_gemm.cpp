@@ -125,11 +125,13 @@ std::vector<Bf16GemmConfig> candidates(const TargetInfo& target, int64_t n, cons
           invalid(kOp, "stages " + std::to_string(o.stages) + " do not fit in " + std::to_string(smem) +
                            " bytes of shared memory with a " + std::to_string(block_m) + "x" +
                            std::to_string(block_n) + " tile (at most " + std::to_string(forced_fit) + ")");
-        // The k-grouped form takes the most stages beside a part of a staging tile: its K runs to thousands of tokens
-        // per tile, so the pipeline's depth counts for more than its epilogue's passes (k_grouped_tiles.py, H100,
-        // 2026-12-07: 128x256 with 4 stages and four store passes ran 1.03-1.14x cuBLAS per expert where the plan's
-        // 128x192 with the 3 stages beside a whole float32 staging tile ran 0.89-1.00x).
-        const uint32_t planned = grouping == static_cast<int>(kernels::kBf16GemmKGrouped) ? forced_fit : fit;
+        // A float32 D takes the most stages beside a part of a staging tile: the pipeline's depth counts for more than
+        // the epilogue's passes. The k-grouped form (k_grouped_tiles.py, H100, 2026-12-07): 128x256 with 4 stages and
+        // four store passes ran 1.03-1.14x cuBLAS per expert where 128x192 with the 3 stages beside a whole float32
+        // staging tile ran 0.89-1.00x. D += A . B^T at M = 4096 (--sweep-accumulate, H100, 2026-12-07): the fastest
+        // forced tile was one with 4 stages at all six shapes, 2-16 % ahead of the plan's 3- and 4-stage tiles.
+        const bool float32_d = epilogue != static_cast<int>(kernels::kBf16GemmStoreBf16);
+        const uint32_t planned = float32_d ? forced_fit : fit;
         if (planned == 0) continue;
         c.stages = o.stages != 0 ? o.stages : static_cast<int>(planned);
         out.push_back(c);

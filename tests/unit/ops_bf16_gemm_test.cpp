@@ -485,7 +485,12 @@ TEST(Bf16GemmPlan, AFloat32DHasAPlanOfItsOwn) {
       for (const ops::Bf16GemmConfig& c : plan.kernels) {
         EXPECT_EQ(c.epilogue, epilogue);
         EXPECT_GE(c.stages, ops::kBf16GemmMinPlannedStages) << c.describe();
-        EXPECT_LE(c.block_m * c.block_n, 128 * 192) << c.describe();
+        // As many stages as fit beside a part of a float32 staging tile (the epilogue in passes where need be).
+        EXPECT_EQ(static_cast<uint32_t>(c.stages),
+                  kernels::bf16_gemm_max_forced_stages(static_cast<uint32_t>(c.block_m),
+                                                       static_cast<uint32_t>(c.block_n),
+                                                       static_cast<uint32_t>(kH200.shared_memory_per_block), 4))
+            << c.describe();
         EXPECT_LE(c.shared_bytes(), static_cast<uint32_t>(kH200.shared_memory_per_block)) << c.describe();
         const bool stored = epilogue == static_cast<int>(kBf16GemmStoreF32);
         EXPECT_THAT(c.describe(), HasSubstr(stored ? ", float32 D" : ", added into float32 D"));
@@ -501,11 +506,12 @@ TEST(Bf16GemmPlan, AFloat32DHasAPlanOfItsOwn) {
   EXPECT_EQ(kernels::bf16_gemm_max_stages(128, 256, 232448, 4), 2u);
   EXPECT_EQ(kernels::bf16_gemm_max_stages(128, 192, 232448, 4), 3u);
   EXPECT_EQ(kernels::bf16_gemm_layout(128, 192, 3, 4).total_bytes, 98304u + 3 * (16384 + 24576) + 48);
-  // Forced, 128x256 takes two stages beside a whole fp32 staging tile, or four beside a quarter of one (64 columns,
-  // four store passes).
-  const ops::Bf16GemmConfig two = ops::bf16_gemm_plan(kH200, 4096, 7168, {128, 256, 0, 0}, kBf16GemmAddF32).kernels[0];
+  // 128x256 takes two stages beside a whole fp32 staging tile (when forced), or, as planned, four beside a quarter of
+  // one (64 columns, four store passes).
+  const ops::Bf16GemmConfig two = ops::bf16_gemm_plan(kH200, 4096, 7168, {128, 256, 2, 0}, kBf16GemmAddF32).kernels[0];
   EXPECT_EQ(two.stages, 2);
-  const ops::Bf16GemmConfig four = ops::bf16_gemm_plan(kH200, 4096, 7168, {128, 256, 4, 0}, kBf16GemmAddF32).kernels[0];
+  EXPECT_EQ(two.shared_bytes(), 131072u + 2 * (16384 + 32768) + 32);
+  const ops::Bf16GemmConfig four = ops::bf16_gemm_plan(kH200, 4096, 7168, {128, 256, 0, 0}, kBf16GemmAddF32).kernels[0];
   EXPECT_EQ(four.stages, 4);
   EXPECT_EQ(kernels::bf16_gemm_staging_cols(128, 256, 4, 4), 64u);
   EXPECT_EQ(four.shared_bytes(), 32768u + 4 * (16384 + 32768) + 64);
