@@ -101,7 +101,7 @@ using OnlyIf = typename detail::OnlyIfImpl<kOn, T>::type;
 // kMGrouped: the m-grouped contiguous GEMM of MoE experts (the inference form): A's rows are grouped by expert,
 // Fp8GemmParams::grouped_layout[row] naming each row's group, and B and its block scales are num_groups experts'
 // [N, K] and [ceil(N / 128), ceil(K / 128)] one after the other. An m block takes the group of its first row
-// (entry_of): B's rows from group * N on (B's maps span all the groups' rows) and that group's scales. The
+// (m_entry): B's rows from group * N on (B's maps span all the groups' rows) and that group's scales. The
 // host aligns every group's rows to the m block (its tiles are 64 or 128 rows, never a pair sharing B, which
 // would take two m blocks), so a block whose first row is padding (-1) is padding only: every walker passes over
 // it (GemmPaddingSkip), and its rows of D are not written.
@@ -367,19 +367,41 @@ struct Fp8Gemm {
   };
 
   // The m-grouped contiguous form (kContiguous): each walker's units come through a GemmPaddingSkip, which passes
-  // over blocks of padding only (gemm_schedule.cuh's gemm_padding_skip, gemm_first_unit and gemm_next_unit); the
-  // other forms' through the same calls take every unit of the schedule. The producer and the scale loader read ahead
-  // as they move; the math warpgroups' walk moves with GemmPaddingSkip::advance and reads ahead once the next tile's
-  // first block is issued (step()). A unit's group is its m block's (its first row's entry of grouped_layout,
-  // `skip.entry` once the walker is on it; entry_of(p, schedule)(unit) reads a unit's); a block whose first row names
-  // no group gets NaN scales from the scale loader, so its rows come out NaN.
+  // over blocks of padding only (gemm_schedule.cuh; built by a whole warp, padding_skip()); the other forms take
+  // every unit of the schedule. first_walk_unit() and next_walk_unit() are the two ends of the producer's and the
+  // scale loader's loops; the math warpgroups' walk moves with GemmPaddingSkip::advance and reads ahead once the next
+  // tile's first block is issued (step()). A unit's group is its m block's (its first row's entry of grouped_layout,
+  // `skip.entry` once the walker is on it); a block whose first row names no group gets NaN scales from the scale
+  // loader, so its rows come out NaN.
+  // These wrappers are this kernel's own, not gemm_schedule.cuh's shared gemm_first_unit / gemm_next_unit (which the
+  // BF16 kernel uses): with those, ptxas scheduled this kernel's scale loader differently, and an A/B on an H100 put
+  // the m-grouped GEMM at 4 x 34304 x 6144 x 7168 2.3 % slower (bench/RESULTS.md, fifty-fifth session).
   static constexpr bool kContiguous = kMGrouped && !kMasked;
-  static __device__ __forceinline__ auto entry_of(const Fp8GemmParams& p, const Schedule& schedule) {
-    return [&p, &schedule](u32 unit) {
-      u32 m_block, n_block;
-      schedule.coords(unit, m_block, n_block);
-      return gemm_m_group_entry(p.grouped_layout, m_block * kBlockM);
-    };
+  static __device__ __forceinline__ i32 m_entry(const Fp8GemmParams& p, const Schedule& schedule, u32 unit) {
+    u32 m_block, n_block;
+    schedule.coords(unit, m_block, n_block);
+    return gemm_m_group_entry(p.grouped_layout, m_block * kBlockM);
+  }
+  static __device__ __forceinline__ GemmPaddingSkip padding_skip(const Fp8GemmParams& p, const Schedule& schedule) {
+    if constexpr (kContiguous)
+      return GemmPaddingSkip(schedule.first, schedule.num_units, schedule.stride,
+                             [&](u32 u) { return m_entry(p, schedule, u); });
+    else
+      return {};
+  }
+  static __device__ __forceinline__ u32 first_walk_unit(const Fp8GemmParams& p, const Schedule& schedule,
+                                                        GemmPaddingSkip& skip) {
+    if constexpr (kContiguous)
+      return skip.begin(schedule.first, [&](u32 u) { return m_entry(p, schedule, u); });
+    else
+      return schedule.first;
+  }
+  static __device__ __forceinline__ u32 next_walk_unit(const Fp8GemmParams& p, const Schedule& schedule,
+                                                       GemmPaddingSkip& skip, u32 unit) {
+    if constexpr (kContiguous)
+      return skip.next(unit, [&](u32 u) { return m_entry(p, schedule, u); });
+    else
+      return unit + schedule.stride;
   }
 
   // A position in the ring of pipeline slots. The ring is kStages long, or in the weight-gradient form the launch's
@@ -465,8 +487,7 @@ struct Fp8Gemm {
       const u32 warp = threadIdx.x / 32;
       if constexpr (kContiguous) {
         if (warp == kProducerWarp) {
-          // The whole warp counts.
-          GemmPaddingSkip skip = gemm_padding_skip<kContiguous>(schedule, entry_of(p, schedule));
+          GemmPaddingSkip skip = padding_skip(p, schedule);  // the whole warp counts
           if (ptx::elect_one_sync()) produce(p, smem, full, empty, schedule, skip);
         }
       } else {
@@ -508,8 +529,8 @@ struct Fp8Gemm {
     const u64 b_policy = p.b_cache_policy;
     const u32 ring = ring_length(p);
     Slot slot;
-    for (u32 unit = gemm_first_unit<kContiguous>(schedule, skip, entry_of(p, schedule)); unit < schedule.num_units;
-         unit = gemm_next_unit<kContiguous>(schedule, skip, unit, entry_of(p, schedule))) {
+    for (u32 unit = first_walk_unit(p, schedule, skip); unit < schedule.num_units;
+         unit = next_walk_unit(p, schedule, skip, unit)) {
       u32 m_block, n_block;
       schedule.coords(unit, m_block, n_block);
       const bool last = m_block == last_m_block;
@@ -691,9 +712,9 @@ struct Fp8Gemm {
                                                        const Schedule& schedule) {
     const u32 lane = threadIdx.x % 32;
     Slot slot;
-    GemmPaddingSkip skip = gemm_padding_skip<kContiguous>(schedule, entry_of(p, schedule));
-    for (u32 unit = gemm_first_unit<kContiguous>(schedule, skip, entry_of(p, schedule)); unit < schedule.num_units;
-         unit = gemm_next_unit<kContiguous>(schedule, skip, unit, entry_of(p, schedule))) {
+    GemmPaddingSkip skip = padding_skip(p, schedule);
+    for (u32 unit = first_walk_unit(p, schedule, skip); unit < schedule.num_units;
+         unit = next_walk_unit(p, schedule, skip, unit)) {
       u32 m_block, n_block;
       schedule.coords(unit, m_block, n_block);
       // The m-grouped form: the block's group's scales, or NaN where grouped_layout names no group.
@@ -1232,7 +1253,7 @@ struct Fp8Gemm {
           if constexpr (!kContiguous)
             next_unit += schedule.stride;
           else if constexpr (kIssueNext)
-            next_unit = skip.advance(next_unit, entry_of(p, schedule));
+            next_unit = skip.advance(next_unit, [&](u32 u) { return m_entry(p, schedule, u); });
         }
         tile_ends = next_kb == 0;
       }
@@ -1320,7 +1341,7 @@ struct Fp8Gemm {
         if constexpr (!kOverlapPromotion && kIssueNext) next_scales = issue(issue_slot, next);
         // The next tile's first block is issued: the read ahead no longer delays it.
         if constexpr (kContiguous && kIssueNext)
-          if (tile_ends) skip.read_ahead(next_unit, entry_of(p, schedule));
+          if (tile_ends) skip.read_ahead(next_unit, [&](u32 u) { return m_entry(p, schedule, u); });
         current_stage = issue_slot.stage;
         issue_slot.advance(ring_length(p));
         unit = next_unit;
@@ -1415,8 +1436,8 @@ struct Fp8Gemm {
                                                  const Schedule& schedule, u32 warpgroup) {
     const u32 lane = threadIdx.x % 32;
     const u32 warp_in_group = (threadIdx.x / 32) % 4;
-    GemmPaddingSkip skip = gemm_padding_skip<kContiguous>(schedule, entry_of(p, schedule));
-    const u32 first = gemm_first_unit<kContiguous>(schedule, skip, entry_of(p, schedule));
+    GemmPaddingSkip skip = padding_skip(p, schedule);
+    const u32 first = first_walk_unit(p, schedule, skip);
     if (first < schedule.num_units) {
       // This thread's two rows of the tile (the WGMMA accumulator fragment: rows r and r + 8).
       MathState st{p, smem, full, empty, schedule, warpgroup, lane, warpgroup * 64 + warp_in_group * 16 + lane / 4,

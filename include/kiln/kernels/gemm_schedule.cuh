@@ -150,10 +150,11 @@ struct GemmPaddingSkip {
   }
 };
 
-// A walker's loop over its units, one shape for every kernel: through a GemmPaddingSkip where the kernel skips blocks
-// of padding only (kSkip: the contiguous m-grouped form), else every unit of the walk (`walk`: its first, num_units
-// and stride). gemm_padding_skip() is built by a whole warp; gemm_next_unit<kSkip, false> moves on without reading
-// ahead (GemmPaddingSkip::advance: the caller reads ahead itself).
+// A walker's loop over its units, one shape for the BF16 kernel's walkers (the FP8 kernel keeps wrappers of its own;
+// fp8_gemm.cuh says why): through a GemmPaddingSkip where the kernel skips blocks of padding only (kSkip: the
+// contiguous m-grouped form), else every unit of the walk (`walk`: its first, num_units and stride).
+// gemm_padding_skip() is built by a whole warp; gemm_next_unit<kSkip, false> moves on without reading ahead
+// (GemmPaddingSkip::advance: the caller reads ahead itself).
 template <bool kSkip, class Walk, class EntryOf>
 __device__ __forceinline__ GemmPaddingSkip gemm_padding_skip(const Walk& walk, const EntryOf& entry_of) {
   if constexpr (kSkip)
