@@ -8,6 +8,7 @@ torch on the input's device, in exactly the layouts the C++ API checks.
 
 from __future__ import annotations
 
+import operator
 import sys
 from typing import Any, Tuple
 
@@ -138,15 +139,26 @@ def get_mn_major_tma_aligned_tensor(sf: Any) -> Any:
     return out if sf.dim() == 3 else out.squeeze(0)
 
 
-def transform_sf_into_required_layout(sf: Any, mn: int, k: int, recipe: Any, num_groups: Any = None,
+def _integer(value: Any) -> Any:
+    """``value`` as an int when it is one (a Python int, or anything with ``__index__``: numpy's and torch's integer
+    scalars), else None; bools are not integers here."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def transform_sf_into_required_layout(sf: Any, mn: Any, k: Any, recipe: Any, num_groups: Any = None,
                                       is_sfa: Any = None) -> Any:
     """See kiln.transform_sf_into_required_layout."""
     function = "transform_sf_into_required_layout"
-    recipe = tuple(recipe) if isinstance(recipe, (tuple, list)) else recipe
-    if not isinstance(recipe, tuple) or len(recipe) not in (2, 3) or \
-            not all(isinstance(g, int) and not isinstance(g, bool) for g in recipe):
+    grans = tuple(_integer(g) for g in recipe) if isinstance(recipe, (tuple, list)) else ()
+    if len(grans) not in (2, 3) or None in grans:
         raise KilnValueError(f"{function}: recipe must be a tuple of 3 ints (gran_m, gran_n, gran_k) or of 2 "
                              f"(gran_mn, gran_k), got {recipe!r}")
+    recipe = grans
     if len(recipe) == 3:
         if not isinstance(is_sfa, bool):
             raise KilnValueError(f"{function}: is_sfa must be True or False with a recipe of 3 (which of its "
@@ -158,8 +170,13 @@ def transform_sf_into_required_layout(sf: Any, mn: int, k: int, recipe: Any, num
                                  f"got {is_sfa!r}")
         gran_mn, gran_k = recipe
     for name, value in (("mn", mn), ("k", k)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        if _integer(value) is None or _integer(value) < 0:
             raise KilnValueError(f"{function}: {name} must be an int >= 0, got {value!r}")
+    mn, k = _integer(mn), _integer(k)
+    if num_groups is not None:
+        if _integer(num_groups) is None or _integer(num_groups) < 1:
+            raise KilnValueError(f"{function}: num_groups must be None or an int >= 1, got {num_groups!r}")
+        num_groups = _integer(num_groups)
     if not isinstance(sf, Tensor) and not (bind() and isinstance(sf, Tensor)):
         raise KilnTypeError(
             f"{function}: sf must be a torch.Tensor, got {type(sf).__module__}.{type(sf).__qualname__}")
@@ -170,9 +187,6 @@ def transform_sf_into_required_layout(sf: Any, mn: int, k: int, recipe: Any, num
         raise KilnValueError(f"{function}: the granularity (gran_mn, gran_k) must be (1, 128) (per-row scales: "
                              f"activations, or both operands of the weight-gradient form) or (128, 128) (a weight's "
                              f"block scales) on sm_90, got ({gran_mn}, {gran_k}) from recipe {recipe!r}")
-    if num_groups is not None and (not isinstance(num_groups, int) or isinstance(num_groups, bool) or
-                                   num_groups < 1):
-        raise KilnValueError(f"{function}: num_groups must be None or an int >= 1, got {num_groups!r}")
     expected = ((num_groups,) if num_groups is not None else ()) + (-(-mn // gran_mn), -(-k // gran_k))
     if tuple(sf.shape) != expected:
         raise KilnValueError(f"{function}: sf must be [{'num_groups, ' if num_groups is not None else ''}"

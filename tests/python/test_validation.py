@@ -258,5 +258,9 @@ def test_transform_sf_into_required_layout_checks_its_recipe_first():
         call(None, 8, 128, (1, 128), is_sfa=True)
     with pytest.raises(ValueError, match=r"mn must be an int >= 0, got -1"):
         call(None, -1, 128, (1, 128))
+    with pytest.raises(ValueError, match=r"recipe must be a tuple of 3 ints .* got \(1, 128.0\)"):
+        call(None, 8, 128, (1, 128.0))
+    with pytest.raises(ValueError, match=r"num_groups must be None or an int >= 1, got 0"):
+        call(None, 8, 128, (1, 128), num_groups=0)
     with pytest.raises(TypeError, match=r"sf must be a torch.Tensor, got builtins.list"):
         call([1.0], 8, 128, (1, 128))
