@@ -37,20 +37,14 @@ using kiln::gpu_test::DeviceBuffer;
 using kiln::gpu_test::mix;
 using kiln::gpu_test::random_bf16;
 using kiln::gpu_test::strided_view;
-
-int g_failures = 0;
-
-void report(bool ok, const std::string& what) {
-  std::printf("%s %s\n", ok ? "PASS" : "FAIL", what.c_str());
-  if (!ok) ++g_failures;
-}
+using kiln::gpu_test::g_failures;
+using kiln::gpu_test::report;
 
 // C's values: random float32 in [-4, 4), never zero.
 float random_c(uint64_t seed, uint64_t index) {
   const double u = static_cast<double>(mix(seed * 131 + index) >> 11) / 9007199254740992.0 * 8.0 - 4.0;
   return static_cast<float>(std::fabs(u) < 1e-3 ? 1e-3 : u);
 }
-
 
 enum class CMode { kNone, kInPlace, kOther };
 

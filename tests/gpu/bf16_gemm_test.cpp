@@ -47,13 +47,8 @@ using kiln::gpu_test::bf16_to_f32;
 using kiln::gpu_test::DeviceBuffer;
 using kiln::gpu_test::mix;
 using kiln::gpu_test::random_bf16;
-
-int g_failures = 0;
-
-void report(bool ok, const std::string& what) {
-  std::printf("%s %s\n", ok ? "PASS" : "FAIL", what.c_str());
-  if (!ok) ++g_failures;
-}
+using kiln::gpu_test::g_failures;
+using kiln::gpu_test::report;
 
 kiln::TensorView view(void* data, int64_t rows, int64_t cols, int64_t ld) {
   kiln::TensorView t = kiln::TensorView::contiguous(data, kiln::DType::kBFloat16, {rows, cols});

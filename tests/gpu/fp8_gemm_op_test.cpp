@@ -59,6 +59,8 @@ using kiln::gpu_test::bf16_to_double;
 using kiln::gpu_test::calc_diff;
 using kiln::gpu_test::Timing;
 using kiln::gpu_test::f32_to_bf16;
+using kiln::gpu_test::g_failures;
+using kiln::gpu_test::report;
 
 // ---- deterministic inputs ---------------------------------------------------------------------------------------
 
@@ -231,14 +233,7 @@ std::string kernel_for(int64_t m, int64_t n, int64_t k) {
                     kiln::get_fp8_gemm_overrides());
 }
 
-int g_failures = 0;
 std::vector<std::string> g_timings;
-
-void report(bool ok, const std::string& line) {
-  std::printf("%s %s\n", ok ? "PASS" : "FAIL", line.c_str());
-  std::fflush(stdout);
-  if (!ok) ++g_failures;
-}
 
 // One problem size's device copies of A, B and B's scales (A with m_max rows, strides padded per case).
 struct DeviceData {

@@ -69,6 +69,8 @@ using kiln::gpu_test::e4m3_lut;
 using kiln::gpu_test::dot;
 using kiln::gpu_test::calc_diff;
 using kiln::gpu_test::Timing;
+using kiln::gpu_test::g_failures;
+using kiln::gpu_test::report;
 
 const kiln::cuda::DriverApi& cu() { return kiln::cuda::DriverApi::get(); }
 
@@ -229,15 +231,8 @@ struct Case {
   bool pdl = false;        // set_pdl(true) around the call: the kernel must still wait for the copy of C
 };
 
-int g_failures = 0;
 uint64_t g_seed = 0;
 std::vector<std::string> g_timings;
-
-void report(bool ok, const std::string& line) {
-  std::printf("%s %s\n", ok ? "PASS" : "FAIL", line.c_str());
-  std::fflush(stdout);
-  if (!ok) ++g_failures;
-}
 
 // The kernel the public plan says serves one problem (what DG_PRINT_CONFIGS would print), with the
 // process-wide tile overrides the launch applies passed as the request's parameters.

@@ -13,6 +13,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -142,6 +143,15 @@ inline float bf16_to_f32(uint16_t h) {
   float f;
   std::memcpy(&f, &u, 4);
   return f;
+}
+
+// The failures a GPU test has reported, and its result lines: "PASS <what>" or "FAIL <what>", one a case (device-run.sh
+// counts them), flushed so that a crash leaves every line before it.
+inline int g_failures = 0;
+inline void report(bool ok, const std::string& what) {
+  std::printf("%s %s\n", ok ? "PASS" : "FAIL", what.c_str());
+  std::fflush(stdout);
+  if (!ok) ++g_failures;
 }
 
 // The start of a GPU test's launches. Without a CUDA driver or a GPU: prints "SKIP <test> launches" with the
