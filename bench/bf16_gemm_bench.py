@@ -126,6 +126,18 @@ def tile_name(tile: tuple[int, int, int, int]) -> str:
     return f"{tile[0]}x{tile[1]}" + (" pair" if tile[2] == 2 else "") + (f" s{tile[3]}" if tile[3] else "")
 
 
+def add_speedups(row: dict, *peers: str) -> None:
+    """Each peer's time over kiln's, as row["speedup_vs_<peer>"], where both were timed."""
+    for peer in peers:
+        if row.get("kiln_us") and row.get(f"{peer}_us"):
+            row[f"speedup_vs_{peer}"] = row[f"{peer}_us"] / row["kiln_us"]
+
+
+def row_status(row: dict) -> str:
+    """The end of a result line: the row's error, or that its result was not verified; empty when all is well."""
+    return f" ERROR {row['error']}" if "error" in row else "" if row["verified"] else " NOT VERIFIED"
+
+
 def sweep_tiles(kiln, timed_us, tiles, call) -> dict:
     """`call` timed with each of `tiles` forced (set_bf16_gemm_overrides, cleared after each): tile name -> µs, or
     the error of a tile that cannot run (e.g. too little shared memory)."""
@@ -228,9 +240,7 @@ def main() -> int:
         time_into(row, "cublas", timed_us, lambda: torch.matmul(a, b.T, out=d), flops, nbytes)
         if args.sweep and "error" not in row:
             row["sweep"] = sweep_tiles(kiln, timed_us, SWEEP_TILES, lambda: kiln.bf16_gemm_nt(a, b, d))
-        for peer in ("cublas", "deepgemm"):
-            if row.get("kiln_us") and row.get(f"{peer}_us"):
-                row[f"speedup_vs_{peer}"] = row[f"{peer}_us"] / row["kiln_us"]
+        add_speedups(row, "cublas", "deepgemm")
         row["form"], row["layout"] = "bf16", "nt"
         rows.append(row)
         nan = float("nan")
@@ -333,8 +343,7 @@ def time_row(row: dict, label: str, timed_us, kiln_call, peer_call, nbytes: floa
         time_into(row, "kiln", timed_us, kiln_call, flops, nbytes)
     if peer_call is not None:
         time_into(row, "cublas", timed_us, peer_call, flops, nbytes)
-    if row.get("kiln_us") and row.get("cublas_us"):
-        row["speedup_vs_cublas"] = row["cublas_us"] / row["kiln_us"]
+    add_speedups(row, "cublas")
     nan = float("nan")
     print(f"{label} {m} x {n} x {k}: kiln {row.get('kiln_us', nan):.1f} µs ({row.get('kiln_tflops', nan):.0f} "
           f"TFLOPS), cuBLAS {row.get('cublas_us', nan):.1f} µs, x cuBLAS {row.get('speedup_vs_cublas', nan):.3f}, "
@@ -470,16 +479,13 @@ def grouped_function(kiln, name: str):
 
 def finish_grouped_row(row: dict, label: str) -> None:
     """A timed --m-grouped or --masked row's ratios to its peers, and its line."""
-    for peer in ("cublas", "kiln_dense"):
-        if row.get("kiln_us") and row.get(f"{peer}_us"):
-            row[f"speedup_vs_{peer}"] = row[f"{peer}_us"] / row["kiln_us"]
+    add_speedups(row, "cublas", "kiln_dense")
     nan = float("nan")
-    status = f" ERROR {row['error']}" if "error" in row else "" if row["verified"] else " NOT VERIFIED"
     print(f"{label} x {row['n']} x {row['k']}: kiln {row.get('kiln_us', nan):.1f} µs "
           f"({row.get('kiln_tflops', nan):.0f} TFLOPS, {row.get('kiln_gbps', nan):.0f} GB/s), kiln dense "
           f"{row.get('kiln_dense_us', nan):.1f} µs, cuBLAS per expert {row.get('cublas_us', nan):.1f} µs, x cuBLAS "
           f"{row.get('speedup_vs_cublas', nan):.3f}, x kiln dense {row.get('speedup_vs_kiln_dense', nan):.3f}, "
-          f"calc_diff {row.get('diff_reference', nan):.1e}{status}", flush=True)
+          f"calc_diff {row.get('diff_reference', nan):.1e}{row_status(row)}", flush=True)
 
 
 def bench_grouped(torch, kiln, device, timed_us, rows, function, shapes, row_of) -> int:
@@ -696,15 +702,13 @@ def k_grouped_row(torch, timed_us, gemm, peer, weight: str, a, b, d, ks, accumul
         time_into(row, "cublas", timed_us, cublas_per_expert, flops, nbytes)
     else:
         row["cublas_na"] = f"torch {torch.__version__} has no bf16 GEMM with a float32 D (out_dtype)"
-    if row.get("kiln_us") and row.get("cublas_us"):
-        row["speedup_vs_cublas"] = row["cublas_us"] / row["kiln_us"]
+    add_speedups(row, "cublas")
     nan = float("nan")
-    status = f" ERROR {row['error']}" if "error" in row else "" if row["verified"] else " NOT VERIFIED"
     print(f"{m} x {n} k-grouped {weight}, {groups} experts, {tokens} tokens (ks {min(ks)}..{max(ks)}), "
           f"c={'d' if accumulate else 'None'}: kiln {row.get('kiln_us', nan):.1f} µs "
           f"({row.get('kiln_tflops', nan):.0f} TFLOPS, {row.get('kiln_gbps', nan):.0f} GB/s), cuBLAS per expert "
           f"{row.get('cublas_us', nan):.1f} µs ({row.get('cublas_tflops', nan):.0f} TFLOPS), x cuBLAS "
-          f"{row.get('speedup_vs_cublas', nan):.3f}, calc_diff {row.get('diff_reference', nan):.1e}{status}",
+          f"{row.get('speedup_vs_cublas', nan):.3f}, calc_diff {row.get('diff_reference', nan):.1e}{row_status(row)}",
           flush=True)
     return row
 

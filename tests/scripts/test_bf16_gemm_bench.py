@@ -93,3 +93,13 @@ def test_k_grouped_requests_cover_every_plan_once():
             plan_k = bench.k_grouped_plan_tokens(k)
             assert dict(n=n, k=plan_k, m=m, k_grouped=1) in requests
             assert dict(n=n, k=plan_k, m=m, k_grouped=1, accumulate=1) in requests
+
+
+def test_speedups_and_status_of_a_row():
+    row = {"kiln_us": 50.0, "cublas_us": 60.0, "kiln_dense_us": 0.0, "verified": True}
+    bench.add_speedups(row, "cublas", "kiln_dense", "deepgemm")
+    assert row["speedup_vs_cublas"] == 1.2
+    assert "speedup_vs_kiln_dense" not in row and "speedup_vs_deepgemm" not in row  # untimed peers get no ratio
+    assert bench.row_status(row) == ""
+    assert bench.row_status({"verified": False}) == " NOT VERIFIED"
+    assert bench.row_status({"verified": False, "error": "boom"}) == " ERROR boom"
