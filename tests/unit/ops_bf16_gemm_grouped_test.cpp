@@ -31,8 +31,7 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using kiln::test::error_of;
-
-void* ptr(uint64_t address) { return reinterpret_cast<void*>(address); }
+using kiln::test::ptr;
 
 constexpr int kMGrouped = static_cast<int>(kernels::kBf16GemmMGrouped);
 constexpr int kMasked = static_cast<int>(kernels::kBf16GemmMasked);

@@ -30,8 +30,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using kiln::test::error_of;
-
-void* ptr(uint64_t address) { return reinterpret_cast<void*>(address); }
+using kiln::test::ptr;
 
 constexpr int kKGrouped = static_cast<int>(kernels::kBf16GemmKGrouped);
 constexpr int kBothMnMajor = static_cast<int>(kernels::kBf16GemmMnMajorA | kernels::kBf16GemmMnMajorB);

@@ -30,8 +30,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using kiln::test::error_of;
-
-void* ptr(uint64_t address) { return reinterpret_cast<void*>(address); }
+using kiln::test::ptr;
 
 // A valid problem at distinct, 256-byte-aligned fake device addresses.
 struct Problem {

@@ -20,8 +20,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using kiln::test::error_of;
-
-void* ptr(uint64_t address) { return reinterpret_cast<void*>(address); }
+using kiln::test::ptr;
 
 // A valid grouped problem at distinct, 256-byte-aligned fake device addresses: groups of ks tokens, a and b flat,
 // their scales MN-major and TMA-aligned over all groups' K blocks, d and c float32 [G, m, n].

@@ -27,8 +27,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using kiln::test::error_of;
-
-void* ptr(uint64_t address) { return reinterpret_cast<void*>(address); }
+using kiln::test::ptr;
 
 // A valid problem at distinct, 256-byte-aligned fake device addresses: `groups` experts of m rows each (A [G, m, k],
 // its scales MN-major per group as get_mn_major_tma_aligned_tensor writes them, D [G, m, n]) over B [G, n, k].

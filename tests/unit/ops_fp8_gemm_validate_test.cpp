@@ -19,8 +19,7 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-
-void* ptr(uint64_t address) { return reinterpret_cast<void*>(address); }
+using kiln::test::ptr;
 
 // A valid problem (m x n x k) with distinct, 256-byte-aligned fake device addresses.
 struct Args {

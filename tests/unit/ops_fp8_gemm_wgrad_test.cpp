@@ -34,8 +34,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-void* ptr(uint64_t address) { return reinterpret_cast<void*>(address); }
+using kiln::test::ptr;
 
 // A valid weight-gradient problem (m x n x k) at distinct, 256-byte-aligned fake device addresses: sfa and sfb
 // MN-major and TMA-aligned, d fp32 with dense rows, c a separate fp32 tensor.

@@ -1,9 +1,10 @@
-// Shared test utilities: temporary directories, running kiln's own programs, golden texts and the message of
-// an expected kiln::Error.
+// Shared test utilities: temporary directories, running kiln's own programs, golden texts, the message of an
+// expected kiln::Error and fake device addresses.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <exception>
 #include <filesystem>
 #include <memory>
@@ -67,5 +68,8 @@ std::string error_of(const Call& call, ErrorKind kind = ErrorKind::kValueError) 
   ADD_FAILURE() << "no kiln::Error was thrown";
   return {};
 }
+
+// A device address the validation tests put in a TensorView: checks read its alignment, nothing dereferences it.
+inline void* ptr(uint64_t address) { return reinterpret_cast<void*>(address); }
 
 }  // namespace kiln::test
