@@ -70,6 +70,8 @@ if [[ $what == tests || $what == all ]]; then
     "$build/tests/fp8_gemm_test --shape 128 2112 7168 64x32 && $build/tests/fp8_gemm_test --shape 128 2112 7168 64x32"
   # The BF16 m-grouped forms alone (a step of their own, for a call that has time for nothing else).
   run_step bf16_gemm_grouped_test 200 $build/tests/bf16_gemm_test --grouped
+  # The MN-major layouts alone (nn, tn, tt; forced CTA pairs with an N-major B among them).
+  run_step bf16_gemm_layouts_test 200 $build/tests/bf16_gemm_test --layouts
   # The BF16 GEMM built by NVRTC: the dense shapes and the ragged ones; and every k-grouped case.
   DG_JIT_USE_NVRTC=1 run_step bf16_gemm_test_nvrtc 180 $build/tests/bf16_gemm_test --quick
   DG_JIT_USE_NVRTC=1 run_step bf16_gemm_k_grouped_test_nvrtc 120 $build/tests/bf16_gemm_k_grouped_test

@@ -89,7 +89,7 @@ int64_t units_of(const Bf16GemmConfig& c, int64_t m, int64_t n) {
 
 // The candidates a plan chooses among for N = n, narrowed by the overrides; stages as many as fit unless forced.
 // Tiles left with fewer than kBf16GemmMinPlannedStages beside their staging are dropped while any other remains. An
-// N-major B takes widths that are multiples of 64 and no CTA pairs (bf16_gemm.cuh says why); the m-grouped forms
+// N-major B takes widths that are multiples of 64 (of 128 in pairs: each CTA loads whole boxes); the m-grouped forms
 // 64- and 128-row tiles and no pairs, the k-grouped form no pairs.
 std::vector<Bf16GemmConfig> candidates(const TargetInfo& target, int64_t n, const Bf16GemmOverrides& o, int epilogue,
                                        int mn_major, int grouping) {
@@ -107,7 +107,7 @@ std::vector<Bf16GemmConfig> candidates(const TargetInfo& target, int64_t n, cons
       for (const int cluster_m : {1, 2}) {
         // Pairs sharing B only where B is worth sharing (unless asked for): 128- and 256-row tiles.
         if (o.cluster_m != 0 ? o.cluster_m != cluster_m : cluster_m == 2 && block_m == 64) continue;
-        if (n_major_b && (block_n % 64 != 0 || cluster_m == 2)) continue;
+        if (n_major_b && block_n % (64 * cluster_m) != 0) continue;
         if (grouping != 0 && cluster_m == 2) continue;
         Bf16GemmConfig c;
         c.block_m = block_m;
@@ -260,9 +260,9 @@ Bf16GemmPlan bf16_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, cons
     if (overrides.block_n % 64 != 0)
       invalid(kOp, "block_n must be 0 (heuristic) or a multiple of 64 with an N-major b (whose tiles load in boxes of "
                    "64 columns), got " + std::to_string(overrides.block_n));
-    if (overrides.cluster_m == 2)
-      invalid(kOp, "cluster_m must be 0 (heuristic) or 1 with an N-major b (CTA pairs sharing its boxes are not "
-                   "offered), got 2");
+    if (overrides.cluster_m == 2 && overrides.block_n % 128 != 0)
+      invalid(kOp, "block_n must be 0 (heuristic) or a multiple of 128 for CTA pairs (cluster_m 2) with an N-major b "
+                   "(each CTA loads whole 64-column boxes), got " + std::to_string(overrides.block_n));
   }
   if (grouping < 0 || grouping > static_cast<int>(kernels::kBf16GemmKGrouped))
     invalid(kOp, "grouping must be 0 (one GEMM), 1 (m-grouped contiguous), 2 (m-grouped masked) or 3 (k-grouped), "
@@ -272,6 +272,9 @@ Bf16GemmPlan bf16_gemm_plan(const TargetInfo& target, int64_t n, int64_t k, cons
         mn_major != static_cast<int>(kernels::kBf16GemmMnMajorA | kernels::kBf16GemmMnMajorB))
       invalid(kOp, "the k-grouped form takes a float32 D (epilogue 1 or 2) and MN-major operands (mn_major 3), got "
                    "epilogue " + std::to_string(epilogue) + " and mn_major " + std::to_string(mn_major));
+    if (overrides.cluster_m == 2)
+      invalid(kOp, "cluster_m must be 0 (heuristic) or 1 in the k-grouped form (its walk over the groups' tiles has "
+                   "no CTA pairs), got 2");
   } else if (grouping != 0) {
     // The contiguous form's B may be N-major (m_grouped_bf16_gemm_nn_contiguous).
     const bool n_major_b_ok = grouping == static_cast<int>(kernels::kBf16GemmMGrouped) &&

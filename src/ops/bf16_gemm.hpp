@@ -13,7 +13,7 @@
 // tile is twice the bytes, so a tile has fewer stages beside it, and tiles left with fewer than
 // kBf16GemmMinPlannedStages are not offered (128x256 and 256x128 with a float32 D). So do MN-major operands
 // (Bf16GemmConfig::mn_major): an N-major B is loaded in boxes of 64 columns, so only widths that are multiples of 64
-// are offered, and no CTA pairs (bf16_gemm.cuh says why).
+// are offered (of 128 in CTA pairs, each CTA loading half of the boxes).
 //
 // The m-grouped forms (m_grouped_bf16_gemm_nt_contiguous and _masked, Bf16GemmConfig::grouping) make plans of their
 // own: tiles of 64 and 128 rows only (an m block must lie in one group, and the groups are aligned to 128 rows), no

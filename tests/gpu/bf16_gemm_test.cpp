@@ -11,7 +11,8 @@
 // 128x128 and 128x256 tiles, out-of-range group indices (their blocks NaN), masked counts of 0, m, past m and below 0
 // (clamped), groups of 64, 192 and 256 rows, and padded strides; rows the kernel must not write keep their poison.
 // `--quick`: the dense and ragged shapes, the layouts and float32 forms on the plan's kernels, and three m-grouped
-// cases. `--grouped`: every m-grouped case, nothing else.
+// cases. `--grouped`: every m-grouped case, nothing else. `--layouts`: every case with an MN-major operand, nothing
+// else.
 //
 // Inputs are random bf16 with per-row magnitudes over 2^-4..2^4 (never zeros); C is random float32. D, its padding
 // columns and a guard row are poisoned with NaN before each call (in place, D's own columns hold C). Checked rows
@@ -604,7 +605,7 @@ void run_masked(const MaskedCase& c, uint64_t seed) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  const bool grouped_only = mode == "--grouped", quick = mode == "--quick";
+  const bool grouped_only = mode == "--grouped", quick = mode == "--quick", layouts_only = mode == "--layouts";
   if (!kiln::gpu_test::start_launches("bf16_gemm_test", g_failures)) return 77;
   std::vector<Case> cases;
   // Every dense_bf16 shape at M = 1, 128, 4096 (the plan's kernels).
@@ -640,19 +641,21 @@ int main(int argc, char** argv) {
     cases.push_back({256, 2048, 2048, {}, 0, 0, 0, 0, true});
   }
   // MN-major operands (DeepGEMM's nn, tn and tt: B stored [k, n], A stored [k, m], both): dense and ragged shapes
-  // (M off the 64-row boxes, a K tail), forced tiles (64-row, 256-row and 128x256 tiles, in pairs where B is K-major,
-  // 128x192) and padded strides, with a bf16 D, and with D += A . B^T.
+  // (M off the 64-row boxes, a K tail), forced tiles (64-row, 256-row pairs, 128x256 pairs each loading two boxes of
+  // an N-major B, 128x128 pairs, 128x192 alone) and padded strides, with a bf16 D, and with D += A . B^T. The pairs
+  // with an N-major B summed wrong in the second CTA until its descriptors' start addresses were masked
+  // (ptx::smem_desc_start_units); their M = 512 case has every second m block in a second CTA and none past M.
   for (const auto& [a_mn, b_mn] : {std::pair{false, true}, std::pair{true, false}, std::pair{true, true}}) {
     for (const Case& base : {Case{1, 2112, 7168}, Case{128, 7168, 2048}, Case{4096, 4096, 7168}, Case{37, 576, 520},
                              Case{1000, 136, 72}})
       cases.push_back(with_layout(base, a_mn, b_mn));
     cases.push_back(with_layout(with_form({300, 2112, 7176}, Form::kAddInPlace), a_mn, b_mn));
     if (quick) continue;
-    const int pair = b_mn ? 1 : 2;  // no CTA pairs with an N-major B
     for (const kiln::Bf16GemmOverrides& t :
-         {kiln::Bf16GemmOverrides{64, 64, 0, 1}, kiln::Bf16GemmOverrides{256, 128, 0, pair},
-          kiln::Bf16GemmOverrides{128, 256, 0, pair}, kiln::Bf16GemmOverrides{128, 192, 0, 1}})
+         {kiln::Bf16GemmOverrides{64, 64, 0, 1}, kiln::Bf16GemmOverrides{256, 128, 0, 2},
+          kiln::Bf16GemmOverrides{128, 256, 0, 2}, kiln::Bf16GemmOverrides{128, 192, 0, 1}})
       cases.push_back(with_layout({333, 1024, 1048, t}, a_mn, b_mn));
+    cases.push_back(with_layout({512, 1024, 1024, {128, 128, 0, 2}}, a_mn, b_mn));
     cases.push_back(with_layout({500, 2112, 1024, {}, 8, 16, 24}, a_mn, b_mn));
   }
   // The float32 forms: each on dense and ragged shapes (the plan's kernels), and forced tiles that cover the fp32
@@ -671,7 +674,8 @@ int main(int argc, char** argv) {
     cases.push_back(with_form({256, 2048, 2048, {}, 0, 0, 0, 0, true}, form));
   }
   if (!grouped_only)
-    for (const Case& c : cases) run_case(c);
+    for (const Case& c : cases)
+      if (!layouts_only || c.a_mn || c.b_mn) run_case(c);
 
   // The m-grouped contiguous form: group mixes with empty groups, -1 rows padding each group to 128 and blocks of
   // padding only, one group, a ragged N and K (576 x 520), forced 64- and 128-row tiles, and out-of-range indices.
@@ -729,9 +733,11 @@ int main(int argc, char** argv) {
     masked.push_back({counts_for(256), 256, 7168, 2048, 128, {64, 64, 0, 0}});
   }
   uint64_t seed = 0x51ed270b;
-  for (const ContiguousCase& c : contiguous) run_contiguous(c, seed++);
-  for (const MaskedCase& c : masked) run_masked(c, seed++);
-  if (!grouped_only) check_errors();
+  if (!layouts_only) {
+    for (const ContiguousCase& c : contiguous) run_contiguous(c, seed++);
+    for (const MaskedCase& c : masked) run_masked(c, seed++);
+  }
+  if (!grouped_only && !layouts_only) check_errors();
   std::printf("%s: %d failures\n", g_failures ? "FAIL" : "PASS", g_failures);
   return g_failures ? 1 : 0;
 }

@@ -247,6 +247,34 @@ def test_the_nn_tn_and_tt_layouts():
     print("  nn, tn, tt and transposed nt views: within calc_diff; tn into float32 with c: within 1e-7")
 
 
+def test_cta_pairs_with_an_n_major_b():
+    """Forced CTA pairs sharing an N-major B (each CTA loads half of the tile's 64-column boxes): every m block of the
+    second CTA of a pair right too, in every 64 columns of its tiles (they summed wrong from column 64 until the WGMMA
+    descriptors' start addresses were masked, 2026-12-07); M = 333 leaves a pair's second tile past M."""
+    try:
+        for m, n, k in ((512, 1024, 1024), (333, 1024, 1048)):
+            g = torch.Generator(device="cuda").manual_seed(m + k)
+            a = torch.randn(m, k, device="cuda", generator=g, dtype=torch.bfloat16)
+            b = torch.randn(n, k, device="cuda", generator=g, dtype=torch.bfloat16)
+            b_kn = b.T.contiguous()
+            for tile in (dict(block_m=128, block_n=128), dict(block_m=256, block_n=128), dict(block_m=128, block_n=256)):
+                kiln.set_bf16_gemm_overrides(cluster_m=2, **tile)
+                d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+                kiln.bf16_gemm_nn(a, b_kn, d)
+                torch.cuda.synchronize()
+                for first in range(0, m, 64):  # each 64 rows on their own: a wrong second CTA cannot hide in the mean
+                    rows = slice(first, min(m, first + 64))
+                    check(d[rows], a[rows], b, f"nn {m} x {n} x {k}, {tile} pairs, rows {first}..")
+    finally:
+        kiln.set_bf16_gemm_overrides()
+    with raises(ValueError, r"bf16_gemm_nn: block_n must be 0 \(heuristic\) or a multiple of 128 for CTA pairs"):
+        kiln.set_bf16_gemm_overrides(block_m=128, block_n=192, cluster_m=2)
+        try:
+            kiln.bf16_gemm_nn(a, b_kn, torch.empty(m, n, device="cuda", dtype=torch.bfloat16))
+        finally:
+            kiln.set_bf16_gemm_overrides()
+
+
 def test_errors_on_the_gpu():
     a, b, d = operands(64, 256, 512, seed=12)
     with raises(TypeError, "bf16_gemm_nt: a must be bfloat16, got float32"):

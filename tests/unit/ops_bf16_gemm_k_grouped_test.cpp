@@ -250,7 +250,8 @@ TEST(Bf16GemmKGroupedPlan, FormsItCannotTake) {
               HasSubstr("got epilogue 1 and mn_major 2"));
   EXPECT_THAT(error_of([] { ops::bf16_gemm_plan(kH200, 2048, 512, {128, 128, 0, 2}, kStoreF32, kBothMnMajor,
                                                 kKGrouped); }),
-              HasSubstr("cluster_m must be 0 (heuristic) or 1 with an N-major b"));
+              HasSubstr("bf16_gemm_nt: cluster_m must be 0 (heuristic) or 1 in the k-grouped form (its walk over the "
+                        "groups' tiles has no CTA pairs), got 2"));
   EXPECT_THAT(error_of([] { ops::bf16_gemm_plan(kH200, 2048, 512, {}, kStoreF32, kBothMnMajor, 4); }),
               HasSubstr("bf16_gemm_nt: grouping must be 0 (one GEMM), 1 (m-grouped contiguous), 2 (m-grouped masked) "
                         "or 3 (k-grouped), got 4"));

@@ -532,7 +532,7 @@ TEST(Bf16GemmPlan, AFloat32DHasAPlanOfItsOwn) {
   EXPECT_LT(fp32, add);
 }
 
-// MN-major operands: a plan per layout; an N-major B's widths are multiples of 64, without CTA pairs.
+// MN-major operands: a plan per layout; an N-major B's widths are multiples of 64, of 128 in CTA pairs.
 TEST(Bf16GemmPlan, MnMajorOperandsHavePlansOfTheirOwn) {
   const int a_mn = static_cast<int>(kernels::kBf16GemmMnMajorA), b_mn = static_cast<int>(kernels::kBf16GemmMnMajorB);
   for (const int mn_major : {a_mn, b_mn, a_mn | b_mn}) {
@@ -543,10 +543,7 @@ TEST(Bf16GemmPlan, MnMajorOperandsHavePlansOfTheirOwn) {
       EXPECT_LE(plan.kernels.size(), static_cast<size_t>(ops::kBf16GemmMaxKernels));
       for (const ops::Bf16GemmConfig& c : plan.kernels) {
         EXPECT_EQ(c.mn_major, mn_major);
-        if (mn_major & b_mn) {
-          EXPECT_EQ(c.block_n % 64, 0) << c.describe();
-          EXPECT_EQ(c.cluster_m, 1) << c.describe();
-        }
+        if (mn_major & b_mn) EXPECT_EQ(c.block_n % (64 * c.cluster_m), 0) << c.describe();
         EXPECT_THAT(c.describe(), HasSubstr(mn_major == a_mn ? ", M-major A" : ", N-major B"));
       }
     }
@@ -556,10 +553,12 @@ TEST(Bf16GemmPlan, MnMajorOperandsHavePlansOfTheirOwn) {
             ops::bf16_gemm_plan(kH200, 2112, 7168).kernels.size());
   EXPECT_THAT(error_of([&] { ops::bf16_gemm_plan(kH200, 4096, 7168, {64, 48, 0, 0}, 0, b_mn); }),
               HasSubstr("bf16_gemm_nt: block_n must be 0 (heuristic) or a multiple of 64 with an N-major b"));
-  EXPECT_THAT(error_of([&] { ops::bf16_gemm_plan(kH200, 4096, 7168, {128, 256, 0, 2}, 0, b_mn); }),
-              HasSubstr("bf16_gemm_nt: cluster_m must be 0 (heuristic) or 1 with an N-major b"));
-  // An M-major A keeps the pairs (A is not shared).
-  EXPECT_EQ(ops::bf16_gemm_plan(kH200, 4096, 7168, {128, 256, 0, 2}, 0, a_mn).kernels.at(0).cluster_m, 2);
+  // Pairs with an N-major B: each CTA loads half of the tile's 64-column boxes, so the width is a multiple of 128.
+  EXPECT_THAT(error_of([&] { ops::bf16_gemm_plan(kH200, 4096, 7168, {128, 192, 0, 2}, 0, b_mn); }),
+              HasSubstr("bf16_gemm_nt: block_n must be 0 (heuristic) or a multiple of 128 for CTA pairs (cluster_m 2) "
+                        "with an N-major b (each CTA loads whole 64-column boxes), got 192"));
+  for (const int mn_major : {a_mn, b_mn, a_mn | b_mn})
+    EXPECT_EQ(ops::bf16_gemm_plan(kH200, 4096, 7168, {128, 256, 0, 2}, 0, mn_major).kernels.at(0).cluster_m, 2);
   EXPECT_THAT(error_of([] { ops::bf16_gemm_plan(kH200, 4096, 7168, {}, 0, 4); }),
               HasSubstr("bf16_gemm_nt: mn_major must be 0..3"));
   // The spec names the epilogue (0) and the layouts: the template's arguments are positional.
@@ -652,8 +651,7 @@ TEST(Bf16GemmGolden, SourceOfOneSpec) {
 // plan's for one (n, k), and every tile family forced at a ragged N and K (64x16, 64x256, 256x128 pairs, 128x256
 // pairs, and with their epilogue in passes 128x256 with four stages and 128x192 pairs with five); with a float32 D,
 // the accumulating plan's for one (n, k) and, stored or added, 64x48 (16-column boxes), 256x128 pairs and 128x256 in
-// four passes; with MN-major operands, each layout's plan for one (n, k) and forced 256x128 and 128x256 (pairs with
-// an M-major A).
+// four passes; with MN-major operands, each layout's plan for one (n, k) and forced 256x128 and 128x256 pairs.
 class Bf16GemmCompile : public ::testing::TestWithParam<Backend> {
  protected:
   test::TempDir home_, state_;
@@ -675,8 +673,7 @@ TEST_P(Bf16GemmCompile, ThePlansKernelsAndForcedTilesBuild) {
   for (const int mn_major : {1, 2, 3}) {
     for (const ops::Bf16GemmConfig& c : ops::bf16_gemm_plan(kH200, 2112, 7168, {}, 0, mn_major).kernels)
       kernels.push_back({2112, c});
-    const int pair = mn_major == 1 ? 2 : 1;
-    for (const Bf16GemmOverrides o : {Bf16GemmOverrides{256, 128, 0, pair}, Bf16GemmOverrides{128, 256, 0, pair}})
+    for (const Bf16GemmOverrides o : {Bf16GemmOverrides{256, 128, 0, 2}, Bf16GemmOverrides{128, 256, 0, 2}})
       kernels.push_back({2112, ops::bf16_gemm_plan(kH200, 2112, 7168, o, add, mn_major).kernels.at(0)});
   }
   for (const auto& [n, c] : kernels) {

@@ -70,12 +70,11 @@ namespace kiln::kernels {
 // warpgroup owns two 64-row pieces of the tile, rows 64 * kNumMathWarpgroups * v + 64 w for wave v), and kBlockN
 // columns per tile; kStages pipeline slots (bf16_gemm_max_stages gives the most that fit). Launch with
 // bf16_gemm_num_threads(kNumMathWarpgroups) threads, bf16_gemm_layout(...).total_bytes of dynamic shared memory, at
-// most one CTA per SM, and with kClusterM = 2 clusters of (2, 1, 1), an even grid and B's tensor map boxed
-// {64, kBlockN / 2}.
+// most one CTA per SM, and with kClusterM = 2 clusters of (2, 1, 1), an even grid and a K-major B's tensor map boxed
+// {64, kBlockN / 2} (an N-major B's stays {64, 64}).
 // kEpilogue: kBf16GemmStoreBf16 (D bf16), kBf16GemmStoreF32 (D fp32) or kBf16GemmAddF32 (D fp32, added into).
 // kMnMajor: kBf16GemmMnMajorA | kBf16GemmMnMajorB for MN-major operands (0: both K-major); an N-major B needs BLOCK_N
-// a multiple of 64 and no CTA pairs (kClusterM = 1): multicasting its boxes to a pair gave wrong results on an H100
-// (2026-12-06), not yet understood.
+// a multiple of 64 (of 128 in pairs, each CTA loading whole 64-column boxes).
 // kGrouping: kBf16GemmDense, kBf16GemmMGrouped or kBf16GemmMasked ("Grouping" above): 64- or 128-row tiles, no pairs,
 // a bf16 D, K-major operands; or kBf16GemmKGrouped: kK = kBf16GemmRunTimeK, a float32 D, MN-major operands, no pairs,
 // launched with Bf16GemmKGroupedParams.
@@ -128,8 +127,8 @@ struct Bf16Gemm {
   static_assert(kWaves * kAccumPerWave <= 128, "at most 128 accumulators a thread (beside 232 registers)");
   static_assert(kClusterM == 1 || (kClusterM == 2 && kBlockN % 16 == 0), "pairs sharing B: halves of 8-row atoms");
   static_assert(kMnMajor <= (kBf16GemmMnMajorA | kBf16GemmMnMajorB), "kMnMajor: kBf16GemmMnMajorA | kBf16GemmMnMajorB");
-  static_assert(!kBMnMajor || (kBlockN % kMnBox == 0 && kClusterM == 1),
-                "an N-major B: BLOCK_N a multiple of 64, no CTA pairs");
+  static_assert(!kBMnMajor || kBlockN % (kMnBox * kClusterM) == 0,
+                "an N-major B: BLOCK_N a multiple of 64 (of 128 in pairs, each CTA loading whole boxes)");
   static_assert(kGroupM >= 1 && (kGroupM & (kGroupM - 1)) == 0, "a group holds a power of two of m units");
   static_assert(kGrouping <= kBf16GemmKGrouped,
                 "kGrouping: kBf16GemmDense, kBf16GemmMGrouped, kBf16GemmMasked or kBf16GemmKGrouped");
@@ -318,11 +317,20 @@ struct Bf16Gemm {
           for (u32 box = 0; box < kBlockN / kMnBox; ++box)
             ptx::tma_load_3d_hint(b_tile + box * kMnBoxBytes, &p.tma_b, &full[stage],
                                   n0 + static_cast<i32>(box * kMnBox), k0, b_plane, b_policy);
-        } else if constexpr (kBMnMajor) {
+        } else if constexpr (kBMnMajor && kClusterM == 1) {
 #pragma unroll
           for (u32 box = 0; box < kBlockN / kMnBox; ++box)
             ptx::tma_load_2d_hint(b_tile + box * kMnBoxBytes, operands.tma_b, &full[stage],
                                   n0 + static_cast<i32>(box * kMnBox), k0, b_policy);
+        } else if constexpr (kBMnMajor) {
+          // This CTA's half of the tile's 64-column boxes, into the same place in both CTAs.
+          constexpr u32 kBoxes = kBlockN / kMnBox / kClusterM;
+#pragma unroll
+          for (u32 i = 0; i < kBoxes; ++i) {
+            const u32 box = walk.rank * kBoxes + i;
+            ptx::tma_load_2d_multicast(b_tile + box * kMnBoxBytes, operands.tma_b, &full[stage],
+                                       n0 + static_cast<i32>(box * kMnBox), k0, u16{0b11});
+          }
         } else if constexpr (kClusterM == 1) {
           ptx::tma_load_2d_hint(b_tile, &p.tma_b, &full[stage], k0, n0, b_policy);
         } else {
@@ -353,10 +361,13 @@ struct Bf16Gemm {
     // the whole B tile. 128-byte swizzle, 1024-byte 8-row atoms.
     // An MN-major operand: 8-row K groups 1024 bytes apart (the stride byte offset), boxes of 64 M or N kMnBoxBytes
     // apart (the leading byte offset, which a K-major swizzled operand does not use).
-    const u64 desc_a0 = ptx::make_smem_desc_units((window + kLayout.a_offset + warpgroup * 64 * kRowBytes) >> 4,
-                                                  ptx::SmemSwizzle::k128B, kAMnMajor ? kMnBoxBytes : 0, 1024);
-    const u64 desc_b0 = ptx::make_smem_desc_units((window + kLayout.b_offset) >> 4, ptx::SmemSwizzle::k128B,
-                                                  kBMnMajor ? kMnBoxBytes : 0, 1024);
+    // The start addresses masked to the descriptor's field (ptx::smem_desc_start_units): in a pair the second CTA's
+    // window carries bits above it, which would land in the leading byte offset that an MN-major operand reads.
+    const u64 desc_a0 =
+        ptx::make_smem_desc_units(ptx::smem_desc_start_units(window + kLayout.a_offset + warpgroup * 64 * kRowBytes),
+                                  ptx::SmemSwizzle::k128B, kAMnMajor ? kMnBoxBytes : 0, 1024);
+    const u64 desc_b0 = ptx::make_smem_desc_units(ptx::smem_desc_start_units(window + kLayout.b_offset),
+                                                  ptx::SmemSwizzle::k128B, kBMnMajor ? kMnBoxBytes : 0, 1024);
     float accum[kWaves][kAccumPerWave];
     GemmSlot slot;
     GemmPaddingSkip skip = gemm_padding_skip<kContiguous>(walk, entry_of(p, walk));

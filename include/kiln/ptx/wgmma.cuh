@@ -20,10 +20,16 @@ enum class SmemSwizzle : u32 { kNone = 0, k128B = 1, k64B = 2, k32B = 3 };
 // one swizzle row). The tile must start 1024-byte aligned so the base offset is 0. Moving along K by
 // `bytes` (< 128) inside the atom is `desc + (bytes >> 4)`: the hardware applies the XOR swizzle to the
 // final address, so the same advance works for every row.
-// make_smem_desc_units takes the start address in 16-byte units of the shared window (as
-// __cvta_generic_to_shared gives it, >> 4), unmasked: a shared-window address is below 256 KB (228 KB of
-// shared memory per SM), so its units fit the field's 14 bits. (Masking the field per block, the form that
-// took a byte address, cost the kernels' loops instructions: bench/RESULTS.md.)
+// make_smem_desc_units takes the start address in 16-byte units, unmasked: the caller keeps it within the
+// field's 14 bits. A CTA alone has shared-window addresses (__cvta_generic_to_shared) below 256 KB, which fit.
+// In a CTA cluster they do not: a CTA of rank > 0 gets bits above 256 KB, which unmasked land in the leading
+// byte offset. K-major 128-byte-swizzled operands do not read that field, so the FP8 kernel forms its
+// descriptors per block from the unmasked window (masking per block cost its loops instructions:
+// bench/RESULTS.md). An MN-major operand wider than one swizzle atom does read it: the BF16 GEMM's CTA pairs with an
+// N-major B summed wrong in the second CTA's columns 64 and up until their start went through
+// smem_desc_start_units (H100, 2026-12-07, bench/probes/n_major_pairs_probe.py).
+__device__ __forceinline__ u32 smem_desc_start_units(u32 shared_address) { return (shared_address & 0x3FFFFu) >> 4; }
+
 __device__ __forceinline__ u64 make_smem_desc_units(u32 start_units, SmemSwizzle swizzle, u32 leading_bytes,
                                                     u32 stride_bytes) {
   u64 desc = static_cast<u64>(start_units);
