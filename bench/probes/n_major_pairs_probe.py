@@ -1,10 +1,11 @@
 """Why CTA pairs with an N-major B summed wrong (fifty-first session, on an H100: forced 256x128 and 128x256 pairs of
-bf16_gemm_nn and bf16_gemm_tn at 333 x 1024 x 1048; the kernel has refused them since 4c8f6b0). Run against a build
-with the pairs let back in (the experiment tree; each CTA loads half of the tile's 64-column boxes and multicasts
-them), this checks each forced pair over a matrix of shapes that separates the suspects: M a whole number of pair
-units or not (a tile past M), K a multiple of 64 or with a tail (a box half zero-filled), one n block or several,
-and for a wrong result it prints where the wrong elements are (rows by m block and CTA of the pair, columns by the
-64-column box, whether they are zero, and the error's size).
+bf16_gemm_nn and bf16_gemm_tn at 333 x 1024 x 1048; the kernel refused them from 4c8f6b0 to f527ffb). This checks
+each forced pair over a matrix of shapes that separates the suspects: M a whole number of pair units or not (a tile
+past M), K a multiple of 64 or with a tail (a box half zero-filled), one n block or several; for a wrong result it
+prints where the wrong elements are (rows by m block, columns by the 64-column box, the share that is zero, the
+median ratio to the reference). It found them in the second CTA of each pair, in every box but the first: the WGMMA
+descriptors' unmasked start addresses (ptx::smem_desc_start_units says why). Since f527ffb every case is right;
+bench/probes/n_major_pairs_2026-12-07_h100.txt has the runs before and after.
   PYTHONPATH=<package> python3 bench/probes/n_major_pairs_probe.py [--quick]
 """
 import os
