@@ -199,12 +199,14 @@ std::shared_ptr<const Binary> JitRuntime::compile_and_publish(const codegen::Ker
   compiler::CompileInput input;
   input.source = source;
   input.kernel_name = spec.kernel_name();
-  input.display_name = spec.op + (spec.args.empty() ? "" : " " + spec.describe()) + " for " + target.arch.name();
-  debug_log(config_, "compiling " + input.display_name + " with " + compiler.identity().text() + " (key " + key + ")");
+  // The compilers' messages add the arch themselves ("NVCC failed to compile <name> for sm_90a"); these add it here.
+  input.display_name = spec.op + (spec.args.empty() ? "" : " " + spec.describe());
+  const std::string what = input.display_name + " for " + target.arch.name();
+  debug_log(config_, "compiling " + what + " with " + compiler.identity().text() + " (key " + key + ")");
 
   // A failed compile throws here: nothing is published, so a broken kernel can never poison the cache.
   compiler::CompiledKernel compiled = compiler.compile(input, options_for(config_, target, spec));
-  if (config_.ptxas_check) compiler::check_resources(compiled, input.display_name);
+  if (config_.ptxas_check) compiler::check_resources(compiled, what);
   *compile_ms = compiled.compile_ms;
   tiers_->count(cache::Counter::kCompiles);
   tiers_->count(cache::Counter::kCompileMicros, static_cast<uint64_t>(compiled.compile_ms * 1000.0));
@@ -212,7 +214,7 @@ std::shared_ptr<const Binary> JitRuntime::compile_and_publish(const codegen::Ker
     // Serving-path compiles after warm-up are what strict mode forbids; counted so a deployment can see them.
     compiles_after_warmup_.fetch_add(1, std::memory_order_relaxed);
     tiers_->count(cache::Counter::kCompilesAfterWarmup);
-    debug_log(config_, "compile after the declared warm-up: " + input.display_name);
+    debug_log(config_, "compile after the declared warm-up: " + what);
   }
 
   auto binary = std::make_shared<Binary>();
@@ -243,13 +245,13 @@ std::shared_ptr<const Binary> JitRuntime::compile_and_publish(const codegen::Ker
 
   if (config_.wants_ptx() && !compiled.ptx.empty()) {
     if (auto path = disk().write_artifact(key, ".ptx", compiled.ptx))
-      std::fprintf(stderr, "[kiln] PTX of %s written to %s\n", input.display_name.c_str(), path->c_str());
+      std::fprintf(stderr, "[kiln] PTX of %s written to %s\n", what.c_str(), path->c_str());
   }
   if (config_.wants_sass()) {
     try {
       std::string sass = compiler::disassemble_sass(binary->cubin, config_);
       if (auto path = disk().write_artifact(key, ".sass", sass))
-        std::fprintf(stderr, "[kiln] SASS of %s written to %s\n", input.display_name.c_str(), path->c_str());
+        std::fprintf(stderr, "[kiln] SASS of %s written to %s\n", what.c_str(), path->c_str());
     } catch (const Error& e) {
       // A dump is a diagnostic: say clearly why it is missing, but never fail the kernel for it.
       std::fprintf(stderr, "[kiln] warning: DG_JIT_DUMP_SASS: %s\n", e.what());
