@@ -527,6 +527,7 @@ NB_MODULE(_native, m) {
           nb::dict params;
           d["name"] = op.name;
           d["summary"] = op.summary;
+          d["targets"] = op.targets;
           for (const auto& [name, doc] : op.params) params[name.c_str()] = doc;
           d["params"] = params;
         });

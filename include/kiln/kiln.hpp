@@ -93,6 +93,7 @@ struct OpInfo {
   std::string name;
   std::string summary;
   std::vector<std::pair<std::string, std::string>> params;  // (name, doc)
+  std::string targets;  // the archs its kernels are written for: "sm_90a only (they use WGMMA, ...)"
 };
 std::vector<OpInfo> list_ops();
 

@@ -861,7 +861,8 @@ def plan(op: str, *, arch: Optional[str] = None, backend: Optional[str] = None,
 
 
 def list_ops() -> List[Dict[str, Any]]:
-    """The operations kiln can compile: dicts with ``name``, ``summary`` and ``params`` (parameter name ->
+    """The operations kiln can compile: dicts with ``name``, ``summary``, ``targets`` (the archs their kernels are
+    written for, e.g. "sm_90a only (they use WGMMA, setmaxnreg and TMA)") and ``params`` (parameter name ->
     description), sorted by name."""
     return _native.list_ops()
 

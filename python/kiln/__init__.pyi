@@ -82,6 +82,7 @@ class _DoctorCheck(TypedDict):
 class _OpInfo(TypedDict):
     name: str
     summary: str
+    targets: str
     params: Dict[str, str]
 
 # (Names starting with _ exist only in this stub.)

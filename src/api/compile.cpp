@@ -30,9 +30,12 @@ std::vector<KernelReport> compile(const CompileRequest& request) {
   jit::JitRuntime& runtime = jit::runtime();
   const jit::Target target = api::target_of(request, runtime);
 
+  const ops::TargetInfo info = api::target_info(target.arch);
+  ops::check_target_arch(op, info);
+
   std::vector<KernelReport> reports;
   std::set<std::string> seen;
-  for (const codegen::KernelSpec& spec : op.kernels(problem, api::target_info(target.arch))) {
+  for (const codegen::KernelSpec& spec : op.kernels(problem, info)) {
     if (!seen.insert(spec_identity(spec)).second) continue;
     jit::BuildResult built = runtime.build(spec, target);
     KernelReport report;
@@ -59,6 +62,7 @@ std::vector<OpInfo> list_ops() {
     OpInfo info;
     info.name = op.name;
     info.summary = op.summary;
+    info.targets = ops::describe_targets(op.arch);
     for (const ops::ProblemParam& param : op.params)
       info.params.emplace_back(param.name, param.required ? param.doc : param.doc + " (optional)");
     out.push_back(std::move(info));

@@ -48,6 +48,7 @@ ops::TargetInfo target_info(const compiler::Arch& arch) {
   ops::TargetInfo info;
   info.arch_major = arch.major;
   info.arch_minor = arch.minor;
+  info.arch_specific = arch.arch_specific;
   const int count = cuda::device_count();  // 0 without a driver; never throws
   for (int i = 0; i < count; ++i) {
     try {

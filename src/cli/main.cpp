@@ -353,7 +353,7 @@ int run_ops(bool as_json) {
     for (const auto& op : ops) {
       json params = json::array();
       for (const auto& [name, doc] : op.params) params.push_back({{"name", name}, {"doc", doc}});
-      list.push_back({{"name", op.name}, {"summary", op.summary}, {"params", params}});
+      list.push_back({{"name", op.name}, {"summary", op.summary}, {"targets", op.targets}, {"params", params}});
     }
     print_json({{"ops", list}});
     return 0;
@@ -363,7 +363,7 @@ int run_ops(bool as_json) {
     if (i) std::cout << '\n';
     std::string usage = op.name;
     for (const auto& [name, doc] : op.params) usage += " " + name + "=N";
-    std::cout << usage << "\n  " << op.summary << '\n';
+    std::cout << usage << "\n  " << op.summary << "\n  targets: " << op.targets << '\n';
     Table params({"  parameter", "meaning"});
     for (const auto& [name, doc] : op.params) params.add({"  " + name, doc});
     if (!params.empty()) std::cout << params.render();

@@ -198,9 +198,14 @@ int64_t param_max(const Problem& problem, const char* name) { return problem.at(
 
 }  // namespace
 
+// The quantisation kernels build for any arch from sm_90 (griddepcontrol, programmatic dependent launch; e4m3
+// conversions need sm_89).
+const ArchNeeds kQuantizeArch{9, 0, false, "griddepcontrol for programmatic dependent launch"};
+
 OpDescriptor per_token_cast_descriptor() {
   OpDescriptor op;
   op.name = kPerTokenOp;
+  op.arch = kQuantizeArch;
   op.summary = "bf16 [m, k] -> e4m3 with one fp32 scale per token and 128 channels (MN-major, TMA-aligned scales)";
   op.params = {{"m", "rows of x (tokens), or a range lo..hi; m = 0 needs no kernel", true, true},
                {"k", "columns of x, a positive multiple of 128 (the kernel is specialised on it)", true}};
@@ -218,6 +223,7 @@ OpDescriptor per_token_cast_descriptor() {
 OpDescriptor per_block_cast_descriptor() {
   OpDescriptor op;
   op.name = kPerBlockOp;
+  op.arch = kQuantizeArch;
   op.summary = "bf16 [n, k] -> e4m3 with one fp32 scale per 128x128 block (weights)";
   op.params = {{"n", "rows of x; any n >= 0 (n = 0 needs no kernel), or a range lo..hi", true, true},
                {"k", "columns of x, a positive multiple of 128", true}};
@@ -234,6 +240,7 @@ OpDescriptor per_block_cast_descriptor() {
 OpDescriptor mn_major_scales_descriptor() {
   OpDescriptor op;
   op.name = kMnMajorOp;
+  op.arch = kQuantizeArch;
   op.summary = "fp32 scales [mn, g] row-major -> the MN-major, TMA-aligned layout the FP8 GEMM reads";
   op.params = {{"mn", "rows of the scales (m or n), or a range lo..hi; 0 needs no kernel", true, true},
                {"k", "the reduction the scales cover: g = ceil(k / 128) columns; k > 0", true}};

@@ -105,12 +105,32 @@ TargetInfo device_target(const cuda::DeviceInfo& info, int sm_count) {
   TargetInfo t;
   t.arch_major = info.cc_major;
   t.arch_minor = info.cc_minor;
+  t.arch_specific = info.cc_major >= 9;  // as the JIT targets a device (jit_runtime.cpp)
   t.sm_count = sm_count;
   t.shared_memory_per_block = info.shared_memory_per_block_optin;
   return t;
 }
 
+std::string describe_targets(const ArchNeeds& needs) {
+  const std::string archs = needs.sm90a_only ? "sm_90a only" : "sm_" + std::to_string(needs.min_major) +
+                                                                   std::to_string(needs.min_minor) + " and later";
+  return archs + " (they use " + needs.uses + ")";
+}
+
+void check_target_arch(const OpDescriptor& op, const TargetInfo& target) {
+  const ArchNeeds& needs = op.arch;
+  const bool ok = needs.sm90a_only ? target.arch_major == 9 && target.arch_minor == 0 && target.arch_specific
+                                   : std::pair{target.arch_major, target.arch_minor} >=
+                                         std::pair{needs.min_major, needs.min_minor};
+  if (ok) return;
+  const std::string name = "sm_" + std::to_string(target.arch_major) + std::to_string(target.arch_minor) +
+                           (target.arch_specific ? "a" : "");
+  throw Error(ErrorKind::kValueError,
+              op.name + ": its kernels are written for " + describe_targets(needs) + ", got " + name);
+}
+
 std::vector<KernelUse> kernel_uses(const OpDescriptor& op, const Problem& problem, const TargetInfo& target) {
+  check_target_arch(op, target);
   if (op.uses) return op.uses(problem, target);
   std::vector<codegen::KernelSpec> specs = op.kernels(problem, target);
   std::string param;

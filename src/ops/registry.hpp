@@ -44,6 +44,7 @@ struct TargetInfo {
   int arch_minor = 0;
   int sm_count = 132;
   int64_t shared_memory_per_block = 232448;
+  bool arch_specific = true;  // the "a" of sm_90a
 };
 
 // A launch's target: the device's arch and opt-in shared memory, and the `sm_count` SMs its kernels may use
@@ -67,10 +68,21 @@ struct KernelUse {
   std::string detail;                               // e.g. the launch geometry, for people
 };
 
+// The targets an operation's kernels are written for (OpDescriptor::arch): every arch from sm_<min_major><min_minor>
+// on, or with `sm90a_only` sm_90a alone (WGMMA and setmaxnreg exist nowhere else, not in sm_90 without its "a" nor in
+// later GPUs). `uses` names what sets the bound, for the error (check_target_arch).
+struct ArchNeeds {
+  int min_major = 9;
+  int min_minor = 0;
+  bool sm90a_only = false;
+  std::string uses;
+};
+
 struct OpDescriptor {
   std::string name;
   std::string summary;
   std::vector<ProblemParam> params;
+  ArchNeeds arch;
   // The distinct kernels the problem needs on the target. Pure and deterministic. Throws
   // Error(kValueError) naming the parameter for an invalid problem (missing, unknown or out of range).
   std::function<std::vector<codegen::KernelSpec>(const Problem&, const TargetInfo&)> kernels;
@@ -92,8 +104,15 @@ void validate_problem(const OpDescriptor& op, const Problem& problem);
 // Error(kValueError) "<op>: parameter <name> must be <allowed>, got <value>".
 bool problem_flag(const char* op, const Problem& problem, const char* name, const char* allowed);
 
+// The targets of `needs` for people: "sm_90a only (they use WGMMA, setmaxnreg and TMA)" or "sm_90 and later (...)".
+std::string describe_targets(const ArchNeeds& needs);
+// Throws Error(kValueError) naming the op, the archs its kernels are written for, what they use and the target's arch
+// when `target` is not one of them: before a plan or an ahead-of-time compile, rather than ptxas's error after it.
+void check_target_arch(const OpDescriptor& op, const TargetInfo& target);
+
 // The distinct kernels the problem needs, each with the part of the range it serves (op.uses when set,
-// else op.kernels with the whole range). Validates the problem as op.kernels does.
+// else op.kernels with the whole range). Checks the target (check_target_arch) and validates the problem as
+// op.kernels does.
 std::vector<KernelUse> kernel_uses(const OpDescriptor& op, const Problem& problem, const TargetInfo& target);
 
 }  // namespace kiln::ops

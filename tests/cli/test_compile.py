@@ -132,8 +132,12 @@ def test_ops_lists_operations_and_parameters(kiln):
     assert [p["name"] for p in per_token["params"]] == ["m", "k"]
     assert all(p["doc"] for p in per_token["params"])
     assert per_token["summary"]
+    assert per_token["targets"] == "sm_90 and later (they use griddepcontrol for programmatic dependent launch)"
+    gemm = next(op for op in out["ops"] if op["name"] == "fp8_gemm_nt")
+    assert gemm["targets"].startswith("sm_90a only (they use WGMMA")
     human = kiln.run("ops", check=True)
     assert f"{OP} m=N k=N" in human.stdout
+    assert "  targets: sm_90a only" in human.stdout
 
 
 def test_version(kiln):

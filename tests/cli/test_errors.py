@@ -43,6 +43,14 @@ def test_bad_arch(kiln, arch):
     assert_error(kiln.run("compile", OP, *PROBLEM, "--arch", arch), arch)
 
 
+@pytest.mark.parametrize("arch", ["sm_80", "sm_89"])
+def test_an_arch_the_kernels_are_not_written_for(kiln, arch):
+    # Refused by name before any compile, not left to ptxas (the casts use griddepcontrol: sm_90 and later).
+    assert_error(kiln.run("compile", OP, *PROBLEM, "--arch", arch), OP, "written for sm_90 and later",
+                 "griddepcontrol", f"got {arch}")
+    assert not list(kiln.cache_dir.rglob("*.cubin"))
+
+
 def test_bad_backend_is_a_usage_error(kiln):
     assert_error(kiln.run("compile", OP, *PROBLEM, "--backend", "gcc"), "gcc", status=2)
 

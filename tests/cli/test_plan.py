@@ -117,6 +117,13 @@ def test_errors(kiln, tmp_path):
     assert_error(kiln.run("plan", "fp8_gemm_nt", "m=1", "--shapes", wrong), "m", status=2)
     assert_error(kiln.run("plan", "fp8_gemm_nt", "n=576", "k=512", "m=1", "block_n=200"), "block_n", "200")
     assert_error(kiln.run("plan", "fp8_gemm_nt", "n=576", "k=512", "m=1", "split_k=3"), "split_k", "got 3")
+    # The GEMMs' kernels are sm_90a's alone (WGMMA, setmaxnreg): any other target is refused by name, in plan and
+    # precompile alike, before anything is compiled.
+    for arch in ("sm_90", "sm_100a", "sm_80"):
+        for command in ("plan", "precompile"):
+            for op in ("fp8_gemm_nt", "bf16_gemm_nt"):
+                assert_error(kiln.run(command, op, "n=576", "k=512", "m=1..64", "--arch", arch), op,
+                             "written for sm_90a only", "WGMMA", f"got {arch}")
     assert_error(kiln.run("plan", "fp8_gemm_nt", "n=576", "k=512", "m=1", "split_k=2", "cluster_m=2"),
                  "split_k must be 0 or 1 when cluster_m is 2")
     assert_error(kiln.run("plan", "fp8_gemm_nt", "n=576", "k=512", "m=1", "split_k=2", "accumulate=1"),

@@ -79,6 +79,8 @@ def test_list_ops_describes_each_operation_and_its_parameters():
     assert set(ops["per_token_cast_to_fp8"]["params"]) == {"m", "k"}
     assert set(ops["per_block_cast_to_fp8"]["params"]) == {"n", "k"}
     assert all(op["summary"] for op in ops.values())
+    assert ops["fp8_gemm_nt"]["targets"].startswith("sm_90a only")
+    assert ops["per_token_cast_to_fp8"]["targets"].startswith("sm_90 and later")
 
 
 @pytest.mark.parametrize("call,error,text", [
@@ -88,6 +90,8 @@ def test_list_ops_describes_each_operation_and_its_parameters():
     (lambda: kiln.plan("per_token_cast_to_fp8", m=-1, k=128), ValueError, "m"),
     (lambda: kiln.plan("per_token_cast_to_fp8", m=1, k=100, arch="sm_90a"), ValueError, "multiple of 128"),
     (lambda: kiln.plan("per_token_cast_to_fp8", m=1, k=128, arch="sm_banana"), ValueError, "sm_banana"),
+    (lambda: kiln.plan("fp8_gemm_nt", m=1, n=4096, k=7168, arch="sm_100a"), ValueError,
+     r"fp8_gemm_nt: its kernels are written for sm_90a only .*got sm_100a"),
     (lambda: kiln.plan("per_token_cast_to_fp8", m=1, k=128, backend="gcc"), ValueError, "gcc"),
     (lambda: kiln.plan("per_token_cast_to_fp8", m=1, k=128.0), TypeError, "k must be an int"),
     (lambda: kiln.plan("per_token_cast_to_fp8", m=True, k=128), TypeError, "m must be an int"),

@@ -107,6 +107,13 @@ TEST(ApiCompile, ErrorsHaveTheirKinds) {
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("banana"));
   }
+  // A target the kernels are not written for: a ValueError naming it, before any compile.
+  const CacheStats before = cache_stats();
+  EXPECT_EQ(kind_of([] { compile({"fp8_gemm_nt", {{"m", 1}, {"n", 4096}, {"k", 7168}}, "sm_100a", std::nullopt}); }),
+            ErrorKind::kValueError);
+  EXPECT_EQ(kind_of([] { compile({"per_token_cast_to_fp8", {{"m", 1}, {"k", 128}}, "sm_80", std::nullopt}); }),
+            ErrorKind::kValueError);
+  EXPECT_EQ(cache_stats().compiles, before.compiles);
 }
 
 TEST(ApiOps, ListsEveryOperationWithItsParameters) {
@@ -116,6 +123,8 @@ TEST(ApiOps, ListsEveryOperationWithItsParameters) {
     names.insert(op.name);
     EXPECT_FALSE(op.summary.empty()) << op.name;
     EXPECT_FALSE(op.params.empty()) << op.name;
+    EXPECT_THAT(op.targets, HasSubstr(op.name.find("gemm") != std::string::npos ? "sm_90a only" : "sm_90 and later"))
+        << op.name;
   }
   EXPECT_TRUE(names.count("per_token_cast_to_fp8"));
   EXPECT_TRUE(names.count("per_block_cast_to_fp8"));

@@ -160,5 +160,38 @@ TEST(ApiPlan, BadRequestsAreRefusedBeforeAnyCompile) {
   EXPECT_THAT(error_of([&] { plan(bad_arch); }), HasSubstr("arch: "));
 }
 
+// Each operation names the targets its kernels are written for: the GEMMs sm_90a alone, the casts sm_90 and later. A
+// request for another is refused by name before any compile (ptxas would fail on WGMMA or griddepcontrol after it).
+TEST(ApiPlan, ATargetTheKernelsAreNotWrittenForIsRefusedByName) {
+  for (const char* arch : {"sm_90", "sm_89", "sm_100a"}) {
+    CompileRequest request = gemm(7168, 2048, 1, 10);
+    request.arch = arch;
+    EXPECT_THAT(error_of([&] { plan(request); }),
+                HasSubstr(std::string("fp8_gemm_nt: its kernels are written for sm_90a only (they use WGMMA, setmaxnreg "
+                                      "and TMA), got ") + arch));
+  }
+  CompileRequest bf16{"bf16_gemm_nt", {{"n", 4096}, {"k", 7168}}, "sm_100a", std::nullopt};
+  bf16.ranges["m"] = {1, 100};
+  EXPECT_THAT(error_of([&] { plan(bf16); }), HasSubstr("bf16_gemm_nt: its kernels are written for sm_90a only"));
+  CompileRequest cast{"per_token_cast_to_fp8", {{"k", 7168}}, "sm_89", std::nullopt};
+  cast.ranges["m"] = {1, 100};
+  EXPECT_THAT(error_of([&] { plan(cast); }),
+              HasSubstr("per_token_cast_to_fp8: its kernels are written for sm_90 and later (they use griddepcontrol "
+                        "for programmatic dependent launch), got sm_89"));
+  for (const char* arch : {"sm_90", "sm_90a", "sm_100a"}) {
+    cast.arch = arch;
+    const std::vector<KernelReport> reports = plan(cast);
+    ASSERT_EQ(reports.size(), 1u) << arch;
+    EXPECT_EQ(reports[0].arch, arch);
+  }
+  // Among good requests, one for the wrong target fails the whole precompile, and nothing is compiled.
+  const CacheStats before = cache_stats();
+  CompileRequest wrong = gemm(7168, 2048, 1, 10);
+  wrong.arch = "sm_100a";
+  EXPECT_THAT(error_of([&] { precompile(std::vector<CompileRequest>{gemm(576, 7168, 1, 10), wrong}); }),
+              HasSubstr("got sm_100a"));
+  EXPECT_EQ(cache_stats().compiles, before.compiles);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -48,6 +48,34 @@ TEST(Registry, ListsTheCastsSortedByName) {
   EXPECT_EQ(block.params[1].name, "k");
 }
 
+// Every operation says which targets its kernels are written for; kernel_uses() checks it first.
+TEST(Registry, EachOperationNamesTheTargetsItsKernelsAreWrittenFor) {
+  const auto target = [](int major, int minor, bool arch_specific) {
+    TargetInfo t;
+    t.arch_major = major;
+    t.arch_minor = minor;
+    t.arch_specific = arch_specific;
+    return t;
+  };
+  for (const OpDescriptor& op : all_ops()) {
+    SCOPED_TRACE(op.name);
+    EXPECT_FALSE(op.arch.uses.empty());
+    EXPECT_NO_THROW(check_target_arch(op, target(9, 0, true)));
+    EXPECT_THAT(error_of([&] { check_target_arch(op, target(8, 9, false)); }, ErrorKind::kValueError),
+                AllOf(HasSubstr(op.name + ": its kernels are written for sm_90"), HasSubstr("got sm_89")));
+    const bool gemm = op.name == "fp8_gemm_nt" || op.name == "bf16_gemm_nt";
+    EXPECT_EQ(op.arch.sm90a_only, gemm);
+    for (const TargetInfo& later : {target(9, 0, false), target(10, 0, true), target(12, 0, true)}) {
+      if (gemm)
+        EXPECT_THAT(error_of([&] { check_target_arch(op, later); }), HasSubstr("written for sm_90a only"));
+      else
+        EXPECT_NO_THROW(check_target_arch(op, later));
+    }
+  }
+  EXPECT_THAT(error_of([&] { kernel_uses(find_op("per_token_cast_to_fp8"), {{"m", 1}, {"k", 128}}, target(8, 0, false)); }),
+              HasSubstr("got sm_80"));
+}
+
 TEST(Registry, UnknownOperationListsTheKnownOnes) {
   EXPECT_THAT(error_of([] { find_op("per_tensor_cast"); }, ErrorKind::kNotFound),
               AllOf(HasSubstr("unknown operation 'per_tensor_cast'"), HasSubstr("per_block_cast_to_fp8"),
