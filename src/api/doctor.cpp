@@ -13,6 +13,7 @@
 #include "compiler/compiler.hpp"
 #include "cuda/driver.hpp"
 #include "kiln/kiln.hpp"
+#include "ops/registry.hpp"
 
 namespace kiln {
 
@@ -142,9 +143,33 @@ void check_driver_and_gpus(std::vector<DoctorCheck>& checks) {
     if (gpu.arch == "sm_90a")
       checks.push_back(ok(what, detail));
     else
-      checks.push_back(warning(what, detail + ": kiln's kernels are written for Hopper (sm_90a)",
-                               "run on an H100 or H200; other GPUs can only be compiled for with --arch"));
+      checks.push_back(warning(what, detail + ": kiln's GEMM kernels are written for Hopper (sm_90a) only",
+                               "run on an H100 or H200 (`kiln ops` lists the archs each operation's kernels are "
+                               "written for)"));
   }
+}
+
+// DG_JIT_ARCH: the operations whose kernels are not written for it (ops::check_target_arch), which a build for it
+// would refuse.
+DoctorCheck check_target_arch(const std::string& text) {
+  const compiler::Arch arch = compiler::Arch::parse(text);  // the configuration has already checked its form
+  ops::TargetInfo target;
+  target.arch_major = arch.major;
+  target.arch_minor = arch.minor;
+  target.arch_specific = arch.arch_specific;
+  std::string refused;
+  for (const ops::OpDescriptor& op : ops::all_ops()) {
+    try {
+      ops::check_target_arch(op, target);
+    } catch (const Error&) {
+      refused += (refused.empty() ? "" : ", ") + op.name;
+    }
+  }
+  const std::string detail = text + " (set by DG_JIT_ARCH)";
+  if (refused.empty()) return ok("target arch", detail);
+  return warning("target arch",
+                 detail + ": the kernels of " + refused + " are not written for it (`kiln ops` shows their targets)",
+                 "unset DG_JIT_ARCH to build for the GPU, or set it to sm_90a");
 }
 
 // The cache directory: existing and writable, or creatable. Never created here.
@@ -224,7 +249,7 @@ std::vector<DoctorCheck> doctor() {
   check_driver_and_gpus(checks);
   if (config) {
     checks.push_back(check_cache_dir(*config));
-    if (config->arch) checks.push_back(ok("target arch", *config->arch + " (set by DG_JIT_ARCH)"));
+    if (config->arch) checks.push_back(check_target_arch(*config->arch));
   }
   return checks;
 }

@@ -108,6 +108,24 @@ def test_doctor_without_a_gpu_says_the_driver_is_missing(kiln):
     assert "what to do" in human.stdout
 
 
+def test_doctor_checks_the_target_arch_against_the_operations(kiln):
+    # DG_JIT_ARCH set: fine at sm_90a; a warning naming the operations whose kernels are not written for another.
+    _, checks = doctor_checks(kiln, env={"DG_JIT_ARCH": "sm_90a"})
+    assert checks["target arch"]["status"] == "ok"
+    result, checks = doctor_checks(kiln, env={"DG_JIT_ARCH": "sm_100a"})
+    arch = checks["target arch"]
+    assert arch["status"] == "warning", arch
+    assert "sm_100a (set by DG_JIT_ARCH): the kernels of bf16_gemm_nt, fp8_gemm_nt are not written for it" in \
+        arch["detail"]
+    assert "per_token_cast_to_fp8" not in arch["detail"]  # the casts build for sm_90 and later
+    assert "sm_90a" in arch["advice"]
+    assert result.returncode == 0, result  # the casts can still be built: not an error
+    _, checks = doctor_checks(kiln, env={"DG_JIT_ARCH": "sm_89"})
+    assert "per_token_cast_to_fp8" in checks["target arch"]["detail"]
+    _, checks = doctor_checks(kiln)
+    assert "target arch" not in checks  # unset: the GPU's arch, nothing to check
+
+
 def test_doctor_reports_a_bad_environment(kiln):
     result, checks = doctor_checks(kiln, env={"DG_JIT_CPP_STANDARD": "banana"})
     assert result.returncode == 1
