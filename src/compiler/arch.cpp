@@ -31,6 +31,11 @@ std::string Arch::name() const {
   return "sm_" + std::to_string(major) + std::to_string(minor) + (arch_specific ? "a" : "");
 }
 
+bool Arch::runs_on(int cc_major, int cc_minor) const {
+  if (cc_major != major) return false;
+  return arch_specific ? cc_minor == minor : cc_minor >= minor;
+}
+
 std::string Arch::compute_name() const {
   return "compute_" + std::to_string(major) + std::to_string(minor) + (arch_specific ? "a" : "");
 }

@@ -24,6 +24,9 @@ struct Arch {
   static Arch parse(const std::string& text);
   std::string name() const;            // "sm_90a"
   std::string compute_name() const;    // "compute_90a"
+  // Whether a cubin built for this arch loads on a GPU of compute capability cc_major.cc_minor: an arch-specific
+  // one ("a") on that exact capability only, another on the same major at the same or a later minor.
+  bool runs_on(int cc_major, int cc_minor) const;
   bool operator==(const Arch&) const = default;
 };
 

@@ -277,9 +277,20 @@ compiler::Arch JitRuntime::default_arch() const {
   return compiler::Arch::parse("sm_90a");
 }
 
+void JitRuntime::check_runs_on(const compiler::Arch& arch, int device) const {
+  if (!config_.arch) return;  // the device's own arch
+  const cuda::DeviceInfo info = cuda::device_info(device);
+  if (!arch.runs_on(info.cc_major, info.cc_minor))
+    throw Error(ErrorKind::kConfigError,
+                "DG_JIT_ARCH=" + *config_.arch + ": kernels built for it cannot run on device " + std::to_string(device) +
+                    " (" + info.name + ", compute capability " + std::to_string(info.cc_major) + "." +
+                    std::to_string(info.cc_minor) + "); unset DG_JIT_ARCH to build for each device's own arch");
+}
+
 const cuda::LoadedKernel& JitRuntime::kernel(const codegen::KernelSpec& spec, int device, CUstream stream) {
   Target target{arch_for_device(device), config_.backend};
   BuildResult built = build_with_hook(spec, target, [&] {
+    check_runs_on(target.arch, device);  // before a compile for a GPU this is not
     // Compiling while the stream is being captured would stall the capture for seconds and, for a graph, be
     // replayed never: refuse before touching the capture, so it stays intact.
     if (cuda::stream_is_capturing(stream))
@@ -299,6 +310,7 @@ const cuda::LoadedKernel& JitRuntime::kernel(const codegen::KernelSpec& spec, in
   }
   std::lock_guard<std::mutex> lock(slot->mutex);
   if (!slot->kernel) {
+    check_runs_on(target.arch, device);  // a cached kernel for DG_JIT_ARCH, built for another GPU
     auto t0 = std::chrono::steady_clock::now();
     slot->kernel = cuda::LoadedKernel::load(built.binary->cubin, built.binary->meta.kernel_name, device, config_.launch_api,
                                     config_.print_load_time);

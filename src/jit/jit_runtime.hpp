@@ -80,7 +80,8 @@ class JitRuntime {
   // The returned reference lives as long as the runtime.
   const cuda::LoadedKernel& kernel(const codegen::KernelSpec& spec, int device, CUstream stream);
 
-  // The arch a kernel for `device` is built for (sm_90a on an H100/H200), or the configured DG_JIT_ARCH.
+  // The arch a kernel for `device` is built for (sm_90a on an H100/H200), or the configured DG_JIT_ARCH (kernel()
+  // refuses one whose kernels would not load on the device: Error(kConfigError), before a compile or a load).
   compiler::Arch arch_for_device(int device) const;
   // The default AOT arch: DG_JIT_ARCH, else device 0 when there is one, else sm_90a.
   compiler::Arch default_arch() const;
@@ -95,6 +96,8 @@ class JitRuntime {
 
  private:
   compiler::Compiler& compiler_for(Backend backend);
+  // With DG_JIT_ARCH set: Error(kConfigError) naming it and the device when `arch`'s kernels would not load there.
+  void check_runs_on(const compiler::Arch& arch, int device) const;
   // The key of `source`, rendered from `spec` (which also brings the kernel's own compile options).
   std::string key_of_source(const std::string& source, const codegen::KernelSpec& spec, const Target& target);
   std::shared_ptr<const Binary> compile_and_publish(const codegen::KernelSpec& spec, const Target& target,

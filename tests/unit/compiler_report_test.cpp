@@ -182,6 +182,17 @@ TEST(RegisterUsageLevel, OptionOrRangeError) {
   }
 }
 
+TEST(Arch, RunsOnTheGpusItsCubinsLoadOn) {
+  EXPECT_TRUE(Arch::parse("sm_90a").runs_on(9, 0));
+  EXPECT_FALSE(Arch::parse("sm_90a").runs_on(10, 0));
+  EXPECT_FALSE(Arch::parse("sm_100a").runs_on(9, 0));
+  EXPECT_TRUE(Arch::parse("sm_90").runs_on(9, 0));
+  EXPECT_TRUE(Arch::parse("sm_80").runs_on(8, 9));   // same major, a later minor
+  EXPECT_FALSE(Arch::parse("sm_89").runs_on(8, 0));  // an earlier minor
+  EXPECT_FALSE(Arch::parse("sm_80").runs_on(9, 0));  // another major
+  EXPECT_FALSE(Arch::parse("sm_120a").runs_on(12, 1));
+}
+
 TEST(Arch, ParsesAndNames) {
   Arch a = Arch::parse("sm_90a");
   EXPECT_EQ(a.name(), "sm_90a");
