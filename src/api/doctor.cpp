@@ -13,6 +13,7 @@
 #include "compiler/compiler.hpp"
 #include "cuda/driver.hpp"
 #include "kiln/kiln.hpp"
+#include "api/planning.hpp"
 #include "ops/registry.hpp"
 
 namespace kiln {
@@ -151,12 +152,9 @@ void check_driver_and_gpus(std::vector<DoctorCheck>& checks) {
 
 // DG_JIT_ARCH: the operations whose kernels are not written for it (ops::check_target_arch), which a build for it
 // would refuse.
-DoctorCheck check_target_arch(const std::string& text) {
-  const compiler::Arch arch = compiler::Arch::parse(text);  // the configuration has already checked its form
-  ops::TargetInfo target;
-  target.arch_major = arch.major;
-  target.arch_minor = arch.minor;
-  target.arch_specific = arch.arch_specific;
+DoctorCheck check_arch_setting(const std::string& text) {
+  // The configuration has already checked the text's form.
+  const ops::TargetInfo target = api::target_info(compiler::Arch::parse(text));
   std::string refused;
   for (const ops::OpDescriptor& op : ops::all_ops()) {
     try {
@@ -249,7 +247,7 @@ std::vector<DoctorCheck> doctor() {
   check_driver_and_gpus(checks);
   if (config) {
     checks.push_back(check_cache_dir(*config));
-    if (config->arch) checks.push_back(check_target_arch(*config->arch));
+    if (config->arch) checks.push_back(check_arch_setting(*config->arch));
   }
   return checks;
 }
