@@ -10,10 +10,10 @@
 #include <optional>
 #include <string>
 
+#include "api/planning.hpp"
 #include "compiler/compiler.hpp"
 #include "cuda/driver.hpp"
 #include "kiln/kiln.hpp"
-#include "api/planning.hpp"
 #include "ops/registry.hpp"
 
 namespace kiln {
@@ -150,19 +150,14 @@ void check_driver_and_gpus(std::vector<DoctorCheck>& checks) {
   }
 }
 
-// DG_JIT_ARCH: the operations whose kernels are not written for it (ops::check_target_arch), which a build for it
-// would refuse.
+// DG_JIT_ARCH: the operations whose kernels are not written for it (ops::is_written_for), which a build for it would
+// refuse.
 DoctorCheck check_arch_setting(const std::string& text) {
   // The configuration has already checked the text's form.
   const ops::TargetInfo target = api::target_info(compiler::Arch::parse(text));
   std::string refused;
-  for (const ops::OpDescriptor& op : ops::all_ops()) {
-    try {
-      ops::check_target_arch(op, target);
-    } catch (const Error&) {
-      refused += (refused.empty() ? "" : ", ") + op.name;
-    }
-  }
+  for (const ops::OpDescriptor& op : ops::all_ops())
+    if (!ops::is_written_for(op, target)) refused += (refused.empty() ? "" : ", ") + op.name;
   const std::string detail = text + " (set by DG_JIT_ARCH)";
   if (refused.empty()) return ok("target arch", detail);
   return warning("target arch",

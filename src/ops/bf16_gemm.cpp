@@ -541,7 +541,7 @@ std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target)
 OpDescriptor bf16_gemm_nt_descriptor() {
   OpDescriptor op;
   op.name = kOp;
-  op.arch = {9, 0, true, "WGMMA, setmaxnreg and TMA"};
+  op.arch = kWgmmaArchNeeds;
   op.summary = "D[m, n] (bf16 or fp32) (+)= A[m, k] (bf16) . B[n, k]^T (bf16), summed in FP32; m_grouped=1: MoE "
                "experts' GEMMs in one call";
   op.params = {

@@ -948,7 +948,7 @@ codegen::KernelSpec fp8_gemm_spec(int64_t n, int64_t k, const Fp8GemmConfig& c) 
 OpDescriptor fp8_gemm_nt_descriptor() {
   OpDescriptor op;
   op.name = kOp;
-  op.arch = {9, 0, true, "WGMMA, setmaxnreg and TMA"};
+  op.arch = kWgmmaArchNeeds;
   op.summary =
       "D[m, n] (bf16) = A[m, k] (e4m3, per-token 1x128 scales) . B[n, k]^T (e4m3, 128x128 block scales); "
       "accumulate=1: D (fp32) += A . B^T with B scaled per row (1x128); m_grouped=1: MoE experts' rows in one call";

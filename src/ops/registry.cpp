@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
+#include "compiler/compiler.hpp"
 #include "cuda/driver.hpp"
 #include "kiln/error.hpp"
 #include "ops/bf16_gemm.hpp"
@@ -112,21 +114,23 @@ TargetInfo device_target(const cuda::DeviceInfo& info, int sm_count) {
 }
 
 std::string describe_targets(const ArchNeeds& needs) {
-  const std::string archs = needs.sm90a_only ? "sm_90a only" : "sm_" + std::to_string(needs.min_major) +
-                                                                   std::to_string(needs.min_minor) + " and later";
+  const std::string archs = needs.sm90a_only
+                                ? "sm_90a only"
+                                : compiler::Arch{needs.min_major, needs.min_minor, false}.name() + " and later";
   return archs + " (they use " + needs.uses + ")";
 }
 
-void check_target_arch(const OpDescriptor& op, const TargetInfo& target) {
+bool is_written_for(const OpDescriptor& op, const TargetInfo& target) {
   const ArchNeeds& needs = op.arch;
-  const bool ok = needs.sm90a_only ? target.arch_major == 9 && target.arch_minor == 0 && target.arch_specific
-                                   : std::pair{target.arch_major, target.arch_minor} >=
-                                         std::pair{needs.min_major, needs.min_minor};
-  if (ok) return;
-  const std::string name = "sm_" + std::to_string(target.arch_major) + std::to_string(target.arch_minor) +
-                           (target.arch_specific ? "a" : "");
+  return needs.sm90a_only ? target.arch_major == 9 && target.arch_minor == 0 && target.arch_specific
+                          : std::pair{target.arch_major, target.arch_minor} >= std::pair{needs.min_major, needs.min_minor};
+}
+
+void check_target_arch(const OpDescriptor& op, const TargetInfo& target) {
+  if (is_written_for(op, target)) return;
+  const compiler::Arch given{target.arch_major, target.arch_minor, target.arch_specific};
   throw Error(ErrorKind::kValueError,
-              op.name + ": its kernels are written for " + describe_targets(needs) + ", got " + name);
+              op.name + ": its kernels are written for " + describe_targets(op.arch) + ", got " + given.name());
 }
 
 std::vector<KernelUse> kernel_uses(const OpDescriptor& op, const Problem& problem, const TargetInfo& target) {

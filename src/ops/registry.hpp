@@ -77,6 +77,8 @@ struct ArchNeeds {
   bool sm90a_only = false;
   std::string uses;
 };
+// The GEMMs' (fp8_gemm_nt, bf16_gemm_nt): their kernels use WGMMA, setmaxnreg and TMA.
+inline const ArchNeeds kWgmmaArchNeeds{9, 0, true, "WGMMA, setmaxnreg and TMA"};
 
 struct OpDescriptor {
   std::string name;
@@ -106,6 +108,8 @@ bool problem_flag(const char* op, const Problem& problem, const char* name, cons
 
 // The targets of `needs` for people: "sm_90a only (they use WGMMA, setmaxnreg and TMA)" or "sm_90 and later (...)".
 std::string describe_targets(const ArchNeeds& needs);
+// Whether `target` is one of the archs the op's kernels are written for (OpDescriptor::arch).
+bool is_written_for(const OpDescriptor& op, const TargetInfo& target);
 // Throws Error(kValueError) naming the op, the archs its kernels are written for, what they use and the target's arch
 // when `target` is not one of them: before a plan or an ahead-of-time compile, rather than ptxas's error after it.
 void check_target_arch(const OpDescriptor& op, const TargetInfo& target);
