@@ -150,6 +150,15 @@ def _integer(value: Any) -> Any:
         return None
 
 
+def _int_at_least(function: str, name: str, value: Any, minimum: int, expected: str) -> int:
+    """``value`` as an int (``_integer``) when it is one and at least ``minimum``; else a KilnValueError saying
+    ``name`` must be ``expected``."""
+    number = _integer(value)
+    if number is None or number < minimum:
+        raise KilnValueError(f"{function}: {name} must be {expected}, got {value!r}")
+    return number
+
+
 def transform_sf_into_required_layout(sf: Any, mn: Any, k: Any, recipe: Any, num_groups: Any = None,
                                       is_sfa: Any = None) -> Any:
     """See kiln.transform_sf_into_required_layout."""
@@ -169,14 +178,10 @@ def transform_sf_into_required_layout(sf: Any, mn: Any, k: Any, recipe: Any, num
             raise KilnValueError(f"{function}: is_sfa must be None with a recipe of 2 (gran_mn, gran_k), "
                                  f"got {is_sfa!r}")
         gran_mn, gran_k = recipe
-    for name, value in (("mn", mn), ("k", k)):
-        if _integer(value) is None or _integer(value) < 0:
-            raise KilnValueError(f"{function}: {name} must be an int >= 0, got {value!r}")
-    mn, k = _integer(mn), _integer(k)
+    mn = _int_at_least(function, "mn", mn, 0, "an int >= 0")
+    k = _int_at_least(function, "k", k, 0, "an int >= 0")
     if num_groups is not None:
-        if _integer(num_groups) is None or _integer(num_groups) < 1:
-            raise KilnValueError(f"{function}: num_groups must be None or an int >= 1, got {num_groups!r}")
-        num_groups = _integer(num_groups)
+        num_groups = _int_at_least(function, "num_groups", num_groups, 1, "None or an int >= 1")
     if not isinstance(sf, Tensor) and not (bind() and isinstance(sf, Tensor)):
         raise KilnTypeError(
             f"{function}: sf must be a torch.Tensor, got {type(sf).__module__}.{type(sf).__qualname__}")
