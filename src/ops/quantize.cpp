@@ -31,6 +31,10 @@ constexpr const char* kPerBlockOp = "per_block_cast_to_fp8";
 constexpr const char* kMnMajorOp = "to_mn_major_scales";
 constexpr const char* kHeader = "kiln/kernels/quantize.cuh";
 
+// The quantisation kernels build for any arch from sm_90 (griddepcontrol, programmatic dependent launch; e4m3
+// conversions need sm_89).
+const ArchNeeds kQuantizeArch{9, 0, false, "griddepcontrol for programmatic dependent launch"};
+
 // The first word of each table key: which op (each op has its own table, so this only keeps keys honest).
 enum : int64_t { kPerTokenKeyId = 1, kPerBlockKeyId = 2, kMnMajorKeyId = 3 };
 
@@ -109,6 +113,7 @@ const CastKernel& cast_kernel(CastKernels& kernels, int64_t key_id, int device, 
   const cuda::DeviceInfo info = cuda::device_info(device);
   const TargetInfo target = device_target(info, info.sm_count);
   const auto [spec, plan] = choose(k, target);
+  check_launch_arch(spec.op, kQuantizeArch, config().arch);
   return *resolve(kernels.table, kernels.store, key, spec, plan, info, device, stream);
 }
 
@@ -197,10 +202,6 @@ int64_t param(const Problem& problem, const char* name) { return problem.at(name
 int64_t param_max(const Problem& problem, const char* name) { return problem.at(name).hi; }
 
 }  // namespace
-
-// The quantisation kernels build for any arch from sm_90 (griddepcontrol, programmatic dependent launch; e4m3
-// conversions need sm_89).
-const ArchNeeds kQuantizeArch{9, 0, false, "griddepcontrol for programmatic dependent launch"};
 
 OpDescriptor per_token_cast_descriptor() {
   OpDescriptor op;

@@ -120,10 +120,15 @@ std::string describe_targets(const ArchNeeds& needs) {
   return archs + " (they use " + needs.uses + ")";
 }
 
+namespace {
+bool arch_meets(const ArchNeeds& needs, const compiler::Arch& arch) {
+  return needs.sm90a_only ? arch.major == 9 && arch.minor == 0 && arch.arch_specific
+                          : std::pair{arch.major, arch.minor} >= std::pair{needs.min_major, needs.min_minor};
+}
+}  // namespace
+
 bool is_written_for(const OpDescriptor& op, const TargetInfo& target) {
-  const ArchNeeds& needs = op.arch;
-  return needs.sm90a_only ? target.arch_major == 9 && target.arch_minor == 0 && target.arch_specific
-                          : std::pair{target.arch_major, target.arch_minor} >= std::pair{needs.min_major, needs.min_minor};
+  return arch_meets(op.arch, compiler::Arch{target.arch_major, target.arch_minor, target.arch_specific});
 }
 
 void check_target_arch(const OpDescriptor& op, const TargetInfo& target) {
@@ -131,6 +136,14 @@ void check_target_arch(const OpDescriptor& op, const TargetInfo& target) {
   const compiler::Arch given{target.arch_major, target.arch_minor, target.arch_specific};
   throw Error(ErrorKind::kValueError,
               op.name + ": its kernels are written for " + describe_targets(op.arch) + ", got " + given.name());
+}
+
+void check_launch_arch(const std::string& function, const ArchNeeds& needs,
+                       const std::optional<std::string>& dg_jit_arch) {
+  if (!dg_jit_arch || arch_meets(needs, compiler::Arch::parse(*dg_jit_arch))) return;
+  throw Error(ErrorKind::kConfigError, function + ": DG_JIT_ARCH=" + *dg_jit_arch +
+                                           " is not an arch its kernels are written for: " + describe_targets(needs) +
+                                           "; unset DG_JIT_ARCH to build for each device's own arch");
 }
 
 std::vector<KernelUse> kernel_uses(const OpDescriptor& op, const Problem& problem, const TargetInfo& target) {

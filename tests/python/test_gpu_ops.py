@@ -182,6 +182,45 @@ def test_capture_refuses_a_compile_keeps_the_graph_and_serves_cached_kernels():
                 f"cold={cold}: exit {r.returncode}\n{r.stdout}\n{r.stderr}")
 
 
+_ARCH_SNIPPET = """
+import sys
+sys.path.insert(0, {here!r})
+import torch, kiln
+from gpu_support import assert_fp8_equal, per_token_reference, raises, random_bf16
+x = random_bf16(64, 256, seed=16)
+setting = {setting!r}
+if setting == "sm_90":  # runs on an H100/H200, but has no WGMMA: the casts build and run, the GEMMs refuse it by name
+    assert_fp8_equal(kiln.per_token_cast_to_fp8(x)[0], per_token_reference(x)[0], "a cast for sm_90")
+    a = torch.randn(64, 256, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(256, 256, device="cuda").to(torch.float8_e4m3fn)
+    sa, sb = torch.ones(64, 2, device="cuda"), torch.ones(2, 2, device="cuda")
+    d = torch.empty(64, 256, device="cuda", dtype=torch.bfloat16)
+    with raises(kiln.ConfigError, match="fp8_gemm_nt: DG_JIT_ARCH=sm_90 is not an arch its kernels are written for: "
+                                        "sm_90a only"):
+        kiln.fp8_gemm_nt((a, sa), (b, sb), d)
+    with raises(kiln.ConfigError, match="bf16_gemm_nt: DG_JIT_ARCH=sm_90 is not"):
+        kiln.bf16_gemm_nt(x, random_bf16(256, 256, seed=17), d)
+else:  # a later GPU's arch: nothing built for it loads here
+    with raises(kiln.ConfigError, match=f"DG_JIT_ARCH={{setting}}: kernels built for it cannot run on device 0"):
+        kiln.per_token_cast_to_fp8(x)
+print("ok")
+"""
+
+
+def test_a_dg_jit_arch_the_gpu_or_the_op_cannot_use_is_refused_by_name():
+    # DG_JIT_ARCH is read once per process: each setting in a process (and a cache) of its own.
+    import subprocess
+    import tempfile
+    here = os.path.dirname(os.path.abspath(__file__))
+    with tempfile.TemporaryDirectory(prefix="kiln-arch-") as cache:
+        for setting in ("sm_90", "sm_100a"):
+            env = dict(os.environ, DG_JIT_CACHE_DIR=cache, DG_JIT_ARCH=setting)
+            code = _ARCH_SNIPPET.format(here=here, setting=setting)
+            r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+            assert r.returncode == 0 and r.stdout.strip().endswith("ok"), (
+                f"DG_JIT_ARCH={setting}: exit {r.returncode}\n{r.stdout}\n{r.stderr}")
+
+
 def test_get_mn_major_tma_aligned_tensor():
     for shape in [(5, 3), (128, 56), (1, 1), (2, 7, 4)]:
         sf = torch.randn(*shape, device="cuda")

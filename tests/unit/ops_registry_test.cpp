@@ -76,6 +76,22 @@ TEST(Registry, EachOperationNamesTheTargetsItsKernelsAreWrittenFor) {
               HasSubstr("got sm_80"));
 }
 
+// A launch checks DG_JIT_ARCH against the op's targets before its first build: sm_90 runs on an H100 (Arch::runs_on)
+// but has no WGMMA, so the GEMMs refuse it by name rather than reaching ptxas.
+TEST(Registry, ALaunchChecksDgJitArchAgainstTheOpsTargets) {
+  const ArchNeeds& gemm = find_op("fp8_gemm_nt").arch;
+  const ArchNeeds& cast = find_op("per_token_cast_to_fp8").arch;
+  EXPECT_NO_THROW(check_launch_arch("fp8_gemm_nt", gemm, std::nullopt));  // unset: the device's own arch
+  EXPECT_NO_THROW(check_launch_arch("fp8_gemm_nt", gemm, "sm_90a"));
+  EXPECT_NO_THROW(check_launch_arch("per_token_cast_to_fp8", cast, "sm_90"));
+  EXPECT_THAT(error_of([&] { check_launch_arch("m_grouped_fp8_gemm_nt_contiguous", gemm, "sm_90"); },
+                       ErrorKind::kConfigError),
+              HasSubstr("m_grouped_fp8_gemm_nt_contiguous: DG_JIT_ARCH=sm_90 is not an arch its kernels are written "
+                        "for: sm_90a only (they use WGMMA, setmaxnreg and TMA); unset DG_JIT_ARCH"));
+  EXPECT_THAT(error_of([&] { check_launch_arch("per_token_cast_to_fp8", cast, "sm_89"); }, ErrorKind::kConfigError),
+              HasSubstr("DG_JIT_ARCH=sm_89 is not an arch its kernels are written for: sm_90 and later"));
+}
+
 TEST(Registry, UnknownOperationListsTheKnownOnes) {
   EXPECT_THAT(error_of([] { find_op("per_tensor_cast"); }, ErrorKind::kNotFound),
               AllOf(HasSubstr("unknown operation 'per_tensor_cast'"), HasSubstr("per_block_cast_to_fp8"),
