@@ -635,7 +635,7 @@ Store& store() {
 const ShapeEntry* resolve_shape(const char* function, const Table::Key& key, const TensorView& a, int64_t n, int64_t k,
                                 int usable_limit, int epilogue, int mn_major, int grouping) {
   const cuda::DeviceInfo info = check_sm90_device(Arg{function, "a"}, a);
-  check_launch_arch(function, kWgmmaArchNeeds, config().arch);
+  check_dg_jit_arch(function, kWgmmaArchNeeds, config().arch);
   ShapeEntry* entry = store().add_entry();
   entry->device = a.device;
   entry->sm_count = usable_limit > 0 ? std::min(usable_limit, info.sm_count) : info.sm_count;

@@ -132,7 +132,7 @@ Store& store() {
 const ShapeEntry* resolve_shape(const Table::Key& key, const TensorView& a, int64_t n, int64_t k, int usable_limit,
                                 const char* function) {
   const cuda::DeviceInfo info = check_sm90_device(Arg{function, "a"}, a);
-  check_launch_arch(function, kWgmmaArchNeeds, config().arch);
+  check_dg_jit_arch(function, kWgmmaArchNeeds, config().arch);
   Fp8GemmOverrides overrides = unpack(static_cast<uint64_t>(key.words[5]));  // what the key was made with
   ShapeEntry* entry = store().add_entry();
   entry->device = a.device;

@@ -113,7 +113,7 @@ const CastKernel& cast_kernel(CastKernels& kernels, int64_t key_id, int device, 
   const cuda::DeviceInfo info = cuda::device_info(device);
   const TargetInfo target = device_target(info, info.sm_count);
   const auto [spec, plan] = choose(k, target);
-  check_launch_arch(spec.op, kQuantizeArch, config().arch);
+  check_dg_jit_arch(spec.op, kQuantizeArch, config().arch);
   return *resolve(kernels.table, kernels.store, key, spec, plan, info, device, stream);
 }
 

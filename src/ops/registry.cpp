@@ -138,12 +138,12 @@ void check_target_arch(const OpDescriptor& op, const TargetInfo& target) {
               op.name + ": its kernels are written for " + describe_targets(op.arch) + ", got " + given.name());
 }
 
-void check_launch_arch(const std::string& function, const ArchNeeds& needs,
+void check_dg_jit_arch(const std::string& function, const ArchNeeds& needs,
                        const std::optional<std::string>& dg_jit_arch) {
   if (!dg_jit_arch || arch_meets(needs, compiler::Arch::parse(*dg_jit_arch))) return;
   throw Error(ErrorKind::kConfigError, function + ": DG_JIT_ARCH=" + *dg_jit_arch +
                                            " is not an arch its kernels are written for: " + describe_targets(needs) +
-                                           "; unset DG_JIT_ARCH to build for each device's own arch");
+                                           "; set DG_JIT_ARCH to one of those, or unset it to build for each device's own arch");
 }
 
 std::vector<KernelUse> kernel_uses(const OpDescriptor& op, const Problem& problem, const TargetInfo& target) {

@@ -114,11 +114,12 @@ bool is_written_for(const OpDescriptor& op, const TargetInfo& target);
 // Throws Error(kValueError) naming the op, the archs its kernels are written for, what they use and the target's arch
 // when `target` is not one of them: before a plan or an ahead-of-time compile, rather than ptxas's error after it.
 void check_target_arch(const OpDescriptor& op, const TargetInfo& target);
-// Before a launch's first build (its miss path): when `dg_jit_arch` (Config::arch, DG_JIT_ARCH) is set, the arch it
-// names must be one of `needs` (the op's OpDescriptor::arch); otherwise throws Error(kConfigError) naming the variable,
-// `function` and the archs its kernels are written for. The JIT's own check (Arch::runs_on) cannot tell: sm_90 runs on
-// an H100, but it has no WGMMA, and ptxas refused the GEMMs' sources after a compile's worth of time.
-void check_launch_arch(const std::string& function, const ArchNeeds& needs,
+// When `dg_jit_arch` (Config::arch, DG_JIT_ARCH) is set, the arch it names must be one of `needs` (the op's
+// OpDescriptor::arch); otherwise throws Error(kConfigError) naming the variable, `function` and the archs its kernels
+// are written for. Checked before a launch's first build (its miss path) and by plan/compile when no arch is given:
+// the JIT's own check (Arch::runs_on) cannot tell, as sm_90 runs on an H100 but has no WGMMA, and ptxas refused the
+// GEMMs' sources after a compile's worth of time.
+void check_dg_jit_arch(const std::string& function, const ArchNeeds& needs,
                        const std::optional<std::string>& dg_jit_arch);
 
 // The distinct kernels the problem needs, each with the part of the range it serves (op.uses when set,

@@ -51,6 +51,22 @@ def test_an_arch_the_kernels_are_not_written_for(kiln, arch):
     assert not list(kiln.cache_dir.rglob("*.cubin"))
 
 
+def test_a_dg_jit_arch_the_kernels_are_not_written_for(kiln):
+    # With no --arch, plan/precompile/compile build for DG_JIT_ARCH: one the op's kernels are not written for is
+    # refused by the variable's name (sm_90 has no WGMMA); the casts build for it.
+    for command in ("plan", "precompile", "compile"):
+        for op in ("fp8_gemm_nt", "bf16_gemm_nt"):
+            assert_error(kiln.run(command, op, "n=576", "k=512", "m=64", env={"DG_JIT_ARCH": "sm_90"}),
+                         f"{op}: DG_JIT_ARCH=sm_90 is not an arch its kernels are written for: sm_90a only")
+    assert not list(kiln.cache_dir.rglob("*.cubin"))
+    assert kiln.run("plan", OP, *PROBLEM, env={"DG_JIT_ARCH": "sm_90"}).returncode == 0
+    # --arch names the target itself: the variable is not consulted.
+    assert_error(kiln.run("plan", "fp8_gemm_nt", "n=576", "k=512", "m=64", "--arch", "sm_90",
+                          env={"DG_JIT_ARCH": "sm_90a"}), "got sm_90")
+    assert kiln.run("plan", "fp8_gemm_nt", "n=576", "k=512", "m=64", "--arch", "sm_90a",
+                    env={"DG_JIT_ARCH": "sm_90"}).returncode == 0
+
+
 def test_bad_backend_is_a_usage_error(kiln):
     assert_error(kiln.run("compile", OP, *PROBLEM, "--backend", "gcc"), "gcc", status=2)
 

@@ -81,14 +81,14 @@ TEST(Registry, EachOperationNamesTheTargetsItsKernelsAreWrittenFor) {
 TEST(Registry, ALaunchChecksDgJitArchAgainstTheOpsTargets) {
   const ArchNeeds& gemm = find_op("fp8_gemm_nt").arch;
   const ArchNeeds& cast = find_op("per_token_cast_to_fp8").arch;
-  EXPECT_NO_THROW(check_launch_arch("fp8_gemm_nt", gemm, std::nullopt));  // unset: the device's own arch
-  EXPECT_NO_THROW(check_launch_arch("fp8_gemm_nt", gemm, "sm_90a"));
-  EXPECT_NO_THROW(check_launch_arch("per_token_cast_to_fp8", cast, "sm_90"));
-  EXPECT_THAT(error_of([&] { check_launch_arch("m_grouped_fp8_gemm_nt_contiguous", gemm, "sm_90"); },
+  EXPECT_NO_THROW(check_dg_jit_arch("fp8_gemm_nt", gemm, std::nullopt));  // unset: the device's own arch
+  EXPECT_NO_THROW(check_dg_jit_arch("fp8_gemm_nt", gemm, "sm_90a"));
+  EXPECT_NO_THROW(check_dg_jit_arch("per_token_cast_to_fp8", cast, "sm_90"));
+  EXPECT_THAT(error_of([&] { check_dg_jit_arch("m_grouped_fp8_gemm_nt_contiguous", gemm, "sm_90"); },
                        ErrorKind::kConfigError),
               HasSubstr("m_grouped_fp8_gemm_nt_contiguous: DG_JIT_ARCH=sm_90 is not an arch its kernels are written "
-                        "for: sm_90a only (they use WGMMA, setmaxnreg and TMA); unset DG_JIT_ARCH"));
-  EXPECT_THAT(error_of([&] { check_launch_arch("per_token_cast_to_fp8", cast, "sm_89"); }, ErrorKind::kConfigError),
+                        "for: sm_90a only (they use WGMMA, setmaxnreg and TMA); set DG_JIT_ARCH to one of those, or unset it"));
+  EXPECT_THAT(error_of([&] { check_dg_jit_arch("per_token_cast_to_fp8", cast, "sm_89"); }, ErrorKind::kConfigError),
               HasSubstr("DG_JIT_ARCH=sm_89 is not an arch its kernels are written for: sm_90 and later"));
 }
 
