@@ -501,6 +501,21 @@ def bench_grouped(torch, kiln, device, timed_us, rows, function, shapes, row_of)
     return failures
 
 
+def m_grouped_operands(torch, device, groups, m, n, k, seed, sizes_seed, tail=0):
+    """Random bfloat16 operands of an m-grouped call: A [m + tail, k] and B [groups, n, k] (drawn after
+    torch.manual_seed(seed)), the expert of each row of A (-1 in the `tail` rows of padding), and each expert's first
+    row and row count (expert_rows with `sizes_seed`). The benchmark's and the probes' (bench/probes/) alike."""
+    sizes = expert_rows(groups, m, seed=sizes_seed)
+    firsts = [sum(sizes[:g]) for g in range(groups)]
+    torch.manual_seed(seed)
+    a = torch.randn(m + tail, k, device=device, dtype=torch.bfloat16)
+    b = torch.randn(groups, n, k, device=device, dtype=torch.bfloat16)
+    indices = torch.full((m + tail,), -1, dtype=torch.int32, device=device)
+    for g, (first, size) in enumerate(zip(firsts, sizes)):
+        indices[first:first + size] = g
+    return a, b, indices, firsts, sizes
+
+
 def m_grouped_nn_row(torch, kiln, device, timed_us, contiguous, index, groups, m, n, k, tail) -> dict:
     """One --m-grouped shape in the nn form (m_grouped_bf16_gemm_nn_contiguous: each expert's B stored [k, n])."""
     return m_grouped_row(torch, kiln, device, timed_us, contiguous, index, groups, m, n, k, tail, nn=True)
@@ -509,14 +524,9 @@ def m_grouped_nn_row(torch, kiln, device, timed_us, contiguous, index, groups, m
 def m_grouped_row(torch, kiln, device, timed_us, contiguous, index, groups, m, n, k, tail, nn: bool = False) -> dict:
     """One --m-grouped shape, verified, timed and printed; `nn`: B given [G, k, n] (the cuBLAS peer multiplies by the
     same [k, n] views)."""
-    sizes = expert_rows(groups, m, seed=min(index, 1))  # the FP8 benchmark's: its padded repeat of shape 1 too
-    firsts = [sum(sizes[:g]) for g in range(groups)]
-    torch.manual_seed(3000 + index)
-    a = torch.randn(m + tail, k, device=device, dtype=torch.bfloat16)
-    b = torch.randn(groups, n, k, device=device, dtype=torch.bfloat16)
-    indices = torch.full((m + tail,), -1, dtype=torch.int32, device=device)
-    for g, (first, size) in enumerate(zip(firsts, sizes)):
-        indices[first:first + size] = g
+    # The FP8 benchmark's expert sizes: its padded repeat of shape 1 too.
+    a, b, indices, firsts, sizes = m_grouped_operands(torch, device, groups, m, n, k, seed=3000 + index,
+                                                      sizes_seed=min(index, 1), tail=tail)
     d = torch.empty(m + tail, n, device=device, dtype=torch.bfloat16)
     b_given = b.transpose(1, 2).contiguous() if nn else b  # [G, k, n] for the nn form
     row = {"form": "m_grouped_nn" if nn else "m_grouped", "layout": "nn" if nn else "nt", "groups": groups, "m": m,

@@ -28,6 +28,11 @@ def flushed_median_us(call, flush, reps=30, warmup=3, idle_s=0.0, warmup_s=0.0):
         if calls % 8 == 0:
             torch.cuda.synchronize()
     torch.cuda.synchronize()
+    return statistics.median(flushed_times_us(call, flush, reps))
+
+
+def flushed_times_us(call, flush, reps):
+    """The event time of each of `reps` calls, each after a flush, queued back to back (no idle, no warm-up)."""
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
     for start, end in events:
         flush.zero_()
@@ -35,4 +40,4 @@ def flushed_median_us(call, flush, reps=30, warmup=3, idle_s=0.0, warmup_s=0.0):
         call()
         end.record()
     torch.cuda.synchronize()
-    return statistics.median(start.elapsed_time(end) * 1000.0 for start, end in events)
+    return [start.elapsed_time(end) * 1000.0 for start, end in events]

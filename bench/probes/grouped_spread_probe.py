@@ -24,8 +24,8 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import kiln  # noqa: E402
-from bf16_gemm_bench import calc_diff, expert_rows  # noqa: E402
-from flushed_timing import flushed_median_us  # noqa: E402
+from bf16_gemm_bench import calc_diff, m_grouped_operands  # noqa: E402
+from flushed_timing import flushed_median_us, flushed_times_us  # noqa: E402
 
 SHAPES = [(4, 34304, 6144, 7168), (8, 34048, 4096, 2048)]  # experts, rows, n, k (bf16_gemm_bench's --m-grouped)
 QUERY = "timestamp,clocks.sm,power.draw.instant,clocks_event_reasons.sw_power_cap"
@@ -80,15 +80,8 @@ def steady_windows(call, flush, seconds, window=8):
     out = []
     deadline = time.perf_counter() + seconds
     while time.perf_counter() < deadline:
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(window)]
         t0 = time.time()
-        for start, end in events:
-            flush.zero_()
-            start.record()
-            call()
-            end.record()
-        torch.cuda.synchronize()
-        out.append((statistics.median(s.elapsed_time(e) * 1000.0 for s, e in events), t0, time.time()))
+        out.append((statistics.median(flushed_times_us(call, flush, window)), t0, time.time()))
     return out
 
 
@@ -109,14 +102,8 @@ def main() -> int:
     failures = 0
     summary = []
     for index, (groups, m, n, k) in enumerate(SHAPES):
-        sizes = expert_rows(groups, m, seed=min(index, 1))
-        firsts = [sum(sizes[:g]) for g in range(groups)]
-        torch.manual_seed(index)
-        a = torch.randn(m, k, device=device, dtype=torch.bfloat16)
-        b = torch.randn(groups, n, k, device=device, dtype=torch.bfloat16)
-        indices = torch.empty(m, dtype=torch.int32, device=device)
-        for g, (first, size) in enumerate(zip(firsts, sizes)):
-            indices[first:first + size] = g
+        a, b, indices, firsts, sizes = m_grouped_operands(torch, device, groups, m, n, k, seed=index,
+                                                          sizes_seed=min(index, 1))
         d = torch.empty(m, n, device=device, dtype=torch.bfloat16)
 
         def cublas_per_expert():

@@ -19,7 +19,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import kiln  # noqa: E402
-from bf16_gemm_bench import calc_diff, expert_rows  # noqa: E402
+from bf16_gemm_bench import calc_diff, m_grouped_operands  # noqa: E402
 from flushed_timing import flushed_median_us  # noqa: E402
 
 SHAPES = [(4, 34304, 6144, 7168), (8, 34048, 4096, 2048)]  # experts, rows, n, k (bf16_gemm_bench's --m-grouped)
@@ -33,15 +33,9 @@ def main() -> int:
     print(f"nn_layout_probe: {torch.cuda.get_device_name()}, kiln {kiln.version()}")
     failures = 0
     for index, (groups, m, n, k) in enumerate(SHAPES):
-        sizes = expert_rows(groups, m, seed=min(index, 1))
-        firsts = [sum(sizes[:g]) for g in range(groups)]
-        torch.manual_seed(index)
-        a = torch.randn(m, k, device=device, dtype=torch.bfloat16)
-        b = torch.randn(groups, n, k, device=device, dtype=torch.bfloat16)
+        a, b, indices, firsts, sizes = m_grouped_operands(torch, device, groups, m, n, k, seed=index,
+                                                          sizes_seed=min(index, 1))
         b_kn = b.transpose(1, 2).contiguous()  # [G, k, n]
-        indices = torch.empty(m, dtype=torch.int32, device=device)
-        for g, (first, size) in enumerate(zip(firsts, sizes)):
-            indices[first:first + size] = g
         d = torch.empty(m, n, device=device, dtype=torch.bfloat16)
         rows = sizes[0]  # the dense calls: expert 0's rows
         calls = {
