@@ -10,7 +10,6 @@
 #include <optional>
 #include <string>
 
-#include "api/planning.hpp"
 #include "compiler/compiler.hpp"
 #include "cuda/driver.hpp"
 #include "kiln/kiln.hpp"
@@ -154,10 +153,10 @@ void check_driver_and_gpus(std::vector<DoctorCheck>& checks) {
 // refuse.
 DoctorCheck check_arch_setting(const std::string& text) {
   // The configuration has already checked the text's form.
-  const ops::TargetInfo target = api::target_info(compiler::Arch::parse(text));
+  const compiler::Arch arch = compiler::Arch::parse(text);
   std::string refused;
   for (const ops::OpDescriptor& op : ops::all_ops())
-    if (!ops::is_written_for(op, target)) refused += (refused.empty() ? "" : ", ") + op.name;
+    if (!ops::is_written_for(op.arch, arch)) refused += (refused.empty() ? "" : ", ") + op.name;
   const std::string detail = text + " (set by DG_JIT_ARCH)";
   if (refused.empty()) return ok("target arch", detail);
   return warning("target arch",

@@ -120,27 +120,21 @@ std::string describe_targets(const ArchNeeds& needs) {
   return archs + " (they use " + needs.uses + ")";
 }
 
-namespace {
-bool arch_meets(const ArchNeeds& needs, const compiler::Arch& arch) {
+bool is_written_for(const ArchNeeds& needs, const compiler::Arch& arch) {
   return needs.sm90a_only ? arch.major == 9 && arch.minor == 0 && arch.arch_specific
                           : std::pair{arch.major, arch.minor} >= std::pair{needs.min_major, needs.min_minor};
 }
-}  // namespace
-
-bool is_written_for(const OpDescriptor& op, const TargetInfo& target) {
-  return arch_meets(op.arch, compiler::Arch{target.arch_major, target.arch_minor, target.arch_specific});
-}
 
 void check_target_arch(const OpDescriptor& op, const TargetInfo& target) {
-  if (is_written_for(op, target)) return;
   const compiler::Arch given{target.arch_major, target.arch_minor, target.arch_specific};
+  if (is_written_for(op.arch, given)) return;
   throw Error(ErrorKind::kValueError,
               op.name + ": its kernels are written for " + describe_targets(op.arch) + ", got " + given.name());
 }
 
 void check_dg_jit_arch(const std::string& function, const ArchNeeds& needs,
                        const std::optional<std::string>& dg_jit_arch) {
-  if (!dg_jit_arch || arch_meets(needs, compiler::Arch::parse(*dg_jit_arch))) return;
+  if (!dg_jit_arch || is_written_for(needs, compiler::Arch::parse(*dg_jit_arch))) return;
   throw Error(ErrorKind::kConfigError, function + ": DG_JIT_ARCH=" + *dg_jit_arch +
                                            " is not an arch its kernels are written for: " + describe_targets(needs) +
                                            "; set DG_JIT_ARCH to one of those, or unset it to build for each device's own arch");

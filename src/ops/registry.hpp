@@ -12,6 +12,9 @@
 
 #include "codegen/kernel_spec.hpp"
 
+namespace kiln::compiler {
+struct Arch;
+}
 namespace kiln::cuda {
 struct DeviceInfo;
 }
@@ -109,8 +112,8 @@ bool problem_flag(const char* op, const Problem& problem, const char* name, cons
 
 // The targets of `needs` for people: "sm_90a only (they use WGMMA, setmaxnreg and TMA)" or "sm_90 and later (...)".
 std::string describe_targets(const ArchNeeds& needs);
-// Whether `target` is one of the archs the op's kernels are written for (OpDescriptor::arch).
-bool is_written_for(const OpDescriptor& op, const TargetInfo& target);
+// Whether `arch` is one of the archs kernels with `needs` (an OpDescriptor::arch) are written for.
+bool is_written_for(const ArchNeeds& needs, const compiler::Arch& arch);
 // Throws Error(kValueError) naming the op, the archs its kernels are written for, what they use and the target's arch
 // when `target` is not one of them: before a plan or an ahead-of-time compile, rather than ptxas's error after it.
 void check_target_arch(const OpDescriptor& op, const TargetInfo& target);
