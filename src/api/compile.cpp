@@ -31,7 +31,6 @@ std::vector<KernelReport> compile(const CompileRequest& request) {
   const jit::Target target = api::target_of(request, runtime);
 
   const ops::TargetInfo info = api::target_info(target.arch);
-  if (!request.arch) ops::check_dg_jit_arch(op.name, op.arch, runtime.config().arch);
   ops::check_target_arch(op, info);
 
   std::vector<KernelReport> reports;

@@ -31,6 +31,7 @@ ops::Problem problem_of(const CompileRequest& request) {
 jit::Target target_of(const CompileRequest& request, jit::JitRuntime& runtime) {
   jit::Target target;
   if (!request.arch) {
+    ops::check_dg_jit_arch(request.op, ops::find_op(request.op).arch, runtime.config().arch);
     target.arch = runtime.default_arch();
   } else {
     try {
@@ -80,7 +81,6 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<CompileRequest>& reque
     const CompileRequest& request = requests[r];
     const ops::OpDescriptor& op = ops::find_op(request.op);
     const jit::Target target = target_of(request, runtime);
-    if (!request.arch) ops::check_dg_jit_arch(op.name, op.arch, runtime.config().arch);
     for (ops::KernelUse& use : ops::kernel_uses(op, problems[r], target_info(target.arch))) {
       std::string key = runtime.key_of(use.spec, target);
       auto [it, fresh] = by_key.emplace(key, planned.size());
