@@ -31,6 +31,8 @@ std::string Arch::name() const {
   return "sm_" + std::to_string(major) + std::to_string(minor) + (arch_specific ? "a" : "");
 }
 
+Arch Arch::of_device(int cc_major, int cc_minor) { return Arch{cc_major, cc_minor, cc_major >= 9}; }
+
 bool Arch::runs_on(int cc_major, int cc_minor) const {
   if (cc_major != major) return false;
   return arch_specific ? cc_minor == minor : cc_minor >= minor;

@@ -22,6 +22,9 @@ struct Arch {
 
   // "sm_90a". Throws Error(kConfigError) for anything that is not sm_<digits>[a|f].
   static Arch parse(const std::string& text);
+  // What a kernel for a GPU of compute capability cc_major.cc_minor is built for: its own arch, arch-specific from
+  // Hopper on (wgmma, setmaxnreg and their successors exist only there). The JIT's and the plans' target alike.
+  static Arch of_device(int cc_major, int cc_minor);
   std::string name() const;            // "sm_90a"
   std::string compute_name() const;    // "compute_90a"
   // Whether a cubin built for this arch loads on a GPU of compute capability cc_major.cc_minor: an arch-specific

@@ -262,13 +262,8 @@ std::shared_ptr<const Binary> JitRuntime::compile_and_publish(const codegen::Ker
 
 compiler::Arch JitRuntime::arch_for_device(int device) const {
   if (config_.arch) return compiler::Arch::parse(*config_.arch);
-  cuda::DeviceInfo info = cuda::device_info(device);
-  compiler::Arch arch;
-  arch.major = info.cc_major;
-  arch.minor = info.cc_minor;
-  // Hopper and later need the arch-specific target for wgmma/setmaxnreg and their successors.
-  arch.arch_specific = info.cc_major >= 9;
-  return arch;
+  const cuda::DeviceInfo info = cuda::device_info(device);
+  return compiler::Arch::of_device(info.cc_major, info.cc_minor);
 }
 
 compiler::Arch JitRuntime::default_arch() const {

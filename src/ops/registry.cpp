@@ -105,9 +105,10 @@ void validate_problem(const OpDescriptor& op, const Problem& problem) {
 
 TargetInfo device_target(const cuda::DeviceInfo& info, int sm_count) {
   TargetInfo t;
-  t.arch_major = info.cc_major;
-  t.arch_minor = info.cc_minor;
-  t.arch_specific = info.cc_major >= 9;  // as the JIT targets a device (jit_runtime.cpp)
+  const compiler::Arch arch = compiler::Arch::of_device(info.cc_major, info.cc_minor);  // as the JIT builds for it
+  t.arch_major = arch.major;
+  t.arch_minor = arch.minor;
+  t.arch_specific = arch.arch_specific;
   t.sm_count = sm_count;
   t.shared_memory_per_block = info.shared_memory_per_block_optin;
   return t;

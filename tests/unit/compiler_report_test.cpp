@@ -193,6 +193,15 @@ TEST(Arch, RunsOnTheGpusItsCubinsLoadOn) {
   EXPECT_FALSE(Arch::parse("sm_120a").runs_on(12, 1));
 }
 
+// A GPU's own target: arch-specific from Hopper on, and it loads there.
+TEST(Arch, OfADeviceIsItsOwnArchSpecificFromHopperOn) {
+  EXPECT_EQ(Arch::of_device(9, 0), Arch::parse("sm_90a"));
+  EXPECT_EQ(Arch::of_device(10, 0), Arch::parse("sm_100a"));
+  EXPECT_EQ(Arch::of_device(8, 9), Arch::parse("sm_89"));
+  for (const auto& [major, minor] : {std::pair{8, 0}, {8, 9}, {9, 0}, {12, 1}})
+    EXPECT_TRUE(Arch::of_device(major, minor).runs_on(major, minor));
+}
+
 TEST(Arch, ParsesAndNames) {
   Arch a = Arch::parse("sm_90a");
   EXPECT_EQ(a.name(), "sm_90a");
