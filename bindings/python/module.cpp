@@ -613,6 +613,9 @@ NB_MODULE(_native, m) {
         d["checked"] = r.checked;
         d["corrupt"] = r.corrupt;
         d["removed"] = r.removed;
+        nb::list problems;
+        for (const std::string& p : r.problems) problems.append(p);
+        d["problems"] = problems;
         return d;
       },
       "Check every cache entry, removing the bad ones.");

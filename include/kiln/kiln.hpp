@@ -143,9 +143,12 @@ struct CacheStats {
 
 struct CacheVerifyReport {
   uint64_t checked = 0, corrupt = 0, removed = 0;
+  std::vector<std::string> problems;  // one line per bad entry: "<file>: <why it was rejected>"
 };
 
-std::vector<CacheEntryInfo> cache_list();
+// The usable entries of the writable directory, most recently used first. With `unreadable`, also the count of entry
+// files it skipped because they cannot be read or fail their checks (cache_verify names and removes them).
+std::vector<CacheEntryInfo> cache_list(uint64_t* unreadable = nullptr);
 CacheStats cache_stats();
 CacheVerifyReport cache_verify();
 uint64_t cache_clear();  // entries removed

@@ -814,6 +814,10 @@ def _problem(function: str, problem: Dict[str, Any]) -> Dict[str, int]:
         except TypeError:
             raise KilnTypeError(f"{function}: problem parameter {name} must be an int, got "
                                 f"{type(value).__name__} {value!r}") from None
+        # The native layer takes 64-bit ints (and the ops check their own, smaller bounds): say which one is out.
+        if not -(1 << 63) <= out[name] < (1 << 63):
+            bound = "must be >= 0" if out[name] < 0 else "must be at most 2147483647"
+            raise KilnValueError(f"{function}: problem parameter {name} {bound}, got {out[name]}")
     return out
 
 
@@ -895,9 +899,9 @@ def cache_list() -> List[Dict[str, Any]]:
     return _native.cache_list()
 
 
-def cache_verify() -> Dict[str, int]:
+def cache_verify() -> Dict[str, Any]:
     """Check every cache entry (checksum and metadata) and remove the bad ones: ``{"checked", "corrupt",
-    "removed"}``."""
+    "removed", "problems"}``, ``problems`` one line per bad entry (``"<file>: <why it was rejected>"``)."""
     return _native.cache_verify()
 
 

@@ -65,6 +65,7 @@ class _CacheVerifyReport(TypedDict):
     checked: int
     corrupt: int
     removed: int
+    problems: List[str]
 
 class _Device(TypedDict):
     ordinal: int

@@ -2,8 +2,10 @@
 #include "cache/disk_cache.hpp"
 #include "cache/pack.hpp"
 #include "cache/tiered_cache.hpp"
+#include "compiler/compiler.hpp"
 #include "jit/jit_runtime.hpp"
 #include "kiln/kiln.hpp"
+#include "ops/registry.hpp"
 
 namespace kiln {
 namespace {
@@ -24,9 +26,9 @@ CacheEntryInfo entry_info(const cache::EntryMetadata& meta) {
 
 }  // namespace
 
-std::vector<CacheEntryInfo> cache_list() {
+std::vector<CacheEntryInfo> cache_list(uint64_t* unreadable) {
   std::vector<CacheEntryInfo> out;
-  for (const cache::ListedEntry& listed : jit::runtime().disk().list()) {
+  for (const cache::ListedEntry& listed : jit::runtime().disk().list(unreadable)) {
     CacheEntryInfo info = entry_info(listed.meta);
     info.bytes = listed.file_bytes;
     info.last_use_unix = listed.last_use_unix;
@@ -86,6 +88,7 @@ CacheVerifyReport cache_verify() {
   out.checked = report.checked;
   out.corrupt = report.corrupt;
   out.removed = report.removed;
+  out.problems = report.problems;
   return out;
 }
 
@@ -105,6 +108,9 @@ CachePruneReport cache_prune(uint64_t max_bytes) {
 }
 
 CacheExportReport cache_export(const std::filesystem::path& file, const CacheExportOptions& options) {
+  // A filter naming no operation, or no arch, is a typo: it would select nothing and write an empty pack.
+  if (!options.op.empty()) ops::find_op(options.op);
+  if (!options.arch.empty()) compiler::Arch::parse(options.arch);
   jit::JitRuntime& runtime = jit::runtime();
   std::vector<cache::DiskCache*> sources{&runtime.disk()};
   for (const auto& layer : runtime.tiers().layers()) sources.push_back(layer.get());

@@ -473,13 +473,18 @@ Stats DiskCache::stats() const {
   return s;
 }
 
-std::vector<ListedEntry> DiskCache::list() const {
+std::vector<ListedEntry> DiskCache::list(uint64_t* unreadable) const {
   const Impl& d = *impl_;
   std::vector<ListedEntry> out;
+  if (unreadable) *unreadable = 0;
   for (const fs::path& dir : fanout_dirs(d.entries)) {
     d.scan_entries(dir, [&](Impl::ScannedEntry& scanned) {
-      // Bad entries are verify's business; list shows usable ones.
-      if (!scanned.result.ok() || !scanned.result.entry) return;
+      if (scanned.open_errno == ENOENT) return;  // removed by someone else during the scan
+      // Bad entries are verify's business; list shows usable ones and counts the rest.
+      if (!scanned.result.ok() || !scanned.result.entry) {
+        if (unreadable) ++*unreadable;
+        return;
+      }
       ListedEntry e;
       e.meta = std::move(scanned.result.entry->meta);
       e.file_bytes = static_cast<uint64_t>(scanned.st.st_size);

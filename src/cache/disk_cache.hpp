@@ -142,7 +142,8 @@ class DiskCache : public Tier {
   void count(Counter counter, uint64_t amount = 1);
 
   Stats stats() const;
-  std::vector<ListedEntry> list() const;
+  // The entries that read and verify; `unreadable`, when given, counts those skipped (verify's business).
+  std::vector<ListedEntry> list(uint64_t* unreadable = nullptr) const;
   VerifyReport verify();
   uint64_t clear();  // removes every entry, dump, stray temporary and resets the counters; returns entries removed
 

@@ -145,6 +145,7 @@ PackImportReport import_pack(const fs::path& file, DiskCache& into) {
   } closer{fd};
   struct stat st{};
   if (::fstat(fd, &st) != 0) pack_error(file, std::string("cannot be read: ") + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) pack_error(file, "is a directory, not a pack file");
   const auto file_size = static_cast<uint64_t>(st.st_size);
 
   std::vector<uint8_t> header;

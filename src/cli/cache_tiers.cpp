@@ -15,9 +15,6 @@ using json = nlohmann::ordered_json;
 
 void print_json(const json& value) { std::cout << value.dump(2) << '\n'; }
 
-std::string count_text(uint64_t n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
-}
 
 int run_prune(const CacheTierCommands& c, bool as_json) {
   const uint64_t max_bytes = *parse_byte_size(c.max_bytes);  // checked by the option's validator
@@ -30,7 +27,8 @@ int run_prune(const CacheTierCommands& c, bool as_json) {
   }
   std::cout << "removed " << count_text(r.removed_entries, "entry", "entries") << " (" << format_bytes(r.removed_bytes)
             << "), least recently used first; " << count_text(r.remaining_entries, "entry", "entries") << " ("
-            << format_bytes(r.remaining_bytes) << ") remain, bound " << format_bytes(max_bytes);
+            << format_bytes(r.remaining_bytes) << (r.remaining_entries == 1 ? ") remains" : ") remain") << ", bound "
+            << format_bytes(max_bytes);
   if (r.temporaries_removed) std::cout << "; " << r.temporaries_removed << " stray temporaries removed";
   std::cout << '\n';
   return 0;
@@ -100,7 +98,8 @@ void add_cache_tier_commands(CLI::App* cache_cmd, CacheTierCommands& c,
   c.export_pack->add_option("--op", c.op, "only this operation's entries");
   c.export_pack->add_option("--arch", c.arch, "only entries for this arch, e.g. sm_90a");
   c.import_pack = cache_cmd->add_subcommand("import", "verify a pack's entries and add the good ones");
-  c.import_pack->add_option("file", c.file, "the pack to read")->required()->check(CLI::ExistingFile);
+  // A missing file is the import's own error ("cannot be opened: ..."), exit status 1, as other unreadable inputs.
+  c.import_pack->add_option("file", c.file, "the pack to read")->required();
   for (CLI::App* sub : {c.prune, c.export_pack, c.import_pack}) json_flag(sub);
 }
 

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -189,6 +190,9 @@ std::vector<CompileRequest> make_requests(const std::string& op, const std::vect
   if (!backend.empty()) base.backend = backend == "nvrtc" ? Backend::kNvrtc : Backend::kNvcc;
   if (shapes_path.empty()) return {base};
 
+  std::error_code ec;
+  if (std::filesystem::is_directory(shapes_path, ec))
+    throw Error(ErrorKind::kValueError, "--shapes: " + shapes_path + " is a directory, not a JSON file");
   std::ifstream in(shapes_path);
   if (!in) throw Error(ErrorKind::kValueError, "--shapes: cannot read " + shapes_path + ": " + std::strerror(errno));
   json doc;
@@ -202,9 +206,14 @@ std::vector<CompileRequest> make_requests(const std::string& op, const std::vect
   auto is_pair = [](const json& v) {
     return v.is_array() && v.size() == 2 && v[0].is_number_integer() && v[1].is_number_integer();
   };
-  if (!doc.is_object() || !doc.contains("m_range") || !doc.contains("nk") || !is_pair(doc["m_range"]) ||
-      !doc["nk"].is_array())
+  if (!doc.is_object() || !doc.contains("m_range") || !doc.contains("nk"))
     throw Error(ErrorKind::kValueError, "--shapes: " + shapes_path + " must be " + format);
+  if (!is_pair(doc["m_range"]))
+    throw Error(ErrorKind::kValueError, "--shapes: " + shapes_path + ": \"m_range\" must be [lo, hi], two integers, got " +
+                                            doc["m_range"].dump());
+  if (!doc["nk"].is_array() || doc["nk"].empty())
+    throw Error(ErrorKind::kValueError, "--shapes: " + shapes_path + ": \"nk\" must be a non-empty list of [n, k], got " +
+                                            doc["nk"].dump());
   for (const char* name : {"m", "n", "k"})
     if (base.problem.contains(name) || base.ranges.contains(name))
       throw UsageError(std::string("problem parameter ") + name + " is given both on the command line and by --shapes");
@@ -319,22 +328,48 @@ int run_precompile(const std::vector<CompileRequest>& requests, int jobs, bool a
   Progress progress;
   PrecompileOptions options;
   options.jobs = jobs;
-  options.on_progress = [&progress](const PrecompileProgress& p) { progress.update(p); };
+  // Each kernel as it finishes (the callback is never run concurrently): with --json a failed precompile still
+  // reports the kernels it built and which ones failed.
+  std::vector<std::pair<KernelReport, std::string>> finished;
+  options.on_progress = [&](const PrecompileProgress& p) {
+    if (as_json) finished.emplace_back(*p.kernel, p.error);
+    progress.update(p);
+  };
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<KernelReport> reports = kiln::precompile(requests, options);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto elapsed = [&t0] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  std::vector<KernelReport> reports;
+  try {
+    reports = kiln::precompile(requests, options);
+  } catch (const Error& e) {
+    if (!as_json || finished.empty()) throw;  // a bad request: nothing was built
+    json kernels = json::array();
+    size_t failed = 0, cached = 0;
+    for (const auto& [report, error] : finished) {
+      json k = planned_json(report, error.empty());
+      if (!error.empty()) k["error"] = error;
+      failed += error.empty() ? 0 : 1;
+      cached += error.empty() && report.hit ? 1 : 0;
+      kernels.push_back(std::move(k));
+    }
+    print_json({{"kernels", kernels}, {"compiled", finished.size() - failed - cached}, {"cached", cached},
+                {"failed", failed}, {"seconds", elapsed()}, {"error", e.what()}});
+    print_error(e.what());
+    return 1;
+  }
+  const double seconds = elapsed();
   size_t hits = 0;
   for (const auto& r : reports) hits += r.hit ? 1 : 0;
   if (as_json) {
     json kernels = json::array();
     for (const auto& r : reports) kernels.push_back(planned_json(r, true));
-    print_json({{"kernels", kernels}, {"compiled", reports.size() - hits}, {"cached", hits}, {"seconds", seconds}});
+    print_json({{"kernels", kernels}, {"compiled", reports.size() - hits}, {"cached", hits}, {"failed", 0},
+                {"seconds", seconds}});
     return 0;
   }
-  char summary[160];
-  std::snprintf(summary, sizeof summary, ": %zu kernels, %zu compiled, %zu already cached, %.2f s\n", reports.size(),
-                reports.size() - hits, hits, seconds);
-  std::cout << requests_text(requests) << summary;
+  char timing[32];
+  std::snprintf(timing, sizeof timing, "%.2f s", seconds);
+  std::cout << requests_text(requests) << ": " << count_text(reports.size(), "kernel", "kernels") << ", "
+            << reports.size() - hits << " compiled, " << hits << " already cached, " << timing << '\n';
   if (reports.empty()) return 0;
   Table table({"op", "kernel", reports[0].range_param.empty() ? "range" : reports[0].range_param, "hit", "compile ms", "key"},
               {false, false, false, false, true, false});
@@ -374,14 +409,19 @@ int run_ops(bool as_json) {
 // ---- kiln cache ----------------------------------------------------------------------------------------
 
 int run_cache_ls(bool as_json) {
-  const std::vector<CacheEntryInfo> entries = cache_list();
+  uint64_t unreadable = 0;
+  const std::vector<CacheEntryInfo> entries = cache_list(&unreadable);
+  if (unreadable > 0)
+    std::cerr << "kiln: warning: " << unreadable << (unreadable == 1 ? " entry" : " entries")
+              << " of the cache cannot be read or fail their checks and are not listed; `kiln cache verify` names and "
+                 "removes them\n";
   if (as_json) {
     json list = json::array();
     for (const auto& e : entries)
       list.push_back({{"key", e.key}, {"op", e.op}, {"spec", e.spec}, {"arch", e.arch}, {"backend", e.backend},
                       {"compiler", e.compiler}, {"kernel_name", e.kernel_name}, {"bytes", e.bytes},
                       {"compile_ms", e.compile_ms}, {"created", e.created_unix}, {"last_use", e.last_use_unix}});
-    print_json({{"entries", list}});
+    print_json({{"entries", list}, {"unreadable", unreadable}});
     return 0;
   }
   if (entries.empty()) {
@@ -403,10 +443,12 @@ int run_cache_stats(bool as_json) { return run_cache_stats_with_tiers(as_json); 
 int run_cache_verify(bool as_json) {
   const CacheVerifyReport r = cache_verify();
   if (as_json) {
-    print_json({{"checked", r.checked}, {"corrupt", r.corrupt}, {"removed", r.removed}});
+    print_json({{"checked", r.checked}, {"corrupt", r.corrupt}, {"removed", r.removed}, {"problems", r.problems}});
     return 0;
   }
-  std::cout << "checked " << r.checked << " entries: " << r.corrupt << " corrupt, " << r.removed << " removed\n";
+  std::cout << "checked " << r.checked << (r.checked == 1 ? " entry: " : " entries: ") << r.corrupt << " corrupt, "
+            << r.removed << " removed\n";
+  for (const std::string& problem : r.problems) std::cout << "  " << problem << '\n';
   return 0;
 }
 
@@ -416,7 +458,7 @@ int run_cache_clear(bool as_json) {
     print_json({{"removed", removed}});
     return 0;
   }
-  std::cout << "removed " << removed << " entries\n";
+  std::cout << "removed " << count_text(removed, "entry", "entries") << '\n';
   return 0;
 }
 
@@ -495,8 +537,18 @@ int run(int argc, char** argv) {
                     "one problem per (n, k) with m over the range");
     json_flag(sub);
   }
-  precompile_cmd->add_option("-j,--jobs", jobs, "compiles at once (default: one per hardware thread)")
-      ->check(CLI::NonNegativeNumber);
+  // Checked on the text (CLI11's number checks print their range with DBL_MAX written out in full).
+  const CLI::Validator whole_number(
+      [](std::string& text) -> std::string {
+        int value = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < 0)
+          return "must be a whole number >= 0 (0: one per hardware thread), got '" + text + "'";
+        return {};
+      },
+      "N>=0");
+  precompile_cmd->add_option("-j,--jobs", jobs, "compiles at once (default 0: one per hardware thread)")
+      ->check(whole_number);
 
   CLI::App* cache_cmd = app.add_subcommand("cache", "inspect or maintain the kernel cache");
   cache_cmd->require_subcommand(0, 1);

@@ -100,4 +100,8 @@ std::string format_time(int64_t unix_seconds) {
   return buf;
 }
 
+std::string count_text(uint64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
 }  // namespace kiln::cli

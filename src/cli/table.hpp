@@ -28,5 +28,7 @@ std::string format_bytes(uint64_t bytes);
 std::string format_ms(double ms);
 // Local time "2026-11-29 17:03", or "-" for 0.
 std::string format_time(int64_t unix_seconds);
+// "1 entry", "3 entries": a count with its noun's singular or plural.
+std::string count_text(uint64_t n, const char* one, const char* many);
 
 }  // namespace kiln::cli

@@ -92,6 +92,10 @@ void validate_problem(const OpDescriptor& op, const Problem& problem) {
     if (value.hi < value.lo)
       throw Error(ErrorKind::kValueError, op.name + ": parameter " + name +
                                               " must be a range lo..hi with lo <= hi, got " + value.text());
+    // Every parameter is a size, a count or a flag, and the kernels and their launches take them as 32-bit integers.
+    if (value.hi > INT32_MAX)
+      throw Error(ErrorKind::kValueError, op.name + ": parameter " + name + " must be at most 2147483647, got " +
+                                              value.text());
     if (value.is_range() && !it->accepts_range)
       throw Error(ErrorKind::kValueError, op.name + ": parameter " + name + " must be a single value, got the range " +
                                               value.text() + " (" + op.name + " accepts ranges for: " +

@@ -19,8 +19,8 @@ def test_stats_of_an_empty_cache(kiln):
     for counter in ("entries", "bytes", "hits", "misses", "compiles", "corrupt"):
         assert stats[counter] == 0, counter
     assert stats["compile_seconds"] == 0
-    assert kiln.json("cache", "ls") == {"entries": []}
-    assert kiln.json("cache", "verify") == {"checked": 0, "corrupt": 0, "removed": 0}
+    assert kiln.json("cache", "ls") == {"entries": [], "unreadable": 0}
+    assert kiln.json("cache", "verify") == {"checked": 0, "corrupt": 0, "removed": 0, "problems": []}
 
 
 def test_stats_count_across_processes(kiln):
@@ -66,9 +66,9 @@ def test_ls_lists_each_entry_with_its_metadata(kiln):
 
 def test_verify_of_a_good_cache(kiln):
     kiln.compile("--backend", "nvrtc")
-    assert kiln.json("cache", "verify") == {"checked": 1, "corrupt": 0, "removed": 0}
+    assert kiln.json("cache", "verify") == {"checked": 1, "corrupt": 0, "removed": 0, "problems": []}
     human = kiln.run("cache", "verify", check=True)
-    assert "checked 1" in human.stdout
+    assert "checked 1 entry: 0 corrupt, 0 removed" in human.stdout
 
 
 def damage(path, how):
@@ -89,14 +89,21 @@ def test_verify_removes_a_damaged_entry_and_counts_it(kiln, how):
     assert len(files) == 1, files
     damage(files[0], how)
 
+    # ls leaves it out, and says so (on stderr: stdout stays the listing).
+    assert kiln.json("cache", "ls") == {"entries": [], "unreadable": 1}
+    listed = kiln.run("cache", "ls", check=True)
+    assert "1 entry of the cache cannot be read or fail their checks" in listed.stderr
+    assert "kiln cache verify" in listed.stderr
+
     report = kiln.json("cache", "verify")
-    assert report == {"checked": 1, "corrupt": 1, "removed": 1}
+    assert {k: v for k, v in report.items() if k != "problems"} == {"checked": 1, "corrupt": 1, "removed": 1}
+    assert len(report["problems"]) == 1 and report["problems"][0].startswith(str(files[0]) + ": ")
     assert not files[0].exists()
     stats = kiln.json("cache", "stats")
     assert stats["corrupt"] == 1
     assert stats["entries"] == 0
-    assert kiln.json("cache", "ls") == {"entries": []}
-    assert kiln.json("cache", "verify") == {"checked": 0, "corrupt": 0, "removed": 0}
+    assert kiln.json("cache", "ls") == {"entries": [], "unreadable": 0}
+    assert kiln.json("cache", "verify") == {"checked": 0, "corrupt": 0, "removed": 0, "problems": []}
 
 
 def test_a_damaged_entry_is_rebuilt_by_the_next_compile(kiln):
@@ -109,7 +116,7 @@ def test_a_damaged_entry_is_rebuilt_by_the_next_compile(kiln):
     stats = kiln.json("cache", "stats")
     assert stats["corrupt"] == 1
     assert stats["compiles"] == 2
-    assert kiln.json("cache", "verify") == {"checked": 1, "corrupt": 0, "removed": 0}
+    assert kiln.json("cache", "verify") == {"checked": 1, "corrupt": 0, "removed": 0, "problems": []}
 
 
 def test_clear_removes_entries_and_resets_counters(kiln):
@@ -120,7 +127,7 @@ def test_clear_removes_entries_and_resets_counters(kiln):
     stats = kiln.json("cache", "stats")
     for counter in ("entries", "hits", "misses", "compiles", "corrupt"):
         assert stats[counter] == 0, counter
-    assert kiln.json("cache", "ls") == {"entries": []}
+    assert kiln.json("cache", "ls") == {"entries": [], "unreadable": 0}
     # The cache works after clearing.
     assert kiln.compile("--backend", "nvrtc")["hit"] is False
     human = kiln.run("cache", "clear", check=True)

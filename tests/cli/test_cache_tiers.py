@@ -121,7 +121,11 @@ def test_export_filters(kiln, tmp_path):
     kiln.compile("--backend", "nvrtc")
     assert kiln.json("cache", "export", tmp_path / "p1", "--op", OP, "--arch", ARCH)["exported"] == 1
     assert kiln.json("cache", "export", tmp_path / "p2", "--arch", "sm_100a")["exported"] == 0
-    assert kiln.json("cache", "export", tmp_path / "p3", "--op", "nothing")["exported"] == 0
+    assert kiln.json("cache", "export", tmp_path / "p3", "--op", "fp8_gemm_nt")["exported"] == 0
+    # A filter that names no operation, or no arch, is a typo, not an empty selection: no pack is written.
+    assert_error(kiln.run("cache", "export", tmp_path / "p4", "--op", "nothing"), "unknown operation 'nothing'", OP)
+    assert_error(kiln.run("cache", "export", tmp_path / "p5", "--arch", "garbage"), "invalid CUDA arch 'garbage'")
+    assert not (tmp_path / "p4").exists() and not (tmp_path / "p5").exists()
 
 
 def test_a_corrupted_pack_entry_is_rejected_by_name(kiln, tmp_path):
@@ -149,6 +153,9 @@ def test_import_of_something_that_is_not_a_pack(kiln, tmp_path):
     junk = tmp_path / "junk"
     junk.write_text("hello")
     assert_error(kiln.run("cache", "import", junk), str(junk), "not a kiln pack")
+    # A missing file and a directory are the import's own errors, status 1 as for any unreadable input.
+    assert_error(kiln.run("cache", "import", tmp_path / "missing"), "missing", "cannot be opened")
+    assert_error(kiln.run("cache", "import", tmp_path), "is a directory, not a pack file")
 
 
 def test_remote_cache_down_is_reported_not_fatal(kiln):

@@ -2,6 +2,8 @@
 and the errors. Compiles use NVRTC (the faster compiler) and small K to keep the suite quick."""
 
 import json
+import shutil
+import stat
 
 from conftest import ARCH, assert_error
 
@@ -74,6 +76,29 @@ def test_precompile_text_output_and_summary(kiln):
     assert first.startswith("fp8_gemm_nt") and "compiled" in first and "already cached" in first, result
 
 
+def test_a_failed_precompile_with_json_still_reports_every_kernel(kiln, tmp_path):
+    # One kernel cached by the real NVCC, then both problems' kernels with an NVCC that answers --version as the real
+    # one does (so the keys are the same) and fails every compile: the cached one is a hit, the other fails by name.
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    fake = tmp_path / "nvcc"
+    fake.write_text(f'#!/bin/sh\nfor a in "$@"; do [ "$a" = --version ] && exec {nvcc} "$@"; done\n'
+                    'echo "fake nvcc: no compiles today" >&2\nexit 1\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    kiln.json("precompile", "fp8_gemm_nt", "n=576", "k=512", "m=1..16", "--arch", ARCH)
+    shapes = tmp_path / "two.json"
+    shapes.write_text(json.dumps({"m_range": [1, 16], "nk": [[576, 512], [2112, 512]]}))
+    result = kiln.run("precompile", "fp8_gemm_nt", "--shapes", shapes, "--arch", ARCH, "--json",
+                      env={"DG_JIT_NVCC_COMPILER": str(fake)})
+    assert result.returncode == 1, result
+    out = json.loads(result.stdout)
+    assert (out["compiled"], out["cached"], out["failed"]) == (0, 1, 1), out
+    assert out["error"].startswith("NVCC failed to compile fp8_gemm_nt n=2112 k=512"), out["error"]
+    by_n = {k["spec"].split()[0]: k for k in out["kernels"]}
+    assert by_n["n=576"]["hit"] is True and "error" not in by_n["n=576"]
+    assert "fake nvcc: no compiles today" in by_n["n=2112"]["error"]
+    assert "NVCC failed to compile" in result.stderr
+
+
 def test_shapes_file_plans_and_precompiles_every_nk(kiln, tmp_path):
     shapes = tmp_path / "shapes.json"
     shapes.write_text(json.dumps({"warmup_model": {"m_range": [1, 256], "nk": [[576, 512], [2112, 512]]}}))
@@ -106,7 +131,16 @@ def test_errors(kiln, tmp_path):
                  "1..2")
     assert_error(kiln.run("plan", "fp8_gemm_nt", "n=576", "k=500", "m=1..5"), "k must be a positive multiple of 16")
     assert_error(kiln.run("plan", "fp8_gemm_nt", "n=576", "k=512", "m=1..x"), "m", status=2)
-    assert_error(kiln.run("precompile", "fp8_gemm_nt", "n=576", "k=512", "m=1", "-j", "-1"), "-1", status=2)
+    for jobs in ("-1", "abc", "", "1.5"):
+        assert_error(kiln.run("precompile", "fp8_gemm_nt", "n=576", "k=512", "m=1", "-j", jobs),
+                     f"--jobs: must be a whole number >= 0 (0: one per hardware thread), got '{jobs}'", status=2)
+    # Every problem parameter is at most 2**31 - 1 (the kernels take 32-bit sizes), refused before any compile.
+    assert_error(kiln.run("plan", "fp8_gemm_nt", "n=4294967296", "k=512", "m=1"),
+                 "fp8_gemm_nt: parameter n must be at most 2147483647, got 4294967296")
+    assert_error(kiln.run("plan", "fp8_gemm_nt", "n=576", "k=512", "m=1..9223372036854775807"),
+                 "parameter m must be at most 2147483647, got 1..9223372036854775807")
+    assert_error(kiln.run("compile", "per_token_cast_to_fp8", "m=1", "k=9223372036854775680"),
+                 "per_token_cast_to_fp8: parameter k must be at most 2147483647")
     assert_error(kiln.run("plan", "fp8_gemm_nt", "--shapes", tmp_path / "missing.json"), "--shapes", "missing.json")
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
@@ -115,6 +149,17 @@ def test_errors(kiln, tmp_path):
     wrong.write_text(json.dumps({"m_range": [1, 2], "nk": [[576]]}))
     assert_error(kiln.run("plan", "fp8_gemm_nt", "--shapes", wrong), "[n, k]", "[576]")
     assert_error(kiln.run("plan", "fp8_gemm_nt", "m=1", "--shapes", wrong), "m", status=2)
+    # An empty "nk" plans nothing: an error (it crashed once), in plan and precompile, with or without --json.
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps({"warmup_model": {"m_range": [1, 16], "nk": []}}))
+    for command in ("plan", "precompile"):
+        for extra in ((), ("--json",)):
+            assert_error(kiln.run(command, "fp8_gemm_nt", "--shapes", empty, *extra),
+                         '"nk" must be a non-empty list of [n, k], got []')
+    floats = tmp_path / "floats.json"
+    floats.write_text(json.dumps({"m_range": [1, 1e30], "nk": [[576, 512]]}))
+    assert_error(kiln.run("plan", "fp8_gemm_nt", "--shapes", floats), '"m_range" must be [lo, hi], two integers')
+    assert_error(kiln.run("plan", "fp8_gemm_nt", "--shapes", tmp_path), "--shapes", "is a directory, not a JSON file")
     assert_error(kiln.run("plan", "fp8_gemm_nt", "n=576", "k=512", "m=1", "block_n=200"), "block_n", "200")
     assert_error(kiln.run("plan", "fp8_gemm_nt", "n=576", "k=512", "m=1", "split_k=3"), "split_k", "got 3")
     # The GEMMs' kernels are sm_90a's alone (WGMMA, setmaxnreg): any other target is refused by name, in plan and

@@ -95,6 +95,11 @@ def test_list_ops_describes_each_operation_and_its_parameters():
     (lambda: kiln.plan("per_token_cast_to_fp8", m=1, k=128, backend="gcc"), ValueError, "gcc"),
     (lambda: kiln.plan("per_token_cast_to_fp8", m=1, k=128.0), TypeError, "k must be an int"),
     (lambda: kiln.plan("per_token_cast_to_fp8", m=True, k=128), TypeError, "m must be an int"),
+    (lambda: kiln.plan("fp8_gemm_nt", m=1, n=2**70, k=2048), kiln.KilnValueError,
+     r"plan: problem parameter n must be at most 2147483647, got 1180591620717411303424"),
+    (lambda: kiln.plan("fp8_gemm_nt", m=1, n=2**32, k=2048), kiln.KilnValueError,
+     r"fp8_gemm_nt: parameter n must be at most 2147483647, got 4294967296"),
+    (lambda: kiln.plan("fp8_gemm_nt", m=-2**70, n=2048, k=2048), kiln.KilnValueError, r"m must be >= 0"),
     (lambda: kiln.precompile("no_such_op", m=1), LookupError, "no_such_op"),
     (lambda: kiln.precompile("per_token_cast_to_fp8", m=1, k=96, arch="sm_90a"), ValueError, "96"),
 ])
@@ -141,7 +146,7 @@ def test_cache_list_verify_and_clear(python, cache_dir):
     entries, verify, cleared, after = (json.loads(line) for line in lines[-4:])
     assert len(entries) == 1 and entries[0]["op"] == "per_block_cast_to_fp8" and entries[0]["arch"] == "sm_90a"
     assert entries[0]["backend"] == "nvrtc" and entries[0]["bytes"] > 0
-    assert verify == {"checked": 1, "corrupt": 0, "removed": 0}
+    assert verify == {"checked": 1, "corrupt": 0, "removed": 0, "problems": []}
     assert cleared == 1 and after == []
 
 

@@ -423,8 +423,10 @@ TEST(DiskCache, ListShowsMetadataSizeAndLastUse) {
   fs::resize_file(entry_path(dir.path(), bad), 100);
   age_file(entry_path(dir.path(), a), 7200);
 
-  const auto listed = cache.list();
+  uint64_t unreadable = 99;
+  const auto listed = cache.list(&unreadable);
   ASSERT_EQ(listed.size(), 2u) << "a bad entry is not listed";
+  EXPECT_EQ(unreadable, 1u) << "but it is counted";
   EXPECT_EQ(listed[0].meta.key, b) << "most recently used first";
   EXPECT_EQ(listed[1].meta.key, a);
   EXPECT_EQ(listed[1].meta.spec, "variant=1");
