@@ -13,6 +13,7 @@
 #include "codegen/embedded_headers.hpp"
 #include "compiler/internal.hpp"
 #include "kiln/error.hpp"
+#include "util/fs.hpp"
 #include "util/subprocess.hpp"
 
 namespace kiln::compiler::detail {
@@ -176,7 +177,9 @@ class NvccCompiler final : public Compiler {
     if (state_dir_.empty()) return {};
     std::error_code ec;
     const fs::path root = state_dir_ / "tmp";
-    fs::create_directories(root, ec);  // every time: `kiln cache clear` may have removed it
+    // Every time: `kiln cache clear` may have removed it. Private (0700), as the rest of the cache: the compiles'
+    // sources and outputs are there.
+    util::create_private_directories(root, ec);
     if (ec || ::access(root.c_str(), W_OK) != 0) return {};
     std::call_once(swept_, [&] { remove_stale_entries(root, "kiln-nvcc-", kStaleTemporaryAgeS); });
     return root;

@@ -50,6 +50,10 @@ TEST(Nvcc, CompilesAnSm90aCubin) {
   EXPECT_TRUE(k.ptx.empty());
   EXPECT_FALSE(k.resources.known());
   EXPECT_GT(k.compile_ms, 0);
+  // The compiles' working directory is private, as the rest of the cache (it holds their sources and outputs).
+  struct stat st{};
+  ASSERT_EQ(::stat((state.path() / "tmp").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
 }
 
 TEST(Nvcc, ReportPtxAndLineinfoWhenAsked) {
