@@ -131,7 +131,12 @@ std::vector<Bf16GemmConfig> candidates(const TargetInfo& target, int64_t n, cons
         // staging tile ran 0.89-1.00x. D += A . B^T at M = 4096 (--sweep-accumulate, H100, 2026-12-07): the fastest
         // forced tile was one with 4 stages at all six shapes, 2-16 % ahead of the plan's 3- and 4-stage tiles.
         const bool float32_d = epilogue != static_cast<int>(kernels::kBf16GemmStoreBf16);
-        const uint32_t planned = float32_d ? forced_fit : fit;
+        // With a bfloat16 D, 128x256 too (singly and in pairs): beside its whole staging tile it has 3 stages, and
+        // with a fourth and its epilogue in two passes it ran 1.7-3.8 % faster at five of the six M = 4096 shapes and
+        // level at K = 16384 (BF16_SWEEP, H100, 2026-12-07, fifty-eighth session). 128x192's fifth stage was not
+        // (2.6 % slower at 4096 x 24576 x 1536, 5.8 % faster at 4096 x 32768 x 512).
+        const bool deeper = float32_d || (block_m == 128 && block_n == 256);
+        const uint32_t planned = deeper ? forced_fit : fit;
         if (planned == 0) continue;
         c.stages = o.stages != 0 ? o.stages : static_cast<int>(planned);
         out.push_back(c);

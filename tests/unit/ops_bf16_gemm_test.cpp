@@ -446,7 +446,7 @@ TEST(Bf16GemmPlan, TheModelsPickAmongTheSweptTilesIsCloseToTheFastest) {
 TEST(Bf16GemmPlan, OverridesNarrowTheCandidates) {
   const ops::Bf16GemmPlan forced = ops::bf16_gemm_plan(kH200, 4096, 7168, {128, 256, 0, 2});
   ASSERT_EQ(forced.kernels.size(), 1u);
-  EXPECT_EQ(forced.kernels[0].describe(), "128x256, 3 stages, 2 math warpgroups, B multicast x2");
+  EXPECT_EQ(forced.kernels[0].describe(), "128x256, 4 stages, 2 math warpgroups, B multicast x2");
   const ops::Bf16GemmPlan staged = ops::bf16_gemm_plan(kH200, 4096, 7168, {64, 16, 5, 0});
   ASSERT_EQ(staged.kernels.size(), 1u);
   EXPECT_EQ(staged.kernels[0].stages, 5);
@@ -455,9 +455,12 @@ TEST(Bf16GemmPlan, OverridesNarrowTheCandidates) {
   EXPECT_THAT(error_of([] { ops::bf16_gemm_plan(kH200, 4096, 7168, {128, 256, 9, 0}); }),
               HasSubstr("bf16_gemm_nt: stages 9 do not fit in 232448 bytes of shared memory with a 128x256 tile (at "
                         "most 4)"));
-  // A fourth stage for 128x256 fits beside half a staging tile (two store passes); the plan's own count keeps a whole
-  // one. 128x192 with five stages stores a third at a time.
-  EXPECT_EQ(ops::bf16_gemm_plan(kH200, 4096, 7168, {128, 256, 0, 0}).kernels.at(0).stages, 3);
+  // A fourth stage for 128x256 fits beside half a staging tile (two store passes), and the plan takes it (the sweep:
+  // faster than three beside a whole one); 256x128 and 128x192 keep a whole one. 128x192 with five stages stores a
+  // third at a time.
+  EXPECT_EQ(ops::bf16_gemm_plan(kH200, 4096, 7168, {128, 256, 0, 0}).kernels.at(0).stages, 4);
+  EXPECT_EQ(ops::bf16_gemm_plan(kH200, 4096, 7168, {256, 128, 0, 0}).kernels.at(0).stages, 3);
+  EXPECT_EQ(ops::bf16_gemm_plan(kH200, 4096, 7168, {128, 192, 0, 0}).kernels.at(0).stages, 4);
   const ops::Bf16GemmConfig four = ops::bf16_gemm_plan(kH200, 4096, 7168, {128, 256, 4, 0}).kernels.at(0);
   EXPECT_EQ(four.stages, 4);
   EXPECT_EQ(kernels::bf16_gemm_staging_cols(128, 256, 4), 128u);
