@@ -3,7 +3,8 @@
 //
 // How a choice is made: candidates are tiles of 64 rows (one math warpgroup), 128 rows (two, alone or in CTA pairs
 // multicasting B) and 256 rows (two warpgroups of two waves, alone or in pairs), at the widths a sweep found fast
-// (bf16_gemm_offered), each with as many pipeline stages as fit. A cost model (bf16_gemm_estimate_us)
+// (bf16_gemm_offered), each with as many pipeline stages as fit beside a whole staging tile (128x256 one more, beside
+// half of one: measured faster). A cost model (bf16_gemm_estimate_us)
 // estimates each at every 64-row interval of M up to kBf16GemmSampledMaxM; each interval takes its cheapest, and
 // candidates are dropped, the cheapest loss first, while the intervals stay within 1 % of the best on average
 // (weighed by ln of M, so every doubling counts alike) and 2 % at every interval, and anyway while more than
