@@ -94,13 +94,14 @@ MASKED_SHAPES = [(groups, expected, total, n, k) for groups, expected, total, n,
 # n, experts, tokens in all), each timed with c=None and c=d.
 K_GROUPED_SHAPES = [("gate/up", 4096, 7168, 8, 32768), ("down", 7168, 2048, 8, 32768),
                     ("gate/up", 4096, 7168, 32, 32768), ("down", 7168, 2048, 32, 32768)]
-# (block_m, block_n, cluster_m, stages; 0: as many as fit beside a whole staging tile) forced by --sweep: each tile
-# family at a few widths, and the widest with a stage more than that (half a staging tile, two store passes).
+# (block_m, block_n, cluster_m, stages; 0: the plan's count, as many as fit beside a whole staging tile, 128x256 one
+# more beside half of one) forced by --sweep: each tile family at a few widths, 128x192 and 256x128 with a stage more
+# than a whole staging tile leaves room for (the epilogue in passes), and 128x256 with the 3 beside a whole one.
 SWEEP_TILES = [(64, 16, 1, 0), (64, 32, 1, 0), (64, 48, 1, 0), (64, 64, 1, 0), (64, 96, 1, 0), (64, 128, 1, 0),
                (64, 192, 1, 0), (64, 256, 1, 0), (128, 64, 1, 0), (128, 96, 1, 0), (128, 128, 1, 0), (128, 128, 2, 0),
                (128, 160, 1, 0), (128, 176, 1, 0), (128, 192, 1, 0), (128, 192, 1, 5), (128, 208, 1, 0),
-               (128, 224, 1, 0), (128, 240, 1, 0), (128, 256, 1, 0), (128, 256, 2, 0), (128, 256, 1, 4),
-               (128, 256, 2, 4), (256, 128, 1, 0), (256, 128, 2, 0)]
+               (128, 224, 1, 0), (128, 240, 1, 0), (128, 256, 1, 0), (128, 256, 2, 0), (128, 256, 1, 3),
+               (128, 256, 2, 3), (256, 128, 1, 0), (256, 128, 2, 0), (256, 128, 1, 4), (256, 128, 2, 4)]
 
 
 def load_shapes(path: Path) -> tuple[list[int], list[tuple[int, int]]]:

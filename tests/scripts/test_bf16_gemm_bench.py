@@ -35,7 +35,7 @@ def test_peers_are_read_from_the_bf16_table_only(tmp_path):
 def test_sweep_tiles_are_what_the_plan_can_be_forced_to():
     names = [bench.tile_name(t) for t in bench.SWEEP_TILES]
     assert len(set(names)) == len(names)
-    assert "128x256 pair s4" in names and "64x32" in names
+    assert "128x256 pair s3" in names and "256x128 pair s4" in names and "64x32" in names
     for block_m, block_n, cluster_m, stages in bench.SWEEP_TILES:
         assert block_m in (64, 128, 256) and block_n % 16 == 0 and 16 <= block_n <= (128 if block_m == 256 else 256)
         assert cluster_m in (1, 2) and 0 <= stages <= 32
