@@ -15,7 +15,6 @@ using json = nlohmann::ordered_json;
 
 void print_json(const json& value) { std::cout << value.dump(2) << '\n'; }
 
-
 int run_prune(const CacheTierCommands& c, bool as_json) {
   const uint64_t max_bytes = *parse_byte_size(c.max_bytes);  // checked by the option's validator
   const CachePruneReport r = cache_prune(max_bytes);

@@ -412,9 +412,9 @@ int run_cache_ls(bool as_json) {
   uint64_t unreadable = 0;
   const std::vector<CacheEntryInfo> entries = cache_list(&unreadable);
   if (unreadable > 0)
-    std::cerr << "kiln: warning: " << unreadable << (unreadable == 1 ? " entry" : " entries")
-              << " of the cache cannot be read or fail their checks and are not listed; `kiln cache verify` names and "
-                 "removes them\n";
+    std::cerr << "kiln: warning: " << count_text(unreadable, "entry", "entries")
+              << " of the cache could not be read or failed their checks, not listed (`kiln cache verify` names and "
+                 "removes them)\n";
   if (as_json) {
     json list = json::array();
     for (const auto& e : entries)
