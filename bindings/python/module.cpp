@@ -8,9 +8,11 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -105,13 +107,18 @@ std::optional<Backend> parse_backend(const std::optional<std::string>& text) {
   throw Error(ErrorKind::kValueError, "backend must be 'nvcc' or 'nvrtc', got '" + *text + "'");
 }
 
+// Ranges come from Python as name -> (lo, hi), both included (kiln.plan's m=(1, 16384)).
+using RangeMap = std::map<std::string, std::pair<int64_t, int64_t>>;
+
 CompileRequest request_of(const std::string& op, const std::map<std::string, int64_t>& problem,
-                          const std::optional<std::string>& arch, const std::optional<std::string>& backend) {
+                          const std::optional<std::string>& arch, const std::optional<std::string>& backend,
+                          const RangeMap& ranges = {}) {
   CompileRequest r;
   r.op = op;
   r.problem = problem;
   r.arch = arch;
   r.backend = parse_backend(backend);
+  for (const auto& [name, range] : ranges) r.ranges[name] = ParamRange{range.first, range.second};
   return r;
 }
 
@@ -123,6 +130,18 @@ nb::dict report_dict(const KernelReport& r, bool compiled) {
   d["arch"] = r.arch;
   d["backend"] = to_string(r.backend);
   d["kernel_name"] = r.kernel_name;
+  if (!r.range_param.empty() && !r.ranges.empty()) {
+    // As `kiln plan --json`: the span this kernel serves of the ranged parameter, and its exact pieces.
+    int64_t lo = r.ranges.front().first, hi = r.ranges.front().second;
+    nb::list pieces;
+    for (const auto& [a, b] : r.ranges) {
+      lo = std::min(lo, a);
+      hi = std::max(hi, b);
+      pieces.append(nb::make_tuple(a, b));
+    }
+    d[(r.range_param + "_range").c_str()] = nb::make_tuple(lo, hi);
+    d[(r.range_param + "_ranges").c_str()] = pieces;
+  }
   if (compiled) {
     d["hit"] = r.hit;
     d["compile_ms"] = r.compile_ms;
@@ -503,23 +522,25 @@ NB_MODULE(_native, m) {
 
   // ---- Ahead of time
   m.def(
-      "compile",
-      [](const std::string& op, const std::map<std::string, int64_t>& problem, const std::optional<std::string>& arch,
-         const std::optional<std::string>& backend) {
-        const kiln::CompileRequest request = request_of(op, problem, arch, backend);
-        return reports_list(without_gil([&] { return kiln::compile(request); }), true);
+      "precompile",
+      [](const std::string& op, const std::map<std::string, int64_t>& problem, const RangeMap& ranges,
+         const std::optional<std::string>& arch, const std::optional<std::string>& backend, int jobs) {
+        const kiln::CompileRequest request = request_of(op, problem, arch, backend, ranges);
+        kiln::PrecompileOptions options;
+        options.jobs = jobs;
+        return reports_list(without_gil([&] { return kiln::precompile(request, options); }), true);
       },
-      "op"_a, "problem"_a, "arch"_a = nb::none(), "backend"_a = nb::none(),
-      "Compile (or find in the cache) every kernel a problem needs; a list of report dicts.");
+      "op"_a, "problem"_a, "ranges"_a, "arch"_a = nb::none(), "backend"_a = nb::none(), "jobs"_a = 0,
+      "Compile (or find in the cache) every kernel a problem or range needs, `jobs` at a time.");
   m.def(
       "plan",
       [](const std::string& op, const std::map<std::string, int64_t>& problem, const std::optional<std::string>& arch,
-         const std::optional<std::string>& backend) {
-        const kiln::CompileRequest request = request_of(op, problem, arch, backend);
+         const std::optional<std::string>& backend, const RangeMap& ranges) {
+        const kiln::CompileRequest request = request_of(op, problem, arch, backend, ranges);
         return reports_list(without_gil([&] { return kiln::plan(request); }), false);
       },
-      "op"_a, "problem"_a, "arch"_a = nb::none(), "backend"_a = nb::none(),
-      "The kernels a problem needs and their cache keys, without compiling.");
+      "op"_a, "problem"_a, "arch"_a = nb::none(), "backend"_a = nb::none(), "ranges"_a = RangeMap{},
+      "The kernels a problem (or range) needs and their cache keys, without compiling.");
   m.def(
       "list_ops",
       [] {

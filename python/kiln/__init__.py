@@ -804,64 +804,94 @@ def get_bf16_gemm_overrides() -> dict:
 
 # ---- Ahead of time -----------------------------------------------------------------------------------------
 
-def _problem(function: str, problem: Dict[str, Any]) -> Dict[str, int]:
-    out = {}
+def _int_parameter(function: str, name: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise KilnTypeError(f"{function}: problem parameter {name} must be an int, got bool")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise KilnTypeError(f"{function}: problem parameter {name} must be an int or a range (lo, hi), got "
+                            f"{type(value).__name__} {value!r}") from None
+    # The native layer takes 64-bit ints (and the ops check their own, smaller bounds): say which one is out.
+    if not -(1 << 63) <= number < (1 << 63):
+        bound = "must be >= 0" if number < 0 else "must be at most 2147483647"
+        raise KilnValueError(f"{function}: problem parameter {name} {bound}, got {number}")
+    return number
+
+
+def _problem(function: str, problem: Dict[str, Any]) -> Tuple[Dict[str, int], Dict[str, Tuple[int, int]]]:
+    """The problem's single values, and its ranges: a parameter given as (lo, hi) (both included, as the command's
+    lo..hi) or as a Python range of step 1."""
+    values, ranges = {}, {}
     for name, value in problem.items():
-        if isinstance(value, bool):
-            raise KilnTypeError(f"{function}: problem parameter {name} must be an int, got bool")
-        try:
-            out[name] = operator.index(value)
-        except TypeError:
-            raise KilnTypeError(f"{function}: problem parameter {name} must be an int, got "
-                                f"{type(value).__name__} {value!r}") from None
-        # The native layer takes 64-bit ints (and the ops check their own, smaller bounds): say which one is out.
-        if not -(1 << 63) <= out[name] < (1 << 63):
-            bound = "must be >= 0" if out[name] < 0 else "must be at most 2147483647"
-            raise KilnValueError(f"{function}: problem parameter {name} {bound}, got {out[name]}")
-    return out
+        if isinstance(value, range):
+            if value.step != 1 or len(value) == 0:
+                raise KilnValueError(f"{function}: problem parameter {name} must be a non-empty range of step 1, got "
+                                     f"{value!r}")
+            ranges[name] = (_int_parameter(function, name, value.start), _int_parameter(function, name, value[-1]))
+        elif isinstance(value, (tuple, list)):
+            if len(value) != 2:
+                raise KilnValueError(f"{function}: problem parameter {name} must be an int or a range (lo, hi), got "
+                                     f"{value!r}")
+            ranges[name] = (_int_parameter(function, name, value[0]), _int_parameter(function, name, value[1]))
+        else:
+            values[name] = _int_parameter(function, name, value)
+    return values, ranges
 
 
-def precompile(op: str, *, arch: Optional[str] = None, backend: Optional[str] = None,
-               **problem: int) -> List[Dict[str, Any]]:
+def precompile(op: str, *, arch: Optional[str] = None, backend: Optional[str] = None, jobs: int = 0,
+               **problem: Any) -> List[Dict[str, Any]]:
     """Compile (or find in the cache) every kernel an operation needs for a problem, ahead of time: no
     GPU is needed. The problem is given as the operation's parameters, mapped to kernels exactly as at run
-    time, e.g. ``precompile("per_token_cast_to_fp8", m=4096, k=7168, arch="sm_90a")``.
+    time, e.g. ``precompile("per_token_cast_to_fp8", m=4096, k=7168, arch="sm_90a")``; a parameter that accepts a
+    range (the GEMMs' ``m``, ``list_ops()`` says which) may be one, ``(lo, hi)`` with both ends included or a
+    ``range``, for every kernel the range needs: ``precompile("fp8_gemm_nt", n=7168, k=2048, m=(1, 16384))``, as
+    ``kiln precompile fp8_gemm_nt n=7168 k=2048 m=1..16384``.
 
     Args:
         op: the operation's name (``list_ops()`` lists them).
         arch: the target, e.g. ``"sm_90a"``; default ``DG_JIT_ARCH``, else the current GPU, else sm_90a.
         backend: ``"nvcc"`` or ``"nvrtc"``; default the configured one (``DG_JIT_USE_NVRTC``).
-        **problem: the operation's problem parameters (ints).
+        jobs: compiles at once; 0 (the default): one per hardware thread.
+        **problem: the operation's problem parameters (ints, or ranges where accepted).
 
     Returns:
         One dict per distinct kernel, with the fields of ``kiln compile --json``: ``op``, ``spec``, ``key``,
         ``arch``, ``backend``, ``kernel_name``, ``hit`` (found in the cache: nothing compiled),
-        ``compile_ms`` and ``cubin_bytes``.
+        ``compile_ms`` and ``cubin_bytes``; for a range also ``<param>_range`` (the span the kernel serves) and
+        ``<param>_ranges`` (its exact pieces), as ``kiln plan --json``.
 
     Raises:
-        ValueError (NotFoundError) for an unknown op; ValueError for a bad problem, arch or backend;
-        TypeError for a non-int parameter; RuntimeError (CompileError) when a compile fails.
+        ValueError (NotFoundError) for an unknown op; ValueError for a bad problem, arch, backend or jobs;
+        TypeError for a non-int parameter; RuntimeError (CompileError) when a compile fails (every kernel is
+        tried first, the others cached).
     """
-    return _native.compile(op, _problem("precompile", problem), arch, backend)
+    values, ranges = _problem("precompile", problem)
+    jobs = _int_parameter("precompile", "jobs", jobs)
+    if jobs < 0:
+        raise KilnValueError(f"precompile: jobs must be >= 0 (0: one per hardware thread), got {jobs}")
+    return _native.precompile(op, values, ranges, arch, backend, jobs)
 
 
 def compile(op: str, *, arch: Optional[str] = None, backend: Optional[str] = None,  # noqa: A001
-            **problem: int) -> List[Dict[str, Any]]:
+            jobs: int = 0, **problem: Any) -> List[Dict[str, Any]]:
     """The same as :func:`precompile` (named after the ``kiln compile`` command)."""
-    return _native.compile(op, _problem("compile", problem), arch, backend)
+    return precompile(op, arch=arch, backend=backend, jobs=jobs, **problem)
 
 
 def plan(op: str, *, arch: Optional[str] = None, backend: Optional[str] = None,
-         **problem: int) -> List[Dict[str, Any]]:
+         **problem: Any) -> List[Dict[str, Any]]:
     """The kernels an operation needs for a problem and their cache keys, without compiling, loading or
     reading anything from the cache: what ``precompile`` with the same arguments would build.
 
     Returns one dict per distinct kernel: ``op``, ``spec`` (the values it is specialised on, e.g.
     ``"k=7168 threads=256 vecs_per_thread=4"``), ``key`` (its cache key), ``arch``, ``backend`` and
-    ``kernel_name``. A problem that needs no kernel (``m=0``) gives an empty list. Raises as ``precompile``.
+    ``kernel_name``; for a range (``m=(1, 16384)``, as for ``precompile``) also ``<param>_range`` and
+    ``<param>_ranges``. A problem that needs no kernel (``m=0``) gives an empty list. Raises as ``precompile``.
     The first call may run the compiler once to learn its version (part of every key; memoised).
     """
-    return _native.plan(op, _problem("plan", problem), arch, backend)
+    values, ranges = _problem("plan", problem)
+    return _native.plan(op, values, arch, backend, ranges)
 
 
 def list_ops() -> List[Dict[str, Any]]:

@@ -1,11 +1,18 @@
 # Type stub of the public `kiln` package (see __init__.py for the documentation of each function).
 # tests/python/test_package.py checks that every public function and class is declared here with the
 # module's parameter names.
-from typing import Any, Dict, List, Optional, Sequence, Tuple, TypedDict
+from typing import Any, Dict, List, Optional, Sequence, Tuple, TypedDict, Union
 
 __version__: str
 
-class _KernelPlan(TypedDict):
+class _RangePieces(TypedDict, total=False):
+    # For a problem given a range: the span of it each kernel serves, and its exact pieces (both ends included).
+    m_range: Tuple[int, int]
+    m_ranges: List[Tuple[int, int]]
+    k_range: Tuple[int, int]
+    k_ranges: List[Tuple[int, int]]
+
+class _KernelPlan(_RangePieces):
     op: str
     spec: str
     key: str
@@ -175,12 +182,14 @@ def ceil_div(x: int, y: int) -> int: ...
 def align(x: int, y: int) -> int: ...
 
 # ---- kiln's own
-def precompile(op: str, *, arch: Optional[str] = None, backend: Optional[str] = None,
-               **problem: int) -> List[_KernelReport]: ...
-def compile(op: str, *, arch: Optional[str] = None, backend: Optional[str] = None,
-            **problem: int) -> List[_KernelReport]: ...
+# A problem parameter: an int, or where the op accepts a range, (lo, hi) with both ends included or a range of step 1.
+_ProblemValue = Union[int, Tuple[int, int], range]
+def precompile(op: str, *, arch: Optional[str] = None, backend: Optional[str] = None, jobs: int = 0,
+               **problem: _ProblemValue) -> List[_KernelReport]: ...
+def compile(op: str, *, arch: Optional[str] = None, backend: Optional[str] = None, jobs: int = 0,
+            **problem: _ProblemValue) -> List[_KernelReport]: ...
 def plan(op: str, *, arch: Optional[str] = None, backend: Optional[str] = None,
-         **problem: int) -> List[_KernelPlan]: ...
+         **problem: _ProblemValue) -> List[_KernelPlan]: ...
 def list_ops() -> List[_OpInfo]: ...
 def cache_stats() -> _CacheStats: ...
 def declare_warmup_done() -> None: ...

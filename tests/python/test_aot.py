@@ -56,6 +56,38 @@ def test_plan_lists_the_keys_precompile_builds_without_compiling(python, cache_d
     assert built[0]["backend"] == "nvrtc" and built[0]["cubin_bytes"] > 0
 
 
+def test_plan_of_a_range_names_the_kernel_of_every_m_in_it():
+    # As `kiln plan fp8_gemm_nt n=7168 k=2048 m=1..16384`: the distinct kernels, each with the pieces of the range it
+    # serves; the pieces tile the range, and each M's own plan is the kernel whose pieces hold it.
+    kernels = kiln.plan("fp8_gemm_nt", n=7168, k=2048, m=(1, 16384), arch="sm_90a")
+    assert 1 < len(kernels) <= 8
+    assert kiln.plan("fp8_gemm_nt", n=7168, k=2048, m=range(1, 16385), arch="sm_90a") == kernels
+    pieces = sorted((lo, hi, k["key"]) for k in kernels for lo, hi in k["m_ranges"])
+    assert pieces[0][0] == 1 and pieces[-1][1] == 16384
+    assert all(a[1] + 1 == b[0] for a, b in zip(pieces, pieces[1:]))
+    for k in kernels:
+        assert k["m_range"] == (min(lo for lo, _ in k["m_ranges"]), max(hi for _, hi in k["m_ranges"]))
+    for m in (1, 64, 65, 129, 1000, 4096, 16384):
+        [single] = kiln.plan("fp8_gemm_nt", n=7168, k=2048, m=m, arch="sm_90a")
+        assert single["key"] == next(key for lo, hi, key in pieces if lo <= m <= hi), m
+        assert single["m_range"] == (m, m)  # a single M is a range of one, as `kiln plan --json` says
+
+
+def test_precompile_of_a_range_on_several_threads(python, cache_dir):
+    code = """
+        import json, kiln
+        print(json.dumps(kiln.plan("fp8_gemm_nt", n=576, k=512, m=(1, 512), arch="sm_90a", backend="nvrtc")))
+        print(json.dumps(kiln.precompile("fp8_gemm_nt", n=576, k=512, m=(1, 512), arch="sm_90a", backend="nvrtc",
+                                         jobs=2)))
+        print(json.dumps(kiln.compile("fp8_gemm_nt", n=576, k=512, m=range(1, 513), arch="sm_90a", backend="nvrtc")))
+    """
+    planned, built, again = _json_lines(python(code, env={"DG_JIT_CACHE_DIR": cache_dir}))
+    assert len(planned) > 1 and [k["key"] for k in built] == [k["key"] for k in planned]
+    assert all(k["hit"] is False and k["cubin_bytes"] > 0 for k in built)
+    assert all(k["hit"] is True for k in again)
+    assert [k["m_ranges"] for k in built] == [k["m_ranges"] for k in planned]
+
+
 def test_plan_and_precompile_of_an_empty_problem_need_no_kernel():
     assert kiln.plan("per_token_cast_to_fp8", m=0, k=7168, arch="sm_90a") == []
     assert kiln.precompile("per_token_cast_to_fp8", m=0, k=7168, arch="sm_90a") == []
@@ -100,6 +132,13 @@ def test_list_ops_describes_each_operation_and_its_parameters():
     (lambda: kiln.plan("fp8_gemm_nt", m=1, n=2**32, k=2048), kiln.KilnValueError,
      r"fp8_gemm_nt: parameter n must be at most 2147483647, got 4294967296"),
     (lambda: kiln.plan("fp8_gemm_nt", m=-2**70, n=2048, k=2048), kiln.KilnValueError, r"m must be >= 0"),
+    (lambda: kiln.plan("fp8_gemm_nt", m=(1, 2, 3), n=2048, k=2048), kiln.KilnValueError,
+     r"m must be an int or a range \(lo, hi\), got \(1, 2, 3\)"),
+    (lambda: kiln.plan("fp8_gemm_nt", m=range(1, 9, 2), n=2048, k=2048), kiln.KilnValueError, "of step 1"),
+    (lambda: kiln.plan("fp8_gemm_nt", m=(9, 3), n=2048, k=2048), kiln.KilnValueError, "lo <= hi, got 9..3"),
+    (lambda: kiln.plan("fp8_gemm_nt", m=1, n=(1, 2), k=2048), kiln.KilnValueError, "n must be a single value"),
+    (lambda: kiln.plan("fp8_gemm_nt", m=(1.0, 2), n=2048, k=2048), kiln.KilnTypeError, "m must be an int"),
+    (lambda: kiln.precompile("fp8_gemm_nt", m=1, n=2048, k=2048, jobs=-1), kiln.KilnValueError, "jobs must be >= 0"),
     (lambda: kiln.precompile("no_such_op", m=1), LookupError, "no_such_op"),
     (lambda: kiln.precompile("per_token_cast_to_fp8", m=1, k=96, arch="sm_90a"), ValueError, "96"),
 ])
