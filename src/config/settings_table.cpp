@@ -530,7 +530,7 @@ const SettingDef kSettings[] = {
    "strict: a kernel that no cache tier holds is an error (kNotFound, naming the kernel and the `kiln` command "
    "that builds it) instead of a compile on the serving path. Ahead-of-time commands still compile.",
    nullptr, resolve_mode},
-  {"remote_cache", "DG_JIT_REMOTE_CACHE", "redis://[:password@]host[:port][/db], or rediss:// for TLS", "unset (no remote tier)", "no",
+  {"remote_cache", "DG_JIT_REMOTE_CACHE", "redis://[[user]:password@]host[:port][/db], or rediss:// for TLS", "unset (no remote tier)", "no",
    "A Redis server shared by many machines: a local miss looks there before compiling, and compiles are "
    "published there; one machine compiles a kernel at a time. A Redis that is down, slow or returns garbage "
    "is skipped after one warning, never failing a kernel. Needs kiln built with hiredis.",
