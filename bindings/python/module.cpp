@@ -12,7 +12,6 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -132,13 +131,9 @@ nb::dict report_dict(const KernelReport& r, bool compiled) {
   d["kernel_name"] = r.kernel_name;
   if (!r.range_param.empty() && !r.ranges.empty()) {
     // As `kiln plan --json`: the span this kernel serves of the ranged parameter, and its exact pieces.
-    int64_t lo = r.ranges.front().first, hi = r.ranges.front().second;
     nb::list pieces;
-    for (const auto& [a, b] : r.ranges) {
-      lo = std::min(lo, a);
-      hi = std::max(hi, b);
-      pieces.append(nb::make_tuple(a, b));
-    }
+    for (const auto& [lo, hi] : r.ranges) pieces.append(nb::make_tuple(lo, hi));
+    const auto [lo, hi] = r.range_span();
     d[(r.range_param + "_range").c_str()] = nb::make_tuple(lo, hi);
     d[(r.range_param + "_ranges").c_str()] = pieces;
   }

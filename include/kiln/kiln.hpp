@@ -52,6 +52,8 @@ struct KernelReport {
   // serves, in increasing order (a kernel may serve several disjoint pieces).
   std::string range_param;
   std::vector<std::pair<int64_t, int64_t>> ranges;
+  // The span of the range this kernel serves: the lowest and highest value of `ranges` ({0, 0} when it is empty).
+  std::pair<int64_t, int64_t> range_span() const;
   bool cached = false;     // plan(): a local cache tier holds an entry for the key; compile/precompile: == hit
   std::string detail;      // the op's description of the kernel (tile, stages, threads...); may be empty
 };

@@ -123,6 +123,13 @@ std::vector<KernelReport> plan(const std::vector<CompileRequest>& requests) {
   return reports;
 }
 
+std::pair<int64_t, int64_t> KernelReport::range_span() const {
+  if (ranges.empty()) return {0, 0};
+  std::pair<int64_t, int64_t> span = ranges.front();
+  for (const auto& [lo, hi] : ranges) span = {std::min(span.first, lo), std::max(span.second, hi)};
+  return span;
+}
+
 std::vector<KernelReport> plan(const CompileRequest& request) { return plan(std::vector<CompileRequest>{request}); }
 
 }  // namespace kiln

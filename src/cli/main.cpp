@@ -246,13 +246,9 @@ json planned_json(const KernelReport& r, bool compiled) {
   json k = {{"op", r.op}, {"spec", r.spec}, {"key", r.key}, {"arch", r.arch}, {"backend", to_string(r.backend)},
             {"kernel_name", r.kernel_name}, {"cached", r.cached}, {"detail", r.detail}};
   if (!r.range_param.empty() && !r.ranges.empty()) {
-    int64_t lo = r.ranges.front().first, hi = r.ranges.front().second;
     json pieces = json::array();
-    for (const auto& [a, b] : r.ranges) {
-      lo = std::min(lo, a);
-      hi = std::max(hi, b);
-      pieces.push_back(json::array({a, b}));
-    }
+    for (const auto& [lo, hi] : r.ranges) pieces.push_back(json::array({lo, hi}));
+    const auto [lo, hi] = r.range_span();
     k[r.range_param + "_range"] = json::array({lo, hi});
     k[r.range_param + "_ranges"] = pieces;
   }
@@ -324,6 +320,21 @@ class Progress {
   size_t cached_ = 0, failed_ = 0;
 };
 
+// precompile --json: each kernel (a failed one with its error) and the counts.
+json precompile_json(const std::vector<std::pair<KernelReport, std::string>>& kernels, double seconds) {
+  json list = json::array();
+  size_t failed = 0, cached = 0;
+  for (const auto& [report, error] : kernels) {
+    json k = planned_json(report, error.empty());
+    if (!error.empty()) k["error"] = error;
+    failed += error.empty() ? 0 : 1;
+    cached += error.empty() && report.hit ? 1 : 0;
+    list.push_back(std::move(k));
+  }
+  return {{"kernels", list}, {"compiled", kernels.size() - failed - cached}, {"cached", cached}, {"failed", failed},
+          {"seconds", seconds}};
+}
+
 int run_precompile(const std::vector<CompileRequest>& requests, int jobs, bool as_json) {
   Progress progress;
   PrecompileOptions options;
@@ -342,17 +353,9 @@ int run_precompile(const std::vector<CompileRequest>& requests, int jobs, bool a
     reports = kiln::precompile(requests, options);
   } catch (const Error& e) {
     if (!as_json || finished.empty()) throw;  // a bad request: nothing was built
-    json kernels = json::array();
-    size_t failed = 0, cached = 0;
-    for (const auto& [report, error] : finished) {
-      json k = planned_json(report, error.empty());
-      if (!error.empty()) k["error"] = error;
-      failed += error.empty() ? 0 : 1;
-      cached += error.empty() && report.hit ? 1 : 0;
-      kernels.push_back(std::move(k));
-    }
-    print_json({{"kernels", kernels}, {"compiled", finished.size() - failed - cached}, {"cached", cached},
-                {"failed", failed}, {"seconds", elapsed()}, {"error", e.what()}});
+    json out = precompile_json(finished, elapsed());
+    out["error"] = e.what();
+    print_json(out);
     print_error(e.what());
     return 1;
   }
@@ -360,10 +363,9 @@ int run_precompile(const std::vector<CompileRequest>& requests, int jobs, bool a
   size_t hits = 0;
   for (const auto& r : reports) hits += r.hit ? 1 : 0;
   if (as_json) {
-    json kernels = json::array();
-    for (const auto& r : reports) kernels.push_back(planned_json(r, true));
-    print_json({{"kernels", kernels}, {"compiled", reports.size() - hits}, {"cached", hits}, {"failed", 0},
-                {"seconds", seconds}});
+    std::vector<std::pair<KernelReport, std::string>> built;  // in the plan's order, none failed
+    for (const KernelReport& r : reports) built.emplace_back(r, std::string());
+    print_json(precompile_json(built, seconds));
     return 0;
   }
   char timing[32];
