@@ -28,7 +28,7 @@ std::vector<KernelReport> compile(const CompileRequest& request) {
   ops::validate_problem(op, problem);
 
   jit::JitRuntime& runtime = jit::runtime();
-  const jit::Target target = api::target_of(request, runtime);
+  const jit::Target target = api::target_of(op, request, runtime);
 
   const ops::TargetInfo info = api::target_info(target.arch);
   ops::check_target_arch(op, info);

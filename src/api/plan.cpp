@@ -28,10 +28,10 @@ ops::Problem problem_of(const CompileRequest& request) {
   return problem;
 }
 
-jit::Target target_of(const CompileRequest& request, jit::JitRuntime& runtime) {
+jit::Target target_of(const ops::OpDescriptor& op, const CompileRequest& request, jit::JitRuntime& runtime) {
   jit::Target target;
   if (!request.arch) {
-    ops::check_dg_jit_arch(request.op, ops::find_op(request.op).arch, runtime.config().arch);
+    ops::check_dg_jit_arch(op.name, op.arch, runtime.config().arch);
     target.arch = runtime.default_arch();
   } else {
     try {
@@ -80,7 +80,7 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<CompileRequest>& reque
   for (size_t r = 0; r < requests.size(); ++r) {
     const CompileRequest& request = requests[r];
     const ops::OpDescriptor& op = ops::find_op(request.op);
-    const jit::Target target = target_of(request, runtime);
+    const jit::Target target = target_of(op, request, runtime);
     for (ops::KernelUse& use : ops::kernel_uses(op, problems[r], target_info(target.arch))) {
       std::string key = runtime.key_of(use.spec, target);
       auto [it, fresh] = by_key.emplace(key, planned.size());

@@ -18,7 +18,7 @@ ops::Problem problem_of(const CompileRequest& request);
 // The request's arch (its own, else the runtime's default; a bad name is a kValueError "arch: ...") and
 // backend (its own, else the configured one). Without its own arch, a DG_JIT_ARCH the op's kernels are not written for
 // is a kConfigError naming the variable (ops::check_dg_jit_arch).
-jit::Target target_of(const CompileRequest& request, jit::JitRuntime& runtime);
+jit::Target target_of(const ops::OpDescriptor& op, const CompileRequest& request, jit::JitRuntime& runtime);
 
 // The target's SM count and shared memory: a GPU of this arch when one is present, else an H100/H200.
 ops::TargetInfo target_info(const compiler::Arch& arch);
