@@ -19,15 +19,10 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import kiln  # noqa: E402
-from bf16_gemm_bench import m_grouped_operands  # noqa: E402
+from bf16_gemm_bench import calc_diff, m_grouped_operands  # noqa: E402
 from flushed_timing import flushed_median_us  # noqa: E402
 
 GROUPED = [(4, 34304, 6144, 7168), (8, 34048, 4096, 2048)]  # experts, rows, n, k (bf16_gemm_bench's --m-grouped)
-
-
-def calc_diff(x, y) -> float:
-    x, y = x.double(), y.double()
-    return float(1 - 2 * (x * y).sum() / (x * x + y * y).sum())
 
 
 def planned_tile(op: str, m: int, n: int, k: int, **extra) -> dict:

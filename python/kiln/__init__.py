@@ -804,19 +804,23 @@ def get_bf16_gemm_overrides() -> dict:
 
 # ---- Ahead of time -----------------------------------------------------------------------------------------
 
-def _int_parameter(function: str, name: str, value: Any) -> int:
+def _int_argument(function: str, what: str, value: Any, expected: str) -> int:
+    """`value` as an int (anything with __index__ but a bool), or KilnTypeError "<function>: <what> must be
+    <expected>, got ..."; and within 64 bits, as the native layer takes it (the ops check their own, smaller bounds)."""
     if isinstance(value, bool):
-        raise KilnTypeError(f"{function}: problem parameter {name} must be an int, got bool")
+        raise KilnTypeError(f"{function}: {what} must be an int, got bool")
     try:
         number = operator.index(value)
     except TypeError:
-        raise KilnTypeError(f"{function}: problem parameter {name} must be an int or a range (lo, hi), got "
-                            f"{type(value).__name__} {value!r}") from None
-    # The native layer takes 64-bit ints (and the ops check their own, smaller bounds): say which one is out.
+        raise KilnTypeError(f"{function}: {what} must be {expected}, got {type(value).__name__} {value!r}") from None
     if not -(1 << 63) <= number < (1 << 63):
         bound = "must be >= 0" if number < 0 else "must be at most 2147483647"
-        raise KilnValueError(f"{function}: problem parameter {name} {bound}, got {number}")
+        raise KilnValueError(f"{function}: {what} {bound}, got {number}")
     return number
+
+
+def _int_parameter(function: str, name: str, value: Any) -> int:
+    return _int_argument(function, f"problem parameter {name}", value, "an int or a range (lo, hi)")
 
 
 def _problem(function: str, problem: Dict[str, Any]) -> Tuple[Dict[str, int], Dict[str, Tuple[int, int]]]:
@@ -867,9 +871,11 @@ def precompile(op: str, *, arch: Optional[str] = None, backend: Optional[str] = 
         tried first, the others cached).
     """
     values, ranges = _problem("precompile", problem)
-    jobs = _int_parameter("precompile", "jobs", jobs)
-    if jobs < 0:
-        raise KilnValueError(f"precompile: jobs must be >= 0 (0: one per hardware thread), got {jobs}")
+    # Checked here as well as by the library: the binding takes a C int.
+    jobs = _int_argument("precompile", "jobs", jobs, "an int")
+    if not 0 <= jobs <= 2147483647:
+        bound = "must be >= 0" if jobs < 0 else "must be at most 2147483647"
+        raise KilnValueError(f"precompile: jobs {bound} (0: one per hardware thread), got {jobs}")
     return _native.precompile(op, values, ranges, arch, backend, jobs)
 
 
