@@ -97,6 +97,11 @@ class Compiler {
   // loaded. The PTXAS check is check_resources(), applied by the caller to a kernel compiled with
   // resource_report (which fills CompiledKernel::resources).
   virtual CompiledKernel compile(const CompileInput& input, const CompileOptions& options) = 0;
+  // What, outside kiln's settings, changes this compiler's binaries as the process stands now, rendered for the
+  // cache key; empty when nothing does. NVCC reads NVCC_PREPEND_FLAGS and NVCC_APPEND_FLAGS from the environment
+  // it inherits, and either may change the cubin (-Xptxas -O0, -maxrregcount=32, -G): a kernel built under them
+  // must not be served to a process without them.
+  virtual std::string environment_key_text() const { return {}; }
 };
 
 // Builds the compiler the configuration selects. `state_dir` is a writable directory for memoised toolchain

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -84,6 +85,16 @@ class NvccCompiler final : public Compiler {
 
   const ToolchainId& identity() override {
     return identity_.get([&] { return nvcc_identity(nvcc_, state_dir_); });
+  }
+
+  std::string environment_key_text() const override {
+    std::string text;
+    for (const char* name : {"NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS"}) {
+      // Set but empty adds nothing to nvcc's command line, as unset.
+      const char* value = std::getenv(name);
+      if (value != nullptr && *value != '\0') text += std::string(name) + "=" + value + ";";
+    }
+    return text;
   }
 
   CompiledKernel compile(const CompileInput& input, const CompileOptions& options) override {

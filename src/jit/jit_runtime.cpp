@@ -29,7 +29,9 @@ compiler::CompileOptions options_for(const Config& config, const Target& target,
   o.cpp_standard = config.cpp_standard;
   o.lineinfo = config.with_lineinfo;
   o.ptxas_verbose = config.ptxas_verbose;
-  o.resource_report = config.ptxas_check || config.ptxas_verbose || config.debug;
+  // Always: ptxas records -v in the cubin's notes, so asking only when printing or checking made an entry's bytes
+  // depend on the settings of the process that compiled it first; and every entry then carries its figures.
+  o.resource_report = true;
   o.print_command = config.print_compiler_command || config.debug;
   o.keep_ptx = config.wants_ptx();
   o.timeout_s = config.compile_timeout_s;
@@ -90,9 +92,12 @@ std::string JitRuntime::key_of_source(const std::string& source, const codegen::
   field(KILN_VERSION);
   field(source);
   field(codegen::included_headers_digest(source));
-  field(compiler_for(target.backend).identity().text());
+  compiler::Compiler& compiler = compiler_for(target.backend);
+  field(compiler.identity().text());
   field(options_for(config_, target, spec).key_text());
   field(target.arch.name());
+  // Only when there is one, so that the keys of kernels built without it stay what they were.
+  if (const std::string environment = compiler.environment_key_text(); !environment.empty()) field(environment);
   return h.hex_digest().substr(0, 32);
 }
 

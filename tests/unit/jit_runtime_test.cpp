@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "kiln/error.hpp"
@@ -56,6 +58,75 @@ TEST(JitKeys, StableAndCoverWhatChangesTheBinary) {
   noisy.debug = noisy.ptxas_verbose = noisy.print_compiler_command = noisy.print_load_time = true;
   noisy.dump_ptx = noisy.dump_sass = noisy.print_configs = noisy.ptxas_check = true;
   EXPECT_EQ(key, JitRuntime(noisy).key_of(selftest_spec(1), kSm90a));
+}
+
+// Sets an environment variable for one scope, restoring what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) ::setenv(name_, old_->c_str(), 1);
+    else ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// nvcc reads NVCC_PREPEND_FLAGS and NVCC_APPEND_FLAGS from the environment kiln's child inherits; a kernel built
+// under `-Xptxas -O0` must not be served to a process without it (the cache audit of the fifty-ninth session found
+// both builds under one key). NVRTC reads neither.
+TEST(JitKeys, NvccEnvironmentFlagsAreInTheKey) {
+  test::TempDir dir;
+  const Target nvcc{compiler::Arch::parse("sm_90a"), Backend::kNvcc};
+  JitRuntime rt(test_config(dir.path(), Backend::kNvcc));
+  if (rt.config().nvcc_path.empty()) GTEST_SKIP() << "no nvcc on this machine";
+  ::unsetenv("NVCC_PREPEND_FLAGS");
+  ::unsetenv("NVCC_APPEND_FLAGS");
+  const std::string plain = rt.key_of(selftest_spec(1), nvcc);
+  const std::string plain_nvrtc = rt.key_of(selftest_spec(1), kSm90a);
+  {
+    ScopedEnv empty("NVCC_APPEND_FLAGS", "");  // adds nothing to nvcc's command line: the same key
+    EXPECT_EQ(plain, rt.key_of(selftest_spec(1), nvcc));
+  }
+  std::string appended, prepended;
+  {
+    ScopedEnv flags("NVCC_APPEND_FLAGS", "-Xptxas -O0");
+    appended = rt.key_of(selftest_spec(1), nvcc);
+    EXPECT_EQ(plain_nvrtc, rt.key_of(selftest_spec(1), kSm90a));
+  }
+  {
+    ScopedEnv flags("NVCC_PREPEND_FLAGS", "-Xptxas -O0");
+    prepended = rt.key_of(selftest_spec(1), nvcc);
+  }
+  EXPECT_NE(plain, appended);
+  EXPECT_NE(plain, prepended);
+  EXPECT_NE(appended, prepended);
+  EXPECT_EQ(plain, rt.key_of(selftest_spec(1), nvcc));  // unset again: the plain key
+}
+
+// The switches that only print or check must not change the bytes stored under a key either: ptxas records -v in
+// the cubin's notes, so every compile asks for the report (before, DG_JIT_PTXAS_VERBOSE's build differed).
+TEST(JitBuild, DiagnosticSwitchesLeaveTheCubinAlone) {
+  for (const Backend backend : {Backend::kNvrtc, Backend::kNvcc}) {
+    test::TempDir dir;
+    Config quiet = test_config(dir.path() / "quiet", backend);
+    if (backend == Backend::kNvcc && quiet.nvcc_path.empty()) continue;
+    Config noisy = test_config(dir.path() / "noisy", backend);
+    noisy.ptxas_verbose = true;
+    const Target target{compiler::Arch::parse("sm_90a"), backend};
+    BuildResult a = JitRuntime(quiet).build(selftest_spec(9), target);
+    testing::internal::CaptureStderr();  // the verbose build prints its report
+    BuildResult b = JitRuntime(noisy).build(selftest_spec(9), target);
+    testing::internal::GetCapturedStderr();
+    EXPECT_EQ(a.key, b.key);
+    EXPECT_EQ(a.binary->cubin, b.binary->cubin) << to_string(backend);
+    EXPECT_GT(a.binary->meta.registers, 0) << "every entry carries ptxas's figures";
+  }
 }
 
 TEST(JitBuild, CompilesOnceThenHitsInMemoryThenOnDisk) {
