@@ -38,6 +38,7 @@ std::vector<KernelReport> compile(const CompileRequest& request) {
   for (const codegen::KernelSpec& spec : op.kernels(problem, info)) {
     if (!seen.insert(spec_identity(spec)).second) continue;
     jit::BuildResult built = runtime.build(spec, target);
+    api::require_stored(built, spec.op + " " + spec.describe() + " for " + target.arch.name(), runtime);
     KernelReport report;
     report.op = spec.op;
     report.spec = spec.describe();

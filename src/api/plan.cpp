@@ -108,6 +108,16 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<CompileRequest>& reque
   return planned;
 }
 
+void require_stored(const jit::BuildResult& built, const std::string& what, jit::JitRuntime& runtime) {
+  if (!built.binary || built.binary->stored) return;
+  const cache::DiskCache& disk = runtime.disk();
+  throw Error(ErrorKind::kCacheError,
+              what + " (key " + built.key + ") was compiled, but no cache tier could store it (the kiln cache " +
+                  disk.root().string() + (disk.writable() ? " refused the entry" : " cannot be written") +
+                  ": see the warning above), so a later process would compile it again. Make the directory writable "
+                  "(with room for the kernels) or point DG_JIT_CACHE_DIR at one that is");
+}
+
 }  // namespace api
 
 std::vector<KernelReport> plan(const std::vector<CompileRequest>& requests) {

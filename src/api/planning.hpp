@@ -29,6 +29,11 @@ struct PlannedKernel {
   KernelReport report;  // op, spec, key, arch, backend, kernel_name, range_param, ranges, detail
 };
 
+// Ahead-of-time builds exist to be found later: a kernel this call compiled that no cache tier could store (a
+// read-only, full or unwritable cache directory and no remote) is an Error(kCacheError) naming it, the directory and
+// the remedy, rather than a success a later process would undo by compiling again.
+void require_stored(const jit::BuildResult& built, const std::string& what, jit::JitRuntime& runtime);
+
 // Every distinct kernel (by cache key) the requests need, in request order, then in order of first use.
 // A kernel needed by two requests appears once, with both requests' ranges.
 std::vector<PlannedKernel> plan_kernels(const std::vector<CompileRequest>& requests);

@@ -34,6 +34,7 @@ std::vector<KernelReport> precompile(const std::vector<CompileRequest>& requests
       PrecompileProgress progress;
       try {
         jit::BuildResult built = runtime.build(p.spec, p.target);
+        api::require_stored(built, p.report.op + " " + p.report.spec + " for " + p.report.arch, runtime);
         p.report.hit = built.hit;
         p.report.cached = built.hit;
         p.report.compile_ms = built.compile_ms;

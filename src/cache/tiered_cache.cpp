@@ -100,9 +100,11 @@ std::optional<Found> TieredCache::lookup(const std::string& key, bool count_stat
   return std::nullopt;
 }
 
-void TieredCache::publish(const Entry& entry, bool to_remote) {
-  local_->publish(entry);
-  if (to_remote && remote_ && remote_->available() && remote_->publish(entry)) count(Counter::kRemotePublishes);
+bool TieredCache::publish(const Entry& entry, bool to_remote) {
+  const bool local = local_->publish(entry);
+  const bool remote = to_remote && remote_ && remote_->available() && remote_->publish(entry);
+  if (remote) count(Counter::kRemotePublishes);
+  return local || remote;
 }
 
 TieredCache::Claim::Claim(Claim&& other) noexcept

@@ -60,7 +60,9 @@ class TieredCache {
   std::optional<Found> lookup(const std::string& key, bool count_stats = true, bool include_remote = true);
 
   // Publishes into the local directory and, when to_remote, the remote tier. Never throws for tier state.
-  void publish(const Entry& entry, bool to_remote = true);
+  // Whether a persistent tier now holds the entry (the writable directory, else the remote cache): false when
+  // neither could take it (a read-only or full directory and no remote), so a later process would compile again.
+  bool publish(const Entry& entry, bool to_remote = true);
 
   // The right to compile a key, held in the remote tier until destroyed.
   class Claim {

@@ -42,6 +42,7 @@ std::shared_ptr<const Binary> to_binary(cache::Entry&& entry) {
   auto b = std::make_shared<Binary>();
   b->meta = std::move(entry.meta);
   b->cubin = std::move(entry.cubin);
+  b->stored = true;
   return b;
 }
 
@@ -245,8 +246,8 @@ std::shared_ptr<const Binary> JitRuntime::compile_and_publish(const codegen::Ker
   cache::Entry entry{m, binary->cubin};
   // The compiled bytes are used as they are, whatever happens to the publish (a lost race, a filesystem that
   // cannot yet show the winner, an unwritable directory, a remote cache that is down).
-  tiers_->publish(entry);
-  debug_log(config_, disk().writable() ? "published " + key : "cache is read-only: " + key + " kept in memory only");
+  binary->stored = tiers_->publish(entry);
+  debug_log(config_, binary->stored ? "published " + key : "no cache tier could store " + key + ": kept in memory only");
 
   if (config_.wants_ptx() && !compiled.ptx.empty()) {
     if (auto path = disk().write_artifact(key, ".ptx", compiled.ptx))

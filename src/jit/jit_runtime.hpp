@@ -35,6 +35,9 @@ struct Target {
 struct Binary {
   cache::EntryMetadata meta;
   std::vector<uint8_t> cubin;
+  // A persistent tier holds it (it came from one, or the publish after its compile succeeded): a later process
+  // finds it without compiling. False for a kernel compiled into a read-only or full cache: memory only.
+  bool stored = false;
 };
 
 // `options` with the compile options a kernel spec carries itself (KernelSpec::register_usage_level): what the

@@ -99,6 +99,28 @@ def test_a_failed_precompile_with_json_still_reports_every_kernel(kiln, tmp_path
     assert "NVCC failed to compile" in result.stderr
 
 
+def test_precompile_into_a_cache_that_cannot_store_fails_by_name(kiln, tmp_path):
+    # The cache audit (fifty-ninth session): on a full or read-only cache precompile compiled, could not store, and
+    # exited 0, so a CI job would ship an incomplete pack. Root ignores permissions, so the directory's temporaries
+    # are made a plain file: no entry can be written, for any user.
+    cache = tmp_path / "cache"
+    assert kiln.run("cache", "ls", env={"DG_JIT_CACHE_DIR": str(cache)}).returncode == 0
+    shutil.rmtree(cache / "kiln" / "tmp")
+    (cache / "kiln" / "tmp").write_text("not a directory")
+    result = kiln.run("precompile", "per_token_cast_to_fp8", "m=4", "k=512", "--arch", ARCH, "--json",
+                      env={"DG_JIT_CACHE_DIR": str(cache)})
+    assert result.returncode == 1, result
+    out = json.loads(result.stdout)
+    assert (out["compiled"], out["failed"]) == (0, 1), out
+    error = out["kernels"][0]["error"]
+    assert "was compiled, but no cache tier could store it" in error and str(cache) in error, error
+    assert "DG_JIT_CACHE_DIR" in error, error
+    # compile, the other ahead-of-time command, refuses the same way.
+    result = kiln.run("compile", "per_token_cast_to_fp8", "m=4", "k=512", "--arch", ARCH,
+                      env={"DG_JIT_CACHE_DIR": str(cache)})
+    assert result.returncode == 1 and "no cache tier could store it" in result.stderr, result
+
+
 def test_shapes_file_plans_and_precompiles_every_nk(kiln, tmp_path):
     shapes = tmp_path / "shapes.json"
     shapes.write_text(json.dumps({"warmup_model": {"m_range": [1, 256], "nk": [[576, 512], [2112, 512]]}}))

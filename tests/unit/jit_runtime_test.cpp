@@ -135,6 +135,7 @@ TEST(JitBuild, CompilesOnceThenHitsInMemoryThenOnDisk) {
     JitRuntime rt(test_config(dir.path()));
     BuildResult first = rt.build(selftest_spec(3), kSm90a);
     EXPECT_FALSE(first.hit);
+    EXPECT_TRUE(first.binary->stored);
     EXPECT_GT(first.compile_ms, 0.0);
     ASSERT_TRUE(first.binary);
     ASSERT_GT(first.binary->cubin.size(), 4u);
@@ -151,6 +152,7 @@ TEST(JitBuild, CompilesOnceThenHitsInMemoryThenOnDisk) {
   JitRuntime fresh(test_config(dir.path()));  // a new process's view: the disk tier
   BuildResult from_disk = fresh.build(selftest_spec(3), kSm90a);
   EXPECT_TRUE(from_disk.hit);
+  EXPECT_TRUE(from_disk.binary->stored);
   EXPECT_EQ(from_disk.compile_ms, 0.0);
   cache::Stats stats = fresh.disk().stats();
   EXPECT_EQ(stats.compiles, 1u);
@@ -209,7 +211,10 @@ TEST(JitBuild, UnwritableCacheWorksFromMemory) {
   EXPECT_FALSE(rt.disk().writable());
   BuildResult first = rt.build(selftest_spec(11), kSm90a);
   EXPECT_FALSE(first.hit);
-  EXPECT_TRUE(rt.build(selftest_spec(11), kSm90a).hit);
+  EXPECT_FALSE(first.binary->stored);  // what precompile refuses to call a success
+  BuildResult again = rt.build(selftest_spec(11), kSm90a);
+  EXPECT_TRUE(again.hit);
+  EXPECT_FALSE(again.binary->stored);
 }
 
 // 8 processes x 4 threads ask cold for the same 3 keys: exactly one compile per key, every entry valid.
