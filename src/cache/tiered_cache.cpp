@@ -96,7 +96,6 @@ std::optional<Found> TieredCache::lookup(const std::string& key, bool count_stat
       return found_in(*remote_, std::move(*entry));
     }
   }
-  if (count_stats) count(Counter::kMisses);
   return std::nullopt;
 }
 

@@ -55,8 +55,10 @@ class TieredCache {
   std::vector<Tier*> tiers();
 
   // Searches the tiers in order; include_remote false stops before the remote tier. With count_stats, counts
-  // a hit (and which kind of tier served it) or a miss, and copies a layer hit up when copy_up; without, it
-  // is a check that writes nothing locally. Never throws for any tier's state.
+  // a hit (and which kind of tier served it) and copies a layer hit up when copy_up; without, it is a check that
+  // writes nothing locally. It never counts a miss: a caller that waits for another process's compile and looks
+  // again is not yet at one; it counts kMisses itself where it decides to compile. Never throws for any tier's
+  // state.
   std::optional<Found> lookup(const std::string& key, bool count_stats = true, bool include_remote = true);
 
   // Publishes into the local directory and, when to_remote, the remote tier. Never throws for tier state.

@@ -177,23 +177,37 @@ BuildResult JitRuntime::build_with_hook(const codegen::KernelSpec& spec, const T
     return result;
   }
   auto key_lock = disk().lock(key);
-  if (auto found = tiers_->lookup(key, /*count_stats=*/false, /*include_remote=*/false)) {
+  // Counted as a hit when found now: the wait was for another process's compile, nothing is compiled here.
+  if (auto found = tiers_->lookup(key, /*count_stats=*/true, /*include_remote=*/false)) {
     debug_log(config_, describe(*found) + " after waiting for another compile");
     result.hit = true;
     remember(to_binary(std::move(found->entry)));
     return result;
   }
-  if (purpose == Purpose::kServing && config_.strict_mode) refuse_strict(spec, target, key);
-  if (before_compile) before_compile();
+  // A refusal to compile here (strict mode, a stream being captured) is a miss as much as a compile is.
+  if (purpose == Purpose::kServing && config_.strict_mode) {
+    tiers_->count(cache::Counter::kMisses);
+    refuse_strict(spec, target, key);
+  }
+  if (before_compile) {
+    try {
+      before_compile();
+    } catch (...) {
+      tiers_->count(cache::Counter::kMisses);
+      throw;
+    }
+  }
   // Another machine may be compiling the same kernel: wait for its result, or hold the remote lock while
   // compiling (released after publishing, when `claim` goes out of scope).
   cache::TieredCache::ClaimResult claim = tiers_->claim_compile(key);
   if (claim.found) {
+    tiers_->count(cache::Counter::kHits);  // claim_compile counted which tier (a remote hit)
     debug_log(config_, describe(*claim.found) + " after waiting for another machine's compile");
     result.hit = true;
     remember(to_binary(std::move(claim.found->entry)));
     return result;
   }
+  tiers_->count(cache::Counter::kMisses);  // no tier could serve it: compiled here
   remember(compile_and_publish(spec, target, source, key, &result.compile_ms));
   return result;
 }

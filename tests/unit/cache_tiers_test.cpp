@@ -70,7 +70,7 @@ TEST(Layers, LowerLayerHitIsServedInPlaceAndTheLayerIsNeverWritten) {
   const Stats stats = tiers.local().stats();
   EXPECT_EQ(stats.hits, 1u);
   EXPECT_EQ(stats.counter(Counter::kLayerHits), 1u);
-  EXPECT_EQ(stats.misses, 1u);
+  EXPECT_EQ(stats.misses, 0u) << "a lookup counts no miss: the runtime does, where it decides to compile";
 }
 
 TEST(Layers, CopyUpStoresTheLayerHitLocally) {
@@ -206,7 +206,7 @@ TEST(Layers, TierStatsAddUp) {
   EXPECT_FALSE(stats[1].writable);
   const Stats shared = tiers.local().stats();
   EXPECT_EQ(shared.hits, 3u);
-  EXPECT_EQ(shared.misses, 1u);
+  EXPECT_EQ(shared.misses, 0u);
 }
 
 }  // namespace
