@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -92,7 +93,46 @@ int64_t now_unix() { return static_cast<int64_t>(std::time(nullptr)); }
 
 bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
 
+std::string octal_mode(mode_t mode) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
+  return text;
+}
+
+// Refuses a directory of the writable cache that another user could plant kernels in (check_directory_trust).
+void require_trusted(const fs::path& dir, const struct stat& st, uid_t euid, bool sticky_ok) {
+  const DirectoryTrust trust = check_directory_trust(st, euid, euid, sticky_ok);
+  if (trust.ok()) return;
+  std::string fix = "set DG_JIT_CACHE_DIR to a directory you own that only you can write (a missing one is created "
+                    "private to you)";
+  if (trust.problem == DirectoryTrust::Problem::kWritableByOthers)
+    fix = "run `chmod go-w " + dir.string() + "`, or " + fix;
+  throw Error(ErrorKind::kConfigError, "kiln refuses the kernel cache directory " + dir.string() + ": it is " +
+                                           trust.why + ", so another user could plant kernels in it that kiln "
+                                           "would load and run; " + fix);
+}
+
 }  // namespace
+
+DirectoryTrust check_directory_trust(const struct stat& st, uid_t euid, uid_t owner, bool sticky_ok) {
+  DirectoryTrust trust;
+  if (st.st_uid != euid && st.st_uid != 0 && st.st_uid != owner) {
+    trust.problem = DirectoryTrust::Problem::kOwner;
+    trust.why = "owned by uid " + std::to_string(st.st_uid) + ", not by you (uid " + std::to_string(euid) + ")";
+    trust.why += owner != euid && owner != 0
+                     ? ", root or the layer's owner (uid " + std::to_string(owner) + ", who owns its kiln directory)"
+                     : " or root";
+    return trust;
+  }
+  const bool group = (st.st_mode & S_IWGRP) != 0, others = (st.st_mode & S_IWOTH) != 0;
+  if ((group || others) && !(sticky_ok && (st.st_mode & S_ISVTX))) {
+    trust.problem = DirectoryTrust::Problem::kWritableByOthers;
+    trust.why = std::string("writable by ") +
+                (group && others ? "its group and by others" : group ? "its group" : "others") + " (mode " +
+                octal_mode(st.st_mode) + (sticky_ok ? ", no sticky bit)" : ")");
+  }
+  return trust;
+}
 
 struct DiskCache::Impl {
   fs::path root;       // as configured, made absolute
@@ -107,6 +147,11 @@ struct DiskCache::Impl {
   // A layer's availability, as last seen (a network directory may vanish and come back).
   mutable std::mutex state_mutex;
   mutable std::string unavailable_reason;  // empty while available
+  // A layer is trusted as far as its owner (the owner of its kiln/, as last checked): while others could write
+  // it, it is not read at all.
+  uid_t euid = ::geteuid();
+  mutable std::atomic<uid_t> layer_owner{static_cast<uid_t>(-1)};
+  mutable std::atomic<bool> distrusted{false};
 
   // Records that a read-only layer cannot be used (one warning per layer and process), or that it can.
   void set_unavailable(const std::string& why) const {
@@ -125,15 +170,56 @@ struct DiskCache::Impl {
     std::lock_guard<std::mutex> lock(state_mutex);
     return unavailable_reason;
   }
-  // Whether a layer's entries directory can be searched; records the answer.
+  // Whether a layer's entries directory can be searched and trusted; records the answer.
   bool check_layer() const {
-    if (::access(entries.c_str(), R_OK | X_OK) == 0) {
-      set_available();
-      return true;
+    if (::access(entries.c_str(), R_OK | X_OK) != 0) {
+      const int err = errno;
+      set_unavailable(err == ENOENT ? "it does not exist or has disappeared" : std::strerror(err));
+      return false;
     }
-    const int err = errno;
-    set_unavailable(err == ENOENT ? "it does not exist or has disappeared" : std::strerror(err));
-    return false;
+    if (const std::string why = layer_distrust(); !why.empty()) {
+      distrusted = true;
+      set_unavailable(why);
+      return false;
+    }
+    distrusted = false;
+    set_available();
+    return true;
+  }
+
+  // Why a layer's directories cannot be trusted, or empty. A layer may belong to another user (a team's share,
+  // an image's pack): it is trusted as its owner, so its root, kiln/ and kiln/entries must be owned by the owner
+  // of kiln/, root or this process's user, and writable by none but their owner (the root may be writable by
+  // others when it has the sticky bit, as /tmp). Fan-out directories and entries are checked as they are read.
+  std::string layer_distrust() const {
+    struct stat base_st{};
+    if (::stat(base.c_str(), &base_st) != 0) return {};  // vanished since access(2): the next read says so
+    layer_owner = base_st.st_uid;
+    for (const auto& [dir, sticky_ok] : {std::pair{root, true}, std::pair{base, false}, std::pair{entries, false}}) {
+      struct stat st{};
+      if (::stat(dir.c_str(), &st) != 0) continue;
+      const DirectoryTrust trust = check_directory_trust(st, euid, base_st.st_uid, sticky_ok);
+      if (!trust.ok())
+        return "its directory " + dir.string() + " is " + trust.why +
+               ", so others could plant kernels in it; a layer is read only when no one but its owner can write it";
+    }
+    return {};
+  }
+
+  // Why an entry file of a layer (its fstat) in its fan-out directory cannot be trusted, or empty: the same rule
+  // as for the layer's directories, since a file others can write, or a directory others can add files to, lets
+  // them plant a kernel with a valid checksum.
+  std::string layer_entry_distrust(const fs::path& path, const struct stat& st) const {
+    const uid_t owner = layer_owner.load();
+    if (const DirectoryTrust trust = check_directory_trust(st, euid, owner, /*sticky_ok=*/false); !trust.ok())
+      return "not trusted: the file is " + trust.why + ", so it could have been planted";
+    struct stat dir_st{};
+    if (::stat(path.parent_path().c_str(), &dir_st) == 0) {
+      if (const DirectoryTrust trust = check_directory_trust(dir_st, euid, owner, /*sticky_ok=*/false); !trust.ok())
+        return "not trusted: its directory " + path.parent_path().string() + " is " + trust.why +
+               ", so it could have been planted";
+    }
+    return {};
   }
 
   fs::path entry_dir(const std::string& key) const { return entries / key.substr(0, 2); }
@@ -203,7 +289,22 @@ struct DiskCache::Impl {
     }
     *open_errno = 0;
     std::vector<uint8_t> bytes;
-    if (::fstat(fd, st) != 0 || !read_fd(fd, bytes, static_cast<size_t>(std::max<off_t>(st->st_size, 0)))) {
+    if (::fstat(fd, st) != 0) {
+      const int err = errno;
+      ::close(fd);
+      result.error = DecodeError::kTruncated;
+      result.reason = std::string("cannot read: ") + std::strerror(err);
+      return result;
+    }
+    if (options.read_only_layer) {
+      if (std::string why = layer_entry_distrust(path, *st); !why.empty()) {
+        ::close(fd);
+        result.error = DecodeError::kUntrusted;
+        result.reason = std::move(why);
+        return result;
+      }
+    }
+    if (!read_fd(fd, bytes, static_cast<size_t>(std::max<off_t>(st->st_size, 0)))) {
       const int err = errno;
       ::close(fd);
       result.error = DecodeError::kTruncated;
@@ -330,13 +431,28 @@ DiskCache::DiskCache(fs::path root, DiskCacheOptions options) : impl_(std::make_
   }
 
   // Something that exists but is not a directory is a configuration mistake, not a reason to run slowly.
+  // One that another user owns or may write is refused before anything is created in it: kiln would load
+  // whatever they put there (the predictable fallback /tmp/kiln-cache-<uid> can be made by anyone first).
+  // The root may be a shared directory with the sticky bit (DG_JIT_CACHE_DIR=/tmp): others cannot rename or
+  // remove the kiln/ that kiln makes in it, which must itself be private.
+  const uid_t euid = ::geteuid();
   for (const fs::path& dir : {d.root, d.base}) {
     struct stat st{};
-    if (::stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+    if (::stat(dir.c_str(), &st) != 0) continue;
+    if (!S_ISDIR(st.st_mode))
       throw Error(ErrorKind::kConfigError,
                   "cache directory " + dir.string() +
                       " exists but is not a directory; set DG_JIT_CACHE_DIR to a directory (or remove the file)");
+    require_trusted(dir, st, euid, /*sticky_ok=*/dir == d.root);
   }
+  // A root that is a symbolic link is only as safe as the link: its owner can point it elsewhere at any time.
+  if (struct stat link{}; ::lstat(d.root.c_str(), &link) == 0 && S_ISLNK(link.st_mode) && link.st_uid != euid &&
+                          link.st_uid != 0)
+    throw Error(ErrorKind::kConfigError,
+                "kiln refuses the kernel cache directory " + d.root.string() + ": it is a symbolic link owned by uid " +
+                    std::to_string(link.st_uid) + ", not by you (uid " + std::to_string(euid) +
+                    ") or root, who can point it at a directory of their own at any time; set DG_JIT_CACHE_DIR to a "
+                    "directory you own");
 
   // Create the layout, then ask the kernel whether we may write where publishing writes. access(2) with the
   // effective ids sees permission bits, ACLs, immutable files and read-only mounts (EROFS, even for root) for
@@ -359,6 +475,11 @@ DiskCache::DiskCache(fs::path root, DiskCacheOptions options) : impl_(std::make_
     }
     d.writable = failed_at.empty();
   }
+  // The layout's own directories: kiln makes them private, so anything else was done to them since.
+  for (const fs::path& dir : {d.entries, d.locks, d.tmp, d.toolchain}) {
+    struct stat st{};
+    if (::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) require_trusted(dir, st, euid, /*sticky_ok=*/false);
+  }
   if (!d.writable) {
     util::warn_once("readonly:" + d.root.string(),
                     "the kernel cache directory " + failed_at.string() + " cannot be written (" + ec.message() +
@@ -380,6 +501,11 @@ std::optional<Entry> DiskCache::load(const std::string& key, bool count_stats) {
   const fs::path path = d.entry_path(key);
   struct stat st{};
   int open_errno = 0;
+  if (d.options.read_only_layer && d.distrusted && !d.check_layer()) {
+    // Not trusted when last checked, and still not (it may have been fixed meanwhile): nothing is read.
+    if (count_stats) count(Counter::kMisses);
+    return std::nullopt;
+  }
   DecodeResult result = d.read_entry(path, key, &st, &open_errno, /*touch=*/true);
   if (result.ok()) {
     if (count_stats) count(Counter::kHits);

@@ -18,6 +18,9 @@
 // one open reads all of it.
 #pragma once
 
+#include <sys/stat.h>
+#include <sys/types.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -74,6 +77,21 @@ struct DiskCacheOptions {
   std::string name = "local";  // the tier's name in stats and messages ("local", "layer 1")
 };
 
+// Whether a directory can be trusted with a cache: kiln loads what it finds there and runs it on the GPU, so
+// whoever can create or replace files in it could make this process run their code (docs/CACHE.md, "Who may
+// write the cache"). A directory is trusted when it is owned by `euid` (this process), by root (who can replace
+// any file anyway) or by `owner` (for a read-only layer, the owner of its kiln/ directory; pass euid otherwise),
+// and neither its group nor others can write it. With `sticky_ok`, a directory that others may write but that
+// has the sticky bit (as /tmp) is trusted too: others can add names to it but cannot remove or rename the
+// directories kiln keeps in it. Pure (no system calls), so that every case can be tested without chown.
+struct DirectoryTrust {
+  enum class Problem { kNone, kOwner, kWritableByOthers };
+  Problem problem = Problem::kNone;
+  std::string why;  // "owned by uid 1001, not by you (uid 1000) or root"; empty when trusted
+  bool ok() const { return problem == Problem::kNone; }
+};
+DirectoryTrust check_directory_trust(const struct stat& st, uid_t euid, uid_t owner, bool sticky_ok);
+
 // Eviction target as a fraction of the bound: some headroom, so that a full cache does not scan on every
 // publish.
 inline constexpr double kEvictFraction = 0.9;
@@ -93,9 +111,11 @@ struct PruneReport {
 class DiskCache : public Tier {
  public:
   // Creates root (mode 0700) and the layout if missing. Throws Error(kConfigError) when root exists and is
-  // not a directory. If the directory cannot be written, the cache works read-only (writable() == false) and
+  // not a directory, or when root, kiln/ or a directory of the layout is not trusted (check_directory_trust:
+  // owned by another user, or writable by others; the message names the directory, its owner or mode, and
+  // what to do). If the directory cannot be written, the cache works read-only (writable() == false) and
   // prints one warning to stderr naming the directory and the reason. A read-only layer creates nothing and
-  // never throws for its directory's state.
+  // never throws for its directory's state: a layer that is not trusted is skipped with one warning.
   explicit DiskCache(std::filesystem::path root, DiskCacheOptions options = {});
   ~DiskCache() override;
 

@@ -125,6 +125,7 @@ const char* to_string(DecodeError error) noexcept {
     case DecodeError::kChecksumMismatch: return "checksum mismatch";
     case DecodeError::kBadMetadata: return "bad metadata";
     case DecodeError::kKeyMismatch: return "key mismatch";
+    case DecodeError::kUntrusted: return "untrusted";
   }
   return "unknown";
 }

@@ -50,6 +50,7 @@ enum class DecodeError {
   kChecksumMismatch,    // metadata or payload altered
   kBadMetadata,         // checksum fine but the JSON is not a valid metadata object
   kKeyMismatch,         // a valid entry for another key
+  kUntrusted,           // in a read-only layer, a file or directory others than the layer's owner can write
 };
 
 const char* to_string(DecodeError error) noexcept;
