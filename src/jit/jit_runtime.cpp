@@ -38,6 +38,21 @@ compiler::CompileOptions options_for(const Config& config, const Target& target,
   return with_kernel_options(std::move(o), spec);
 }
 
+// DG_JIT_PTXAS_CHECK on a kernel a cache tier served: the figures its compile stored (every compile asks ptxas for
+// them since the fifty-ninth session), so turning the check on after kernels were cached still checks them. An entry
+// from before then carries none and is let through: there is nothing to check it by.
+void check_stored_resources(const Config& config, const cache::EntryMetadata& meta) {
+  if (!config.ptxas_check || meta.registers < 0) return;
+  compiler::CompiledKernel stored;
+  stored.kernel_name = meta.kernel_name;
+  stored.resources.registers = meta.registers;
+  stored.resources.shared_bytes = meta.shared_bytes;
+  stored.resources.stack_frame_bytes = meta.stack_frame_bytes;
+  stored.resources.spill_store_bytes = meta.spill_bytes;  // stores and loads together
+  stored.resources.spill_load_bytes = 0;
+  compiler::check_resources(stored, meta.op + " " + meta.spec + " for " + meta.arch + " (from the cache)");
+}
+
 std::shared_ptr<const Binary> to_binary(cache::Entry&& entry) {
   auto b = std::make_shared<Binary>();
   b->meta = std::move(entry.meta);
@@ -173,6 +188,7 @@ BuildResult JitRuntime::build_with_hook(const codegen::KernelSpec& spec, const T
   if (auto found = tiers_->lookup(key)) {
     debug_log(config_, describe(*found));
     result.hit = true;
+    check_stored_resources(config_, found->entry.meta);
     remember(to_binary(std::move(found->entry)));
     return result;
   }
@@ -181,6 +197,7 @@ BuildResult JitRuntime::build_with_hook(const codegen::KernelSpec& spec, const T
   if (auto found = tiers_->lookup(key, /*count_stats=*/true, /*include_remote=*/false)) {
     debug_log(config_, describe(*found) + " after waiting for another compile");
     result.hit = true;
+    check_stored_resources(config_, found->entry.meta);
     remember(to_binary(std::move(found->entry)));
     return result;
   }
@@ -204,6 +221,7 @@ BuildResult JitRuntime::build_with_hook(const codegen::KernelSpec& spec, const T
     tiers_->count(cache::Counter::kHits);  // claim_compile counted which tier (a remote hit)
     debug_log(config_, describe(*claim.found) + " after waiting for another machine's compile");
     result.hit = true;
+    check_stored_resources(config_, claim.found->entry.meta);
     remember(to_binary(std::move(claim.found->entry)));
     return result;
   }

@@ -12,6 +12,7 @@
 #include <optional>
 #include <thread>
 
+#include "cache_test_support.hpp"
 #include "kiln/error.hpp"
 #include "selftest_spec.hpp"
 #include "test_support.hpp"
@@ -127,6 +128,36 @@ TEST(JitBuild, DiagnosticSwitchesLeaveTheCubinAlone) {
     EXPECT_EQ(a.binary->cubin, b.binary->cubin) << to_string(backend);
     EXPECT_GT(a.binary->meta.registers, 0) << "every entry carries ptxas's figures";
   }
+}
+
+// DG_JIT_PTXAS_CHECK applies to a kernel the cache serves, by the figures its compile stored: turning the check on
+// after kernels were cached must not let a spilling one through. An entry without figures (older kilns) passes.
+TEST(JitBuild, PtxasCheckAppliesToCachedKernelsByTheirStoredFigures) {
+  test::TempDir dir;
+  JitRuntime writer(test_config(dir.path()));
+  const std::string spilling_key = writer.key_of(selftest_spec(21), kSm90a);
+  const std::string unknown_key = writer.key_of(selftest_spec(22), kSm90a);
+  cache::Entry spilling = test::make_entry(spilling_key);
+  spilling.meta.op = "selftest";
+  spilling.meta.spill_bytes = 16;
+  cache::Entry unknown = test::make_entry(unknown_key);
+  unknown.meta.registers = unknown.meta.stack_frame_bytes = unknown.meta.spill_bytes = -1;
+  ASSERT_TRUE(writer.disk().publish(spilling));
+  ASSERT_TRUE(writer.disk().publish(unknown));
+
+  Config checking = test_config(dir.path());
+  checking.ptxas_check = true;
+  JitRuntime rt(checking);
+  try {
+    rt.build(selftest_spec(21), kSm90a);
+    FAIL() << "a cached kernel that spills passed DG_JIT_PTXAS_CHECK";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kCompileError);
+    EXPECT_NE(std::string(e.what()).find("(from the cache)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("16 bytes spill stores"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(rt.build(selftest_spec(22), kSm90a).hit);
+  EXPECT_TRUE(JitRuntime(test_config(dir.path())).build(selftest_spec(21), kSm90a).hit) << "unchecked: served";
 }
 
 TEST(JitBuild, CompilesOnceThenHitsInMemoryThenOnDisk) {
