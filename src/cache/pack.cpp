@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -57,6 +58,45 @@ std::vector<uint8_t> read_file(const fs::path& path, bool* ok) {
   }
   ::close(fd);
   return bytes;
+}
+
+// A JSON value as an error shows it: its type, and the value itself when it is short.
+std::string describe(const json& value) {
+  const char* type = value.is_null()              ? "null"
+                     : value.is_boolean()         ? "a boolean"
+                     : value.is_number_integer()  ? "an integer"
+                     : value.is_number()          ? "a number"
+                     : value.is_string()          ? "a string"
+                     : value.is_array()           ? "a list"
+                     : value.is_object()          ? "an object"
+                                                  : "a value";
+  if (value.is_null() || value.is_array() || value.is_object()) return type;
+  std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  return std::string(type) + " (" + text + ")";
+}
+
+// Checks one field of a manifest object by type, without the exceptions of json's typed getters (which name
+// neither the file nor the field). Returns why the field is unusable, or empty.
+std::string string_field(const json& object, const char* name, bool required, std::string* out) {
+  const auto it = object.find(name);
+  if (it == object.end()) return required ? "\"" + std::string(name) + "\" is missing" : std::string();
+  if (!it->is_string()) return "\"" + std::string(name) + "\" must be a string, got " + describe(*it);
+  *out = it->get<std::string>();
+  return {};
+}
+std::string count_field(const json& object, const char* name, bool required, uint64_t* out) {
+  const auto it = object.find(name);
+  if (it == object.end()) return required ? "\"" + std::string(name) + "\" is missing" : std::string();
+  if (!it->is_number_unsigned())
+    return "\"" + std::string(name) + "\" must be a whole number >= 0, got " + describe(*it);
+  *out = it->get<uint64_t>();
+  return {};
+}
+
+bool is_lower_hex(const std::string& text, size_t size) {
+  return text.size() == size &&
+         std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 // pread of exactly n bytes at offset; false when the file is shorter.
@@ -137,7 +177,7 @@ PackImportReport import_pack(const fs::path& file, DiskCache& into) {
   if (!into.writable())
     throw Error(ErrorKind::kCacheError, "cannot import " + file.string() + ": the kernel cache " +
                                             into.root().string() + " cannot be written");
-  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) pack_error(file, std::string("cannot be opened: ") + std::strerror(errno));
   struct FdCloser {
     int fd;
@@ -146,6 +186,9 @@ PackImportReport import_pack(const fs::path& file, DiskCache& into) {
   struct stat st{};
   if (::fstat(fd, &st) != 0) pack_error(file, std::string("cannot be read: ") + std::strerror(errno));
   if (S_ISDIR(st.st_mode)) pack_error(file, "is a directory, not a pack file");
+  // O_NONBLOCK above and this check: a FIFO or a device given as the pack is refused at once, never read without
+  // end.
+  if (!S_ISREG(st.st_mode)) pack_error(file, "is not a regular file (a FIFO, socket or device), not a pack file");
   const auto file_size = static_cast<uint64_t>(st.st_size);
 
   std::vector<uint8_t> header;
@@ -164,37 +207,67 @@ PackImportReport import_pack(const fs::path& file, DiskCache& into) {
   if (!read_at(fd, kPackHeaderBytes, static_cast<size_t>(manifest_bytes), manifest_raw))
     pack_error(file, "cannot read its manifest");
   json manifest = json::parse(manifest_raw.begin(), manifest_raw.end(), nullptr, /*allow_exceptions=*/false);
-  if (manifest.is_discarded() || !manifest.is_object() || manifest.value("format", "") != "kiln-pack" ||
-      !manifest.contains("entries") || !manifest["entries"].is_array())
+  if (manifest.is_discarded() || !manifest.is_object())
     pack_error(file, "has an unusable manifest (expected a JSON object with \"format\": \"kiln-pack\" and an "
                      "\"entries\" list)");
+  // The top level is checked whole before anything is imported: a manifest that is wrong there is not a pack
+  // this kiln understands, and nothing of it is trusted.
+  const auto unusable = [&](const std::string& why) { pack_error(file, "has an unusable manifest: " + why); };
+  std::string format, kiln_version;
+  uint64_t manifest_version = 0, created_unix = 0;
+  if (std::string why = string_field(manifest, "format", true, &format); !why.empty()) unusable(why);
+  if (format != "kiln-pack") unusable("\"format\" must be \"kiln-pack\", got " + describe(manifest["format"]));
+  if (std::string why = count_field(manifest, "version", true, &manifest_version); !why.empty()) unusable(why);
+  if (manifest_version != kPackVersion)
+    pack_error(file, "has manifest version " + std::to_string(manifest_version) + "; this kiln reads version " +
+                         std::to_string(kPackVersion) + " (was it written by a newer kiln?)");
+  if (std::string why = string_field(manifest, "kiln_version", false, &kiln_version); !why.empty()) unusable(why);
+  if (std::string why = count_field(manifest, "created_unix", false, &created_unix); !why.empty()) unusable(why);
+  if (!manifest.contains("entries")) unusable("\"entries\" is missing");
+  if (!manifest["entries"].is_array()) unusable("\"entries\" must be a list, got " + describe(manifest["entries"]));
   const uint64_t data_start = kPackHeaderBytes + manifest_bytes;
   const uint64_t data_size = file_size - data_start;
 
   PackImportReport report;
+  size_t index = 0;
   for (const json& item : manifest["entries"]) {
     PackImportItem out;
+    // Each rejection names the entry by its place in the manifest (its key may be what is wrong).
+    const std::string where = "manifest entry " + std::to_string(index++) + ": ";
     auto reject = [&](const std::string& why) {
       out.outcome = PackImportItem::Outcome::kRejected;
-      out.reason = why;
+      out.reason = where + why;
       ++report.rejected;
       report.items.push_back(out);
     };
     if (!item.is_object()) {
-      reject("a manifest entry is not an object");
+      reject("must be an object, got " + describe(item));
       continue;
     }
-    out.key = item.value("key", "");
-    out.op = item.value("op", "");
-    out.spec = item.value("spec", "");
-    out.arch = item.value("arch", "");
-    const bool numbers = item.contains("offset") && item["offset"].is_number_unsigned() && item.contains("bytes") &&
-                         item["bytes"].is_number_unsigned();
-    if (!is_valid_key(out.key) || !numbers || !item.contains("sha256") || !item["sha256"].is_string()) {
-      reject("the manifest entry lacks a valid key, offset, bytes or sha256");
+    // The key first, so that a rejection for another field names it too. The descriptive fields only name the
+    // entry in the report (the entry carries its own metadata), but one of the wrong type means something other
+    // than kiln wrote the manifest: the entry is rejected rather than guessed at.
+    std::string key, sha256;
+    uint64_t offset = 0, bytes = 0;
+    std::string why = string_field(item, "key", true, &key);
+    if (why.empty() && !is_valid_key(key))
+      why = "\"key\" must be 32 lowercase hexadecimal characters, got " + describe(item["key"]);
+    if (why.empty()) out.key = key;
+    for (const auto& [name, field] :
+         {std::pair{"op", &out.op}, std::pair{"spec", &out.spec}, std::pair{"arch", &out.arch}})
+      if (why.empty()) why = string_field(item, name, false, field);
+    std::string ignored;
+    for (const char* name : {"backend", "compiler", "kiln_version", "kernel_name"})
+      if (why.empty()) why = string_field(item, name, false, &ignored);
+    if (why.empty()) why = count_field(item, "offset", true, &offset);
+    if (why.empty()) why = count_field(item, "bytes", true, &bytes);
+    if (why.empty()) why = string_field(item, "sha256", true, &sha256);
+    if (why.empty() && !is_lower_hex(sha256, 64))
+      why = "\"sha256\" must be 64 lowercase hexadecimal characters, got " + describe(item["sha256"]);
+    if (!why.empty()) {
+      reject(why);
       continue;
     }
-    const uint64_t offset = item["offset"].get<uint64_t>(), bytes = item["bytes"].get<uint64_t>();
     if (offset > data_size || bytes > data_size - offset) {
       reject("the pack ends before this entry's bytes (truncated pack)");
       continue;
@@ -205,9 +278,9 @@ PackImportReport import_pack(const fs::path& file, DiskCache& into) {
       continue;
     }
     const std::string digest = util::Sha256().update(std::span<const uint8_t>(raw)).hex_digest();
-    if (digest != item["sha256"].get<std::string>()) {
-      reject("checksum mismatch: the manifest says sha256 " + item["sha256"].get<std::string>().substr(0, 16) +
-             "..., the bytes have " + digest.substr(0, 16) + "...");
+    if (digest != sha256) {
+      reject("checksum mismatch: the manifest says sha256 " + sha256.substr(0, 16) + "..., the bytes have " +
+             digest.substr(0, 16) + "...");
       continue;
     }
     DecodeResult decoded = decode_entry(raw, out.key);

@@ -68,8 +68,12 @@ struct PackImportReport {
 };
 
 // Verifies each entry of the pack and publishes the good ones into `into`. Idempotent. Throws
-// Error(kCacheError) when the file cannot be read, is not a pack, or its manifest is unusable (then nothing
-// is imported), and when `into` cannot be written.
+// Error(kCacheError) naming the file when it cannot be read, is not a regular file or not a pack, or when its
+// manifest is unusable at the top level (not an object; "format", "version", "kiln_version", "created_unix" or
+// "entries" missing where required, of the wrong type or, for "version", not kPackVersion; the message names
+// the field): then nothing is imported. It also throws when `into` cannot be written. A malformed manifest
+// entry (not an object, a field of the wrong type, a bad key or sha256) is rejected by its index in the
+// manifest ("manifest entry 5: \"op\" must be a string, got an integer (5)") while the others are imported.
 PackImportReport import_pack(const std::filesystem::path& file, DiskCache& into);
 
 }  // namespace kiln::cache

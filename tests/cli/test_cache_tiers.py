@@ -149,6 +149,58 @@ def test_a_corrupted_pack_entry_is_rejected_by_name(kiln, tmp_path):
     assert a["key"] in result.stderr and "rejected" in result.stderr
 
 
+def rewrite_manifest(pack, manifest):
+    data, start, _ = pack_entries(pack)
+    text = json.dumps(manifest).encode()
+    pack.write_bytes(data[:16] + struct.pack("<Q", len(text)) + text + data[start:])
+
+
+@pytest.mark.parametrize("field,value,needle", [
+    ("format", 5, '"format" must be a string, got an integer (5)'),
+    ("version", 2, "has manifest version 2; this kiln reads version 1"),
+    ("version", "1", '"version" must be a whole number >= 0, got a string ("1")'),
+    ("entries", {}, '"entries" must be a list, got an object'),
+])
+def test_a_manifest_wrong_at_the_top_level_imports_nothing(kiln, tmp_path, field, value, needle):
+    kiln.compile("--backend", "nvrtc")
+    pack = tmp_path / "p"
+    kiln.json("cache", "export", pack)
+    _, _, manifest = pack_entries(pack)
+    manifest[field] = value
+    rewrite_manifest(pack, manifest)
+    other = {"DG_JIT_CACHE_DIR": str(tmp_path / "gpu")}
+    for json_flag in ((), ("--json",)):
+        assert_error(kiln.run("cache", "import", pack, *json_flag, env=other), f"pack {pack}: ", needle)
+    assert kiln.json("cache", "stats", env=other)["entries"] == 0
+
+
+@pytest.mark.parametrize("field,value,needle", [
+    ("op", 5, '"op" must be a string, got an integer (5)'),
+    ("key", 7, '"key" must be a string, got an integer (7)'),
+    ("spec", None, '"spec" must be a string, got null'),
+])
+def test_a_malformed_manifest_entry_is_rejected_by_index_and_the_others_imported(kiln, tmp_path, field, value,
+                                                                                 needle):
+    a = kiln.compile("--backend", "nvrtc")
+    b = kiln.json("compile", OP, *OTHER_PROBLEM, "--arch", ARCH, "--backend", "nvrtc")
+    pack = tmp_path / "p"
+    kiln.json("cache", "export", pack)
+    _, _, manifest = pack_entries(pack)
+    index = next(i for i, e in enumerate(manifest["entries"]) if e["key"] == a["key"])
+    manifest["entries"][index][field] = value
+    rewrite_manifest(pack, manifest)
+    other = {"DG_JIT_CACHE_DIR": str(tmp_path / "gpu")}
+    result = kiln.run("cache", "import", pack, "--json", env=other)
+    assert result.returncode == 1, result
+    report = result.json()
+    assert (report["imported"], report["rejected"]) == (1, 1)
+    rejected = next(e for e in report["entries"] if e["outcome"] == "rejected")
+    assert rejected["reason"] == f"manifest entry {index}: {needle}"
+    assert f"manifest entry {index}: {needle}" in result.stderr
+    assert [e["key"] for e in report["entries"] if e["outcome"] == "imported"] == [b["key"]]
+    assert kiln.json("cache", "stats", env=other)["entries"] == 1
+
+
 def test_import_of_something_that_is_not_a_pack(kiln, tmp_path):
     junk = tmp_path / "junk"
     junk.write_text("hello")
@@ -156,6 +208,9 @@ def test_import_of_something_that_is_not_a_pack(kiln, tmp_path):
     # A missing file and a directory are the import's own errors, status 1 as for any unreadable input.
     assert_error(kiln.run("cache", "import", tmp_path / "missing"), "missing", "cannot be opened")
     assert_error(kiln.run("cache", "import", tmp_path), "is a directory, not a pack file")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert_error(kiln.run("cache", "import", fifo, timeout=20), str(fifo), "not a regular file")
 
 
 def test_remote_cache_down_is_reported_not_fatal(kiln):

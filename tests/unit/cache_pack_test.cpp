@@ -3,6 +3,7 @@
 #include "cache/pack.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
 
@@ -169,6 +170,124 @@ TEST(Packs, AnEntryThatMatchesItsManifestButIsNotAnEntryIsRejected) {
   EXPECT_NE(r.items[0].reason.find("not a valid entry"), std::string::npos) << r.items[0].reason;
 }
 
+// Rewrites a pack's manifest (its data stays as it is): what a pack written by something else may hold.
+void rewrite_manifest(const fs::path& pack, const nlohmann::json& manifest) {
+  const auto old_bytes = test::read_bytes(pack);
+  uint64_t old_length = 0;
+  for (int i = 7; i >= 0; --i) old_length = (old_length << 8) | old_bytes[16 + size_t(i)];
+  const std::string text = manifest.dump();
+  std::vector<uint8_t> bytes(old_bytes.begin(), old_bytes.begin() + 16);
+  for (int i = 0; i < 8; ++i) bytes.push_back(uint8_t(uint64_t(text.size()) >> (8 * i)));
+  bytes.insert(bytes.end(), text.begin(), text.end());
+  bytes.insert(bytes.end(), old_bytes.begin() + long(kPackHeaderBytes + old_length), old_bytes.end());
+  test::write_bytes(pack, bytes);
+}
+
+std::vector<Entry> six() {
+  std::vector<Entry> out;
+  for (int i = 0; i < 6; ++i) out.push_back(entry_for("six-" + std::to_string(i), "fp8_gemm_nt", "sm_90a"));
+  return out;
+}
+
+TEST(Packs, AManifestWrongAtTheTopLevelIsAnErrorNamingTheFieldAndImportsNothing) {
+  test::TempDir dir;
+  DiskCache source(dir.path() / "a");
+  for (const Entry& e : six()) ASSERT_TRUE(source.publish(e));
+  const fs::path pack = dir.path() / "p";
+  export_pack({&source}, pack, {});
+  const nlohmann::json good = manifest_of(pack);
+  const struct {
+    const char* field;
+    nlohmann::json value;  // null: the field is removed
+    const char* message;
+  } cases[] = {
+      {"format", 5, "\"format\" must be a string, got an integer (5)"},
+      {"format", "kiln-cache", "\"format\" must be \"kiln-pack\", got a string (\"kiln-cache\")"},
+      {"format", nullptr, "\"format\" is missing"},
+      {"version", "1", "\"version\" must be a whole number >= 0, got a string (\"1\")"},
+      {"version", -1, "\"version\" must be a whole number >= 0, got an integer (-1)"},
+      {"version", nullptr, "\"version\" is missing"},
+      {"version", 2, "has manifest version 2; this kiln reads version 1"},
+      {"kiln_version", 7, "\"kiln_version\" must be a string, got an integer (7)"},
+      {"created_unix", "today", "\"created_unix\" must be a whole number >= 0, got a string (\"today\")"},
+      {"entries", nlohmann::json::object(), "\"entries\" must be a list, got an object"},
+      {"entries", nullptr, "\"entries\" is missing"},
+  };
+  for (const auto& c : cases) {
+    nlohmann::json manifest = good;
+    if (c.value.is_null()) manifest.erase(c.field);
+    else manifest[c.field] = c.value;
+    export_pack({&source}, pack, {});
+    rewrite_manifest(pack, manifest);
+    DiskCache target(dir.path() / ("t-" + std::string(c.field) + "-" + c.value.dump()));
+    try {
+      import_pack(pack, target);
+      ADD_FAILURE() << "imported a pack whose " << c.field << " is " << c.value.dump();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kCacheError);
+      const std::string what = e.what();
+      EXPECT_EQ(what.rfind("pack " + pack.string() + ": ", 0), 0u) << what;
+      EXPECT_NE(what.find(c.message), std::string::npos) << what;
+    }
+    EXPECT_EQ(target.stats().entries, 0u) << "nothing is imported from " << c.field << " = " << c.value.dump();
+  }
+}
+
+TEST(Packs, AMalformedManifestEntryIsRejectedByIndexWhileTheOthersAreImported) {
+  test::TempDir dir;
+  DiskCache source(dir.path() / "a");
+  for (const Entry& e : six()) ASSERT_TRUE(source.publish(e));
+  const fs::path pack = dir.path() / "p";
+  export_pack({&source}, pack, {});
+  const nlohmann::json good = manifest_of(pack);
+  const struct {
+    const char* field;
+    nlohmann::json value;  // null with `remove`: the field is removed
+    bool remove;
+    const char* message;
+  } cases[] = {
+      {"op", 5, false, "\"op\" must be a string, got an integer (5)"},
+      {"spec", nullptr, false, "\"spec\" must be a string, got null"},
+      {"kernel_name", {1, 2}, false, "\"kernel_name\" must be a string, got a list"},
+      {"key", 7, false, "\"key\" must be a string, got an integer (7)"},
+      {"key", "ABC", false, "\"key\" must be 32 lowercase hexadecimal characters, got a string (\"ABC\")"},
+      {"key", nullptr, true, "\"key\" is missing"},
+      {"offset", -1, false, "\"offset\" must be a whole number >= 0, got an integer (-1)"},
+      {"bytes", 1e30, false, "\"bytes\" must be a whole number >= 0, got a number (1e+30)"},
+      {"sha256", true, false, "\"sha256\" must be a string, got a boolean (true)"},
+  };
+  for (const auto& c : cases) {
+    // The bad field in the last entry but one: the entries before and after it are imported all the same.
+    nlohmann::json manifest = good;
+    nlohmann::json& victim = manifest["entries"][4];
+    const std::string victim_key = victim["key"];
+    if (c.remove) victim.erase(c.field);
+    else victim[c.field] = c.value;
+    export_pack({&source}, pack, {});
+    rewrite_manifest(pack, manifest);
+    DiskCache target(dir.path() / ("t-" + std::string(c.field) + "-" + c.value.dump()));
+    PackImportReport r;
+    ASSERT_NO_THROW(r = import_pack(pack, target)) << c.field << " = " << c.value.dump();
+    EXPECT_EQ(r.imported, 5u) << c.field;
+    EXPECT_EQ(r.rejected, 1u) << c.field;
+    ASSERT_EQ(r.items.size(), 6u);
+    const PackImportItem& rejected = r.items[4];
+    EXPECT_EQ(rejected.outcome, PackImportItem::Outcome::kRejected);
+    EXPECT_EQ(rejected.reason, "manifest entry 4: " + std::string(c.message));
+    if (std::string(c.field) != "key") EXPECT_EQ(rejected.key, victim_key) << "named by its key as well";
+    EXPECT_FALSE(target.load(victim_key, false));
+    EXPECT_EQ(target.stats().entries, 5u);
+  }
+  // Not an object at all.
+  nlohmann::json manifest = good;
+  manifest["entries"][0] = "six-0";
+  rewrite_manifest(pack, manifest);
+  DiskCache target(dir.path() / "t-string");
+  const PackImportReport r = import_pack(pack, target);
+  EXPECT_EQ(r.imported, 5u);
+  EXPECT_EQ(r.items[0].reason, "manifest entry 0: must be an object, got a string (\"six-0\")");
+}
+
 TEST(Packs, TruncatedPackRejectsWhatIsMissing) {
   test::TempDir dir;
   DiskCache source(dir.path() / "a");
@@ -189,7 +308,9 @@ TEST(Packs, NotAPackIsAnErrorNamingTheFile) {
   test::TempDir dir;
   DiskCache target(dir.path() / "b");
   test::write_bytes(dir.path() / "readme.txt", {'h', 'e', 'l', 'l', 'o'});
-  for (const fs::path& file : {dir.path() / "readme.txt", dir.path() / "missing"}) {
+  // A FIFO given as the pack is refused at once (opening or reading it would wait for a writer forever).
+  ASSERT_EQ(::mkfifo((dir.path() / "fifo").c_str(), 0600), 0);
+  for (const fs::path& file : {dir.path() / "readme.txt", dir.path() / "missing", dir.path() / "fifo"}) {
     try {
       import_pack(file, target);
       FAIL() << "expected an error for " << file;
