@@ -109,7 +109,7 @@ void fp8_gemm_nt_wgrad(const TensorView& a, const TensorView& sfa, const TensorV
 //      of 4, groups apart: s0 >= (m - 1) * s1 + n);
 // c:   nullptr (D[g] = A_g . B_g^T: stored, or zeroed for groups without tokens), d itself (D += ...), or float32
 //      [G, m, n] with dense rows not overlapping d (copied into D first); ks: the token counts, on the host
-//      (ks.size() == G).
+//      (ks.size() == G), each in 0..2147483647 and at most 2147483647 in all (m and n at most 2147483647 too).
 // Every check (of the grouped tensors, then each group's views as fp8_gemm_nt_wgrad checks its arguments, an error
 // naming the group) and the kernel come before anything is enqueued. Then, on `stream`, each group's copy of C
 // (or, with no C, a memset of each group without tokens), and one launch of the weight-gradient form's k-grouped

@@ -302,6 +302,24 @@ def _pair(value: Any, name: str, function: str = "fp8_gemm_nt") -> Tuple[Any, An
     raise KilnTypeError(f"{function}: {name} must be a pair ({name}_fp8, sf{name}) of tensors, got {given}")
 
 
+def _token_counts(function: str, ks: Any) -> List[int]:
+    """DeepGEMM's ``ks`` (the k-grouped GEMMs' token counts, on the host) as the native call takes them: a list of
+    ints. KilnTypeError for anything but a sequence of ints (a bool is not a count); a count outside 64 bits, which the
+    native call cannot take, gets the library's own error for any count outside 0..2147483647."""
+    counts = []
+    try:
+        for k in ks:
+            if isinstance(k, bool):
+                raise TypeError
+            counts.append(operator.index(k))
+    except TypeError:
+        raise KilnTypeError(f"{function}: ks must be a sequence of ints, got {ks!r}") from None
+    for g, k in enumerate(counts):
+        if not -(1 << 63) <= k < (1 << 63):
+            raise KilnValueError(f"{function}: ks[{g}] must be a token count in 0..2147483647, got {k}")
+    return counts
+
+
 def _check_compiled_dims(compiled_dims: Any, function: str, default: str = "nk") -> None:
     """DeepGEMM's ``compiled_dims``: a string of the letters m, n and k (accepted for the signature; kiln's kernels are
     specialised the same whatever it says). Errors name ``function`` and DeepGEMM's ``default`` for it."""
@@ -432,7 +450,8 @@ def k_grouped_fp8_gemm_nt_contiguous(a: Sequence[Any], b: Sequence[Any], d: Any,
     * ``b = (b_fp8, sfb)``: the same with ``n`` rows.
     * ``d``: float32 ``[G, m, n]``, each group's rows 16-byte aligned. ``c``: None (``D[g] = A_g . B_g^T``), ``d``
       (``D += ...``), or float32 ``[G, m, n]`` not overlapping ``d``.
-    * ``ks``: the token counts (``len(ks) == G``), each a multiple of 128 (0: no product, ``D[g] = C[g]``).
+    * ``ks``: the token counts (``len(ks) == G``), ints each a multiple of 128 (0: no product, ``D[g] = C[g]``) in
+      ``0..2147483647``, at most 2147483647 in all (ValueError naming ``ks[g]`` otherwise).
       ``ks_tensor`` (DeepGEMM's copy of ``ks`` on the device) is accepted and not read: kiln plans on the host.
 
     Every check comes before anything is enqueued; then one launch of the weight-gradient form's k-grouped kernel
@@ -447,10 +466,7 @@ def k_grouped_fp8_gemm_nt_contiguous(a: Sequence[Any], b: Sequence[Any], d: Any,
         raise KilnValueError(f"k_grouped_fp8_gemm_nt_contiguous: recipe must be (1, 1, 128) (both operands scaled per "
                              f"1x128), got {recipe!r}")
     _check_compiled_dims(compiled_dims, "k_grouped_fp8_gemm_nt_contiguous", default="mn")
-    try:
-        counts = [operator.index(k) for k in ks]
-    except TypeError:
-        raise KilnTypeError(f"k_grouped_fp8_gemm_nt_contiguous: ks must be a sequence of ints, got {ks!r}") from None
+    counts = _token_counts("k_grouped_fp8_gemm_nt_contiguous", ks)
     del ks_tensor  # DeepGEMM's device copy of ks: the launches are planned from ks on the host
     a_fp8, sfa = _pair(a, "a", "k_grouped_fp8_gemm_nt_contiguous")
     b_fp8, sfb = _pair(b, "b", "k_grouped_fp8_gemm_nt_contiguous")
@@ -719,10 +735,7 @@ def k_grouped_bf16_gemm_tn_contiguous(a: Any, b: Any, d: Any, ks: Sequence[int],
     """
     function = "k_grouped_bf16_gemm_tn_contiguous"
     _check_compiled_dims(compiled_dims, function, default="mn")
-    try:
-        counts = [operator.index(k) for k in ks]
-    except TypeError:
-        raise KilnTypeError(f"{function}: ks must be a sequence of ints, got {ks!r}") from None
+    counts = _token_counts(function, ks)
     del ks_tensor  # DeepGEMM's device copy of ks: the launches are planned from ks on the host
     _native.k_grouped_bf16_gemm_tn_contiguous(a, b, d, counts, c, stream)
 

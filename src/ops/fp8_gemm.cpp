@@ -776,13 +776,25 @@ std::vector<GroupProblem> check_k_grouped(const TensorView& a, const TensorView&
   if (static_cast<int64_t>(ks.size()) != groups)
     fail_grouped("ks must hold one token count per group (d.size(0) == " + std::to_string(groups) + "), got " +
                  std::to_string(ks.size()) + " counts");
+  // The counts one by one, and their running sum: each in 32 bits as the bf16 form's, and the sum too (the scales'
+  // K blocks and each group's first one are 32-bit in the kernel's parameters), so nothing below can overflow.
   int64_t total = 0;
   for (size_t g = 0; g < ks.size(); ++g) {
-    if (ks[g] < 0 || ks[g] % kScaleBlock != 0)
+    if (ks[g] < 0 || ks[g] > INT32_MAX)
+      fail_grouped("ks[" + std::to_string(g) + "] must be a token count in 0..2147483647, got " +
+                   std::to_string(ks[g]));
+    if (ks[g] % kScaleBlock != 0)
       fail_grouped("ks[" + std::to_string(g) + "] must be a non-negative multiple of 128 (a group's tokens are whole "
                    "blocks of the 1x128 scales), got " + std::to_string(ks[g]));
     total += ks[g];
+    if (total > INT32_MAX)
+      fail_grouped("ks must hold at most 2147483647 tokens in all, got " + std::to_string(total) + " in ks[0.." +
+                   std::to_string(g) + "]");
   }
+  // m and n in 32 bits, as the kernel's parameters take them (and so m * sum(ks) and n * sum(ks) fit in 64).
+  if (m > INT32_MAX || n > INT32_MAX)
+    fail(ErrorKind::kValueError, ad, d, "at most 2147483647 rows and columns (m and n)",
+         "shape " + format_dims(d.shape.data(), 3));
   const int64_t k_blocks = total / kScaleBlock;
   const auto check_operand = [&](const Arg& arg, const TensorView& t, int64_t rows, const char* r) {
     if (t.shape[0] != rows * total)

@@ -411,9 +411,16 @@ def test_k_grouped_arguments_kiln_checks_itself():
         with pytest.raises(ValueError, match=r"^k_grouped_bf16_gemm_tn_contiguous: compiled_dims must be a string of "
                                              r"the letters m, n and k \(DeepGEMM's default is 'mn'\)"):
             KGROUPED(a, b, d, ks, None, compiled_dims=dims)
-    for bad in ([37, 0, 300.0, 64, 1], 5, None, ["37"]):
+    for bad in ([37, 0, 300.0, 64, 1], 5, None, ["37"], [37, 0, True, 64, 1]):
         with pytest.raises(TypeError, match="^k_grouped_bf16_gemm_tn_contiguous: ks must be a sequence of ints"):
             KGROUPED(a, b, d, bad)
+    # Counts the native call cannot take (beyond 64 bits): the library's error for any count out of range.
+    for g, bad in ((4, 2 ** 63), (0, -(2 ** 63) - 1)):
+        counts = list(ks)
+        counts[g] = bad
+        with pytest.raises(kiln.KilnValueError, match=rf"^k_grouped_bf16_gemm_tn_contiguous: ks\[{g}\] must be a "
+                                                      rf"token count in 0..2147483647, got {bad}$"):
+            KGROUPED(a, b, d, counts)
     with pytest.raises(TypeError, match="^k_grouped_bf16_gemm_tn_contiguous: a must be a tensor"):
         KGROUPED(3, b, d, ks)
     with pytest.raises(TypeError, match="^k_grouped_bf16_gemm_tn_contiguous: c must be a tensor"):

@@ -425,6 +425,27 @@ def test_k_grouped_preconditions(changes, ks, message):
         KGROUPED(a, b, d, list(ks), None)
 
 
+@pytest.mark.parametrize("ks, error, message", [
+    # Counts whose sum wrapped around 64 bits used to pass (2**62 * 4 == 0 with empty a and b) or name a negative size.
+    ([2 ** 62] * 4, ValueError, r"ks\[0\] must be a token count in 0..2147483647, got 4611686018427387904"),
+    ([2 ** 56, 0, 0, 0], ValueError, r"ks\[0\] must be a token count in 0..2147483647, got 72057594037927936"),
+    ([0, -128, 0, 0], ValueError, r"ks\[1\] must be a token count in 0..2147483647, got -128"),
+    ([1024, 2147483520, 128, 0], ValueError, r"ks must hold at most 2147483647 tokens in all, got 2147484544"),
+    # Beyond 64 bits, where the native call cannot take them: the same error, not nanobind's.
+    ([2 ** 63, 0, 0, 0], ValueError, r"ks\[0\] must be a token count in 0..2147483647, got 9223372036854775808"),
+    ([0, 0, -(2 ** 64), 0], ValueError, r"ks\[2\] must be a token count in 0..2147483647, got -18446744073709551616"),
+    ([True, False, False, False], TypeError, r"ks must be a sequence of ints, got \[True, False, False, False\]"),
+    (512, TypeError, r"ks must be a sequence of ints, got 512"),
+])
+def test_k_grouped_token_counts_are_bounded(ks, error, message):
+    empty = FakeDLPack((0,), "float8_e4m3fn", ptr=BASE), FakeDLPack((256, 0), "float32", strides=(1, 256), ptr=SFA)
+    empty_b = FakeDLPack((0,), "float8_e4m3fn", ptr=B), FakeDLPack((576, 0), "float32", strides=(1, 576), ptr=SFB)
+    for a, b in ((empty, empty_b), grouped_fakes()[:2]):
+        with pytest.raises(error, match="k_grouped_fp8_gemm_nt_contiguous: " + message) as info:
+            KGROUPED(a, b, FakeDLPack((4, 256, 576), "float32", ptr=D), ks, None)
+        assert isinstance(info.value, kiln.KilnError)
+
+
 def test_k_grouped_group_errors_name_the_group():
     a, b, d, ks = grouped_fakes(d=FakeDLPack((4, 256, 576), "float32", strides=(256 * 578, 578, 1), ptr=D))
     with pytest.raises(ValueError, match=r"\(group 0 of 4, ks\[0\] = 1024\)"):

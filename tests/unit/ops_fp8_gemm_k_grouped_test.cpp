@@ -82,7 +82,18 @@ TEST(Fp8GemmKGroupedValidate, TokenCounts) {
               HasSubstr("ks[1] must be a non-negative multiple of 128 (a group's tokens are whole blocks of the 1x128 "
                         "scales), got 400"));
   EXPECT_THAT(error_with([](Grouped& g) { g.ks[2] = -128; }),
-              HasSubstr("ks[2] must be a non-negative multiple of 128"));
+              HasSubstr("ks[2] must be a token count in 0..2147483647, got -128"));
+  // Counts past 32 bits, or summing past them, are refused before m * sum(ks) is formed (it used to wrap around:
+  // ks = {2^62 x 4} summed to 0 and passed with empty operands).
+  EXPECT_THAT(error_with([](Grouped& g) { g.ks[1] = int64_t{1} << 56; }),
+              HasSubstr("ks[1] must be a token count in 0..2147483647, got 72057594037927936"));
+  constexpr int64_t kHuge = int64_t{1} << 62;
+  EXPECT_THAT(error_with([](Grouped& g) { g.ks = {kHuge, kHuge, kHuge, kHuge}; }),
+              HasSubstr("ks[0] must be a token count in 0..2147483647, got 4611686018427387904"));
+  EXPECT_THAT(error_with([](Grouped& g) { g.ks = {1024, 2147483520, 128, 0}; }),
+              HasSubstr("ks must hold at most 2147483647 tokens in all, got 2147484544 in ks[0..1]"));
+  EXPECT_THAT(error_with([](Grouped& g) { g.d.shape[1] = g.c.shape[1] = int64_t{1} << 40; }),
+              HasSubstr("d must be at most 2147483647 rows and columns (m and n), got shape (4, 1099511627776, 576)"));
   // Counts that disagree with the operands' sizes.
   EXPECT_THAT(error_with([](Grouped& g) { g.ks[2] = 128; }),
               HasSubstr("a must be of 557056 elements (m * sum(ks): group g's rows of ks[g] tokens, row-major, after "
