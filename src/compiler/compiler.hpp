@@ -20,7 +20,7 @@ struct Arch {
   int minor = 0;
   bool arch_specific = true;  // the "a" suffix: needed for wgmma and setmaxnreg
 
-  // "sm_90a". Throws Error(kConfigError) for anything that is not sm_<digits>[a|f].
+  // "sm_90a". Throws Error(kConfigError) for anything that is not sm_<2 or 3 digits, the first not 0>[a].
   static Arch parse(const std::string& text);
   // What a kernel for a GPU of compute capability cc_major.cc_minor is built for: its own arch, arch-specific from
   // Hopper on (wgmma, setmaxnreg and their successors exist only there). The JIT's and the plans' target alike.

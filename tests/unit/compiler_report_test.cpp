@@ -213,7 +213,8 @@ TEST(Arch, ParsesAndNames) {
   EXPECT_FALSE(Arch::parse("sm_90").arch_specific);
   EXPECT_THROW(Arch::parse("compute_90a"), Error);
   EXPECT_THROW(Arch::parse("sm90a"), Error);
-  for (const char* bad : {"", "sm_", "sm_9", "sm_9a", "sm_90b", "sm_9x0", "sm_90aa", "sm_12345a", " sm_90a"})
+  for (const char* bad : {"", "sm_", "sm_9", "sm_9a", "sm_90b", "sm_9x0", "sm_90aa", "sm_12345a", " sm_90a", "sm_9999a",
+                          "sm_1000", "sm_090a", "sm_00"})
     EXPECT_THROW(Arch::parse(bad), Error) << bad;
 }
 
