@@ -45,12 +45,13 @@ void check_key(const std::string& key, const char* operation) {
                                             ": key must be 32 lowercase hexadecimal characters, got \"" + key + "\"");
 }
 
-// Reads an open file to the end, straight into out (no bounce buffer: this is on the warm-start path).
-bool read_fd(int fd, std::vector<uint8_t>& out, size_t size_hint) {
-  out.resize(size_hint + 1);  // one spare byte, so that a file that grew is noticed without another call
+// Reads an open regular file of `size` bytes (its fstat), straight into out (no bounce buffer: this is on the
+// warm-start path), and never more than one byte past that size: a file that grew since is noticed by its
+// length, not read without end.
+bool read_fd(int fd, std::vector<uint8_t>& out, size_t size) {
+  out.resize(size + 1);
   size_t used = 0;
-  for (;;) {
-    if (used == out.size()) out.resize(out.size() * 2);
+  while (used < out.size()) {
     ssize_t n = ::read(fd, out.data() + used, out.size() - used);
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -61,6 +62,29 @@ bool read_fd(int fd, std::vector<uint8_t>& out, size_t size_hint) {
   }
   out.resize(used);
   return true;
+}
+
+// What something found where a file or directory of the cache belongs is, for messages.
+std::string file_type_text(mode_t mode) {
+  if (S_ISREG(mode)) return "a file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
+}
+
+// Everything in a directory with its lstat, without throwing; entries vanishing during the scan are skipped.
+void for_each_name(const fs::path& dir, const std::function<void(const fs::path&, const struct stat&)>& fn) {
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    struct stat st{};
+    if (::lstat(it->path().c_str(), &st) != 0) continue;
+    fn(it->path(), st);
+  }
 }
 
 // Regular files of a directory, without throwing; entries vanishing during the scan are skipped.
@@ -74,19 +98,46 @@ void for_each_file(const fs::path& dir, const std::function<void(const fs::path&
   }
 }
 
-// The fan-out directories under entries/ (two lowercase hex characters).
-std::vector<fs::path> fanout_dirs(const fs::path& entries) {
+bool is_fanout_name(const std::string& name) { return name.size() == 2 && is_valid_key(name + std::string(30, '0')); }
+
+// Something with a fan-out directory's name that is not a directory (a file named "5f"): every key starting so
+// misses and cannot be stored while it is there.
+struct FanoutBlocker {
+  fs::path path;
+  struct stat st{};  // its lstat
+};
+
+// The fan-out directories under entries/ (two lowercase hex characters), and in *blockers, when given, the
+// names of that shape that are not directories.
+std::vector<fs::path> fanout_dirs(const fs::path& entries, std::vector<FanoutBlocker>* blockers = nullptr) {
   std::vector<fs::path> dirs;
   std::error_code ec;
   fs::directory_iterator it(entries, ec), end;
   for (; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
+    if (!is_fanout_name(name)) continue;
     std::error_code type_ec;
-    if (name.size() == 2 && is_valid_key(name + std::string(30, '0')) && it->is_directory(type_ec))
+    if (it->is_directory(type_ec)) {
       dirs.push_back(it->path());
+    } else if (FanoutBlocker b{it->path()}; blockers && ::lstat(b.path.c_str(), &b.st) == 0) {
+      blockers->push_back(std::move(b));
+    }
   }
   std::sort(dirs.begin(), dirs.end());
+  if (blockers)
+    std::sort(blockers->begin(), blockers->end(), [](const auto& a, const auto& b) { return a.path < b.path; });
   return dirs;
+}
+
+std::string blocker_reason(const FanoutBlocker& b) {
+  return file_type_text(b.st.st_mode) + " where kiln keeps the directory of the entries whose keys start with " +
+         b.path.filename().string();
+}
+
+// Why something that is not a regular file at an entry path is not an entry.
+std::string not_a_file_reason(mode_t mode) {
+  return file_type_text(mode) + ", not an entry file" +
+         (S_ISLNK(mode) ? " (kiln never makes links in its own directory)" : "");
 }
 
 int64_t now_unix() { return static_cast<int64_t>(std::time(nullptr)); }
@@ -264,9 +315,10 @@ struct DiskCache::Impl {
     int open_errno = 0;
   };
 
-  // Reads every entry file in `dir` (a fan-out directory) without touching it, for list and verify.
+  // Reads everything named as an entry in `dir` (a fan-out directory), whatever it is, without touching it, for
+  // list and verify: a FIFO, a link or a directory there is reported like any bad entry.
   void scan_entries(const fs::path& dir, const std::function<void(ScannedEntry&)>& fn) const {
-    for_each_file(dir, [&](const fs::path& path, const struct stat&) {
+    for_each_name(dir, [&](const fs::path& path, const struct stat&) {
       const std::string name = path.filename().string();
       if (!ends_with(name, kEntrySuffix)) return;
       ScannedEntry e{path, name.substr(0, name.size() - kEntrySuffix.size()), {}};
@@ -277,14 +329,34 @@ struct DiskCache::Impl {
 
   // Reads and verifies the entry at path (expected_key from the lookup). *open_errno is the open(2) error
   // (ENOENT: no entry), 0 when the file was opened; *st receives the file's identity for a later removal.
+  // Something is at an entry's path that is not an entry file; *st is its identity for a later removal.
+  static DecodeResult not_a_file(const struct stat& st) {
+    DecodeResult result;
+    result.error = DecodeError::kNotAFile;
+    result.reason = not_a_file_reason(st.st_mode);
+    return result;
+  }
+
   DecodeResult read_entry(const fs::path& path, const std::string& expected_key, struct stat* st, int* open_errno,
                           bool touch) const {
     DecodeResult result;
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: a FIFO at the path must not stop the process (open(2) would wait for a writer forever); what
+    // is not a regular file is refused by fstat before anything is read. O_NOFOLLOW in kiln's own directory,
+    // where kiln never makes a link, so one there was put by someone else and may lead anywhere (/dev/zero); a
+    // read-only layer may be assembled with links (unpacked into a content store), and what they lead to is
+    // checked the same way.
+    const int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | (options.read_only_layer ? 0 : O_NOFOLLOW);
+    int fd = ::open(path.c_str(), flags);
     if (fd < 0) {
-      *open_errno = errno;
+      const int err = errno;
+      // ELOOP is a link that O_NOFOLLOW refused, ENXIO a socket: not entries, reported as bad ones.
+      if ((err == ELOOP || err == ENXIO) && ::lstat(path.c_str(), st) == 0 && !S_ISREG(st->st_mode)) {
+        *open_errno = 0;
+        return not_a_file(*st);
+      }
+      *open_errno = err;
       result.error = DecodeError::kTruncated;
-      result.reason = std::string("cannot open: ") + std::strerror(*open_errno);
+      result.reason = std::string("cannot open: ") + std::strerror(err);
       return result;
     }
     *open_errno = 0;
@@ -296,6 +368,10 @@ struct DiskCache::Impl {
       result.reason = std::string("cannot read: ") + std::strerror(err);
       return result;
     }
+    if (!S_ISREG(st->st_mode)) {
+      ::close(fd);
+      return not_a_file(*st);
+    }
     if (options.read_only_layer) {
       if (std::string why = layer_entry_distrust(path, *st); !why.empty()) {
         ::close(fd);
@@ -303,6 +379,13 @@ struct DiskCache::Impl {
         result.reason = std::move(why);
         return result;
       }
+    }
+    if (static_cast<uint64_t>(st->st_size) > kMaxEntryBytes) {
+      ::close(fd);
+      result.error = DecodeError::kLengthMismatch;
+      result.reason = "it is " + std::to_string(st->st_size) + " bytes, more than any entry can be (at most " +
+                      std::to_string(kMaxEntryBytes) + ")";
+      return result;
     }
     if (!read_fd(fd, bytes, static_cast<size_t>(std::max<off_t>(st->st_size, 0)))) {
       const int err = errno;
@@ -321,13 +404,39 @@ struct DiskCache::Impl {
     return result;
   }
 
-  // Removes a bad entry if the path still names the file that was found bad (a concurrent publisher may have
-  // replaced it with a good one meanwhile). Returns whether it was removed.
-  bool remove_bad(const fs::path& path, const struct stat& bad) const {
-    if (!writable) return false;
+  // Removes what was found bad at path (`bad` is its identity) if the path still names it (a concurrent
+  // publisher may have replaced it with a good entry meanwhile). A file, link, FIFO, socket or device node is
+  // unlinked (never what a link leads to), an empty directory removed. A directory with something in it is left
+  // alone: it is not anything kiln made, and kiln deletes no tree it did not make. Returns whether it was
+  // removed, else says why not in *why_not.
+  bool remove_bad(const fs::path& path, const struct stat& bad, std::string* why_not) const {
+    if (!writable) {
+      *why_not = options.read_only_layer ? "a read-only layer is never changed" : "the cache cannot be written";
+      return false;
+    }
     struct stat now{};
-    if (::stat(path.c_str(), &now) != 0 || !same_file(now, bad)) return false;
-    return ::unlink(path.c_str()) == 0;
+    if (::lstat(path.c_str(), &now) != 0 || !same_file(now, bad)) {
+      *why_not = "it was replaced meanwhile";
+      return false;
+    }
+    if (S_ISDIR(now.st_mode) ? ::rmdir(path.c_str()) == 0 : ::unlink(path.c_str()) == 0) return true;
+    const int err = errno;
+    *why_not = S_ISDIR(now.st_mode) && (err == ENOTEMPTY || err == EEXIST)
+                   ? "it is a directory with files in it, which kiln does not delete: remove it by hand (rm -r " +
+                         path.string() + ")"
+                   : std::string("cannot remove it: ") + std::strerror(err);
+    return false;
+  }
+
+  // When the entry for `key` cannot be opened because its fan-out directory's name is taken by something else
+  // (open(2) said ENOTDIR), that thing; entries/ itself must be a directory (else the cache is what is broken).
+  std::optional<FanoutBlocker> fanout_blocker(const std::string& key) const {
+    FanoutBlocker b{entry_dir(key)};
+    struct stat followed{};
+    if (::lstat(b.path.c_str(), &b.st) != 0 || (::stat(b.path.c_str(), &followed) == 0 && S_ISDIR(followed.st_mode)))
+      return std::nullopt;
+    if (::stat(entries.c_str(), &followed) != 0 || !S_ISDIR(followed.st_mode)) return std::nullopt;
+    return b;
   }
 
   // Writes bytes to a temporary and renames it to target. For entries (entry_key set) an existing valid entry
@@ -343,13 +452,18 @@ struct DiskCache::Impl {
     // the temporary itself (written again); a temporary directory on another filesystem (EXDEV) is replaced
     // by the target's own directory.
     bool temp_beside_target = false;
+    fs::path failed_at;       // the fan-out directory or the target itself, when the failure is theirs alone
+    std::string in_the_way;   // why what stands at the target could not be removed
     for (int attempt = 0; attempt < 3; ++attempt) {
       const fs::path temp_dir = temp_beside_target ? dir : tmp;
       if (!util::create_private_directories(temp_dir, ec)) break;
       auto temp = util::TemporaryFile::create(temp_dir, target.filename().string(), ec);
       if (!temp || !temp->write(bytes, ec) || !temp->sync(ec)) break;
       for (int rename_try = 0; rename_try < 20; ++rename_try) {
-        if (!util::create_private_directories(dir, ec)) break;
+        if (!util::create_private_directories(dir, ec)) {
+          failed_at = dir;
+          break;
+        }
         if (temp->commit(target, ec, mode)) {
           std::error_code sync_ec;
           util::fsync_directory(dir, sync_ec);
@@ -363,12 +477,17 @@ struct DiskCache::Impl {
           int open_errno = 0;
           if (read_entry(target, *entry_key, &st, &open_errno, /*touch=*/false).ok())
             return true;  // our temporary is removed by its destructor
+          // rename(2) replaces a file, a link or a FIFO, but not a directory (EISDIR): an empty one is removed
+          // first; one with something in it stays, and the warning below names it.
+          if (struct stat in_way{}; ::lstat(target.c_str(), &in_way) == 0 && S_ISDIR(in_way.st_mode))
+            remove_bad(target, in_way, &in_the_way);
           if (temp->commit(target, ec, util::TemporaryFile::CommitMode::kReplace)) {
             std::error_code sync_ec;
             util::fsync_directory(dir, sync_ec);
             return true;
           }
         }
+        if (ec != std::errc::no_such_file_or_directory) failed_at = target;
         // ENOENT with the temporary still there: the target directory vanished; make it again and retry.
         if (ec != std::errc::no_such_file_or_directory || ::access(temp->path().c_str(), F_OK) != 0) break;
       }
@@ -378,9 +497,22 @@ struct DiskCache::Impl {
       }
       if (ec != std::errc::no_such_file_or_directory) break;  // else the temporary was removed: write it again
     }
-    util::warn_once("publish:" + base.string() + ":" + ec.message(),
-                    "cannot write into the kiln cache " + base.string() + " (" + ec.message() +
-                        "); kernels that cannot be stored are kept in memory only");
+    // Name what failed: the whole cache (a full disk, a read-only mount), or only this file's place in it.
+    if (failed_at == target) {
+      util::warn_once("publish:" + target.string() + ":" + ec.message(),
+                      "cannot store " + target.string() + " (" + ec.message() +
+                          (in_the_way.empty() ? "" : ": " + in_the_way) + "); " +
+                          (entry_key ? "the kernel is kept in memory only" : "it is not written"));
+    } else if (failed_at == dir) {
+      util::warn_once("publish:" + dir.string() + ":" + ec.message(),
+                      "cannot store " + target.string() + ": its directory " + dir.string() + " cannot be made (" +
+                          ec.message() + "; `kiln cache verify` removes what has its name); " +
+                          (entry_key ? "the kernel is kept in memory only" : "it is not written"));
+    } else {
+      util::warn_once("publish:" + base.string() + ":" + ec.message(),
+                      "cannot write into the kiln cache " + base.string() + " (" + ec.message() +
+                          "); kernels that cannot be stored are kept in memory only");
+    }
     return false;
   }
 };
@@ -511,6 +643,17 @@ std::optional<Entry> DiskCache::load(const std::string& key, bool count_stats) {
     if (count_stats) count(Counter::kHits);
     return std::move(result.entry);
   }
+  // ENOTDIR: the fan-out directory's name is taken (a file named "5f"). That thing is the bad entry: it makes
+  // every key starting so a miss that can never be stored.
+  fs::path bad_path = path;
+  if (open_errno == ENOTDIR) {
+    if (std::optional<FanoutBlocker> blocker = d.fanout_blocker(key)) {
+      bad_path = blocker->path;
+      st = blocker->st;
+      result.reason = blocker_reason(*blocker);
+      open_errno = 0;
+    }
+  }
   if (d.options.read_only_layer) {
     // ENOENT is an ordinary miss unless the layer itself went away; anything else means it cannot be read.
     if (open_errno == ENOENT) d.check_layer();
@@ -518,11 +661,12 @@ std::optional<Entry> DiskCache::load(const std::string& key, bool count_stats) {
     else d.set_available();
   }
   if (open_errno == 0) {
-    // The file is there but bad: never a crash, never a wrong kernel; it is removed and rebuilt.
+    // Something is there but bad: never a crash, never a wrong kernel; it is removed and rebuilt.
     count(Counter::kCorrupt);
-    const bool removed = d.remove_bad(path, st);
-    std::fprintf(stderr, "kiln: warning: cache entry %s is unusable (%s); %s\n", path.c_str(), result.reason.c_str(),
-                 removed ? "removed, it will be rebuilt" : "ignored");
+    std::string why_not;
+    const bool removed = d.remove_bad(bad_path, st, &why_not);
+    std::fprintf(stderr, "kiln: warning: cache entry %s is unusable (%s); %s\n", bad_path.c_str(),
+                 result.reason.c_str(), removed ? "removed, it will be rebuilt" : ("ignored: " + why_not).c_str());
   }
   if (count_stats) count(Counter::kMisses);
   return std::nullopt;
@@ -599,16 +743,23 @@ Stats DiskCache::stats() const {
   return s;
 }
 
-std::vector<ListedEntry> DiskCache::list(uint64_t* unreadable) const {
+std::vector<ListedEntry> DiskCache::list(uint64_t* unreadable, std::vector<std::string>* problems) const {
   const Impl& d = *impl_;
   std::vector<ListedEntry> out;
   if (unreadable) *unreadable = 0;
-  for (const fs::path& dir : fanout_dirs(d.entries)) {
+  // Bad entries are verify's business; list shows usable ones and counts (and names) the rest.
+  const auto bad = [&](const fs::path& path, const std::string& why) {
+    if (unreadable) ++*unreadable;
+    if (problems) problems->push_back(path.string() + ": " + why);
+  };
+  std::vector<FanoutBlocker> blockers;
+  const std::vector<fs::path> dirs = fanout_dirs(d.entries, &blockers);
+  for (const FanoutBlocker& b : blockers) bad(b.path, blocker_reason(b));
+  for (const fs::path& dir : dirs) {
     d.scan_entries(dir, [&](Impl::ScannedEntry& scanned) {
       if (scanned.open_errno == ENOENT) return;  // removed by someone else during the scan
-      // Bad entries are verify's business; list shows usable ones and counts the rest.
       if (!scanned.result.ok() || !scanned.result.entry) {
-        if (unreadable) ++*unreadable;
+        bad(scanned.path, scanned.result.reason);
         return;
       }
       ListedEntry e;
@@ -627,17 +778,27 @@ std::vector<ListedEntry> DiskCache::list(uint64_t* unreadable) const {
 VerifyReport DiskCache::verify() {
   Impl& d = *impl_;
   VerifyReport report;
-  for (const fs::path& dir : fanout_dirs(d.entries)) {
+  const auto bad = [&](const fs::path& path, const struct stat& st, const std::string& why) {
+    ++report.corrupt;
+    count(Counter::kCorrupt);
+    std::string why_not;
+    if (d.remove_bad(path, st, &why_not)) ++report.removed;
+    report.problems.push_back(path.string() + ": " + why + (why_not.empty() ? "" : "; left in place: " + why_not));
+  };
+  std::vector<FanoutBlocker> blockers;
+  const std::vector<fs::path> dirs = fanout_dirs(d.entries, &blockers);
+  for (const FanoutBlocker& b : blockers) {
+    ++report.checked;
+    bad(b.path, b.st, blocker_reason(b));
+  }
+  for (const fs::path& dir : dirs) {
     d.scan_entries(dir, [&](Impl::ScannedEntry& scanned) {
       if (scanned.open_errno == ENOENT) return;  // removed by someone else during the scan
       ++report.checked;
       if (scanned.result.ok()) return;
-      ++report.corrupt;
-      count(Counter::kCorrupt);
       std::string why = scanned.result.reason;
       if (!is_valid_key(scanned.key)) why = "the file name is not a cache key; " + why;
-      report.problems.push_back(scanned.path.string() + ": " + why);
-      if (d.remove_bad(scanned.path, scanned.st)) ++report.removed;
+      bad(scanned.path, scanned.st, why);
     });
     if (d.writable) d.remove_stale_temporaries(dir);
   }
@@ -651,16 +812,30 @@ uint64_t DiskCache::clear() {
     throw Error(ErrorKind::kCacheError,
                 "cannot clear the kernel cache " + d.base.string() + ": the directory cannot be written");
   uint64_t removed = 0;
-  for (const fs::path& dir : fanout_dirs(d.entries)) {
-    for_each_file(dir, [&](const fs::path& path, const struct stat&) {
+  // What is not kiln's (a link, a FIFO, a directory where an entry or a fan-out directory belongs) goes too,
+  // as verify removes it; a directory with something in it stays, named on stderr.
+  const auto remove_foreign = [&](const fs::path& path, const struct stat& st) {
+    std::string why_not;
+    if (!d.remove_bad(path, st, &why_not))
+      std::fprintf(stderr, "kiln: warning: %s (%s) was left in the cache: %s\n", path.c_str(),
+                   file_type_text(st.st_mode).c_str(), why_not.c_str());
+  };
+  std::vector<FanoutBlocker> blockers;
+  for (const fs::path& dir : fanout_dirs(d.entries, &blockers)) {
+    for_each_name(dir, [&](const fs::path& path, const struct stat& st) {
       const std::string name = path.filename().string();
       // Fresh temporaries belong to publishes in flight; only strays are removed.
       if (util::is_temporary_name(name)) return;
+      if (!S_ISREG(st.st_mode)) {
+        remove_foreign(path, st);
+        return;
+      }
       if (::unlink(path.c_str()) == 0 && ends_with(name, kEntrySuffix)) ++removed;
     });
     d.remove_stale_temporaries(dir);
     ::rmdir(dir.c_str());  // fails harmlessly when a publish just put something there
   }
+  for (const FanoutBlocker& b : blockers) remove_foreign(b.path, b.st);
   d.remove_stale_temporaries(d.tmp);
   // Lock files: only those nobody holds, removed while we hold them (FileLock re-checks the path after locking,
   // so a waiter on the removed file starts over on a new one).

@@ -62,7 +62,11 @@ struct VerifyReport {
   uint64_t checked = 0;
   uint64_t corrupt = 0;
   uint64_t removed = 0;
-  std::vector<std::string> problems;  // one line per bad entry: "<path>: <why it was rejected>"
+  // One line per bad entry: "<path>: <why it was rejected>", and "; left in place: <why>" when it was not
+  // removed (a read-only cache, a directory with files in it). Anything at an entry's path that is not an entry
+  // file is a bad entry (a FIFO, a link, a directory), and so is something named like a fan-out directory that
+  // is not one.
+  std::vector<std::string> problems;
 };
 
 // How a DiskCache is used.
@@ -162,10 +166,15 @@ class DiskCache : public Tier {
   void count(Counter counter, uint64_t amount = 1);
 
   Stats stats() const;
-  // The entries that read and verify; `unreadable`, when given, counts those skipped (verify's business).
-  std::vector<ListedEntry> list(uint64_t* unreadable = nullptr) const;
+  // The entries that read and verify; `unreadable`, when given, counts those skipped (verify's business), and
+  // `problems` names them ("<path>: <why>"), with anything else in the way of an entry (a FIFO, a link or a
+  // directory at an entry's path, a file named like a fan-out directory).
+  std::vector<ListedEntry> list(uint64_t* unreadable = nullptr, std::vector<std::string>* problems = nullptr) const;
   VerifyReport verify();
-  uint64_t clear();  // removes every entry, dump, stray temporary and resets the counters; returns entries removed
+  // Removes every entry, dump, stray temporary and whatever else is in the way of entries (links, FIFOs, empty
+  // directories; a directory with files in it is left, with a warning), and resets the counters; returns the
+  // entries removed.
+  uint64_t clear();
 
   // Evicts least-recently-used entries (by their last-use time) until the directory holds at most
   // target_bytes, when it holds more than max_bytes; removes stray temporaries either way. Waits for a

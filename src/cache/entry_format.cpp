@@ -126,6 +126,7 @@ const char* to_string(DecodeError error) noexcept {
     case DecodeError::kBadMetadata: return "bad metadata";
     case DecodeError::kKeyMismatch: return "key mismatch";
     case DecodeError::kUntrusted: return "untrusted";
+    case DecodeError::kNotAFile: return "not a regular file";
   }
   return "unknown";
 }

@@ -51,7 +51,12 @@ enum class DecodeError {
   kBadMetadata,         // checksum fine but the JSON is not a valid metadata object
   kKeyMismatch,         // a valid entry for another key
   kUntrusted,           // in a read-only layer, a file or directory others than the layer's owner can write
+  kNotAFile,            // not a regular file at the entry's path: a FIFO, a link, a directory, a device
 };
+
+// No entry is larger (cubins are kilobytes to a few megabytes): a bound on what a read of an entry allocates,
+// whatever the file claims to be.
+inline constexpr uint64_t kMaxEntryBytes = uint64_t(256) << 20;
 
 const char* to_string(DecodeError error) noexcept;
 

@@ -38,13 +38,15 @@ uint64_t get_le(const uint8_t* p, int bytes) {
   return v;
 }
 
+// An entry file's bytes. It was listed as a good entry, but may have been replaced since: as DiskCache reads
+// entries, a FIFO there must not block (O_NONBLOCK), and only a regular file of a sane size is read.
 std::vector<uint8_t> read_file(const fs::path& path, bool* ok) {
   std::vector<uint8_t> bytes;
   *ok = false;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return bytes;
   struct stat st{};
-  if (::fstat(fd, &st) == 0) {
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) <= kMaxEntryBytes) {
     bytes.resize(static_cast<size_t>(st.st_size));
     size_t used = 0;
     while (used < bytes.size()) {

@@ -415,8 +415,8 @@ int run_cache_ls(bool as_json) {
   const std::vector<CacheEntryInfo> entries = cache_list(&unreadable);
   if (unreadable > 0)
     std::cerr << "kiln: warning: " << count_text(unreadable, "entry", "entries")
-              << " of the cache could not be read or failed their checks, not listed (`kiln cache verify` names and "
-                 "removes them)\n";
+              << " of the cache could not be read or failed their checks, not listed (named above; `kiln cache "
+                 "verify` removes them)\n";
   if (as_json) {
     json list = json::array();
     for (const auto& e : entries)

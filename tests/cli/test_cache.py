@@ -1,8 +1,10 @@
 """`kiln cache ls|stats|verify|clear`: JSON fields and values, corrupt and truncated entries."""
 
+import os
+
 import pytest
 
-from conftest import ARCH, OP
+from conftest import ARCH, OP, PROBLEM
 
 STATS_FIELDS = {"directory", "writable", "entries", "bytes", "hits", "misses", "compiles", "corrupt",
                 "compile_seconds", "mode", "max_bytes", "publishes", "evicted_entries", "evicted_bytes", "layer_hits",
@@ -141,3 +143,90 @@ def test_human_stats(kiln):
     assert str(kiln.cache_dir) in text
     for label in ("entries", "hits", "misses", "compiles", "compile seconds", "corrupt"):
         assert label in text, label
+
+
+def entry_path_of(kiln, key):
+    return kiln.cache_dir / "kiln" / "entries" / key[:2] / f"{key}.kiln"
+
+
+def test_a_fifo_at_an_entry_path_is_removed_not_waited_on(kiln):
+    """The audit: a FIFO where an entry belongs made every process needing that kernel hang forever."""
+    out = kiln.compile("--backend", "nvrtc")
+    path = entry_path_of(kiln, out["key"])
+    path.unlink()
+    os.mkfifo(path)
+    again = kiln.run("compile", OP, *PROBLEM, "--arch", ARCH, "--backend", "nvrtc", "--json", timeout=20)
+    assert again.returncode == 0, again
+    assert again.json()["hit"] is False
+    assert f"cache entry {path} is unusable (a FIFO (named pipe), not an entry file); removed" in again.stderr
+    assert path.is_file() and not path.is_symlink(), "rebuilt and stored in its place"
+    assert kiln.compile("--backend", "nvrtc")["hit"] is True
+
+
+@pytest.mark.parametrize("what", ["fifo", "link to /dev/zero", "empty directory"])
+def test_verify_ls_and_clear_see_what_is_not_an_entry_file(kiln, what):
+    out = kiln.compile("--backend", "nvrtc")
+    path = entry_path_of(kiln, out["key"])
+    path.unlink()
+    if what == "fifo":
+        os.mkfifo(path)
+    elif what == "empty directory":
+        path.mkdir()
+    else:
+        path.symlink_to("/dev/zero")
+    listed = kiln.run("cache", "ls", "--json", timeout=20)
+    assert listed.returncode == 0, listed
+    assert listed.json() == {"entries": [], "unreadable": 1}
+    assert f"kiln: warning: {path}: " in listed.stderr and "not an entry file" in listed.stderr
+    assert "; not listed" in listed.stderr
+    result = kiln.run("cache", "verify", "--json", timeout=20)
+    report = result.json()
+    assert {k: v for k, v in report.items() if k != "problems"} == {"checked": 1, "corrupt": 1, "removed": 1}
+    assert report["problems"][0].startswith(f"{path}: ") and "not an entry file" in report["problems"][0]
+    assert not os.path.lexists(path)
+
+    # clear removes it too (it used to leave anything that is not a regular file, and say it had cleared).
+    if what == "fifo":
+        os.mkfifo(path)
+    elif what == "empty directory":
+        path.mkdir()
+    else:
+        path.symlink_to("/dev/zero")
+    cleared = kiln.run("cache", "clear", "--json", timeout=20)
+    assert cleared.returncode == 0 and cleared.stderr == "", cleared
+    assert not os.path.lexists(path)
+
+
+def test_a_directory_with_files_at_an_entry_path_is_named_and_left_alone(kiln):
+    out = kiln.compile("--backend", "nvrtc")
+    path = entry_path_of(kiln, out["key"])
+    path.unlink()
+    path.mkdir()
+    (path / "notes.txt").write_text("mine")
+    again = kiln.run("compile", OP, *PROBLEM, "--arch", ARCH, "--backend", "nvrtc", "--json", timeout=60)
+    # The kernel is compiled, and cannot be stored: the warnings name the entry's path and what to do.
+    assert f"cache entry {path} is unusable (a directory, not an entry file)" in again.stderr, again
+    assert f"rm -r {path}" in again.stderr
+    assert f"cannot store {path} (Is a directory" in again.stderr
+    assert "cannot write into the kiln cache" not in again.stderr
+    report = kiln.run("cache", "verify", "--json").json()
+    assert report["removed"] == 0 and report["problems"] == [
+        f"{path}: a directory, not an entry file; left in place: it is a directory with files in it, which kiln does "
+        f"not delete: remove it by hand (rm -r {path})"]
+    cleared = kiln.run("cache", "clear")
+    assert cleared.returncode == 0 and f"{path} (a directory) was left in the cache" in cleared.stderr
+    assert (path / "notes.txt").read_text() == "mine"
+
+
+def test_a_file_named_like_a_fan_out_directory_is_removed_and_the_kernel_stored(kiln):
+    out = kiln.compile("--backend", "nvrtc")
+    fanout = entry_path_of(kiln, out["key"]).parent
+    for child in fanout.iterdir():
+        child.unlink()
+    fanout.rmdir()
+    fanout.write_text("x")
+    again = kiln.compile("--backend", "nvrtc")
+    assert again["hit"] is False
+    assert kiln.compile("--backend", "nvrtc")["hit"] is True, "stored this time"
+    stats = kiln.json("cache", "stats")
+    assert stats["corrupt"] == 1, "counted once: it was removed"

@@ -4,11 +4,17 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <future>
+#include <map>
 #include <thread>
 
 #include "cache/entry_format.hpp"
@@ -579,4 +585,215 @@ TEST(DiskCache, KeyLockExcludesOtherThreadsUntilReleased) {
   // Different keys do not exclude each other.
   auto a = cache.lock(key_of("k1"));
   auto b = cache.lock(key_of("k2"));
+}
+
+// ---- What else may be found where an entry belongs ---------------------------------------------------------
+// A FIFO, a socket, a link (to a device, or to a good entry elsewhere), a directory, a file too large to be an
+// entry, or a file named like a fan-out directory: each is a bad entry, reported by its path, removed where that
+// is safe, and never a hang or an unbounded read.
+
+namespace {
+
+// Runs fn in a child and waits at most `seconds` for it: a FIFO opened without O_NONBLOCK waits forever for a
+// writer, and a read of /dev/zero never ends. Returns the child's exit code, or -1000 when it had to be killed.
+int run_within(int seconds, const std::function<int()>& fn) {
+  const pid_t pid = fork_child(fn);
+  for (int i = 0; i < seconds * 100; ++i) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    ::usleep(10000);
+  }
+  ::kill(pid, SIGKILL);
+  wait_child(pid);
+  return -1000;
+}
+
+bool exists_no_follow(const fs::path& path) {
+  struct stat st{};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+// Puts something that is not an entry file at `path`: "fifo", "socket", "link to /dev/zero", "link to an entry"
+// (a good entry of the same key, elsewhere), "empty directory", "directory with a file", "huge file".
+void plant(const fs::path& path, const std::string& what, const std::string& key) {
+  fs::create_directories(path.parent_path());
+  if (what == "fifo") {
+    ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  } else if (what == "socket") {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    ASSERT_LT(path.string().size(), sizeof addr.sun_path);
+    std::strcpy(addr.sun_path, path.c_str());
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    ::close(fd);
+  } else if (what == "link to /dev/zero") {
+    fs::create_symlink("/dev/zero", path);
+  } else if (what == "link to an entry") {
+    const fs::path elsewhere = path.parent_path().parent_path().parent_path().parent_path() / "elsewhere";
+    { DiskCache other(elsewhere); ASSERT_TRUE(other.publish(make_entry(key))); }
+    fs::create_symlink(entry_path(elsewhere, key), path);
+  } else if (what == "empty directory") {
+    fs::create_directories(path);
+  } else if (what == "directory with a file") {
+    fs::create_directories(path);
+    write_bytes(path / "notes.txt", {'x'});
+  } else if (what == "huge file") {
+    write_bytes(path, {});
+    fs::resize_file(path, kiln::cache::kMaxEntryBytes + 1);  // sparse: costs no disk
+  } else {
+    FAIL() << what;
+  }
+}
+
+const char* const kRemovable[] = {"fifo", "socket", "link to /dev/zero", "link to an entry", "empty directory",
+                                  "huge file"};
+
+}  // namespace
+
+TEST(DiskCacheForeignFiles, EachIsABadEntryRemovedByTheLookupAndRebuilt) {
+  const std::map<std::string, std::string> described = {
+      {"fifo", "a FIFO (named pipe), not an entry file"},
+      {"socket", "a socket, not an entry file"},
+      {"link to /dev/zero", "a symbolic link, not an entry file (kiln never makes links in its own directory)"},
+      {"link to an entry", "a symbolic link, not an entry file"},
+      {"empty directory", "a directory, not an entry file"},
+      {"huge file", "it is " + std::to_string(kiln::cache::kMaxEntryBytes + 1) +
+                        " bytes, more than any entry can be (at most " +
+                        std::to_string(kiln::cache::kMaxEntryBytes) + ")"}};
+  for (const char* what : kRemovable) {
+    SCOPED_TRACE(what);
+    TempDir dir;
+    const std::string key = key_of(std::string("foreign ") + what);
+    { DiskCache init(dir.path()); }
+    const fs::path path = entry_path(dir.path(), key);
+    plant(path, what, key);
+    testing::internal::CaptureStderr();
+    const int rc = run_within(20, [&] {
+      DiskCache cache(dir.path());
+      return cache.load(key) ? 1 : 0;
+    });
+    const std::string err = testing::internal::GetCapturedStderr();
+    ASSERT_EQ(rc, 0) << "the lookup must return a miss at once (-1000: it hung; 99: it threw)\n" << err;
+    EXPECT_NE(err.find("cache entry " + path.string() + " is unusable (" + described.at(what)), std::string::npos)
+        << err;
+    EXPECT_NE(err.find("removed, it will be rebuilt"), std::string::npos) << err;
+    EXPECT_FALSE(exists_no_follow(path)) << "removed (only the link, never what it leads to)";
+    DiskCache cache(dir.path());
+    EXPECT_EQ(cache.stats().corrupt, 1u);
+    ASSERT_TRUE(cache.publish(make_entry(key)));
+    EXPECT_TRUE(cache.load(key)) << "stored and served once the thing in the way is gone";
+  }
+  EXPECT_TRUE(fs::exists("/dev/zero"));
+}
+
+TEST(DiskCacheForeignFiles, VerifyAndListNameEachAndClearRemovesThem) {
+  TempDir dir;
+  DiskCache cache(dir.path());
+  std::vector<fs::path> planted;
+  for (const char* what : kRemovable) {
+    const std::string key = key_of(std::string("verify ") + what);
+    planted.push_back(entry_path(dir.path(), key));
+    plant(planted.back(), what, key);
+  }
+  ASSERT_TRUE(cache.publish(make_entry(key_of("good"))));
+
+  uint64_t unreadable = 0;
+  std::vector<std::string> problems;
+  EXPECT_EQ(cache.list(&unreadable, &problems).size(), 1u);
+  EXPECT_EQ(unreadable, planted.size());
+  ASSERT_EQ(problems.size(), planted.size());
+  std::string all;
+  for (const auto& p : problems) all += p + "\n";
+  for (const fs::path& path : planted) EXPECT_NE(all.find(path.string() + ": "), std::string::npos) << all;
+  for (const fs::path& path : planted) EXPECT_TRUE(exists_no_follow(path)) << "list changes nothing";
+
+  const auto report = cache.verify();
+  EXPECT_EQ(report.checked, planted.size() + 1);
+  EXPECT_EQ(report.corrupt, planted.size());
+  EXPECT_EQ(report.removed, planted.size());
+  all.clear();
+  for (const auto& p : report.problems) all += p + "\n";
+  EXPECT_NE(all.find(planted[0].string() + ": a FIFO (named pipe), not an entry file\n"), std::string::npos) << all;
+  EXPECT_NE(all.find(planted[4].string() + ": a directory, not an entry file\n"), std::string::npos) << all;
+  for (const fs::path& path : planted) EXPECT_FALSE(exists_no_follow(path)) << path;
+  EXPECT_EQ(cache.verify().corrupt, 0u);
+
+  // clear removes them as well (it used to skip anything not a regular file, and said it had cleared the cache).
+  for (size_t i = 0; i < planted.size(); ++i)
+    plant(planted[i], kRemovable[i], key_of(std::string("verify ") + kRemovable[i]));
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(cache.clear(), 2u) << "entries removed: the good one and the huge file (counted by their names)";
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  for (const fs::path& path : planted) EXPECT_FALSE(exists_no_follow(path)) << path;
+  EXPECT_TRUE(fs::is_empty(dir.path() / "kiln" / "entries"));
+}
+
+TEST(DiskCacheForeignFiles, ADirectoryWithFilesInItIsReportedByPathButNeverDeleted) {
+  TempDir dir;
+  DiskCache cache(dir.path());
+  const std::string key = key_of("user data in the way");
+  const fs::path path = entry_path(dir.path(), key);
+  plant(path, "directory with a file", key);
+
+  testing::internal::CaptureStderr();
+  EXPECT_FALSE(cache.load(key));
+  EXPECT_FALSE(cache.publish(make_entry(key))) << "nothing can be stored there";
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("cache entry " + path.string() + " is unusable (a directory, not an entry file); ignored: it is "
+                     "a directory with files in it, which kiln does not delete: remove it by hand (rm -r " +
+                     path.string() + ")"),
+            std::string::npos)
+      << err;
+  // The publish's warning names the entry's path, not the whole cache.
+  EXPECT_NE(err.find("cannot store " + path.string() + " (Is a directory: it is a directory with files in it"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("cannot write into the kiln cache"), std::string::npos) << err;
+
+  const auto report = cache.verify();
+  EXPECT_EQ(report.corrupt, 1u);
+  EXPECT_EQ(report.removed, 0u);
+  ASSERT_EQ(report.problems.size(), 1u);
+  EXPECT_EQ(report.problems[0], path.string() + ": a directory, not an entry file; left in place: it is a directory "
+                                "with files in it, which kiln does not delete: remove it by hand (rm -r " +
+                                    path.string() + ")");
+  testing::internal::CaptureStderr();
+  cache.clear();
+  const std::string cleared = testing::internal::GetCapturedStderr();
+  EXPECT_NE(cleared.find(path.string() + " (a directory) was left in the cache"), std::string::npos) << cleared;
+  EXPECT_TRUE(fs::exists(path / "notes.txt")) << "kiln deletes no tree it did not make";
+}
+
+TEST(DiskCacheForeignFiles, AFileNamedLikeAFanOutDirectoryIsRemovedByTheLookup) {
+  TempDir dir;
+  DiskCache cache(dir.path());
+  const std::string key = key_of("fan-out taken");
+  const fs::path fanout = entry_path(dir.path(), key).parent_path();
+  write_bytes(fanout, {'x'});
+  testing::internal::CaptureStderr();
+  EXPECT_FALSE(cache.load(key));
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("cache entry " + fanout.string() + " is unusable (a file where kiln keeps the directory of the "
+                     "entries whose keys start with " + key.substr(0, 2) + "); removed"),
+            std::string::npos)
+      << err;
+  ASSERT_TRUE(cache.publish(make_entry(key)));
+  EXPECT_TRUE(cache.load(key));
+
+  // verify, list and clear see one too.
+  const std::string other = key_of("fan-out taken again");
+  const fs::path other_fanout = entry_path(dir.path(), other).parent_path();
+  ASSERT_NE(other_fanout, fanout);
+  write_bytes(other_fanout, {'x'});
+  uint64_t unreadable = 0;
+  cache.list(&unreadable);
+  EXPECT_EQ(unreadable, 1u);
+  const auto report = cache.verify();
+  ASSERT_EQ(report.problems.size(), 1u);
+  EXPECT_EQ(report.problems[0].rfind(other_fanout.string() + ": a file where kiln keeps", 0), 0u) << report.problems[0];
+  EXPECT_EQ(report.removed, 1u);
+  write_bytes(other_fanout, {'x'});
+  cache.clear();
+  EXPECT_FALSE(fs::exists(other_fanout));
 }

@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <map>
 
@@ -123,6 +126,46 @@ TEST(Layers, BadEntryInALayerIsSkippedAndLeftAlone) {
   EXPECT_EQ(found->entry.cubin, make_entry(key, 512, 2).cubin);
   EXPECT_NE(err.find("checksum mismatch"), std::string::npos) << err;
   EXPECT_TRUE(fs::exists(entry_path(dir.path() / "l1", key))) << "a read-only layer is never cleaned";
+}
+
+// A layer may be assembled with links (a pack unpacked into a content store): a link to an entry is served, as
+// what it leads to is checked like any entry. A link to a device, or a FIFO, is a bad entry: skipped at once
+// (never a hang, never an unbounded read) and left alone.
+TEST(Layers, LinksInALayerAreFollowedAndWhatTheyLeadToChecked) {
+  test::TempDir dir;
+  const std::string linked = key_of("linked"), to_zero = key_of("to /dev/zero"), fifo = key_of("fifo");
+  fill(dir.path() / "store", {make_entry(linked)});
+  fill(dir.path() / "l1", {});
+  fill(dir.path() / "l2", {make_entry(to_zero, 512, 2), make_entry(fifo, 512, 2)});
+  for (const std::string& key : {linked, to_zero, fifo})
+    fs::create_directories(entry_path(dir.path() / "l1", key).parent_path());
+  fs::create_symlink(entry_path(dir.path() / "store", linked), entry_path(dir.path() / "l1", linked));
+  fs::create_symlink("/dev/zero", entry_path(dir.path() / "l1", to_zero));
+  ASSERT_EQ(::mkfifo(entry_path(dir.path() / "l1", fifo).c_str(), 0600), 0);
+
+  const pid_t pid = test::fork_child([&] {
+    TieredCache tiers(layered(dir.path() / "local", {dir.path() / "l1", dir.path() / "l2"}));
+    auto a = tiers.lookup(linked);
+    if (!a || a->tier != "layer 1" || a->entry.cubin != make_entry(linked).cubin) return 1;
+    for (const std::string& key : {to_zero, fifo}) {
+      auto b = tiers.lookup(key);
+      if (!b || b->tier != "layer 2") return 2;
+    }
+    return 0;
+  });
+  int rc = -1000;
+  for (int i = 0; i < 2000 && rc == -1000; ++i) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) rc = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    else ::usleep(10000);
+  }
+  if (rc == -1000) {
+    ::kill(pid, SIGKILL);
+    test::wait_child(pid);
+  }
+  EXPECT_EQ(rc, 0) << "-1000: the lookup hung on the FIFO or /dev/zero";
+  EXPECT_TRUE(fs::is_fifo(entry_path(dir.path() / "l1", fifo))) << "a layer is never cleaned";
+  EXPECT_TRUE(fs::is_symlink(entry_path(dir.path() / "l1", to_zero)));
 }
 
 TEST(Layers, MissingLayerIsSkippedWithOneWarning) {
