@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "cache/entry_format.hpp"
 #include "cache/stats_file.hpp"
@@ -143,6 +144,18 @@ std::string not_a_file_reason(mode_t mode) {
 int64_t now_unix() { return static_cast<int64_t>(std::time(nullptr)); }
 
 bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
+
+// Whether this process has not reported this bad entry yet (its path, identity and why it is bad). A bad entry
+// that stays where it is (in a read-only layer or directory, or a directory kiln does not delete) is reported and
+// counted once per process, not at every lookup of its kernel (the JIT looks twice before it compiles).
+bool first_report(const fs::path& path, const struct stat& st, const std::string& reason) {
+  static std::mutex mutex;
+  static std::set<std::string> reported;
+  std::lock_guard<std::mutex> lock(mutex);
+  return reported
+      .insert(path.string() + '\0' + std::to_string(st.st_dev) + ':' + std::to_string(st.st_ino) + '\0' + reason)
+      .second;
+}
 
 std::string octal_mode(mode_t mode) {
   char text[16];
@@ -662,11 +675,16 @@ std::optional<Entry> DiskCache::load(const std::string& key, bool count_stats) {
   }
   if (open_errno == 0) {
     // Something is there but bad: never a crash, never a wrong kernel; it is removed and rebuilt.
-    count(Counter::kCorrupt);
     std::string why_not;
-    const bool removed = d.remove_bad(bad_path, st, &why_not);
-    std::fprintf(stderr, "kiln: warning: cache entry %s is unusable (%s); %s\n", bad_path.c_str(),
-                 result.reason.c_str(), removed ? "removed, it will be rebuilt" : ("ignored: " + why_not).c_str());
+    if (d.remove_bad(bad_path, st, &why_not)) {
+      count(Counter::kCorrupt);
+      std::fprintf(stderr, "kiln: warning: cache entry %s is unusable (%s); removed, it will be rebuilt\n",
+                   bad_path.c_str(), result.reason.c_str());
+    } else if (first_report(bad_path, st, result.reason)) {
+      count(Counter::kCorrupt);
+      std::fprintf(stderr, "kiln: warning: cache entry %s is unusable (%s); ignored: %s\n", bad_path.c_str(),
+                   result.reason.c_str(), why_not.c_str());
+    }
   }
   if (count_stats) count(Counter::kMisses);
   return std::nullopt;

@@ -442,16 +442,21 @@ int run_cache_ls(bool as_json) {
 // With the tiers, policies and counters of docs/CACHE.md: cache_tiers.cpp.
 int run_cache_stats(bool as_json) { return run_cache_stats_with_tiers(as_json); }
 
+// Exit status 1 when a bad entry was found, removed or not: a script (a CI job checking a cache before it is
+// exported or baked into an image) must notice damage without parsing the report.
 int run_cache_verify(bool as_json) {
   const CacheVerifyReport r = cache_verify();
   if (as_json) {
     print_json({{"checked", r.checked}, {"corrupt", r.corrupt}, {"removed", r.removed}, {"problems", r.problems}});
-    return 0;
+    return r.corrupt ? 1 : 0;
   }
   std::cout << "checked " << r.checked << (r.checked == 1 ? " entry: " : " entries: ") << r.corrupt << " corrupt, "
             << r.removed << " removed\n";
   for (const std::string& problem : r.problems) std::cout << "  " << problem << '\n';
-  return 0;
+  if (r.corrupt)
+    std::cerr << "kiln: error: kiln cache verify found " << count_text(r.corrupt, "bad entry", "bad entries")
+              << " (see above)\n";
+  return r.corrupt ? 1 : 0;
 }
 
 int run_cache_clear(bool as_json) {

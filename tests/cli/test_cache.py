@@ -97,7 +97,10 @@ def test_verify_removes_a_damaged_entry_and_counts_it(kiln, how):
     assert "1 entry of the cache could not be read or failed their checks, not listed" in listed.stderr
     assert "kiln cache verify" in listed.stderr
 
-    report = kiln.json("cache", "verify")
+    # Exit status 1: the cache held a bad entry (now removed), which a script must notice; the report is printed.
+    result = kiln.run("cache", "verify", "--json")
+    assert result.returncode == 1, result
+    report = result.json()
     assert {k: v for k, v in report.items() if k != "problems"} == {"checked": 1, "corrupt": 1, "removed": 1}
     assert len(report["problems"]) == 1 and report["problems"][0].startswith(str(files[0]) + ": ")
     assert not files[0].exists()
@@ -180,6 +183,7 @@ def test_verify_ls_and_clear_see_what_is_not_an_entry_file(kiln, what):
     assert f"kiln: warning: {path}: " in listed.stderr and "not an entry file" in listed.stderr
     assert "; not listed" in listed.stderr
     result = kiln.run("cache", "verify", "--json", timeout=20)
+    assert result.returncode == 1, result
     report = result.json()
     assert {k: v for k, v in report.items() if k != "problems"} == {"checked": 1, "corrupt": 1, "removed": 1}
     assert report["problems"][0].startswith(f"{path}: ") and "not an entry file" in report["problems"][0]
@@ -209,7 +213,9 @@ def test_a_directory_with_files_at_an_entry_path_is_named_and_left_alone(kiln):
     assert f"rm -r {path}" in again.stderr
     assert f"cannot store {path} (Is a directory" in again.stderr
     assert "cannot write into the kiln cache" not in again.stderr
-    report = kiln.run("cache", "verify", "--json").json()
+    result = kiln.run("cache", "verify", "--json")
+    assert result.returncode == 1, result
+    report = result.json()
     assert report["removed"] == 0 and report["problems"] == [
         f"{path}: a directory, not an entry file; left in place: it is a directory with files in it, which kiln does "
         f"not delete: remove it by hand (rm -r {path})"]
@@ -230,3 +236,25 @@ def test_a_file_named_like_a_fan_out_directory_is_removed_and_the_kernel_stored(
     assert kiln.compile("--backend", "nvrtc")["hit"] is True, "stored this time"
     stats = kiln.json("cache", "stats")
     assert stats["corrupt"] == 1, "counted once: it was removed"
+
+
+def test_verify_exits_1_when_it_finds_a_bad_entry(kiln):
+    out = kiln.compile("--backend", "nvrtc")
+    damage(kiln.entry_files(out["key"])[0], "truncate")
+    human = kiln.run("cache", "verify")
+    assert human.returncode == 1, human
+    assert "checked 1 entry: 1 corrupt, 1 removed" in human.stdout
+    assert human.stderr == "kiln: error: kiln cache verify found 1 bad entry (see above)\n"
+    # Once removed, the cache is good again: status 0.
+    assert kiln.run("cache", "verify").returncode == 0
+
+
+def test_a_bad_entry_in_a_layer_is_reported_once(kiln, tmp_path):
+    out = kiln.compile("--backend", "nvrtc")
+    path = kiln.entry_files(out["key"])[0]
+    damage(path, "flip")
+    layered = {"DG_JIT_CACHE_DIR": f"{tmp_path / 'fresh'}:{kiln.cache_dir}"}
+    again = kiln.run("compile", OP, *PROBLEM, "--arch", ARCH, "--backend", "nvrtc", "--json", env=layered)
+    assert again.returncode == 0 and again.json()["hit"] is False, again
+    assert again.stderr.count(str(path)) == 1, again.stderr
+    assert path.exists(), "a layer is never cleaned"

@@ -168,6 +168,43 @@ TEST(Layers, LinksInALayerAreFollowedAndWhatTheyLeadToChecked) {
   EXPECT_TRUE(fs::is_symlink(entry_path(dir.path() / "l1", to_zero)));
 }
 
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// The JIT looks a kernel up twice before compiling it (before and after taking its lock); a bad entry that stays
+// (a layer is never cleaned) used to be reported at each. Once per process now, and again only when it changes.
+TEST(Layers, ABadEntryInALayerIsReportedOncePerProcess) {
+  test::TempDir dir;
+  const std::string key = key_of("bad once");
+  fill(dir.path() / "layer", {make_entry(key)});
+  const fs::path path = entry_path(dir.path() / "layer", key);
+  auto bytes = test::read_bytes(path);
+  bytes[bytes.size() - 10] ^= 0xff;
+  test::write_bytes(path, bytes);
+
+  TieredCache tiers(layered(dir.path() / "local", {dir.path() / "layer"}));
+  testing::internal::CaptureStderr();
+  EXPECT_FALSE(tiers.lookup(key));
+  EXPECT_FALSE(tiers.lookup(key, /*count_stats=*/false, /*include_remote=*/false));  // as the JIT's second look
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(tiers.lookup(key));
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(count_of(err, path.string()), 1u) << err;
+  EXPECT_NE(err.find("checksum mismatch"), std::string::npos) << err;
+  EXPECT_NE(err.find("ignored: a read-only layer is never changed"), std::string::npos) << err;
+
+  // Another bad file in its place (another inode, another reason) is news, and reported.
+  fs::remove(path);
+  test::write_bytes(path, {'j', 'u', 'n', 'k'});
+  testing::internal::CaptureStderr();
+  EXPECT_FALSE(tiers.lookup(key));
+  EXPECT_FALSE(tiers.lookup(key));
+  err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(count_of(err, path.string()), 1u) << err;
+}
+
 TEST(Layers, MissingLayerIsSkippedWithOneWarning) {
   test::TempDir dir;
   const std::string key = key_of("in l2");
