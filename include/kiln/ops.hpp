@@ -26,13 +26,14 @@ constexpr int64_t get_tma_aligned_size(int64_t x, int element_size) { return ali
 // Per token, per 128 channels. x: bfloat16 [m, k], row-major (row stride may exceed k), k % 128 == 0.
 // out: float8_e4m3 [m, k] row-major contiguous. out_scales: float32 [m, k/128] in the MN-major,
 // TMA-aligned layout the FP8 GEMM reads: strides (1, get_tma_aligned_size(m, 4)), i.e. storage of
-// [k/128][aligned m] floats (per_token_scales_storage() elements).
+// [k/128][aligned m] floats (per_token_scales_storage() elements). x, out and out_scales must not overlap.
 void per_token_cast_to_fp8(const TensorView& x, const TensorView& out, const TensorView& out_scales,
                            Stream stream = nullptr);
 int64_t per_token_scales_storage(int64_t m, int64_t k);  // floats needed behind out_scales
 
 // Per 128x128 block. x: bfloat16 [n, k] row-major (row stride may exceed k), k % 128 == 0, any n.
 // out: float8_e4m3 [n, k] row-major contiguous. out_scales: float32 [ceil(n/128), k/128] row-major contiguous.
+// x, out and out_scales must not overlap.
 void per_block_cast_to_fp8(const TensorView& x, const TensorView& out, const TensorView& out_scales,
                            Stream stream = nullptr);
 
@@ -55,7 +56,8 @@ void to_mn_major_scales(const TensorView& sf, const TensorView& out, Stream stre
 //      16-byte aligned. Row-major scales are refused with an error naming to_mn_major_scales, which converts them.
 // b:   float8_e4m3 [n, k], K-major, as a (the weights; n a multiple of 8, k a multiple of 16).
 // sfb: float32 [ceil(n/128), ceil(k/128)], one scale per 128x128 block, row-major contiguous.
-// d:   bfloat16 [m, n], strides (ldd, 1) with ldd >= n and ldd a multiple of 8; 16-byte aligned.
+// d:   bfloat16 [m, n], strides (ldd, 1) with ldd >= n and ldd a multiple of 8; 16-byte aligned; not overlapping
+//      a, sfa, b or sfb (the kernel reads them while it stores D).
 // All on one CUDA device with compute capability 9.0 (H100/H200). m may be anything >= 0 (0: nothing is
 // launched); every precondition is checked before any launch. The kernel is chosen per (device, n, k, m
 // bucket) by the heuristic in docs/FP8_GEMM.md ("Host side"); DG_PRINT_CONFIGS=1 prints each choice once.
@@ -72,8 +74,9 @@ void fp8_gemm_nt(const TensorView& a, const TensorView& sfa, const TensorView& b
 //      sfa: MN-major and TMA-aligned, strides (1, s) with s >= n and s a multiple of 4 (what
 //      per_token_cast_to_fp8 writes when B is quantised per row); 16-byte aligned. 128x128-block scales are
 //      refused with an error that says per-row scales are needed.
-// d:   float32 [m, n], strides (ldd, 1) with ldd >= n and ldd a multiple of 4; 16-byte aligned. Read, added
-//      to and written back: D must hold the value to accumulate onto (columns ldd > n are never touched).
+// d:   float32 [m, n], strides (ldd, 1) with ldd >= n and ldd a multiple of 4; 16-byte aligned; not overlapping
+//      a, sfa, b or sfb. Read, added to and written back: D must hold the value to accumulate onto (columns
+//      ldd > n are never touched).
 // All on one CUDA device of compute capability 9.0; every precondition is checked before anything is
 // enqueued; m = 0 or n = 0 enqueues nothing (k must still be a positive multiple of 16 when m, n > 0: k = 0
 // is an error, not "D unchanged"). The kernels are planned per (device, n, k, m bucket) like fp8_gemm_nt's,
@@ -106,7 +109,7 @@ void fp8_gemm_nt_wgrad(const TensorView& a, const TensorView& sfa, const TensorV
 //      (ks[0] + ... + ks[g-1]) / 128 onwards;
 // b, sfb: the same with n rows;
 // d:   float32 [G, m, n]: each group's rows dense and 16-byte aligned (strides (s0, s1, 1), s1 >= n and s0 multiples
-//      of 4, groups apart: s0 >= (m - 1) * s1 + n);
+//      of 4, groups apart: s0 >= (m - 1) * s1 + n), not overlapping a, sfa, b or sfb;
 // c:   nullptr (D[g] = A_g . B_g^T: stored, or zeroed for groups without tokens), d itself (D += ...), or float32
 //      [G, m, n] with dense rows not overlapping d (copied into D first); ks: the token counts, on the host
 //      (ks.size() == G), each in 0..2147483647 and at most 2147483647 in all (m and n at most 2147483647 too).
@@ -128,7 +131,8 @@ void k_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa
 // b:   float8_e4m3 [G, n, k], each expert's [n, k] K-major as fp8_gemm_nt's b, the experts one after the other
 //      (strides (n * s, s, 1), s >= k, s a multiple of 16); n a multiple of 8;
 // sfb: float32 [G, ceil(n/128), ceil(k/128)], each expert's 128x128-block scales, contiguous;
-// m_indices: int32 [m], contiguous, on a's device: each row's expert, or -1 for a padding row.
+// m_indices: int32 [m], contiguous, on a's device: each row's expert, or -1 for a padding row;
+// d must not overlap a, sfa, b, sfb (any expert's) or m_indices.
 // Layout (DeepGEMM's contiguous layout): each expert's rows start at a multiple of 128 and runs of rows are padded
 // to a multiple of 128 with rows marked -1 (get_mk_alignment_for_contiguous_layout() = 128). The kernel reads one
 // index per m block (its first row's), so this alignment is what makes every row use its own expert; it is the
@@ -153,7 +157,7 @@ void m_grouped_fp8_gemm_nt_contiguous(const TensorView& a, const TensorView& sfa
 //      writes them;
 // b, sfb: as for m_grouped_fp8_gemm_nt_contiguous;
 // d:   bfloat16 [G, m, n], each group's [m, n] as fp8_gemm_nt's d, the groups a multiple of 8 elements apart and
-//      not overlapping;
+//      not overlapping (each other, a, sfa, b, sfb or masked_m);
 // masked_m: int32 [G], contiguous, on a's device: each group's rows. The kernel reads it (a value below 0 counts as
 //      0, above m as m: never a read or store outside the group). Rows of a group from masked_m[g] on come out
 //      unspecified up to its last 64- or 128-row block's end (as DeepGEMM leaves them); the rows past that are not

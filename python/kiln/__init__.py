@@ -187,14 +187,14 @@ def per_token_cast_to_fp8(x: Any, use_ue8m0: bool = False, gran_k: int = 128, us
         use_ue8m0, gran_k, use_packed_ue8m0: DeepGEMM's recipe arguments; only the defaults (float32
             scales over groups of 128) are supported, anything else raises ValueError.
         out: optional preallocated ``(x_fp8, scales)`` with the dtypes, shapes and strides above (any
-            tensor kind kiln accepts); nothing is allocated then.
+            tensor kind kiln accepts), not overlapping ``x`` or each other; nothing is allocated then.
         stream: where to enqueue: None for the caller's current stream (torch's current stream on x's
             device; CuPy's for a CuPy array; otherwise the legacy default stream), an int ``CUstream``, or
             a ``torch.cuda.Stream``/``cupy.cuda.Stream``/``__cuda_stream__`` object.
 
     Raises:
-        TypeError: wrong dtype or a non-tensor argument. ValueError: bad shape, strides, alignment or
-        device. RuntimeError: CUDA errors, a failed compile, or a compile needed during graph capture.
+        TypeError: wrong dtype or a non-tensor argument. ValueError: bad shape, strides, alignment, device or
+        overlap. RuntimeError: CUDA errors, a failed compile, or a compile needed during graph capture.
     """
     if use_ue8m0 or gran_k != 128 or use_packed_ue8m0:
         _check_recipe("per_token_cast_to_fp8", use_ue8m0, gran_k, use_packed_ue8m0)
@@ -220,7 +220,8 @@ def per_block_cast_to_fp8(x: Any, use_ue8m0: bool = False, gran_k: int = 128, *,
     Args:
         x: bfloat16 ``[n, k]``: a torch tensor or any CUDA DLPack producer (see per_token_cast_to_fp8).
         use_ue8m0, gran_k: DeepGEMM's recipe arguments; only the defaults are supported (ValueError).
-        out: optional preallocated ``(x_fp8, scales)``; nothing is allocated then.
+        out: optional preallocated ``(x_fp8, scales)``, not overlapping ``x`` or each other; nothing is allocated
+            then.
         stream: as for per_token_cast_to_fp8.
 
     Raises:
@@ -377,7 +378,8 @@ def fp8_gemm_nt(a: Sequence[Any], b: Sequence[Any], d: Any, c: Any = None, recip
       bfloat16 form, float32 ``[ceil(n/128), ceil(k/128)]``, one per 128x128 block, contiguous
       (``per_block_cast_to_fp8``); weight-gradient form, float32 ``[n, ceil(k/128)]``, one per row per 128 K,
       laid out like A's (``per_token_cast_to_fp8`` applied to B).
-    * ``d``: ``[m, n]``, row stride >= n and 16-byte rows (a multiple of 8 bfloat16 or 4 float32), 16-byte aligned.
+    * ``d``: ``[m, n]``, row stride >= n and 16-byte rows (a multiple of 8 bfloat16 or 4 float32), 16-byte aligned,
+      not overlapping ``a``, ``b`` or their scales (the kernel reads them while it stores D).
     * ``c``: None, ``d``, or float32 ``[m, n]`` with dense rows (any row stride >= n) on d's device.
 
     ``m`` may be anything (0 launches nothing); ``n`` and ``k`` are compiled into the bfloat16 form's kernels, so the
@@ -421,8 +423,9 @@ def fp8_gemm_nt(a: Sequence[Any], b: Sequence[Any], d: Any, c: Any = None, recip
 
     Raises:
         TypeError: wrong dtype (including ``c`` with a bfloat16 ``d``), or an argument that is not a tensor or a
-        pair of them. ValueError: bad shape, strides, alignment, device, overlap of ``c`` and ``d``, recipe or
-        compiled_dims. RuntimeError: CUDA errors, a failed compile, or a compile needed during graph capture.
+        pair of them. ValueError: bad shape, strides, alignment, device, overlap (``d`` with ``a``, ``b`` or their
+        scales; ``c`` with ``d``), recipe or compiled_dims. RuntimeError: CUDA errors, a failed compile, or a
+        compile needed during graph capture.
     """
     if recipe is None and compiled_dims == "nk":
         a_fp8, sfa = _pair(a, "a")
@@ -448,8 +451,8 @@ def k_grouped_fp8_gemm_nt_contiguous(a: Sequence[Any], b: Sequence[Any], d: Any,
       ``(ks[0] + ... + ks[g-1]) / 128``), MN-major and TMA-aligned as ``fp8_gemm_nt`` takes them (row-major scales
       are converted, as there).
     * ``b = (b_fp8, sfb)``: the same with ``n`` rows.
-    * ``d``: float32 ``[G, m, n]``, each group's rows 16-byte aligned. ``c``: None (``D[g] = A_g . B_g^T``), ``d``
-      (``D += ...``), or float32 ``[G, m, n]`` not overlapping ``d``.
+    * ``d``: float32 ``[G, m, n]``, each group's rows 16-byte aligned, not overlapping ``a``, ``b`` or their scales.
+      ``c``: None (``D[g] = A_g . B_g^T``), ``d`` (``D += ...``), or float32 ``[G, m, n]`` not overlapping ``d``.
     * ``ks``: the token counts (``len(ks) == G``), ints each a multiple of 128 (0: no product, ``D[g] = C[g]``) in
       ``0..2147483647``, at most 2147483647 in all (ValueError naming ``ks[g]`` otherwise).
       ``ks_tensor`` (DeepGEMM's copy of ``ks`` on the device) is accepted and not read: kiln plans on the host.
@@ -491,7 +494,8 @@ def m_grouped_fp8_gemm_nt_contiguous(a: Sequence[Any], b: Sequence[Any], d: Any,
       takes them (``m``: every expert's rows together; row-major scales are converted, as there).
     * ``b = (b_fp8, sfb)``: float8_e4m3fn ``[G, n, k]``, each expert's ``[n, k]`` K-major, the experts one after
       the other (strides ``(n * s, s, 1)``), and float32 ``[G, ceil(n/128), ceil(k/128)]`` block scales, contiguous.
-    * ``d``: bfloat16 ``[m, n]`` as for ``fp8_gemm_nt``.
+    * ``d``: bfloat16 ``[m, n]`` as for ``fp8_gemm_nt``, not overlapping ``a``, ``b`` (any expert's), their scales or
+      ``m_indices``.
     * ``m_indices``: int32 ``[m]``, contiguous, on a's device: each row's expert, -1 for a padding row.
 
     The contiguous layout: each expert's rows start at a multiple of ``get_mk_alignment_for_contiguous_layout()``
@@ -509,8 +513,8 @@ def m_grouped_fp8_gemm_nt_contiguous(a: Sequence[Any], b: Sequence[Any], d: Any,
 
     Raises:
         TypeError: wrong dtype or a non-tensor argument. ValueError: bad shape, strides, alignment, device,
-        recipe or compiled_dims. RuntimeError: CUDA errors, a failed compile, or a compile needed during graph
-        capture.
+        overlap, recipe or compiled_dims. RuntimeError: CUDA errors, a failed compile, or a compile needed during
+        graph capture.
     """
     del disable_ue8m0_cast  # float32 scales on sm_90: nothing to cast (as for fp8_gemm_nt)
     _check_block_recipe(recipe, compiled_dims, "m_grouped_fp8_gemm_nt_contiguous")
@@ -530,7 +534,8 @@ def m_grouped_fp8_gemm_nt_masked(a: Sequence[Any], b: Sequence[Any], d: Any, mas
       other, and float32 ``[G, m, ceil(k/128)]`` scales; scales in any other layout than the MN-major, TMA-aligned
       one ``get_mn_major_tma_aligned_tensor`` writes are converted (one copy per call).
     * ``b = (b_fp8, sfb)``: as for ``m_grouped_fp8_gemm_nt_contiguous``.
-    * ``d``: bfloat16 ``[G, m, n]``, each expert's ``[m, n]`` as ``fp8_gemm_nt`` takes it.
+    * ``d``: bfloat16 ``[G, m, n]``, each expert's ``[m, n]`` as ``fp8_gemm_nt`` takes it, the experts apart, not
+      overlapping ``a``, ``b``, their scales or ``masked_m``.
     * ``masked_m``: int32 ``[G]``, contiguous, on a's device: each expert's rows. It stays on the device, so a CUDA
       graph captured once replays any routing. A count below 0 counts as 0 and above ``m`` as ``m``.
     * ``expected_m``: the rows an expert is expected to hold; it picks the kernel (the one planned for
@@ -544,8 +549,8 @@ def m_grouped_fp8_gemm_nt_masked(a: Sequence[Any], b: Sequence[Any], d: Any, mas
 
     Raises:
         TypeError: wrong dtype or a non-tensor argument. ValueError: bad shape, strides, alignment, device,
-        expected_m, recipe or compiled_dims. RuntimeError: CUDA errors, a failed compile, or a compile needed during
-        graph capture.
+        overlap, expected_m, recipe or compiled_dims. RuntimeError: CUDA errors, a failed compile, or a compile
+        needed during graph capture.
     """
     del disable_ue8m0_cast  # float32 scales on sm_90: nothing to cast (as for fp8_gemm_nt)
     function = "m_grouped_fp8_gemm_nt_masked"

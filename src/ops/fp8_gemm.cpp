@@ -258,8 +258,20 @@ void check_devices(const char* function, const TensorView& a, const TensorView& 
   if (c) check_same_device(Arg{function, "c"}, *c, aa, a);
 }
 
+// D clear of every tensor the kernel reads while it stores tiles: D sharing their memory would be read after being
+// written. (C, which the weight-gradient form may take as D itself, is checked against D apart: check_c_against_d,
+// check_k_grouped_c.)
+void check_d_overlaps(const char* function, const TensorView& d, const TensorView& a, const TensorView& sfa,
+                      const TensorView& b, const TensorView& sfb) {
+  const Arg ad{function, "d"};
+  check_no_overlap(ad, d, "a", a);
+  check_no_overlap(ad, d, "sfa", sfa);
+  check_no_overlap(ad, d, "b", b);
+  check_no_overlap(ad, d, "sfb", sfb);
+}
+
 // The checks both forms share, in the order their errors are reported: dtypes, devices, shapes, strides,
-// alignment. `accumulate` selects the weight-gradient form's d (fp32), sfb (per row, MN-major) and c.
+// alignment, overlap. `accumulate` selects the weight-gradient form's d (fp32), sfb (per row, MN-major) and c.
 Checked check_arguments(const char* function, const TensorView& a, const TensorView& sfa, const TensorView& b,
                         const TensorView& sfb, const TensorView& d, bool accumulate = false,
                         const TensorView* c_tensor = nullptr) {
@@ -329,6 +341,7 @@ Checked check_arguments(const char* function, const TensorView& a, const TensorV
   check_pointer_aligned(asfb, sfb, accumulate ? 16 : 4);
   check_pointer_aligned(ad, d, 16);
   if (c_tensor) check_pointer_aligned(ac, *c_tensor, 4);
+  check_d_overlaps(function, d, a, sfa, b, sfb);
   return c;
 }
 
@@ -663,6 +676,9 @@ MGroupedChecked check_m_grouped(const TensorView& a, const TensorView& sfa, cons
   const TensorView sfb0 = view_2d(sfb, 0, cdiv(n, kScaleBlock), k_blocks, k_blocks, 1);
   MGroupedChecked out;
   out.c = check_arguments(kMGroupedOp, a, sfa, b0, sfb0, d);
+  // fp8_gemm_nt's checks have seen group 0's B; D must be clear of every group's, and of the indices.
+  check_d_overlaps(kMGroupedOp, d, a, sfa, b, sfb);
+  check_no_overlap(Arg{kMGroupedOp, "d"}, d, "m_indices", m_indices);
   out.grouped.groups = groups;
   out.grouped.layout = static_cast<const int32_t*>(m_indices.data);
   return out;
@@ -733,6 +749,10 @@ MGroupedChecked check_m_grouped_masked(const TensorView& a, const TensorView& sf
            strides_text(sfa));
     }
   }
+  // fp8_gemm_nt's checks have seen group 0's views; D (every group's) must be clear of every group's A, B and scales,
+  // and of the counts.
+  check_d_overlaps(fn, d, a, sfa, b, sfb);
+  check_no_overlap(ad, d, "masked_m", masked_m);
   out.grouped.groups = groups;
   out.grouped.layout = static_cast<const int32_t*>(masked_m.data);
   out.grouped.masked = true;
@@ -815,6 +835,8 @@ std::vector<GroupProblem> check_k_grouped(const TensorView& a, const TensorView&
   check_k_grouped_planes(ad, d, true);
   if (c_tensor) check_k_grouped_planes(ac, *c_tensor, false);
   mode = check_k_grouped_c(ac, c_tensor, d);
+  // Every group's D clear of every group's A, B and scales (each group's views are checked again below).
+  check_d_overlaps(fn, d, a, sfa, b, sfb);
 
   std::vector<GroupProblem> out(static_cast<size_t>(groups));
   int64_t k_offset = 0;

@@ -295,6 +295,15 @@ int64_t check_cast_common(const char* fn, const TensorView& x, const TensorView&
   return row_stride;
 }
 
+// After every other check of a cast (the scales' shape and layout included): the outputs clear of x and of each
+// other. The kernels read x while they write, and write the values and the scales from different threads.
+void check_cast_overlaps(const char* fn, const TensorView& x, const TensorView& out, const TensorView& out_scales) {
+  const Arg aout{fn, "out"}, ascales{fn, "out_scales"};
+  ops::check_no_overlap(aout, out, "x", x);
+  ops::check_no_overlap(ascales, out_scales, "x", x);
+  ops::check_no_overlap(ascales, out_scales, "out", out);
+}
+
 }  // namespace
 
 void per_token_cast_to_fp8(const TensorView& x, const TensorView& out, const TensorView& out_scales, Stream stream) {
@@ -307,6 +316,7 @@ void per_token_cast_to_fp8(const TensorView& x, const TensorView& out, const Ten
   ops::check_strides(ascales, out_scales, {1, aligned_m},
                      "the MN-major, TMA-aligned layout (per_token_scales_storage(m, k) floats)");
   ops::check_pointer_aligned(ascales, out_scales, 16);
+  check_cast_overlaps(fn, x, out, out_scales);
   if (m == 0 || k == 0) return;  // nothing to do: no compile, no launch
 
   static ops::CastKernels kernels;
@@ -377,6 +387,7 @@ void per_block_cast_to_fp8(const TensorView& x, const TensorView& out, const Ten
   ops::check_shape(ascales, out_scales, {ceil_div(n, kFp8GroupSize), k / kFp8GroupSize}, "(ceil(n / 128), k / 128)");
   ops::check_contiguous(ascales, out_scales);
   ops::check_pointer_aligned(ascales, out_scales, 4);
+  check_cast_overlaps(fn, x, out, out_scales);
   if (n == 0 || k == 0) return;  // nothing to do: no compile, no launch
 
   // One kernel serves every k (k is a runtime parameter of this cast): the key's k is 0.

@@ -163,15 +163,27 @@ int64_t check_mn_major_scales(const Arg& arg, const TensorView& sf, int64_t rows
 }
 
 bool spans_overlap(const TensorView& a, const TensorView& b) {
+  // In 128 bits: the checks run before anything touches memory, so a shape and strides may claim more bytes than 64
+  // bits count (such a span meets everything, as it should), and the arithmetic must not overflow on them.
+  using Wide = __int128;
   const auto span = [](const TensorView& t) {
-    int64_t last = 0;  // the offset of the last element, in elements
-    for (int d = 0; d < t.ndim; ++d) last += (t.shape[d] - 1) * t.strides[d];
-    const uintptr_t lo = reinterpret_cast<uintptr_t>(t.data);
-    return std::pair<uintptr_t, uintptr_t>{lo, lo + static_cast<uintptr_t>((last + 1) * element_size(t.dtype))};
+    Wide first = 0, last = 0;  // the offsets of the lowest- and highest-addressed elements, in elements
+    for (int d = 0; d < t.ndim; ++d) (t.strides[d] < 0 ? first : last) += (Wide{t.shape[d]} - 1) * t.strides[d];
+    const Wide data = reinterpret_cast<uintptr_t>(t.data);
+    const Wide size = element_size(t.dtype);
+    return std::pair<Wide, Wide>{data + first * size, data + (last + 1) * size};
   };
   const auto [a_lo, a_hi] = span(a);
   const auto [b_lo, b_hi] = span(b);
   return a_lo < b_hi && b_lo < a_hi;
+}
+
+void check_no_overlap(const Arg& arg, const TensorView& t, const char* other_name, const TensorView& other) {
+  if (t.numel() == 0 || other.numel() == 0 || !spans_overlap(t, other)) return;
+  fail(ErrorKind::kValueError, arg, t,
+       std::string("memory that does not overlap ") + other_name + "'s (" + other_name + " is " + other.describe() +
+           ")",
+       "an overlap");
 }
 
 void check_strides(const Arg& arg, const TensorView& t, std::initializer_list<int64_t> expected, const char* layout) {

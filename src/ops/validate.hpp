@@ -75,9 +75,15 @@ void check_strides(const Arg& arg, const TensorView& t, std::initializer_list<in
 // used). kValueError otherwise.
 int64_t check_mn_major_scales(const Arg& arg, const TensorView& sf, int64_t rows, int64_t cols, const char* mn);
 
-// Whether the bytes two non-empty tensors span (each from its first element to one past its last, by its shape
-// and non-negative strides) meet: where an op must not read what it writes.
+// Whether the bytes two non-empty tensors span (each from its lowest-addressed element to one past its highest, by its
+// shape and strides) meet: where an op must not read what it writes.
 bool spans_overlap(const TensorView& a, const TensorView& b);
+
+// `t`, which the op writes, and `other`, which it reads (or writes too), in memory that does not meet
+// (spans_overlap), else kValueError "<function>: <name> must be memory that does not overlap <other_name>'s
+// (<other_name> is <describe()>), got an overlap (<name> is <describe()>)". A tensor without elements addresses
+// nothing and passes.
+void check_no_overlap(const Arg& arg, const TensorView& t, const char* other_name, const TensorView& other);
 
 // "(4096, 7168)": a shape or stride list as messages show it.
 std::string format_dims(const int64_t* dims, int count);

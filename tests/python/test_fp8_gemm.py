@@ -228,6 +228,15 @@ CASES = [
     ("sfb misaligned", gemm_fakes(sfb=FakeDLPack((5, 4), "float32", ptr=SFB + 2)), ValueError,
      "sfb must be 4-byte aligned"),
     ("d misaligned", gemm_fakes(d=FakeDLPack((M, N), "bfloat16", ptr=D + 8)), ValueError, "d must be 16-byte aligned"),
+    # D is stored while A, B and their scales are read: it may overlap none of them.
+    ("d overlapping a", gemm_fakes(d=FakeDLPack((M, N), "bfloat16", ptr=BASE)), ValueError,
+     r"d must be memory that does not overlap a's \(a is float8_e4m3fn\[200, 512\].*\), got an overlap"),
+    ("d overlapping sfa", gemm_fakes(d=FakeDLPack((M, N), "bfloat16", ptr=SFA + 64)), ValueError,
+     "d must be memory that does not overlap sfa's"),
+    ("d overlapping b", gemm_fakes(d=FakeDLPack((M, N), "bfloat16", ptr=B - 16)), ValueError,
+     "d must be memory that does not overlap b's"),
+    ("d overlapping sfb", gemm_fakes(d=FakeDLPack((M, N), "bfloat16", ptr=SFB)), ValueError,
+     "d must be memory that does not overlap sfb's"),
 ]
 
 
@@ -318,6 +327,10 @@ WGRAD_CASES = [
     ("sfa row-major", wgrad_fakes(sfa=FakeDLPack((M, 4), "float32", ptr=SFA)), ValueError,
      r"sfa must be MN-major and TMA-aligned"),
     ("k not a multiple of 16", wgrad_fakes(k=520), ValueError, r"a must be of a size\(1\) \(k\)"),
+    ("d overlapping a", wgrad_fakes(d=FakeDLPack((M, N), "float32", ptr=BASE + 1024)), ValueError,
+     "d must be memory that does not overlap a's"),
+    ("d overlapping sfb", wgrad_fakes(d=FakeDLPack((M, N), "float32", ptr=SFB - 16)), ValueError,
+     r"d must be memory that does not overlap sfb's \(sfb is float32\[576, 4\]"),
 ]
 
 C_CASES = [
@@ -418,6 +431,11 @@ def test_k_grouped_arguments_kiln_checks_itself():
     ({"a": FakeDLPack((256 * 2048 + 16,), "float8_e4m3fn", ptr=BASE)}, (1024, 384, 0, 640),
      r"a must be of 524288 elements \(m \* sum\(ks\)"),
     ({"d": FakeDLPack((256, 576), "float32", ptr=D)}, (1024, 384, 0, 640), "d must be 3-dimensional"),
+    # Every group's D clear of every group's A (here D[0] over group 3's), B and scales.
+    ({"d": FakeDLPack((4, 256, 576), "float32", ptr=BASE + 256 * 2000)}, (1024, 384, 0, 640),
+     r"d must be memory that does not overlap a's \(a is float8_e4m3fn\[524288\]"),
+    ({"d": FakeDLPack((4, 256, 576), "float32", ptr=SFB)}, (1024, 384, 0, 640),
+     "d must be memory that does not overlap sfb's"),
 ])
 def test_k_grouped_preconditions(changes, ks, message):
     a, b, d, _ = grouped_fakes(**changes)
@@ -506,6 +524,14 @@ def test_m_grouped_arguments_kiln_checks_itself():
      r"sfb must be of shape \(4, 5, 4\) \(groups, ceil\(n / 128\), ceil\(k / 128\)\)"),
     ({"b": FakeDLPack((4, 576, 512), "float8_e4m3fn", strides=(576 * 512 + 16, 512, 1), ptr=B)}, ValueError,
      r"b must be groups one after the other"),
+    # D clear of every expert's weights and scales (here expert 3's), of A and of the indices.
+    ({"d": FakeDLPack((512, 576), "bfloat16", ptr=B + 3 * 576 * 512)}, ValueError,
+     r"d must be memory that does not overlap b's \(b is float8_e4m3fn\[4, 576, 512\]"),
+    ({"d": FakeDLPack((512, 576), "bfloat16", ptr=SFB + 256)}, ValueError,
+     "d must be memory that does not overlap sfb's"),
+    ({"d": FakeDLPack((512, 576), "bfloat16", ptr=BASE)}, ValueError, "d must be memory that does not overlap a's"),
+    ({"d": FakeDLPack((512, 576), "bfloat16", ptr=IDX - 512 * 576 * 2 + 16)}, ValueError,
+     r"d must be memory that does not overlap m_indices's \(m_indices is int32\[512\]"),
 ])
 def test_m_grouped_preconditions(changes, error, message):
     a, b, d, idx = m_grouped_fakes(**changes)
@@ -580,6 +606,15 @@ def test_masked_arguments_kiln_checks_itself():
      r"a must be groups one after the other"),
     ({"d": FakeDLPack((4, 256, 576), "bfloat16", strides=(256 * 576 - 8, 576, 1), ptr=D)}, ValueError,
      r"d must be groups apart by a multiple of 8 elements"),
+    # Every group's D clear of every group's A (here group 3's), B and scales, and of the counts.
+    ({"d": FakeDLPack((4, 256, 576), "bfloat16", ptr=BASE + 3 * 256 * 512)}, ValueError,
+     r"d must be memory that does not overlap a's \(a is float8_e4m3fn\[4, 256, 512\]"),
+    ({"d": FakeDLPack((4, 256, 576), "bfloat16", ptr=SFA + 4096)}, ValueError,
+     "d must be memory that does not overlap sfa's"),
+    ({"d": FakeDLPack((4, 256, 576), "bfloat16", ptr=B + 2 * 576 * 512)}, ValueError,
+     "d must be memory that does not overlap b's"),
+    ({"d": FakeDLPack((4, 256, 576), "bfloat16", ptr=IDX - 4 * 256 * 576 * 2 + 16)}, ValueError,
+     r"d must be memory that does not overlap masked_m's \(masked_m is int32\[4\]"),
 ])
 def test_masked_preconditions(changes, error, message):
     a, b, d, counts = masked_fakes(**changes)

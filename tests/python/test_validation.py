@@ -182,6 +182,13 @@ PER_TOKEN_CASES = [
      "MN-major, TMA-aligned"),
     ("scales misaligned", _per_token(scales=FakeDLPack((4, 2), "float32", strides=(1, 4), ptr=BASE + 4)),
      ValueError, "out_scales must be 16-byte aligned"),
+    # The kernel reads x while it writes both outputs: no two of them may share memory.
+    ("out over x (in place)", _per_token(out=FakeDLPack((4, 256), "float8_e4m3fn", ptr=BASE)), ValueError,
+     r"out must be memory that does not overlap x's \(x is bfloat16\[4, 256\].*\), got an overlap"),
+    ("scales over x", _per_token(scales=FakeDLPack((4, 2), "float32", strides=(1, 4), ptr=BASE + 1024)), ValueError,
+     "out_scales must be memory that does not overlap x's"),
+    ("scales over out", _per_token(scales=FakeDLPack((4, 2), "float32", strides=(1, 4), ptr=BASE + 0x10000000)),
+     ValueError, "out_scales must be memory that does not overlap out's"),
 ]
 
 
@@ -210,6 +217,12 @@ PER_BLOCK_CASES = [
      "out_scales must be contiguous"),
     ("scales misaligned", _per_block(scales=FakeDLPack((3, 2), "float32", ptr=BASE + 2)), ValueError,
      "out_scales must be 4-byte aligned"),
+    ("out over x (in place)", _per_block(out=FakeDLPack((300, 256), "float8_e4m3fn", ptr=BASE + 4096)), ValueError,
+     "out must be memory that does not overlap x's"),
+    ("scales over x", _per_block(scales=FakeDLPack((3, 2), "float32", ptr=BASE)), ValueError,
+     "out_scales must be memory that does not overlap x's"),
+    ("scales over out", _per_block(scales=FakeDLPack((3, 2), "float32", ptr=BASE + 0x10000000 + 300 * 256 - 16)),
+     ValueError, "out_scales must be memory that does not overlap out's"),
 ]
 
 

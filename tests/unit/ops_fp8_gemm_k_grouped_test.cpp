@@ -132,6 +132,22 @@ TEST(Fp8GemmKGroupedValidate, GroupsOfDAndC) {
               AllOf(HasSubstr("n) that is a multiple of 8"), HasSubstr("(group 0 of 1, ks[0] = 128)")));
 }
 
+// Every group's D may share memory with no group's A, B or scales (each group's views are checked again, but an
+// overlap across groups would not show there).
+TEST(Fp8GemmKGroupedValidate, DMustNotOverlapWhatTheKernelReads) {
+  EXPECT_THAT(error_with([](Grouped& g) { g.d.data = ptr(0x10000000 + 256 * 2000); }),  // group 3's A, under D[0]
+              HasSubstr("d must be memory that does not overlap a's (a is float8_e4m3fn[524288]"));
+  EXPECT_THAT(error_with([](Grouped& g) { g.d.data = ptr(0x20000000 - 3 * 256 * 576 * 4); }),  // D[3] over group 0's B
+              HasSubstr("d must be memory that does not overlap b's"));
+  EXPECT_THAT(error_with([](Grouped& g) { g.d.data = ptr(0x30000000); }),
+              HasSubstr("d must be memory that does not overlap sfa's"));
+  EXPECT_THAT(error_with([](Grouped& g) { g.d.data = ptr(0x40000000 + 1024); }),
+              HasSubstr("d must be memory that does not overlap sfb's"));
+  // c = d is accumulation, not an overlap.
+  const Grouped g(256, 576, {1024, 384, 0, 640});
+  EXPECT_FALSE(error_of([&] { g.run(&g.d); }, ErrorKind::kCudaError).empty());
+}
+
 TEST(Fp8GemmKGroupedValidate, EmptyProblemsAreNoOpsAndValidCallsReachTheDevice) {
   EXPECT_NO_THROW(Grouped(0, 576, {128, 256}).run(nullptr));
   EXPECT_NO_THROW(Grouped(64, 0, {128, 256}).run(nullptr));

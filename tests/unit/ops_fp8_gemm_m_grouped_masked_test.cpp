@@ -174,6 +174,23 @@ TEST(Fp8GemmMaskedValidate, TheChecksOfFp8GemmNtNameThisFunction) {
               HasSubstr("d must be rows 16-byte aligned"));
 }
 
+// D (every group's) may share memory with nothing the kernel reads: every group's A, B and scales (not only group
+// 0's, which fp8_gemm_nt's checks see) and the counts.
+TEST(Fp8GemmMaskedValidate, DMustNotOverlapWhatTheKernelReads) {
+  EXPECT_THAT(error_with([](Masked& g) { g.d.data = ptr(0x10000000 + 3 * 256 * 512); }),  // group 3's A
+              HasSubstr("d must be memory that does not overlap a's (a is float8_e4m3fn[4, 256, 512]"));
+  EXPECT_THAT(error_with([](Masked& g) { g.d.data = ptr(0x20000000 + 3 * 4 * 256 * 4); }),  // group 3's scales
+              HasSubstr("d must be memory that does not overlap sfa's"));
+  EXPECT_THAT(error_with([](Masked& g) { g.d.data = ptr(0x30000000 + 2 * 576 * 512); }),
+              HasSubstr("d must be memory that does not overlap b's"));
+  EXPECT_THAT(error_with([](Masked& g) { g.d.data = ptr(0x40000000 - 16); }),
+              HasSubstr("d must be memory that does not overlap sfb's"));
+  // Group 3's D over the counts, group 0's clear of them.
+  EXPECT_THAT(error_with([](Masked& g) { g.d.data = ptr(0x60000000 - 4 * 256 * 576 * 2 + 16); }),
+              HasSubstr("d must be memory that does not overlap masked_m's (masked_m is int32[4]"));
+  EXPECT_TRUE(passes_checks([](Masked& g) { g.d.data = ptr(0x60000000 - 4 * 256 * 576 * 2); }));
+}
+
 TEST(Fp8GemmMaskedValidate, EmptyProblemsAreNoOpsAndAValidCallReachesTheDevice) {
   EXPECT_NO_THROW(Masked(4, 0, 576, 512).run());
   EXPECT_NO_THROW(Masked(4, 256, 0, 512).run());

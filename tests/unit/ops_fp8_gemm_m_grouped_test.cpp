@@ -136,6 +136,20 @@ TEST(Fp8GemmMGroupedValidate, TheChecksOfFp8GemmNtNameThisFunction) {
   EXPECT_THAT(error_with([](MGrouped& g) { g.a.data = ptr(0x10000008); }), HasSubstr("a must be 16-byte aligned"));
 }
 
+// D may share memory with nothing the kernel reads: every expert's B and scales (not only group 0's, which
+// fp8_gemm_nt's checks see), A and its scales, and the indices.
+TEST(Fp8GemmMGroupedValidate, DMustNotOverlapWhatTheKernelReads) {
+  EXPECT_THAT(error_with([](MGrouped& g) { g.d.data = ptr(0x10000000); }),
+              HasSubstr("d must be memory that does not overlap a's"));
+  EXPECT_THAT(error_with([](MGrouped& g) { g.d.data = ptr(0x30000000 + 3 * 576 * 512); }),  // expert 3's weights
+              HasSubstr("d must be memory that does not overlap b's (b is float8_e4m3fn[4, 576, 512]"));
+  EXPECT_THAT(error_with([](MGrouped& g) { g.d.data = ptr(0x40000000 + 256); }),  // expert 3's scales
+              HasSubstr("d must be memory that does not overlap sfb's (sfb is float32[4, 5, 4]"));
+  EXPECT_THAT(error_with([](MGrouped& g) { g.d.data = ptr(0x60000000 - 512 * 576 * 2 + 16); }),
+              AllOf(HasSubstr("d must be memory that does not overlap m_indices's (m_indices is int32[512]"),
+                    HasSubstr("got an overlap (d is bfloat16[512, 576]")));
+}
+
 TEST(Fp8GemmMGroupedValidate, EmptyProblemsAreNoOpsAndAValidCallReachesTheDevice) {
   EXPECT_NO_THROW(MGrouped(0, 576, 512, 4).run());
   EXPECT_NO_THROW(MGrouped(256, 0, 512, 4).run());

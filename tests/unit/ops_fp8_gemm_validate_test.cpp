@@ -135,6 +135,28 @@ TEST(Fp8GemmValidate, Alignment) {
   EXPECT_THAT(error_with([](Args& x) { x.sfb.data = ptr(0x300002); }), HasSubstr("sfb must be 4-byte aligned"));
 }
 
+// The kernel reads A, B and their scales while it stores D's tiles: D may share memory with none of them (each
+// used to pass every check).
+TEST(Fp8GemmValidate, DMustNotOverlapWhatTheKernelReads) {
+  EXPECT_THAT(error_with([](Args& x) { x.d.data = x.a.data; }),
+              HasSubstr("fp8_gemm_nt: d must be memory that does not overlap a's (a is float8_e4m3fn[256, 512] "
+                        "strides (512, 1) on cuda:0), got an overlap (d is bfloat16[256, 576]"));
+  EXPECT_THAT(error_with([](Args& x) { x.d.data = ptr(0x500000 - 16); }),  // d's last bytes over sfa's first
+              HasSubstr("fp8_gemm_nt: d must be memory that does not overlap sfa's"));
+  EXPECT_THAT(error_with([](Args& x) { x.d.data = ptr(0x200000 + 576 * 512 - 16); }),
+              HasSubstr("fp8_gemm_nt: d must be memory that does not overlap b's"));
+  EXPECT_THAT(error_with([](Args& x) { x.d.data = ptr(0x300000); }),
+              HasSubstr("fp8_gemm_nt: d must be memory that does not overlap sfb's"));
+  // Right after a's last byte, d passes every check and the call stops at the device query.
+  EXPECT_FALSE(error_of([] {
+                 Args x(256, 576, 512);
+                 x.d.data = ptr(0x100000 + 256 * 512);
+                 x.call();
+               },
+                        ErrorKind::kCudaError)
+                   .empty());
+}
+
 TEST(Fp8GemmValidate, EmptyProblemsAreNoOpsWithoutAGpu) {
   EXPECT_NO_THROW(Args(0, 576, 512).call());
   EXPECT_NO_THROW(Args(16, 0, 512).call());

@@ -206,6 +206,25 @@ TEST(Fp8GemmWgradValidate, CIsDItselfOrDoesNotOverlapIt) {
   EXPECT_FALSE(error_of([&] { fp8_gemm_nt_wgrad(x.a, x.sfa, x.b, x.sfb, x.d, &after); }, ErrorKind::kCudaError).empty());
 }
 
+// D is read and written while A, B and their scales are read: it may share memory with none of them (c may be d).
+TEST(Fp8GemmWgradValidate, DMustNotOverlapWhatTheKernelReads) {
+  EXPECT_THAT(error_with([](Args& x) { x.d.data = ptr(0x100000 + 4096); }),
+              HasSubstr("fp8_gemm_nt_accumulate: d must be memory that does not overlap a's (a is float8_e4m3fn[256, "
+                        "512]"));
+  EXPECT_THAT(error_with([](Args& x) { x.d.data = ptr(0x500000); }),
+              HasSubstr("d must be memory that does not overlap sfa's"));
+  EXPECT_THAT(error_with([](Args& x) { x.d.data = ptr(0x200000); }),
+              HasSubstr("d must be memory that does not overlap b's"));
+  EXPECT_THAT(error_with([](Args& x) { x.d.data = ptr(0x300000 - 16); }),
+              HasSubstr("d must be memory that does not overlap sfb's (sfb is float32[576, 4] strides (1, 576)"));
+  Args x(256, 576, 512);
+  x.d.data = ptr(0x100000);
+  EXPECT_THAT(error_of([&] { fp8_gemm_nt_wgrad(x.a, x.sfa, x.b, x.sfb, x.d, &x.d); }),
+              HasSubstr("fp8_gemm_nt_wgrad: d must be memory that does not overlap a's"));
+  EXPECT_THAT(error_of([&] { x.without_c(); }),
+              HasSubstr("fp8_gemm_nt_wgrad: d must be memory that does not overlap a's"));
+}
+
 TEST(Fp8GemmWgradValidate, EmptyProblemsAreNoOpsWithoutAGpu) {
   EXPECT_NO_THROW(Args(0, 576, 512).accumulate());
   EXPECT_NO_THROW(Args(16, 0, 512).accumulate());

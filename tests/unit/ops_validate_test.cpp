@@ -174,6 +174,34 @@ TEST(PerTokenValidation, ScalesMustBeMnMajorAndTmaAligned) {
               HasSubstr("with strides (1, 104), got strides (1, 101)"));
 }
 
+// The kernel reads x while it writes the values and the scales: none of the three may share memory (an in-place cast
+// into x's own bytes used to pass every check).
+TEST(PerTokenValidation, OutputsMustNotOverlapXOrEachOther) {
+  PerToken p(64, 256);
+  p.out.data = fake(kX);
+  EXPECT_THAT(error_of([&] { p.run(); }, ErrorKind::kValueError),
+              AllOf(HasSubstr("per_token_cast_to_fp8: out must be memory that does not overlap x's (x is "
+                              "bfloat16[64, 256] strides (256, 1) on cuda:0), got an overlap (out is "),
+                    HasSubstr("float8_e4m3fn[64, 256]")));
+  p = PerToken(64, 256);
+  p.out.data = fake(kX + 64 * 256 * 2 - 16);  // its first bytes over x's last
+  EXPECT_THAT(error_of([&] { p.run(); }, ErrorKind::kValueError),
+              HasSubstr("out must be memory that does not overlap x's"));
+  p = PerToken(64, 256);
+  p.scales.data = fake(kX + 1024);
+  EXPECT_THAT(error_of([&] { p.run(); }, ErrorKind::kValueError),
+              HasSubstr("out_scales must be memory that does not overlap x's"));
+  p = PerToken(64, 256);
+  p.scales.data = fake(kOut + 64 * 256 - 16);  // the values' last 16 bytes
+  EXPECT_THAT(error_of([&] { p.run(); }, ErrorKind::kValueError),
+              HasSubstr("out_scales must be memory that does not overlap out's (out is float8_e4m3fn[64, 256]"));
+  // Right after x, and right after out: every check passes (no driver here).
+  p = PerToken(64, 256);
+  p.out.data = fake(kX + 64 * 256 * 2);
+  p.scales.data = fake(kX + 64 * 256 * 3);
+  EXPECT_FALSE(error_of([&] { p.run(); }, ErrorKind::kCudaError).empty());
+}
+
 TEST(PerTokenValidation, ChecksComeInOrderDtypeDeviceShapeLayout) {
   // Several things wrong at once: the dtype is reported first.
   PerToken p(64, 256);
@@ -251,6 +279,29 @@ TEST(PerBlockValidation, LayoutAndAlignment) {
   p = PerBlock(300, 256);
   p.x.data = fake(kX + 4);
   EXPECT_THAT(error_of([&] { p.run(); }, ErrorKind::kValueError), HasSubstr("x must be 16-byte aligned"));
+}
+
+TEST(PerBlockValidation, OutputsMustNotOverlapXOrEachOther) {
+  PerBlock p(300, 256);
+  p.out.data = fake(kX + 4096);
+  EXPECT_THAT(error_of([&] { p.run(); }, ErrorKind::kValueError),
+              HasSubstr("per_block_cast_to_fp8: out must be memory that does not overlap x's (x is "
+                        "bfloat16[300, 256]"));
+  p = PerBlock(300, 256);
+  p.scales.data = fake(kX);
+  EXPECT_THAT(error_of([&] { p.run(); }, ErrorKind::kValueError),
+              HasSubstr("out_scales must be memory that does not overlap x's"));
+  p = PerBlock(300, 256);
+  p.scales.data = fake(kOut + 300 * 256 - 4);
+  EXPECT_THAT(error_of([&] { p.run(); }, ErrorKind::kValueError),
+              HasSubstr("out_scales must be memory that does not overlap out's"));
+  p = PerBlock(300, 256);
+  p.scales.data = fake(kOut + 300 * 256);  // right after the values: no overlap
+  EXPECT_FALSE(error_of([&] { p.run(); }, ErrorKind::kCudaError).empty());
+  // Nothing is written for an empty problem: nothing can overlap.
+  PerBlock q(0, 256);
+  q.out.data = fake(kX);
+  EXPECT_NO_THROW(q.run());
 }
 
 TEST(PerBlockValidation, EmptyProblemsAreNoOps) {
@@ -374,6 +425,28 @@ TEST(ValidateHelpers, SpansOverlapByShapeAndStrides) {
   TensorView one_row = view(kScales + 128, DType::kFloat32, {1, 8});
   one_row.strides = {1 << 20, 1};  // stride(0) of a single row is never stepped along
   EXPECT_FALSE(ops::spans_overlap(rows, one_row));
+}
+
+// Negative strides span downwards from the data pointer; a tensor without elements overlaps nothing.
+TEST(ValidateHelpers, CheckNoOverlapSeesEitherDirectionAndSkipsEmptyTensors) {
+  const ops::Arg out{"my_op", "out"};
+  const TensorView rows = view(kScales, DType::kFloat32, {4, 8});  // [kScales, kScales + 128)
+  TensorView reversed = view(kScales + 256, DType::kFloat32, {4, 8});
+  reversed.strides = {-8, 1};  // rows from kScales + 256 down to kScales + 160
+  EXPECT_NO_THROW(ops::check_no_overlap(out, reversed, "x", rows));
+  reversed.data = fake(kScales + 200);  // down to kScales + 104: into rows' last 24 bytes
+  EXPECT_TRUE(ops::spans_overlap(reversed, rows));
+  EXPECT_THAT(error_of([&] { ops::check_no_overlap(out, reversed, "x", rows); }, ErrorKind::kValueError),
+              HasSubstr("my_op: out must be memory that does not overlap x's (x is float32[4, 8] strides (8, 1) on "
+                        "cuda:0), got an overlap (out is float32[4, 8] strides (-8, 1) on cuda:0)"));
+  EXPECT_NO_THROW(ops::check_no_overlap(out, view(kScales, DType::kFloat32, {0, 8}), "x", rows));
+  EXPECT_NO_THROW(ops::check_no_overlap(out, rows, "x", view(kScales, DType::kFloat32, {4, 0})));
+  // Made-up shapes spanning more bytes than 64 bits count (nothing is read) are measured without overflowing: they
+  // meet whatever lies above their start, and nothing below it.
+  TensorView huge = view(kX, DType::kBFloat16, {4, int64_t{1} << 60});
+  huge.strides = {int64_t{1} << 62, 1};
+  EXPECT_TRUE(ops::spans_overlap(huge, view(kOut, DType::kFloat32, {4})));
+  EXPECT_FALSE(ops::spans_overlap(huge, view(kX - 64, DType::kFloat32, {16})));
 }
 
 TEST(ValidateHelpers, MessagesNameFunctionArgumentExpectedAndGiven) {
