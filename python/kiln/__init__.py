@@ -110,6 +110,47 @@ _gemm_sfb = _tensors.gemm_sfb
 
 # ---- Small helpers -----------------------------------------------------------------------------------------
 
+_INT64 = (-(1 << 63), (1 << 63) - 1)  # what the native layer takes as int64_t
+_C_INT = (-(1 << 31), (1 << 31) - 1)  # ... and as int
+
+
+def _int_argument(function: str, what: str, value: Any, expected: str, limits: Tuple[int, int] = _INT64,
+                  at_most: int = 2147483647) -> int:
+    """`value` as an int (anything with __index__ but a bool: True is not 1 here), or KilnTypeError "<function>: <what>
+    must be <expected>, got ..."; and within `limits`, the native argument's type, else KilnValueError "<function>:
+    <what> must be >= 0" or "... must be at most <at_most>" (the bounds the library checks within those limits, so
+    a value past them reads as any other out of range: the ops' sizes and counts are 32-bit and >= 0)."""
+    if isinstance(value, bool):
+        raise KilnTypeError(f"{function}: {what} must be {expected}, got bool {value!r}")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise KilnTypeError(f"{function}: {what} must be {expected}, got {type(value).__name__} {value!r}") from None
+    if not limits[0] <= number <= limits[1]:
+        bound = "must be >= 0" if number < 0 else f"must be at most {at_most}"
+        raise KilnValueError(f"{function}: {what} {bound}, got {number}")
+    return number
+
+
+def _flag(function: str, what: str, value: Any) -> bool:
+    """A bool argument: True or False, numpy's bool scalars, or the ints 1 and 0 (DeepGEMM's binding takes ints too).
+    KilnTypeError for anything else (``bool("no")`` is True: a string, None or a list is a mistake, not a switch),
+    KilnValueError for another int."""
+    if isinstance(value, bool):
+        return value
+    kind = type(value)
+    if kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"):
+        return bool(value)
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise KilnTypeError(f"{function}: {what} must be a bool (True or False, or the ints 1 and 0), got "
+                            f"{kind.__name__} {value!r}") from None
+    if number not in (0, 1):
+        raise KilnValueError(f"{function}: {what} must be True or False (or the ints 1 and 0), got {number}")
+    return number == 1
+
+
 def ceil_div(x: int, y: int) -> int:
     """``ceil(x / y)`` for integers: ``(x + y - 1) // y`` (DeepGEMM's ``ceil_div``)."""
     return (x + y - 1) // y
@@ -538,8 +579,8 @@ def m_grouped_fp8_gemm_nt_masked(a: Sequence[Any], b: Sequence[Any], d: Any, mas
       overlapping ``a``, ``b``, their scales or ``masked_m``.
     * ``masked_m``: int32 ``[G]``, contiguous, on a's device: each expert's rows. It stays on the device, so a CUDA
       graph captured once replays any routing. A count below 0 counts as 0 and above ``m`` as ``m``.
-    * ``expected_m``: the rows an expert is expected to hold; it picks the kernel (the one planned for
-      ``G * expected_m`` rows), so pass a typical count, the same from call to call.
+    * ``expected_m``: the rows an expert is expected to hold (an int >= 0, not a bool); it picks the kernel (the one
+      planned for ``G * expected_m`` rows), so pass a typical count, the same from call to call.
 
     Rows of ``D[g]`` from ``masked_m[g]`` on are left unspecified up to the end of their 64- or 128-row block (as
     DeepGEMM leaves them); later rows are not written. ``recipe`` (None or ``(1, 128, 128)``), ``compiled_dims`` and
@@ -555,10 +596,7 @@ def m_grouped_fp8_gemm_nt_masked(a: Sequence[Any], b: Sequence[Any], d: Any, mas
     del disable_ue8m0_cast  # float32 scales on sm_90: nothing to cast (as for fp8_gemm_nt)
     function = "m_grouped_fp8_gemm_nt_masked"
     _check_block_recipe(recipe, compiled_dims, function)
-    try:
-        expected = operator.index(expected_m)
-    except TypeError:
-        raise KilnTypeError(f"{function}: expected_m must be an int, got {type(expected_m).__name__}") from None
+    expected = _int_argument(function, "expected_m", expected_m, "an int", at_most=_INT64[1])
     a_fp8, sfa = _pair(a, "a", function)
     b_fp8, sfb = _pair(b, "b", function)
     _native.m_grouped_fp8_gemm_nt_masked(a_fp8, _grouped_gemm_sfa(sfa), b_fp8, sfb, d, masked_m, expected, stream)
@@ -684,9 +722,9 @@ def m_grouped_bf16_gemm_nt_masked(a: Any, b: Any, d: Any, masked_m: Any, expecte
     * ``masked_m``: int32 ``[G]``, contiguous, on a's device: each expert's rows. It stays on the device, so a CUDA
       graph captured once replays any routing. A count below 0 counts as 0 and above ``m`` as ``m`` (never a read or
       a store outside the expert's block).
-    * ``expected_m``: the rows an expert is expected to hold (an int >= 0); it picks the kernel (the one planned for
-      ``G * expected_m`` rows, ``expected_m`` clamped into ``[1, m]``), so pass a typical count, the same from call to
-      call.
+    * ``expected_m``: the rows an expert is expected to hold (an int >= 0, not a bool); it picks the kernel (the one
+      planned for ``G * expected_m`` rows, ``expected_m`` clamped into ``[1, m]``), so pass a typical count, the same
+      from call to call.
 
     Rows of ``D[g]`` from ``masked_m[g]`` on are left unspecified up to the end of their 64- or 128-row block (as
     DeepGEMM leaves them); later rows are not written. ``compiled_dims`` is accepted for DeepGEMM's signature;
@@ -701,10 +739,7 @@ def m_grouped_bf16_gemm_nt_masked(a: Any, b: Any, d: Any, masked_m: Any, expecte
     """
     function = "m_grouped_bf16_gemm_nt_masked"
     _check_compiled_dims(compiled_dims, function)
-    try:
-        expected = operator.index(expected_m)
-    except TypeError:
-        raise KilnTypeError(f"{function}: expected_m must be an int, got {type(expected_m).__name__}") from None
+    expected = _int_argument(function, "expected_m", expected_m, "an int", at_most=_INT64[1])
     _native.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected, stream)
 
 
@@ -761,8 +796,9 @@ get_m_alignment_for_contiguous_layout = get_mk_alignment_for_contiguous_layout
 def set_num_sms(num_sms: int) -> None:
     """Limit the number of SMs kiln's kernels use, for leaving SMs to communication kernels (DeepGEMM's
     ``set_num_sms``). ``0`` removes the limit; a limit above a device's SM count means all of them.
-    Process-wide; raises ValueError for a negative number."""
-    _native.set_num_sms(operator.index(num_sms))
+    Process-wide; raises TypeError for anything but an int (a bool included) and ValueError for a number
+    outside 0..2147483647."""
+    _native.set_num_sms(_int_argument("set_num_sms", "num_sms", num_sms, "an int", _C_INT))
 
 
 def get_num_sms() -> int:
@@ -775,13 +811,20 @@ def get_num_sms() -> int:
 
 def set_pdl(enabled: bool) -> None:
     """Turn programmatic dependent launch on or off for kiln's kernels (DeepGEMM's ``set_pdl``; default
-    off). Process-wide."""
-    _native.set_pdl(bool(enabled))
+    off). Process-wide. ``enabled`` is a bool: True or False (numpy's bool scalars too), or the ints 1 and 0;
+    anything else is a TypeError (``set_pdl("no")`` would otherwise turn PDL on), another int a ValueError."""
+    _native.set_pdl(_flag("set_pdl", "enabled", enabled))
 
 
 def get_pdl() -> bool:
     """Whether programmatic dependent launch is on for kiln's kernels (DeepGEMM's ``get_pdl``)."""
     return _native.get_pdl()
+
+
+def _override_fields(function: str, fields: Dict[str, Any]) -> List[int]:
+    """The overrides' fields as the native call takes them (C ints), each checked as an int first (KilnTypeError for
+    anything else, a bool included), in the order given."""
+    return [_int_argument(function, name, value, "an int (0: the default)", _C_INT) for name, value in fields.items()]
 
 
 def set_fp8_gemm_overrides(*, block_m: int = 0, block_n: int = 0, stages: int = 0, cluster_m: int = 0,
@@ -793,9 +836,10 @@ def set_fp8_gemm_overrides(*, block_m: int = 0, block_n: int = 0, stages: int = 
     that does not fit is an error at the call); ``cluster_m`` 2: CTA pairs
     multicasting B; ``cluster_n`` 2: CTA pairs multicasting A; ``split_k`` 2: CTA pairs splitting K in halves,
     1: never split; at most one of the three at 2. The weight-gradient form ignores the last three. Raises
-    ValueError naming the field, before anything changes."""
-    _native.set_fp8_gemm_overrides(operator.index(block_m), operator.index(block_n), operator.index(stages),
-                                   operator.index(cluster_m), operator.index(cluster_n), operator.index(split_k))
+    ValueError naming the field (TypeError for a field that is not an int), before anything changes."""
+    _native.set_fp8_gemm_overrides(*_override_fields("set_fp8_gemm_overrides", {
+        "block_m": block_m, "block_n": block_n, "stages": stages, "cluster_m": cluster_m, "cluster_n": cluster_n,
+        "split_k": split_k}))
 
 
 def get_fp8_gemm_overrides() -> dict:
@@ -808,10 +852,10 @@ def set_bf16_gemm_overrides(*, block_m: int = 0, block_n: int = 0, stages: int =
     """Override the BF16 GEMM's plan for every later ``bf16_gemm_nt`` call (process-wide; 0 leaves a choice to the
     plan, and calling with no arguments removes every override). ``block_m`` 64, 128 or 256; ``block_n`` a multiple of
     16 in 16..256 (at most 128 with ``block_m`` 256); ``stages`` 1..32 (0: as many as fit; a count that does not fit
-    is an error at the call); ``cluster_m`` 2: CTA pairs multicasting B, 1: never. Raises ValueError naming the field,
-    before anything changes."""
-    _native.set_bf16_gemm_overrides(operator.index(block_m), operator.index(block_n), operator.index(stages),
-                                    operator.index(cluster_m))
+    is an error at the call); ``cluster_m`` 2: CTA pairs multicasting B, 1: never. Raises ValueError naming the field
+    (TypeError for a field that is not an int), before anything changes."""
+    _native.set_bf16_gemm_overrides(*_override_fields("set_bf16_gemm_overrides", {
+        "block_m": block_m, "block_n": block_n, "stages": stages, "cluster_m": cluster_m}))
 
 
 def get_bf16_gemm_overrides() -> dict:
@@ -821,21 +865,6 @@ def get_bf16_gemm_overrides() -> dict:
 
 
 # ---- Ahead of time -----------------------------------------------------------------------------------------
-
-def _int_argument(function: str, what: str, value: Any, expected: str) -> int:
-    """`value` as an int (anything with __index__ but a bool), or KilnTypeError "<function>: <what> must be
-    <expected>, got ..."; and within 64 bits, as the native layer takes it (the ops check their own, smaller bounds)."""
-    if isinstance(value, bool):
-        raise KilnTypeError(f"{function}: {what} must be an int, got bool")
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise KilnTypeError(f"{function}: {what} must be {expected}, got {type(value).__name__} {value!r}") from None
-    if not -(1 << 63) <= number < (1 << 63):
-        bound = "must be >= 0" if number < 0 else "must be at most 2147483647"
-        raise KilnValueError(f"{function}: {what} {bound}, got {number}")
-    return number
-
 
 def _int_parameter(function: str, name: str, value: Any) -> int:
     return _int_argument(function, f"problem parameter {name}", value, "an int or a range (lo, hi)")

@@ -309,9 +309,12 @@ def test_masked_arguments_kiln_checks_itself():
     for dims in ("x", 3, None):
         with pytest.raises(ValueError, match="^m_grouped_bf16_gemm_nt_masked: compiled_dims must be a string"):
             MASKED(a, b, d, counts, 64, compiled_dims=dims)
-    for expected_m, given in ((64.0, "float"), ("64", "str"), (None, "NoneType")):
+    for expected_m, given in ((64.0, "float"), ("64", "str"), (None, "NoneType"), (True, "bool")):
         with pytest.raises(TypeError, match=f"^m_grouped_bf16_gemm_nt_masked: expected_m must be an int, got {given}"):
             MASKED(a, b, d, counts, expected_m)
+    with pytest.raises(kiln.KilnValueError, match="^m_grouped_bf16_gemm_nt_masked: expected_m must be at most "
+                                                  "9223372036854775807, got 9223372036854775808$"):
+        MASKED(a, b, d, counts, 2 ** 63)
     with pytest.raises(ValueError, match=r"^m_grouped_bf16_gemm_nt_masked: expected_m must be >= 0 .*got -1"):
         MASKED(a, b, d, counts, -1)
     with pytest.raises(TypeError, match="^m_grouped_bf16_gemm_nt_masked: masked_m must be"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -80,6 +81,70 @@ def test_num_sms_and_pdl_are_process_wide_settings():
     finally:
         kiln.set_num_sms(0)
         kiln.set_pdl(False)
+
+
+def test_pdl_takes_a_bool_not_its_truthiness():
+    np = pytest.importorskip("numpy")
+    try:
+        for on, off in ((True, False), (1, 0), (np.bool_(True), np.bool_(False)), (np.int64(1), np.int32(0))):
+            kiln.set_pdl(on)
+            assert kiln.get_pdl() is True, on
+            kiln.set_pdl(off)
+            assert kiln.get_pdl() is False, off
+        # bool("no") and bool("false") are True: a string used to turn PDL on.
+        for bad in ("no", "false", "True", None, [0], 0.0, 1.0):
+            with pytest.raises(kiln.KilnTypeError, match=r"^set_pdl: enabled must be a bool \(True or False, or the "
+                                                          r"ints 1 and 0\), got "):
+                kiln.set_pdl(bad)
+            assert kiln.get_pdl() is False, bad
+        for bad in (2, -1, 2 ** 64):
+            with pytest.raises(kiln.KilnValueError, match=rf"^set_pdl: enabled must be True or False \(or the ints 1 "
+                                                           rf"and 0\), got {bad}$"):
+                kiln.set_pdl(bad)
+            assert kiln.get_pdl() is False, bad
+    finally:
+        kiln.set_pdl(False)
+
+
+def test_int_settings_refuse_bools_and_ints_c_cannot_hold():
+    try:
+        kiln.set_num_sms(7)
+        for bad, error, message in [
+            (True, kiln.KilnTypeError, "num_sms must be an int, got bool True"),
+            (1.5, kiln.KilnTypeError, "num_sms must be an int, got float 1.5"),
+            ("4", kiln.KilnTypeError, "num_sms must be an int, got str '4'"),
+            (None, kiln.KilnTypeError, "num_sms must be an int, got NoneType None"),
+            (2 ** 31, kiln.KilnValueError, "num_sms must be at most 2147483647, got 2147483648"),
+            (2 ** 64, kiln.KilnValueError, "num_sms must be at most 2147483647, got 18446744073709551616"),
+            (-(2 ** 31) - 1, kiln.KilnValueError, "num_sms must be >= 0, got -2147483649"),
+        ]:
+            with pytest.raises(error, match="^set_num_sms: " + re.escape(message)):
+                kiln.set_num_sms(bad)
+            assert kiln.get_num_sms() == 7, bad  # unchanged
+        kiln.set_num_sms(2 ** 31 - 1)  # the largest limit a C int holds: all of any device's SMs
+        assert kiln.get_num_sms() == 2 ** 31 - 1
+    finally:
+        kiln.set_num_sms(0)
+    try:
+        kiln.set_fp8_gemm_overrides(block_n=64)
+        kiln.set_bf16_gemm_overrides(block_n=64)
+        for setter in (kiln.set_fp8_gemm_overrides, kiln.set_bf16_gemm_overrides):
+            name = setter.__name__
+            with pytest.raises(kiln.KilnTypeError, match=rf"^{name}: block_m must be an int \(0: the default\), "
+                                                          r"got bool True"):
+                setter(block_m=True)
+            with pytest.raises(kiln.KilnTypeError, match=rf"^{name}: stages must be an int .*got float 4.0"):
+                setter(stages=4.0)
+            with pytest.raises(kiln.KilnValueError, match=rf"^{name}: block_m must be at most 2147483647, got "
+                                                           r"2147483648"):
+                setter(block_m=2 ** 31)
+            with pytest.raises(kiln.KilnValueError, match=rf"^{name}: block_n must be >= 0, got -1099511627776"):
+                setter(block_n=-(2 ** 40))
+        assert kiln.get_fp8_gemm_overrides()["block_n"] == 64
+        assert kiln.get_bf16_gemm_overrides()["block_n"] == 64
+    finally:
+        kiln.set_fp8_gemm_overrides()
+        kiln.set_bf16_gemm_overrides()
 
 
 def test_fp8_gemm_overrides_round_trip_and_reset():

@@ -594,6 +594,15 @@ def test_masked_arguments_kiln_checks_itself():
         MASKED(a, b, d, counts, 64.0)
     with pytest.raises(ValueError, match="m_grouped_fp8_gemm_nt_masked: expected_m must be >= 0"):
         MASKED(a, b, d, counts, -1)
+    # True is not 1 rows, and a count C cannot hold is an error naming expected_m (not nanobind's).
+    with pytest.raises(kiln.KilnTypeError, match="m_grouped_fp8_gemm_nt_masked: expected_m must be an int, got bool"):
+        MASKED(a, b, d, counts, True)
+    with pytest.raises(kiln.KilnValueError, match="m_grouped_fp8_gemm_nt_masked: expected_m must be at most "
+                                                  "9223372036854775807, got 9223372036854775808"):
+        MASKED(a, b, d, counts, 2 ** 63)
+    with pytest.raises(kiln.KilnValueError, match="m_grouped_fp8_gemm_nt_masked: expected_m must be >= 0, got "
+                                                  "-1180591620717411303424"):
+        MASKED(a, b, d, counts, -(2 ** 70))
 
 
 @pytest.mark.parametrize("changes, error, message", [
