@@ -457,7 +457,7 @@ NB_MODULE(_native, m) {
         "Floats of storage behind per_token_cast_to_fp8's scales: (k / 128) * get_tma_aligned_size(m, 4).");
   m.def(
       "get_tma_aligned_size",
-      [](int64_t x, int element_size) {
+      [](int64_t x, int64_t element_size) {
         if (element_size != 1 && element_size != 2 && element_size != 4 && element_size != 8 && element_size != 16)
           throw kiln::Error(kiln::ErrorKind::kValueError,
                             "get_tma_aligned_size: element_size must be 1, 2, 4, 8 or 16 bytes, got " +
@@ -465,7 +465,14 @@ NB_MODULE(_native, m) {
         if (x < 0)
           throw kiln::Error(kiln::ErrorKind::kValueError,
                             "get_tma_aligned_size: x must be >= 0, got " + std::to_string(x));
-        return kiln::get_tma_aligned_size(x, element_size);
+        // x + 15 must not overflow inside kiln::get_tma_aligned_size (it came out negative for 2**63 - 1): the
+        // largest x is the largest multiple of 16 in 64 bits, whose aligned size is itself.
+        constexpr int64_t kLargest = INT64_MAX - 15;
+        if (x > kLargest)
+          throw kiln::Error(kiln::ErrorKind::kValueError,
+                            "get_tma_aligned_size: x must be at most " + std::to_string(kLargest) +
+                                " (its aligned size must fit in 64 bits), got " + std::to_string(x));
+        return kiln::get_tma_aligned_size(x, static_cast<int>(element_size));
       },
       "x"_a, "element_size"_a, "x rounded up so that x elements of element_size bytes span a multiple of 16 bytes.");
 

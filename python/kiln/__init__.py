@@ -112,6 +112,7 @@ _gemm_sfb = _tensors.gemm_sfb
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)  # what the native layer takes as int64_t
 _C_INT = (-(1 << 31), (1 << 31) - 1)  # ... and as int
+_LARGEST_TMA_SIZE = (1 << 63) - 16  # get_tma_aligned_size's largest x: its aligned size must fit in 64 bits
 
 
 def _int_argument(function: str, what: str, value: Any, expected: str, limits: Tuple[int, int] = _INT64,
@@ -166,9 +167,12 @@ def get_tma_aligned_size(x: int, element_size: int) -> int:
     that it spans a multiple of 16 bytes, as TMA needs (DeepGEMM's ``get_tma_aligned_size``). For the
     float32 scales of ``per_token_cast_to_fp8``, ``get_tma_aligned_size(m, 4)`` is the scales' column stride.
 
-    Raises ValueError for ``x < 0`` or an ``element_size`` other than 1, 2, 4, 8 or 16.
+    Raises TypeError for an argument that is not an int (a bool included), ValueError for ``x`` outside
+    ``0..2**63 - 16`` (the aligned size must fit in 64 bits) or an ``element_size`` other than 1, 2, 4, 8 or 16.
     """
-    return _native.get_tma_aligned_size(x, element_size)
+    function = "get_tma_aligned_size"
+    return _native.get_tma_aligned_size(_int_argument(function, "x", x, "an int", at_most=_LARGEST_TMA_SIZE),
+                                        _int_argument(function, "element_size", element_size, "an int", at_most=16))
 
 
 def version() -> str:

@@ -210,6 +210,32 @@ def test_ceil_div_align_and_tma_aligned_size():
         kiln.get_tma_aligned_size(-1, 4)
 
 
+def test_tma_aligned_size_never_overflows():
+    # The largest x is the largest multiple of 16 in 64 bits; 2**63 - 1 used to come out negative.
+    largest = 2 ** 63 - 16
+    for size in (1, 2, 4, 8, 16):
+        assert kiln.get_tma_aligned_size(largest, size) == largest
+        assert kiln.get_tma_aligned_size(largest - 1, size) == (largest if size < 16 else largest - 1)
+    too_big = r"^get_tma_aligned_size: x must be at most 9223372036854775792 \(its aligned size must fit in 64 bits\)"
+    for x in (largest + 1, 2 ** 63 - 1):
+        with pytest.raises(kiln.KilnValueError, match=too_big + f", got {x}$"):
+            kiln.get_tma_aligned_size(x, 4)
+    # Past 64 bits (nanobind's "incompatible function arguments" before): the same error, or x >= 0.
+    with pytest.raises(kiln.KilnValueError, match=r"^get_tma_aligned_size: x must be at most 9223372036854775792, "
+                                                  r"got 9223372036854775808$"):
+        kiln.get_tma_aligned_size(2 ** 63, 4)
+    with pytest.raises(kiln.KilnValueError, match=r"^get_tma_aligned_size: x must be >= 0, got -9223372036854775809$"):
+        kiln.get_tma_aligned_size(-(2 ** 63) - 1, 4)
+    with pytest.raises(kiln.KilnValueError, match=r"^get_tma_aligned_size: element_size must be 1, 2, 4, 8 or 16 "
+                                                  r"bytes, got 4294967300$"):
+        kiln.get_tma_aligned_size(5, 2 ** 32 + 4)  # not 4 once narrowed to a C int
+    for args, given in (((True, 4), "x must be an int, got bool True"), ((5, 4.0), "element_size must be an int, "
+                                                                                  "got float 4.0"),
+                        ((None, 4), "x must be an int, got NoneType None")):
+        with pytest.raises(kiln.KilnTypeError, match=r"^get_tma_aligned_size: " + re.escape(given)):
+            kiln.get_tma_aligned_size(*args)
+
+
 def test_devices_is_a_list_and_doctor_reports_checks():
     devices = kiln.devices()
     assert isinstance(devices, list)
