@@ -5,6 +5,7 @@
 
 #include <array>
 #include <string>
+#include <vector>
 
 #include "kiln/error.hpp"
 #include "kiln/kiln.hpp"
@@ -27,6 +28,7 @@ struct Names {
   PyObject* is_cuda = intern("is_cuda");
   PyObject* get_device = intern("get_device");
   PyObject* device = intern("device");
+  PyObject* layout = intern("layout");
 };
 
 const Names& names() {
@@ -56,6 +58,7 @@ struct Torch {
   std::array<std::pair<PyObject*, DType>, 7> dtypes{};
   PyObject* raw_stream = nullptr;      // torch._C._cuda_getCurrentRawStream(device) -> int, when present
   PyObject* current_stream = nullptr;  // torch.cuda.current_stream(device), the public fallback
+  PyObject* strided = nullptr;         // torch.strided: the layout of a dense tensor (not sparse, not mkldnn)
 };
 
 Torch& torch_state() {
@@ -80,6 +83,7 @@ Torch& torch_state() {
   if (nb::hasattr(c, "_to_dlpack")) t.to_dlpack = nb::object(c.attr("_to_dlpack")).release().ptr();
   if (nb::hasattr(c, "_cuda_getCurrentRawStream")) t.raw_stream = nb::object(c.attr("_cuda_getCurrentRawStream")).release().ptr();
   t.current_stream = nb::object(torch.attr("cuda").attr("current_stream")).release().ptr();
+  if (nb::hasattr(torch, "strided")) t.strided = nb::object(torch.attr("strided")).release().ptr();
   t.tensor_type = reinterpret_cast<PyTypeObject*>(tensor.release().ptr());
   t.ready = true;
   return t;
@@ -180,6 +184,15 @@ TensorView torch_view(PyObject* obj, const char* function, const char* name) {
   TensorView v;
   if (torch_view_dlpack(obj, t, function, name, v)) return v;
   v = TensorView{};
+  // Not exportable: a sparse or mkldnn tensor has no strides (torch's own error would name neither the call nor the
+  // argument), and a dense one falls through to its attributes.
+  if (t.strided) {
+    nb::object layout = get(obj, n.layout);
+    if (layout.ptr() != t.strided)
+      throw Error(ErrorKind::kValueError, prefix(function, name) + " must be a dense (torch.strided) tensor, got a " +
+                                              nb::cast<std::string>(nb::str(layout)) +
+                                              " one; call .to_dense() first");
+  }
   nb::object dtype = get(obj, n.dtype);
   bool known = false;
   for (const auto& [object, kind] : t.dtypes) {
@@ -360,31 +373,68 @@ int cai_device(nb::handle obj, const char* function, const char* name) {
                                        "has no device.id) and this machine has several; pass a DLPack producer instead");
 }
 
+// "str 'abc'": a Python value's type and repr, for messages.
+std::string typed_repr(nb::handle value) {
+  return python_type_name(value) + " " + nb::cast<std::string>(nb::repr(value));
+}
+
+// A Python int (not a bool) as int64_t, or nothing when it is not one or does not fit.
+bool int64_of(nb::handle value, int64_t& out) {
+  PyObject* v = value.ptr();
+  if (!PyLong_Check(v) || PyBool_Check(v)) return false;
+  int overflow = 0;
+  const long long r = PyLong_AsLongLongAndOverflow(v, &overflow);
+  if (r == -1 && PyErr_Occurred()) throw nb::python_error();
+  if (overflow != 0) return false;
+  out = r;
+  return true;
+}
+
 TensorView cai_view(nb::handle obj, nb::handle cai, const char* function, const char* name) {
   if (!PyDict_Check(cai.ptr()))
     throw Error(ErrorKind::kTypeError, prefix(function, name) + ".__cuda_array_interface__ is not a dict");
   nb::dict d = nb::borrow<nb::dict>(cai);
+  const std::string where = prefix(function, name) + ".__cuda_array_interface__";
   auto field = [&](const char* key) -> nb::object {
-    if (!d.contains(key))
-      throw Error(ErrorKind::kTypeError,
-                  prefix(function, name) + ".__cuda_array_interface__ has no '" + key + "' entry");
+    if (!d.contains(key)) throw Error(ErrorKind::kTypeError, where + " has no '" + key + "' entry");
     return d[key];
   };
+  // A field that does not hold what the interface (version 2 or 3) says it holds: kTypeError naming it.
+  auto malformed = [&](const char* key, const char* expected, nb::handle given) -> Error {
+    return Error(ErrorKind::kTypeError,
+                 where + "['" + key + "'] must be " + expected + ", got " + typed_repr(given));
+  };
+  // A tuple of ints in 64 bits (shape, strides): each of them.
+  auto int_tuple = [&](const char* key, nb::handle value, const char* expected) {
+    if (!PyTuple_Check(value.ptr())) throw malformed(key, expected, value);
+    nb::tuple t = nb::borrow<nb::tuple>(value);
+    std::vector<int64_t> out(t.size());
+    for (size_t i = 0; i < t.size(); ++i)
+      if (!int64_of(t[i], out[i])) throw malformed(key, expected, value);
+    return out;
+  };
   TensorView v;
-  const std::string typestr = nb::cast<std::string>(nb::str(field("typestr")));
+  nb::object typestr_field = field("typestr");
+  if (!PyUnicode_Check(typestr_field.ptr())) throw malformed("typestr", "a str such as '<f4'", typestr_field);
+  const std::string typestr = nb::cast<std::string>(typestr_field);
   if (!dtype_from_typestr(typestr, v.dtype))
     throw Error(ErrorKind::kTypeError, prefix(function, name) + " has typestr '" + typestr +
                                            "', which kiln does not handle (" + kSupportedDtypes +
                                            "; bfloat16 and float8 have no typestr: use DLPack for them)");
   if (d.contains("mask") && !d["mask"].is_none())
     throw Error(ErrorKind::kValueError, prefix(function, name) + " is a masked array; kiln takes plain arrays");
-  nb::tuple shape = nb::cast<nb::tuple>(field("shape"));
+  nb::object shape_field = field("shape");
+  const std::vector<int64_t> shape = int_tuple("shape", shape_field, "a tuple of ints (the sizes)");
   if (shape.size() > static_cast<size_t>(TensorView::kMaxDims))
     throw Error(ErrorKind::kValueError, prefix(function, name) + " must have at most " +
                                             std::to_string(TensorView::kMaxDims) + " dimensions, got " +
                                             std::to_string(shape.size()));
+  for (int64_t size : shape)
+    if (size < 0)
+      throw Error(ErrorKind::kValueError, where + "['shape'] must hold sizes >= 0, got " +
+                                              nb::cast<std::string>(nb::repr(shape_field)));
   v.ndim = static_cast<int>(shape.size());
-  for (int i = 0; i < v.ndim; ++i) v.shape[static_cast<size_t>(i)] = nb::cast<int64_t>(shape[static_cast<size_t>(i)]);
+  for (int i = 0; i < v.ndim; ++i) v.shape[static_cast<size_t>(i)] = shape[static_cast<size_t>(i)];
   const int64_t item = element_size(v.dtype);
   nb::object strides = d.contains("strides") ? nb::object(d["strides"]) : nb::none();
   if (strides.is_none()) {
@@ -394,13 +444,12 @@ TensorView cai_view(nb::handle obj, nb::handle cai, const char* function, const 
       s *= v.shape[static_cast<size_t>(i)];
     }
   } else {
-    nb::tuple st = nb::cast<nb::tuple>(strides);
+    const std::vector<int64_t> st = int_tuple("strides", strides, "None or a tuple of ints (strides in bytes)");
     if (st.size() != shape.size())
-      throw Error(ErrorKind::kValueError, prefix(function, name) + ".__cuda_array_interface__ has " +
-                                              std::to_string(st.size()) + " strides for " +
+      throw Error(ErrorKind::kValueError, where + " has " + std::to_string(st.size()) + " strides for " +
                                               std::to_string(shape.size()) + " dimensions");
     for (int i = 0; i < v.ndim; ++i) {
-      const int64_t bytes = nb::cast<int64_t>(st[static_cast<size_t>(i)]);
+      const int64_t bytes = st[static_cast<size_t>(i)];
       if (bytes % item != 0)
         throw Error(ErrorKind::kValueError, prefix(function, name) + " has a stride of " + std::to_string(bytes) +
                                                 " bytes in dimension " + std::to_string(i) +
@@ -408,8 +457,20 @@ TensorView cai_view(nb::handle obj, nb::handle cai, const char* function, const 
       v.strides[static_cast<size_t>(i)] = bytes / item;
     }
   }
-  nb::tuple data = nb::cast<nb::tuple>(field("data"));
-  v.data = reinterpret_cast<void*>(nb::cast<uintptr_t>(data[0]));
+  // data: (pointer, read-only flag), the pointer an int in 0..2**64 - 1 (0 for an empty array).
+  nb::object data = field("data");
+  constexpr const char* kData = "a pair (pointer, read-only flag) with the pointer an int from 0 to 2**64 - 1";
+  if (!PyTuple_Check(data.ptr()) || PyTuple_GET_SIZE(data.ptr()) != 2) throw malformed("data", kData, data);
+  PyObject* pointer = PyTuple_GET_ITEM(data.ptr(), 0);
+  if (!PyLong_Check(pointer) || PyBool_Check(pointer)) throw malformed("data", kData, data);
+  const unsigned long long address = PyLong_AsUnsignedLongLong(pointer);
+  if (address == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+    if (!PyErr_ExceptionMatches(PyExc_OverflowError)) throw nb::python_error();
+    PyErr_Clear();
+    throw Error(ErrorKind::kValueError, where + "['data'] must be " + kData + ", got " +
+                                            nb::cast<std::string>(nb::repr(data)));
+  }
+  v.data = reinterpret_cast<void*>(static_cast<uintptr_t>(address));
   v.device_kind = DeviceKind::kCuda;
   v.device = cai_device(obj, function, name);
   return v;
@@ -444,6 +505,29 @@ TensorView to_view(nb::handle obj, const char* function, const char* name, KeepA
                                          "__cuda_array_interface__), got " + python_type_name(obj));
 }
 
+namespace {
+
+// A CUstream handle held by a Python int (not a bool): `what` names where it came from ("stream", "stream.cuda_stream",
+// "stream.__cuda_stream__()[1]"). kTypeError for anything but an int, kValueError for one outside 0..2**64 - 1.
+uintptr_t stream_handle(nb::handle value, const char* function, const std::string& what) {
+  PyObject* v = value.ptr();
+  if (!PyLong_Check(v) || PyBool_Check(v))
+    throw Error(ErrorKind::kTypeError, std::string(function) + ": " + what +
+                                           " must be an int CUstream handle (from 0 to 2**64 - 1), got " +
+                                           typed_repr(value));
+  const unsigned long long handle = PyLong_AsUnsignedLongLong(v);
+  if (handle == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+    if (!PyErr_ExceptionMatches(PyExc_OverflowError)) throw nb::python_error();
+    PyErr_Clear();
+    throw Error(ErrorKind::kValueError, std::string(function) + ": " + what +
+                                            " must be a CUstream handle (an int from 0 to 2**64 - 1), got " +
+                                            nb::cast<std::string>(nb::repr(value)));
+  }
+  return static_cast<uintptr_t>(handle);
+}
+
+}  // namespace
+
 uintptr_t resolve_stream(nb::handle stream, nb::handle x, const TensorView& x_view, const char* function) {
   if (stream.is_none()) {
     if (x_view.device_kind != DeviceKind::kCuda) return 0;
@@ -459,23 +543,20 @@ uintptr_t resolve_stream(nb::handle stream, nb::handle x, const TensorView& x_vi
     return 0;  // the legacy default stream
   }
   PyObject* s = stream.ptr();
-  if (PyLong_Check(s) && !PyBool_Check(s)) {
-    const unsigned long long v = PyLong_AsUnsignedLongLong(s);
-    if (v == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
-      if (!PyErr_ExceptionMatches(PyExc_OverflowError)) throw nb::python_error();
-      PyErr_Clear();
-      throw Error(ErrorKind::kValueError, std::string(function) +
-                                              ": stream must be a CUstream handle (an int from 0 to 2**64 - 1), got " +
-                                              nb::cast<std::string>(nb::repr(stream)));
-    }
-    return static_cast<uintptr_t>(v);
-  }
-  if (nb::hasattr(stream, "cuda_stream")) return nb::cast<uintptr_t>(stream.attr("cuda_stream"));
+  if (PyLong_Check(s) && !PyBool_Check(s)) return stream_handle(stream, function, "stream");
+  // A stream object: its handle, checked like an int given directly (a property or method that raises propagates).
+  if (nb::hasattr(stream, "cuda_stream"))
+    return stream_handle(stream.attr("cuda_stream"), function, "stream.cuda_stream");
   if (nb::hasattr(stream, "__cuda_stream__")) {
+    // The CUDA stream protocol: __cuda_stream__() returns (version, handle).
     nb::object pair = stream.attr("__cuda_stream__")();
-    return nb::cast<uintptr_t>(pair[1]);
+    if (!PyTuple_Check(pair.ptr()) || PyTuple_GET_SIZE(pair.ptr()) != 2)
+      throw Error(ErrorKind::kTypeError, std::string(function) +
+                                             ": stream.__cuda_stream__() must return a pair (version, CUstream "
+                                             "handle), got " + typed_repr(pair));
+    return stream_handle(nb::borrow(PyTuple_GET_ITEM(pair.ptr(), 1)), function, "stream.__cuda_stream__()[1]");
   }
-  if (nb::hasattr(stream, "ptr")) return nb::cast<uintptr_t>(stream.attr("ptr"));
+  if (nb::hasattr(stream, "ptr")) return stream_handle(stream.attr("ptr"), function, "stream.ptr");
   throw Error(ErrorKind::kTypeError,
               std::string(function) + ": stream must be None, an int CUstream handle, a torch.cuda.Stream, a "
                                       "cupy.cuda.Stream or an object with __cuda_stream__, got " + python_type_name(stream));

@@ -874,6 +874,17 @@ def _int_parameter(function: str, name: str, value: Any) -> int:
     return _int_argument(function, f"problem parameter {name}", value, "an int or a range (lo, hi)")
 
 
+def _check_request(function: str, op: Any, arch: Any, backend: Any) -> None:
+    """The names a request is made of, as str (the binding takes nothing else): KilnTypeError naming the argument."""
+    if not isinstance(op, str):
+        raise KilnTypeError(f"{function}: op must be an operation's name, a str (list_ops() lists them), got "
+                            f"{type(op).__name__} {op!r}")
+    for name, value, example in (("arch", arch, "such as 'sm_90a'"), ("backend", backend, "'nvcc' or 'nvrtc'")):
+        if value is not None and not isinstance(value, str):
+            raise KilnTypeError(f"{function}: {name} must be None or a str ({example}), got {type(value).__name__} "
+                                f"{value!r}")
+
+
 def _problem(function: str, problem: Dict[str, Any]) -> Tuple[Dict[str, int], Dict[str, Tuple[int, int]]]:
     """The problem's single values, and its ranges: a parameter given as (lo, hi) (both included, as the command's
     lo..hi) or as a Python range of step 1."""
@@ -918,9 +929,10 @@ def precompile(op: str, *, arch: Optional[str] = None, backend: Optional[str] = 
 
     Raises:
         ValueError (NotFoundError) for an unknown op; ValueError for a bad problem, arch, backend or jobs;
-        TypeError for a non-int parameter; RuntimeError (CompileError) when a compile fails (every kernel is
-        tried first, the others cached).
+        TypeError for a non-int parameter, or an op, arch or backend that is not a str; RuntimeError
+        (CompileError) when a compile fails (every kernel is tried first, the others cached).
     """
+    _check_request("precompile", op, arch, backend)
     values, ranges = _problem("precompile", problem)
     # Checked here as well as by the library: the binding takes a C int.
     jobs = _int_argument("precompile", "jobs", jobs, "an int")
@@ -947,6 +959,7 @@ def plan(op: str, *, arch: Optional[str] = None, backend: Optional[str] = None,
     ``<param>_ranges``. A problem that needs no kernel (``m=0``) gives an empty list. Raises as ``precompile``.
     The first call may run the compiler once to learn its version (part of every key; memoised).
     """
+    _check_request("plan", op, arch, backend)
     values, ranges = _problem("plan", problem)
     return _native.plan(op, values, arch, backend, ranges)
 

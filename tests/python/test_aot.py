@@ -141,6 +141,14 @@ def test_list_ops_describes_each_operation_and_its_parameters():
     (lambda: kiln.precompile("fp8_gemm_nt", m=1, n=2048, k=2048, jobs=-1), kiln.KilnValueError, "jobs must be >= 0"),
     (lambda: kiln.precompile("no_such_op", m=1), LookupError, "no_such_op"),
     (lambda: kiln.precompile("per_token_cast_to_fp8", m=1, k=96, arch="sm_90a"), ValueError, "96"),
+    # The request's names are strs: anything else named (these were nanobind's "incompatible function arguments").
+    (lambda: kiln.plan(None, m=1), kiln.KilnTypeError,
+     r"^plan: op must be an operation's name, a str \(list_ops\(\) lists them\), got NoneType None$"),
+    (lambda: kiln.precompile(b"fp8_gemm_nt", m=1), kiln.KilnTypeError, r"^precompile: op must be .*, got bytes"),
+    (lambda: kiln.plan("per_token_cast_to_fp8", m=1, k=128, arch=5), kiln.KilnTypeError,
+     r"^plan: arch must be None or a str \(such as 'sm_90a'\), got int 5$"),
+    (lambda: kiln.compile("per_token_cast_to_fp8", m=1, k=128, backend=1), kiln.KilnTypeError,
+     r"^precompile: backend must be None or a str \('nvcc' or 'nvrtc'\), got int 1$"),
 ])
 def test_bad_requests_raise_the_right_exception_with_the_library_message(call, error, text):
     with pytest.raises(error, match=text):

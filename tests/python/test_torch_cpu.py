@@ -38,6 +38,16 @@ def test_unsupported_torch_dtypes_and_devices():
         kiln.describe(torch.zeros(1, 1, 1, 1, 1))
 
 
+def test_tensors_without_strides_are_refused_by_name():
+    # torch's own "sparse tensors do not have strides" named neither the call nor the argument.
+    dense = torch.randn(4, 256).to(torch.bfloat16)
+    with pytest.raises(kiln.KilnValueError, match=r"^describe: tensor must be a dense \(torch.strided\) tensor, got a "
+                                                  r"torch.sparse_coo one; call .to_dense\(\) first$"):
+        kiln.describe(dense.to_sparse())
+    with pytest.raises(kiln.KilnValueError, match=r"^per_token_cast_to_fp8: x must be a dense \(torch.strided\)"):
+        kiln.per_token_cast_to_fp8(dense.to_sparse())
+
+
 def test_host_tensors_reach_the_library_device_check():
     x = torch.randn(5, 256).to(torch.bfloat16)
     with pytest.raises(kiln.KilnValueError, match=r"per_token_cast_to_fp8: x must be on a CUDA device, got cpu"):

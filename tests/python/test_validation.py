@@ -132,6 +132,74 @@ def test_stream_arguments():
         convert(x, out, scales, True)
 
 
+def _stream(**attributes):
+    return type("Stream", (), attributes)()
+
+
+@pytest.mark.parametrize("stream, error, message", [
+    # A stream object's handle is checked as an int given directly would be (these were std::bad_cast, IndexError or
+    # nanobind's TypeError, naming neither the call nor the argument).
+    (_stream(cuda_stream="abc"), kiln.KilnTypeError,
+     r"stream.cuda_stream must be an int CUstream handle \(from 0 to 2\*\*64 - 1\), got str 'abc'"),
+    (_stream(cuda_stream=True), kiln.KilnTypeError, r"stream.cuda_stream must be an int .*, got bool True"),
+    (_stream(cuda_stream=2 ** 64), kiln.KilnValueError,
+     r"stream.cuda_stream must be a CUstream handle \(an int from 0 to 2\*\*64 - 1\), got 18446744073709551616"),
+    (_stream(ptr=-1), kiln.KilnValueError, r"stream.ptr must be a CUstream handle \(an int from 0 to 2\*\*64 - 1\), "
+                                           r"got -1"),
+    (_stream(ptr=None), kiln.KilnTypeError, r"stream.ptr must be an int CUstream handle .*, got NoneType None"),
+    (_stream(__cuda_stream__=lambda self: (0,)), kiln.KilnTypeError,
+     r"stream.__cuda_stream__\(\) must return a pair \(version, CUstream handle\), got tuple \(0,\)"),
+    (_stream(__cuda_stream__=lambda self: 5), kiln.KilnTypeError,
+     r"stream.__cuda_stream__\(\) must return a pair \(version, CUstream handle\), got int 5"),
+    (_stream(__cuda_stream__=lambda self: [0, 5]), kiln.KilnTypeError,
+     r"stream.__cuda_stream__\(\) must return a pair .*got list \[0, 5\]"),
+    (_stream(__cuda_stream__=lambda self: (0, "x")), kiln.KilnTypeError,
+     r"stream.__cuda_stream__\(\)\[1\] must be an int CUstream handle .*, got str 'x'"),
+    (_stream(__cuda_stream__=lambda self: (0, -5)), kiln.KilnValueError,
+     r"stream.__cuda_stream__\(\)\[1\] must be a CUstream handle .*, got -5"),
+])
+def test_bad_stream_objects_name_the_stream(stream, error, message):
+    x, out, scales = per_token_fakes(4, 128)
+    with pytest.raises(error, match="^convert: " + message):
+        kiln._native._convert_only(x, out, scales, stream)
+    with pytest.raises(error, match="^per_token_cast_to_fp8: " + message):
+        PT(x, out=(out, scales), stream=stream)
+
+
+def _cai(**fields):
+    interface = {"shape": (4, 4), "typestr": "<f4", "data": (1 << 40, False), "version": 3}
+    interface.update(fields)
+    return type("CAI", (), {"__cuda_array_interface__": interface})()
+
+
+@pytest.mark.parametrize("fields, error, message", [
+    # Malformed interfaces name the argument and the field (these were std::bad_cast).
+    ({"shape": [4, 4]}, kiln.KilnTypeError,
+     r"\['shape'\] must be a tuple of ints \(the sizes\), got list \[4, 4\]"),
+    ({"shape": ("a",)}, kiln.KilnTypeError, r"\['shape'\] must be a tuple of ints \(the sizes\), got tuple \('a',\)"),
+    ({"shape": (4, True)}, kiln.KilnTypeError, r"\['shape'\] must be a tuple of ints"),
+    ({"shape": (2 ** 64,)}, kiln.KilnTypeError, r"\['shape'\] must be a tuple of ints"),
+    ({"shape": (-4, 4)}, kiln.KilnValueError, r"\['shape'\] must hold sizes >= 0, got \(-4, 4\)"),
+    ({"strides": [16, 4]}, kiln.KilnTypeError,
+     r"\['strides'\] must be None or a tuple of ints \(strides in bytes\), got list \[16, 4\]"),
+    ({"data": None}, kiln.KilnTypeError,
+     r"\['data'\] must be a pair \(pointer, read-only flag\) with the pointer an int from 0 to 2\*\*64 - 1, got "
+     r"NoneType None"),
+    ({"data": (1 << 40,)}, kiln.KilnTypeError, r"\['data'\] must be a pair .*got tuple"),
+    ({"data": ("0x10", False)}, kiln.KilnTypeError, r"\['data'\] must be a pair .*got tuple \('0x10', False\)"),
+    ({"data": (-1, False)}, kiln.KilnValueError, r"\['data'\] must be a pair .*, got \(-1, False\)"),
+    ({"typestr": 5}, kiln.KilnTypeError, r"\['typestr'\] must be a str such as '<f4', got int 5"),
+])
+def test_malformed_cuda_array_interfaces_name_the_field(fields, error, message):
+    with pytest.raises(error, match=r"^describe: tensor.__cuda_array_interface__" + message):
+        kiln.describe(_cai(**fields))
+    x, out, scales = per_token_fakes(4, 128)
+    with pytest.raises(error, match=r"^per_token_cast_to_fp8: out_scales.__cuda_array_interface__" + message):
+        PT(x, out=(out, _cai(**fields)))
+    # A well-formed one, for contrast (0 is the pointer of an empty array).
+    assert kiln.describe(_cai(shape=(0, 4), data=(0, False))) == "float32[0, 4] strides (4, 1) on cuda:0"
+
+
 # ---- Every precondition of the casts, through DLPack tensors "on the GPU" ---------------------------------
 
 def _per_token(m=4, k=256, **changes):
