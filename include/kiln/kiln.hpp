@@ -58,6 +58,10 @@ struct KernelReport {
   std::string detail;      // the op's description of the kernel (tile, stages, threads...); may be empty
 };
 
+// A problem parameter that mirrors a process-wide setting (the GEMMs' num_sms, as set_num_sms, and their overrides,
+// as set_fp8_gemm_overrides / set_bf16_gemm_overrides) takes that setting when the request leaves it out, so the
+// kernels below are the ones this process's launches use; given, it overrides the setting.
+//
 // Compiles (or finds in the cache) every distinct kernel the problem needs. Throws Error(kNotFound) for an
 // unknown op, Error(kValueError) for a bad problem, CompileError when a compile fails.
 std::vector<KernelReport> compile(const CompileRequest& request);

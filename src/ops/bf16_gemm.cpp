@@ -515,13 +515,21 @@ std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target)
                      k_value.text());
   // A k-grouped call plans each group at its tokens rounded up (k_grouped_plan_k): so does a single k here.
   const int64_t k = k_grouped ? k_grouped_plan_k(k_value.lo, kBlockK) : k_value.lo;
+  // A parameter the request leaves out takes the process-wide setting, as a launch does (set_bf16_gemm_overrides,
+  // set_num_sms), so that plan() and precompile() in a process that set them list the kernels its launches use; the
+  // grouped forms drop a process-wide cluster_m, as resolve_shape does.
+  Bf16GemmOverrides process = get_bf16_gemm_overrides();
+  if (grouping != 0) process.cluster_m = 0;
+  const auto setting = [&](const char* name, int process_value) {
+    return problem.contains(name) ? static_cast<int>(value_of(problem, name)) : process_value;
+  };
   Bf16GemmOverrides overrides;
-  overrides.block_m = static_cast<int>(value_of(problem, "block_m"));
-  overrides.block_n = static_cast<int>(value_of(problem, "block_n"));
-  overrides.stages = static_cast<int>(value_of(problem, "stages"));
-  overrides.cluster_m = static_cast<int>(value_of(problem, "cluster_m"));
+  overrides.block_m = setting("block_m", process.block_m);
+  overrides.block_n = setting("block_n", process.block_n);
+  overrides.stages = setting("stages", process.stages);
+  overrides.cluster_m = setting("cluster_m", process.cluster_m);
   TargetInfo t = target;
-  const int num_sms = static_cast<int>(value_of(problem, "num_sms"));
+  const int num_sms = setting("num_sms", get_num_sms());
   if (num_sms > 0) t.sm_count = std::min(num_sms, target.sm_count);
   if (k_grouped && k_value.is_range()) return token_count_uses(m, n, k_value, overrides, t, epilogue);
   // Validates n, k and the overrides.

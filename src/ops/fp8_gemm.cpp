@@ -416,16 +416,6 @@ std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target)
   const ProblemValue m = problem.at("m");
   const ProblemValue k_value = problem.at("k");
   const int64_t n = problem.at("n").lo, k = k_value.lo;
-  Fp8GemmOverrides overrides;
-  overrides.block_m = narrow(problem, "block_m");
-  overrides.block_n = narrow(problem, "block_n");
-  overrides.stages = narrow(problem, "stages");
-  overrides.cluster_m = narrow(problem, "cluster_m");
-  overrides.cluster_n = narrow(problem, "cluster_n");
-  overrides.split_k = narrow(problem, "split_k");
-  TargetInfo t = target;
-  const int num_sms = narrow(problem, "num_sms");
-  if (num_sms > 0) t.sm_count = std::min(num_sms, target.sm_count);
   const bool accumulate =
       flag(problem, "accumulate", "0 (the bf16 form) or 1 (the weight-gradient form, D (fp32) += A . B^T)");
   const bool no_c = flag(problem, "no_c", "0 (calls with C) or 1 (calls without C, c=None)");
@@ -458,6 +448,26 @@ std::vector<KernelUse> uses_of(const Problem& problem, const TargetInfo& target)
     throw Error(ErrorKind::kValueError,
                 std::string(kOp) + ": parameter masked=1 needs m_grouped=1 (the masked kernels are m-grouped ones), "
                                    "got m_grouped=0");
+  // A parameter the request leaves out takes the process-wide setting, as a launch does (set_fp8_gemm_overrides,
+  // set_num_sms), so that plan() and precompile() in a process that set them list the kernels its launches use (the
+  // command line's process sets none). As resolve_shape does, the weight-gradient form drops a process-wide
+  // cluster_m, cluster_n and split_k, and the m-grouped forms cluster_m; asked for in the request, they are refused.
+  Fp8GemmOverrides process = get_fp8_gemm_overrides();
+  if (accumulate) process.cluster_m = process.cluster_n = process.split_k = 0;
+  if (m_grouped) process.cluster_m = 0;
+  const auto setting = [&](const char* name, int process_value) {
+    return problem.contains(name) ? narrow(problem, name) : process_value;
+  };
+  Fp8GemmOverrides overrides;
+  overrides.block_m = setting("block_m", process.block_m);
+  overrides.block_n = setting("block_n", process.block_n);
+  overrides.stages = setting("stages", process.stages);
+  overrides.cluster_m = setting("cluster_m", process.cluster_m);
+  overrides.cluster_n = setting("cluster_n", process.cluster_n);
+  overrides.split_k = setting("split_k", process.split_k);
+  TargetInfo t = target;
+  const int num_sms = setting("num_sms", get_num_sms());
+  if (num_sms > 0) t.sm_count = std::min(num_sms, target.sm_count);
   if (k_value.is_range()) return token_count_uses(m, n, k_value, overrides, t, k_grouped, form);
   // Either validates n, k and the overrides.
   const Fp8GemmPlan plan =

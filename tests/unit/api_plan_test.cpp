@@ -11,6 +11,7 @@
 #include <set>
 
 #include "kiln/kiln.hpp"
+#include "kiln/ops.hpp"
 #include "test_support.hpp"
 
 namespace kiln {
@@ -41,6 +42,59 @@ void expect_tiles(const std::vector<KernelReport>& reports, int64_t lo, int64_t 
   EXPECT_EQ(pieces.front().first, lo);
   EXPECT_EQ(pieces.back().second, hi);
   for (size_t i = 1; i < pieces.size(); ++i) EXPECT_EQ(pieces[i].first, pieces[i - 1].second + 1);
+}
+
+// The keys of a plan's kernels, in order.
+std::vector<std::string> keys_of(const std::vector<KernelReport>& reports) {
+  std::vector<std::string> keys;
+  for (const auto& r : reports) keys.push_back(r.key);
+  return keys;
+}
+
+// plan() and precompile() map a request to kernels as a launch in this process would: a parameter left out takes
+// the process-wide setting (set_num_sms, the overrides), one given overrides it. The Python audit of the fifty-ninth
+// session found a process that set SMs aside precompiling the kernels of all SMs.
+TEST(ApiPlan, ParametersLeftOutTakeTheProcessWideSettings) {
+  const std::vector<std::string> plain = keys_of(plan(gemm(7168, 2048, 1, 16384)));
+  CompileRequest eight_sms = gemm(7168, 2048, 1, 16384);
+  eight_sms.problem["num_sms"] = 8;
+  const std::vector<std::string> explicit_sms = keys_of(plan(eight_sms));
+  ASSERT_NE(plain, explicit_sms);
+  set_num_sms(8);
+  EXPECT_EQ(keys_of(plan(gemm(7168, 2048, 1, 16384))), explicit_sms);
+  CompileRequest all_sms = gemm(7168, 2048, 1, 16384);
+  all_sms.problem["num_sms"] = 0;  // given: all of the target's, whatever the process set
+  EXPECT_EQ(keys_of(plan(all_sms)), plain);
+  set_num_sms(0);
+
+  Fp8GemmOverrides tiles;
+  tiles.block_m = 64;
+  tiles.block_n = 64;
+  tiles.cluster_n = 2;  // the bf16 form's; the weight-gradient form drops it, as its launch does
+  set_fp8_gemm_overrides(tiles);
+  CompileRequest forced = gemm(7168, 2048, 1, 16384);
+  forced.problem["block_m"] = 64;
+  forced.problem["block_n"] = 64;
+  forced.problem["cluster_n"] = 2;
+  EXPECT_EQ(keys_of(plan(gemm(7168, 2048, 1, 16384))), keys_of(plan(forced)));
+  CompileRequest wgrad = gemm(7168, 2048, 1, 4096);
+  wgrad.problem["accumulate"] = 1;
+  CompileRequest wgrad_forced = wgrad;
+  wgrad_forced.problem["block_m"] = 64;
+  wgrad_forced.problem["block_n"] = 64;
+  EXPECT_EQ(keys_of(plan(wgrad)), keys_of(plan(wgrad_forced)));
+  set_fp8_gemm_overrides(Fp8GemmOverrides{});
+
+  CompileRequest bf16{"bf16_gemm_nt", {{"n", 7168}, {"k", 2048}}, "sm_90a", std::nullopt};
+  bf16.ranges["m"] = {1, 16384};
+  CompileRequest bf16_forced = bf16;
+  bf16_forced.problem["block_n"] = 128;
+  Bf16GemmOverrides bf16_tiles;
+  bf16_tiles.block_n = 128;
+  set_bf16_gemm_overrides(bf16_tiles);
+  EXPECT_EQ(keys_of(plan(bf16)), keys_of(plan(bf16_forced)));
+  set_bf16_gemm_overrides(Bf16GemmOverrides{});
+  EXPECT_NE(keys_of(plan(bf16)), keys_of(plan(bf16_forced)));
 }
 
 TEST(ApiPlan, ARangeListsTheDistinctKernelsWithoutCompiling) {
