@@ -29,6 +29,8 @@ struct Names {
   PyObject* get_device = intern("get_device");
   PyObject* device = intern("device");
   PyObject* layout = intern("layout");
+  PyObject* is_neg = intern("is_neg");
+  PyObject* is_conj = intern("is_conj");
 };
 
 const Names& names() {
@@ -178,11 +180,46 @@ bool torch_view_dlpack(PyObject* obj, const Torch& t, const char* function, cons
   return true;
 }
 
+// A torch tensor whose values are not what its memory holds is read with the wrong sign, since kiln reads the memory:
+// a negative view (is_neg(): z.conj().imag of a complex z, Tensor._neg_view()) or a conjugate one (is_conj(), which
+// torch sets on complex tensors only: their dtype is refused first, so the check only guards the attribute path).
+// Refused, asking for the resolved tensor; a tensor without the method (an older torch) passes.
+struct LazyBit {
+  PyObject* Names::*method;
+  const char* what;
+  const char* resolve;
+};
+constexpr LazyBit kNegBit{&Names::is_neg,
+                          "a negative view (is_neg() is True): kiln reads the memory, whose values have the other sign",
+                          "resolve_neg"};
+constexpr LazyBit kConjBit{&Names::is_conj,
+                           "a conjugate view (is_conj() is True): kiln reads the memory, whose imaginary parts have "
+                           "the other sign",
+                           "resolve_conj"};
+
+void check_resolved(PyObject* obj, const LazyBit& bit, const char* function, const char* name) {
+  PyObject* r = PyObject_CallMethodNoArgs(obj, names().*bit.method);
+  if (!r) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw nb::python_error();
+    PyErr_Clear();
+    return;
+  }
+  const bool set = r == Py_True;
+  Py_DECREF(r);
+  if (set)
+    throw Error(ErrorKind::kValueError,
+                prefix(function, name) + " must be a tensor whose memory holds its values, got " + bit.what +
+                    "; pass " + name + "." + bit.resolve + "() (or " + name + ".clone())");
+}
+
 TensorView torch_view(PyObject* obj, const char* function, const char* name) {
   const Names& n = names();
   const Torch& t = torch_state();
   TensorView v;
-  if (torch_view_dlpack(obj, t, function, name, v)) return v;
+  if (torch_view_dlpack(obj, t, function, name, v)) {
+    check_resolved(obj, kNegBit, function, name);  // exported: a real dtype, which cannot carry the conjugate bit
+    return v;
+  }
   v = TensorView{};
   // Not exportable: a sparse or mkldnn tensor has no strides (torch's own error would name neither the call nor the
   // argument), and a dense one falls through to its attributes.
@@ -236,6 +273,8 @@ TensorView torch_view(PyObject* obj, const char* function, const char* name) {
   }
   v.data = PyLong_AsVoidPtr(call(obj, n.data_ptr).ptr());
   if (!v.data && PyErr_Occurred()) throw nb::python_error();
+  check_resolved(obj, kNegBit, function, name);
+  check_resolved(obj, kConjBit, function, name);
   return v;
 }
 

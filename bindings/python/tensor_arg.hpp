@@ -32,7 +32,8 @@ struct KeepAlive {
 
 // Converts `obj`, the argument `name` of `function`, to a view. Throws kiln::Error(kTypeError) when obj is
 // not a tensor or has a dtype kiln does not handle, kiln::Error(kValueError) for more than
-// TensorView::kMaxDims dimensions, strides that are not whole elements, or a device kiln cannot use.
+// TensorView::kMaxDims dimensions, strides that are not whole elements, a device kiln cannot use, or a torch tensor
+// that is not dense or whose memory does not hold its values (a negative or conjugate view).
 TensorView to_view(nb::handle obj, const char* function, const char* name, KeepAlive& keep);
 
 // True when obj is a torch.Tensor (torch must already be imported by someone; kiln never imports it here).

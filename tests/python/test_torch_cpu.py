@@ -48,6 +48,26 @@ def test_tensors_without_strides_are_refused_by_name():
         kiln.per_token_cast_to_fp8(dense.to_sparse())
 
 
+def test_negative_views_are_refused_not_read_with_the_wrong_sign():
+    # Their memory holds the values negated: kiln reads the memory, so such a tensor would be read with the wrong sign.
+    x = torch.randn(4, 256).to(torch.bfloat16)
+    imag = torch.randn(4, 256, dtype=torch.complex64).conj().imag  # a float32 negative view, as torch makes them
+    for view, name, function in ((x._neg_view(), "x", kiln.per_token_cast_to_fp8), (imag, "tensor", kiln.describe)):
+        assert view.is_neg()
+        with pytest.raises(kiln.KilnValueError, match=rf"^{function.__name__}: {name} must be a tensor whose memory "
+                                                       rf"holds its values, got a negative view \(is_neg\(\) is "
+                                                       rf"True\): .* pass {name}.resolve_neg\(\) \(or "
+                                                       rf"{name}.clone\(\)\)$"):
+            function(view)
+    assert kiln.describe(x._neg_view().resolve_neg()) == "bfloat16[4, 256] strides (256, 1) on cpu"
+    # As outputs too: a GEMM would write through it.
+    with pytest.raises(kiln.KilnValueError, match="^bf16_gemm_nt: d must be a tensor whose memory holds its values"):
+        kiln.bf16_gemm_nt(x, x, torch.zeros(4, 4, dtype=torch.bfloat16)._neg_view())
+    # A conjugate view is complex: refused by its dtype before anything else.
+    with pytest.raises(kiln.KilnTypeError, match="has dtype torch.complex64, which kiln does not handle"):
+        kiln.describe(torch.randn(4, dtype=torch.complex64).conj())
+
+
 def test_host_tensors_reach_the_library_device_check():
     x = torch.randn(5, 256).to(torch.bfloat16)
     with pytest.raises(kiln.KilnValueError, match=r"per_token_cast_to_fp8: x must be on a CUDA device, got cpu"):
