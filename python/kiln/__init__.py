@@ -192,12 +192,15 @@ def _unsupported(function: str, what: str) -> None:
                          f"groups of 128, the DeepSeek-V3 recipe for sm_90)")
 
 
-def _check_recipe(function: str, use_ue8m0: bool, gran_k: int, use_packed_ue8m0: bool) -> None:
-    if use_ue8m0:
+def _check_recipe(function: str, use_ue8m0: Any, gran_k: Any, use_packed_ue8m0: Any) -> None:
+    """DeepGEMM's recipe arguments of the casts, when they are not the defaults: each checked as what it is (bools, an
+    int: a string such as 'False' is a KilnTypeError naming it, not a request for UE8M0), then refused unless it asks
+    for what kiln does (float32 scales over groups of 128)."""
+    if _flag(function, "use_ue8m0", use_ue8m0):
         _unsupported(function, "use_ue8m0=True (power-of-two UE8M0 scales)")
-    if use_packed_ue8m0:
+    if _flag(function, "use_packed_ue8m0", use_packed_ue8m0):
         _unsupported(function, "use_packed_ue8m0=True")
-    if gran_k != 128:
+    if _int_argument(function, "gran_k", gran_k, "an int (128)") != 128:
         _unsupported(function, f"gran_k={gran_k!r}")
 
 
@@ -229,8 +232,9 @@ def per_token_cast_to_fp8(x: Any, use_ue8m0: bool = False, gran_k: int = 128, us
     Args:
         x: bfloat16 ``[m, k]``: a torch tensor, or any CUDA DLPack producer (outputs are then torch
             tensors; needs PyTorch unless ``out`` is given).
-        use_ue8m0, gran_k, use_packed_ue8m0: DeepGEMM's recipe arguments; only the defaults (float32
-            scales over groups of 128) are supported, anything else raises ValueError.
+        use_ue8m0, gran_k, use_packed_ue8m0: DeepGEMM's recipe arguments (bools, an int); only the defaults
+            (float32 scales over groups of 128) are supported: another value raises ValueError, another type (a
+            string such as ``'False'``) TypeError.
         out: optional preallocated ``(x_fp8, scales)`` with the dtypes, shapes and strides above (any
             tensor kind kiln accepts), not overlapping ``x`` or each other; nothing is allocated then.
         stream: where to enqueue: None for the caller's current stream (torch's current stream on x's
@@ -241,7 +245,7 @@ def per_token_cast_to_fp8(x: Any, use_ue8m0: bool = False, gran_k: int = 128, us
         TypeError: wrong dtype or a non-tensor argument. ValueError: bad shape, strides, alignment, device or
         overlap. RuntimeError: CUDA errors, a failed compile, or a compile needed during graph capture.
     """
-    if use_ue8m0 or gran_k != 128 or use_packed_ue8m0:
+    if use_ue8m0 is not False or gran_k != 128 or use_packed_ue8m0 is not False:
         _check_recipe("per_token_cast_to_fp8", use_ue8m0, gran_k, use_packed_ue8m0)
     if out is None:
         x, x_fp8, scales = _per_token_outputs(x)
@@ -264,7 +268,8 @@ def per_block_cast_to_fp8(x: Any, use_ue8m0: bool = False, gran_k: int = 128, *,
 
     Args:
         x: bfloat16 ``[n, k]``: a torch tensor or any CUDA DLPack producer (see per_token_cast_to_fp8).
-        use_ue8m0, gran_k: DeepGEMM's recipe arguments; only the defaults are supported (ValueError).
+        use_ue8m0, gran_k: DeepGEMM's recipe arguments; only the defaults are supported (ValueError; TypeError
+            for a value that is not a bool or an int).
         out: optional preallocated ``(x_fp8, scales)``, not overlapping ``x`` or each other; nothing is allocated
             then.
         stream: as for per_token_cast_to_fp8.
@@ -272,7 +277,7 @@ def per_block_cast_to_fp8(x: Any, use_ue8m0: bool = False, gran_k: int = 128, *,
     Raises:
         TypeError, ValueError, RuntimeError: as for per_token_cast_to_fp8.
     """
-    if use_ue8m0 or gran_k != 128:
+    if use_ue8m0 is not False or gran_k != 128:
         _check_recipe("per_block_cast_to_fp8", use_ue8m0, gran_k, False)
     if out is None:
         x, x_fp8, scales = _per_block_outputs(x)

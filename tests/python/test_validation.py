@@ -45,6 +45,27 @@ def test_an_unsupported_dtype_or_a_non_tensor_is_a_type_error():
         PT(np.zeros((4, 128), np.float32), out=np.zeros(3))
 
 
+def test_deepgemm_recipe_arguments_are_checked_as_bools_and_an_int():
+    x = np.zeros((4, 128), np.float32)
+    # A string is not a request for UE8M0 scales (bool('False') is True): a type error naming the argument.
+    for fn in (PT, PB):
+        name = fn.__name__
+        with pytest.raises(kiln.KilnTypeError, match=rf"^{name}: use_ue8m0 must be a bool .*got str 'False'"):
+            fn(x, "False")
+        with pytest.raises(kiln.KilnTypeError, match=rf"^{name}: use_ue8m0 must be a bool .*got NoneType None"):
+            fn(x, None)
+        with pytest.raises(kiln.KilnTypeError, match=rf"^{name}: gran_k must be an int \(128\), got str '128'"):
+            fn(x, gran_k="128")
+        with pytest.raises(kiln.KilnTypeError, match=rf"^{name}: gran_k must be an int \(128\), got bool True"):
+            fn(x, gran_k=True)
+    with pytest.raises(kiln.KilnTypeError, match=r"^per_token_cast_to_fp8: use_packed_ue8m0 must be a bool"):
+        PT(x, use_packed_ue8m0="no")
+    # The defaults spelled otherwise still mean the defaults: the call reaches the library's checks of x.
+    for args in ((0,), (np.bool_(False),), (False, 128, 0)):
+        with pytest.raises(kiln.KilnValueError, match="x must be on a CUDA device"):
+            PT(x, *args)
+
+
 def test_deepgemm_recipe_arguments_other_than_the_defaults_are_value_errors():
     x = np.zeros((4, 128), np.float32)
     with pytest.raises(ValueError, match="use_ue8m0=True"):
