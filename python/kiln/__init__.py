@@ -182,8 +182,14 @@ def version() -> str:
 
 def describe(tensor: Any) -> str:
     """How kiln sees a tensor, e.g. ``'bfloat16[4096, 7168] strides (7168, 1) on cuda:0'`` (strides in
-    elements). Works for torch tensors, DLPack producers and ``__cuda_array_interface__`` objects; raises
-    TypeError for anything else or a dtype kiln does not handle."""
+    elements), through the conversion every operation uses: torch tensors, DLPack producers (numpy arrays too), objects
+    with ``__cuda_array_interface__``, and buffer-protocol objects (``bytes``, ``bytearray``, ``memoryview``: uint8
+    on the host), on a CUDA device or the host.
+
+    Raises the error an operation would raise for that argument: TypeError for an object that is not a tensor or a
+    dtype kiln does not handle; ValueError for a tensor kiln cannot view (more than 4 dimensions, a device that is
+    neither CUDA nor the host such as torch's ``meta``, strides that are not whole elements, a sparse tensor, a
+    negative or conjugate view)."""
     return _native.describe(tensor)
 
 
@@ -1017,8 +1023,8 @@ def cache_clear() -> int:
 
 def config() -> Dict[str, Dict[str, str]]:
     """Every effective setting, by name, in a stable order: ``{"value", "variable", "origin", "doc",
-    "detail"}``, where ``origin`` is ``"default"``, ``"environment"`` or ``"api"``. The ``DG_JIT_*``
-    environment is read once per process, on first use; a bad value raises ConfigError (a ValueError)
+    "detail"}``, where ``origin`` is ``"default"`` or ``"environment"`` (a ``DG_JIT_*`` variable set it). The
+    ``DG_JIT_*`` environment is read once per process, on first use; a bad value raises ConfigError (a ValueError)
     naming the variable, the value and what is accepted."""
     return _native.config()
 

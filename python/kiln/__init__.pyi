@@ -28,7 +28,7 @@ class _KernelReport(_KernelPlan):
 class _Setting(TypedDict):
     value: str
     variable: str
-    origin: str  # "default", "environment" or "api"
+    origin: str  # "default" or "environment"
     doc: str
     detail: str
 

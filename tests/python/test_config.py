@@ -18,8 +18,9 @@ def test_config_lists_each_setting_with_value_variable_and_origin():
         assert name in config, f"{name} missing from {list(config)}"
     for name, setting in config.items():
         assert set(setting) == {"value", "variable", "origin", "doc", "detail"}, name
-        assert setting["origin"] in ("default", "environment", "api"), name
+        assert setting["origin"] in ("default", "environment"), name  # what the docstring says: no other is made
         assert setting["doc"], f"{name} has no documentation"
+    assert '"default"`` or ``"environment"``' in kiln.config.__doc__ and '"api"' not in kiln.config.__doc__
     assert config["cache_dir"]["variable"] == "DG_JIT_CACHE_DIR"
     assert config["cache_dir"]["origin"] == "environment"
     assert config["cache_dir"]["value"] == os.environ["DG_JIT_CACHE_DIR"]
@@ -253,3 +254,22 @@ def test_describe_shows_dtype_shape_strides_in_elements_and_device():
     np = pytest.importorskip("numpy")
     a = np.zeros((4, 8), np.float32)[:, ::2]
     assert kiln.describe(a) == "float32[4, 4] strides (8, 2) on cpu"
+
+
+def test_describe_takes_what_the_operations_take_and_raises_what_they_raise():
+    np = pytest.importorskip("numpy")
+    # Buffer-protocol objects are uint8 host arrays to every operation, and so to describe (as its docstring says).
+    for buffer in (b"abcd", bytearray(4), memoryview(b"abcd")):
+        assert kiln.describe(buffer) == "uint8[4] strides (1,) on cpu"
+    assert "buffer-protocol objects" in kiln.describe.__doc__
+    # Not a tensor, or a dtype kiln does not handle: TypeError. A tensor kiln cannot view: ValueError (both named).
+    for bad in (None, 1, "abc", [1.0]):
+        with pytest.raises(kiln.KilnTypeError, match="^describe: tensor must be a tensor"):
+            kiln.describe(bad)
+    with pytest.raises(kiln.KilnTypeError, match="^describe: tensor has dtype float64"):
+        kiln.describe(np.zeros(3))
+    with pytest.raises(kiln.KilnValueError, match="^describe: tensor must have at most 4 dimensions, got 5"):
+        kiln.describe(np.zeros((1,) * 5, np.float32))
+    for words in ("TypeError for an object that is not a tensor", "ValueError for a tensor kiln cannot view",
+                  "more than 4 dimensions", "``meta``"):
+        assert words in kiln.describe.__doc__, words
