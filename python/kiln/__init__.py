@@ -97,6 +97,12 @@ __all__ = [
 # `compile` is kiln.compile too (the name of the `kiln compile` command), but is kept out of __all__ so that
 # `from kiln import *` does not shadow the builtin.
 
+
+def __dir__() -> List[str]:
+    """``dir(kiln)``: the public API (``__all__``, ``compile``) and the module's dunders, not the names it imports for
+    its own use (typing's, ``operator``, ``annotations``) or its private modules and helpers."""
+    return sorted({*__all__, "compile"} | {name for name in globals() if name.startswith("__") and name.endswith("__")})
+
 # Hot-path names, bound once.
 _per_token_native = _native.per_token_cast_to_fp8
 _per_block_native = _native.per_block_cast_to_fp8

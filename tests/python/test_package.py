@@ -107,6 +107,20 @@ def test_errors_derive_from_the_builtins_the_issue_names():
             assert issubclass(obj, kiln.KilnError)
 
 
+def test_dir_lists_the_public_api_and_all_of_it_is_in_all():
+    # Every public function and class kiln defines is exported (kiln.compile aside: it would shadow the builtin).
+    defined = {name for name, obj in vars(kiln).items() if not name.startswith("_") and
+               (inspect.isfunction(obj) or inspect.isclass(obj)) and obj.__module__.startswith("kiln")}
+    assert defined - set(kiln.__all__) == {"compile"}
+    assert set(kiln.__all__) <= defined | {"__version__"}, set(kiln.__all__) - defined
+    # dir(kiln) is that API and the module's dunders: not the names kiln imports for its own use.
+    public = [name for name in dir(kiln) if not (name.startswith("__") and name.endswith("__"))]
+    assert sorted(public) == sorted({*kiln.__all__, "compile"})
+    for name in ("Any", "Dict", "List", "Optional", "Sequence", "Tuple", "operator", "annotations", "_native"):
+        assert name not in dir(kiln), name
+    assert "__version__" in dir(kiln) and "__all__" in dir(kiln)
+
+
 def test_star_import_does_not_shadow_the_builtin_compile():
     namespace: dict = {}
     exec("from kiln import *", namespace)
