@@ -1,6 +1,7 @@
 // `kiln doctor`: each thing kiln needs, whether it is there, and what to do when it is not. Every check
 // catches its own failure, so one missing piece never hides the report on the others. The doctor reads the
 // cache directory but never creates it.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "cache/disk_cache.hpp"
 #include "compiler/compiler.hpp"
 #include "cuda/driver.hpp"
 #include "kiln/kiln.hpp"
@@ -173,6 +175,20 @@ DoctorCheck check_cache_dir(const Config& config) {
     if (!fs::is_directory(dir, ec))
       return error("cache directory", shown + " is not a directory", "remove it, or set DG_JIT_CACHE_DIR to a directory");
     const fs::path kiln_dir = dir / "kiln";
+    // The rule the cache applies when it opens (cache::check_directory_trust): a directory another user owns or can
+    // write is refused, so every kernel would fail to load; the root may be sticky and world-writable, as /tmp.
+    for (const auto& [path, sticky_ok] : {std::pair{dir, true}, std::pair{kiln_dir, false}}) {
+      struct stat st{};
+      if (::stat(path.c_str(), &st) != 0) continue;
+      const uid_t euid = ::geteuid();
+      if (const cache::DirectoryTrust trust = cache::check_directory_trust(st, euid, euid, sticky_ok); !trust.ok())
+        return error("cache directory",
+                     shown + ": kiln refuses " + path.string() + ", which is " + trust.why +
+                         " (another user could plant kernels in it)",
+                     trust.problem == cache::DirectoryTrust::Problem::kWritableByOthers
+                         ? "run `chmod go-w " + path.string() + "`, or set DG_JIT_CACHE_DIR to a directory only you can write"
+                         : "set DG_JIT_CACHE_DIR to a directory you own");
+    }
     const fs::path probe_dir = fs::exists(kiln_dir, ec) ? kiln_dir : dir;
     if (::access(probe_dir.c_str(), W_OK | X_OK) != 0)
       return warning("cache directory", shown + " is not writable: kernels compiled now are kept in memory only",

@@ -92,6 +92,24 @@ def test_doctor_reports_toolchain_and_cache(kiln):
     assert not kiln.cache_dir.exists()  # the doctor looks; it does not create
 
 
+def test_doctor_flags_a_cache_directory_the_cache_would_refuse(kiln, tmp_path):
+    # The cache refuses a directory others can write (CACHE.md, "Who may write the cache"); the doctor says so before
+    # a serving process fails on it.
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # no sticky bit
+    result, checks = doctor_checks(kiln, env={"DG_JIT_CACHE_DIR": str(shared)})
+    assert result.returncode == 1, result
+    check = checks["cache directory"]
+    assert check["status"] == "error", check
+    assert "writable by its group and by others" in check["detail"] and str(shared) in check["detail"], check
+    assert f"chmod go-w {shared}" in check["advice"], check
+    # The sticky bit on the root (as /tmp) is fine: others cannot rename or remove what kiln keeps in it.
+    shared.chmod(0o1777)
+    result, checks = doctor_checks(kiln, env={"DG_JIT_CACHE_DIR": str(shared)})
+    assert checks["cache directory"]["status"] == "ok", checks["cache directory"]
+
+
 def test_doctor_without_a_gpu_says_the_driver_is_missing(kiln):
     result, checks = doctor_checks(kiln)
     driver = checks["CUDA driver"]
