@@ -88,6 +88,26 @@ def test_precompile_of_a_range_on_several_threads(python, cache_dir):
     assert [k["m_ranges"] for k in built] == [k["m_ranges"] for k in planned]
 
 
+def test_plan_uses_the_process_wide_settings_as_a_launch_would():
+    # The audit of the fifty-ninth session: set_num_sms and the overrides were ignored by plan/precompile, so a
+    # warm-up compiled kernels the process's launches would not use. A parameter given still wins.
+    def keys(**extra):
+        return [k["key"] for k in kiln.plan("fp8_gemm_nt", n=7168, k=2048, m=(1, 16384), arch="sm_90a", **extra)]
+
+    plain, eight = keys(), keys(num_sms=8)
+    assert plain != eight
+    try:
+        kiln.set_num_sms(8)
+        assert keys() == eight
+        assert keys(num_sms=0) == plain
+        kiln.set_fp8_gemm_overrides(block_n=64)
+        assert keys() == keys(block_n=64, num_sms=8)
+    finally:
+        kiln.set_num_sms(0)
+        kiln.set_fp8_gemm_overrides()
+    assert keys() == plain
+
+
 def test_plan_and_precompile_of_an_empty_problem_need_no_kernel():
     assert kiln.plan("per_token_cast_to_fp8", m=0, k=7168, arch="sm_90a") == []
     assert kiln.precompile("per_token_cast_to_fp8", m=0, k=7168, arch="sm_90a") == []
