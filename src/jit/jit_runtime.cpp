@@ -181,26 +181,20 @@ BuildResult JitRuntime::build_with_hook(const codegen::KernelSpec& spec, const T
 
   // Persistent tiers (the cache directory, its read-only layers, the remote cache): readers never lock; a
   // writer locks the key on this machine, looks again locally, then claims it across machines or compiles.
-  const auto describe = [&](const cache::Found& found) {
-    return found.tier + " (" + cache::to_string(found.kind) + ") hit " + key + " (" + spec.op + " " + spec.describe() +
-           ")";
-  };
-  if (auto found = tiers_->lookup(key)) {
-    debug_log(config_, describe(*found));
+  // A kernel a tier served: checked by its stored figures (DG_JIT_PTXAS_CHECK), then kept in memory.
+  const auto serve = [&](cache::Found& found, const char* how) {
+    debug_log(config_, found.tier + " (" + cache::to_string(found.kind) + ") hit " + key + " (" + spec.op + " " +
+                           spec.describe() + ")" + how);
     result.hit = true;
-    check_stored_resources(config_, found->entry.meta);
-    remember(to_binary(std::move(found->entry)));
+    check_stored_resources(config_, found.entry.meta);
+    remember(to_binary(std::move(found.entry)));
     return result;
-  }
+  };
+  if (auto found = tiers_->lookup(key)) return serve(*found, "");
   auto key_lock = disk().lock(key);
   // Counted as a hit when found now: the wait was for another process's compile, nothing is compiled here.
-  if (auto found = tiers_->lookup(key, /*count_stats=*/true, /*include_remote=*/false)) {
-    debug_log(config_, describe(*found) + " after waiting for another compile");
-    result.hit = true;
-    check_stored_resources(config_, found->entry.meta);
-    remember(to_binary(std::move(found->entry)));
-    return result;
-  }
+  if (auto found = tiers_->lookup(key, /*count_stats=*/true, /*include_remote=*/false))
+    return serve(*found, " after waiting for another compile");
   // A refusal to compile here (strict mode, a stream being captured) is a miss as much as a compile is.
   if (purpose == Purpose::kServing && config_.strict_mode) {
     tiers_->count(cache::Counter::kMisses);
@@ -219,11 +213,7 @@ BuildResult JitRuntime::build_with_hook(const codegen::KernelSpec& spec, const T
   cache::TieredCache::ClaimResult claim = tiers_->claim_compile(key);
   if (claim.found) {
     tiers_->count(cache::Counter::kHits);  // claim_compile counted which tier (a remote hit)
-    debug_log(config_, describe(*claim.found) + " after waiting for another machine's compile");
-    result.hit = true;
-    check_stored_resources(config_, claim.found->entry.meta);
-    remember(to_binary(std::move(claim.found->entry)));
-    return result;
+    return serve(*claim.found, " after waiting for another machine's compile");
   }
   tiers_->count(cache::Counter::kMisses);  // no tier could serve it: compiled here
   remember(compile_and_publish(spec, target, source, key, &result.compile_ms));

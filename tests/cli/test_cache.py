@@ -166,17 +166,22 @@ def test_a_fifo_at_an_entry_path_is_removed_not_waited_on(kiln):
     assert kiln.compile("--backend", "nvrtc")["hit"] is True
 
 
-@pytest.mark.parametrize("what", ["fifo", "link to /dev/zero", "empty directory"])
-def test_verify_ls_and_clear_see_what_is_not_an_entry_file(kiln, what):
-    out = kiln.compile("--backend", "nvrtc")
-    path = entry_path_of(kiln, out["key"])
-    path.unlink()
+def plant(path, what):
+    """Puts what is not an entry file at an entry's path: a FIFO, an empty directory or a link to /dev/zero."""
     if what == "fifo":
         os.mkfifo(path)
     elif what == "empty directory":
         path.mkdir()
     else:
         path.symlink_to("/dev/zero")
+
+
+@pytest.mark.parametrize("what", ["fifo", "link to /dev/zero", "empty directory"])
+def test_verify_ls_and_clear_see_what_is_not_an_entry_file(kiln, what):
+    out = kiln.compile("--backend", "nvrtc")
+    path = entry_path_of(kiln, out["key"])
+    path.unlink()
+    plant(path, what)
     listed = kiln.run("cache", "ls", "--json", timeout=20)
     assert listed.returncode == 0, listed
     assert listed.json() == {"entries": [], "unreadable": 1}
@@ -190,12 +195,7 @@ def test_verify_ls_and_clear_see_what_is_not_an_entry_file(kiln, what):
     assert not os.path.lexists(path)
 
     # clear removes it too (it used to leave anything that is not a regular file, and say it had cleared).
-    if what == "fifo":
-        os.mkfifo(path)
-    elif what == "empty directory":
-        path.mkdir()
-    else:
-        path.symlink_to("/dev/zero")
+    plant(path, what)
     cleared = kiln.run("cache", "clear", "--json", timeout=20)
     assert cleared.returncode == 0 and cleared.stderr == "", cleared
     assert not os.path.lexists(path)
