@@ -489,7 +489,7 @@ struct DiskCache::Impl {
           struct stat st{};
           int open_errno = 0;
           if (read_entry(target, *entry_key, &st, &open_errno, /*touch=*/false).ok())
-            return true;  // our temporary is removed by its destructor
+            return true;  // our temporary is removed by its destructor; *created stays false
           // rename(2) replaces a file, a link or a FIFO, but not a directory (EISDIR): an empty one is removed
           // first; one with something in it stays, and the warning below names it.
           if (struct stat in_way{}; ::lstat(target.c_str(), &in_way) == 0 && S_ISDIR(in_way.st_mode))
@@ -497,6 +497,7 @@ struct DiskCache::Impl {
           if (temp->commit(target, ec, util::TemporaryFile::CommitMode::kReplace)) {
             std::error_code sync_ec;
             util::fsync_directory(dir, sync_ec);
+            if (created) *created = true;  // our bytes replaced a bad entry: stored by us
             return true;
           }
         }
@@ -690,18 +691,19 @@ std::optional<Entry> DiskCache::load(const std::string& key, bool count_stats) {
   return std::nullopt;
 }
 
-bool DiskCache::publish(const Entry& entry) {
+bool DiskCache::publish(const Entry& entry) { return store(entry) != StoreOutcome::kFailed; }
+
+DiskCache::StoreOutcome DiskCache::store(const Entry& entry) {
   check_key(entry.meta.key, "publish");
   Impl& d = *impl_;
-  if (!d.writable) return false;
+  if (!d.writable) return StoreOutcome::kFailed;
   const std::vector<uint8_t> bytes = encode_entry(entry);
   bool created = false;
-  if (!d.install(d.entry_path(entry.meta.key), bytes, &entry.meta.key, &created)) return false;
-  if (created) {
-    count(Counter::kPublishes);
-    if (d.options.max_bytes > 0) evict_after_publish(entry.meta.key);
-  }
-  return true;
+  if (!d.install(d.entry_path(entry.meta.key), bytes, &entry.meta.key, &created)) return StoreOutcome::kFailed;
+  if (!created) return StoreOutcome::kAlreadyPresent;
+  count(Counter::kPublishes);
+  if (d.options.max_bytes > 0) evict_after_publish(entry.meta.key);
+  return StoreOutcome::kStored;
 }
 
 std::optional<fs::path> DiskCache::write_artifact(const std::string& key, const std::string& extension,

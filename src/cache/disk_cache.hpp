@@ -143,6 +143,10 @@ class DiskCache : public Tier {
   // winner's valid entry (or ours) is what stays. Returns false (and does nothing) when read-only. With a
   // size bound, may then evict (see DiskCacheOptions::max_bytes).
   bool publish(const Entry& entry) override;
+  // The same, telling whether these bytes were stored (also when they replaced a bad entry) or another
+  // writer's valid entry was already there and kept: `cache import` reports the latter as present.
+  enum class StoreOutcome { kStored, kAlreadyPresent, kFailed };
+  StoreOutcome store(const Entry& entry);
 
   // Writes a dump (".ptx", ".sass") beside the entry, atomically. Returns its path, or nullopt if read-only.
   std::optional<std::filesystem::path> write_artifact(const std::string& key, const std::string& extension,

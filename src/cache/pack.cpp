@@ -296,12 +296,19 @@ PackImportReport import_pack(const fs::path& file, DiskCache& into) {
       report.items.push_back(out);
       continue;
     }
-    if (!into.publish(*decoded.entry)) {
+    const DiskCache::StoreOutcome stored = into.store(*decoded.entry);
+    if (stored == DiskCache::StoreOutcome::kFailed) {
       reject("it could not be written into " + into.root().string());
       continue;
     }
-    out.outcome = PackImportItem::Outcome::kImported;
-    ++report.imported;
+    // Another process may have published the same key between the load above and this store.
+    if (stored == DiskCache::StoreOutcome::kAlreadyPresent) {
+      out.outcome = PackImportItem::Outcome::kPresent;
+      ++report.present;
+    } else {
+      out.outcome = PackImportItem::Outcome::kImported;
+      ++report.imported;
+    }
     report.items.push_back(out);
   }
   return report;

@@ -539,6 +539,25 @@ TEST(DiskCache, PublishKeepsAValidWinnerAndReplacesABadOne) {
   EXPECT_TRUE(fs::is_empty(dir.path() / "kiln" / "tmp")) << "the loser's temporary is removed";
 }
 
+// store() tells a caller that counts (`cache import`) whether its bytes went in or another writer's stayed.
+TEST(DiskCache, StoreSaysWhetherTheBytesWereStoredOrAnEntryWasAlreadyThere) {
+  TempDir dir;
+  DiskCache cache(dir.path());
+  const std::string key = key_of("store-outcome");
+  EXPECT_EQ(cache.store(make_entry(key, 4096, 1)), DiskCache::StoreOutcome::kStored);
+  EXPECT_EQ(cache.store(make_entry(key, 4096, 2)), DiskCache::StoreOutcome::kAlreadyPresent);
+  EXPECT_EQ(cache.load(key)->meta.compile_ms, 11.0) << "the first valid entry stays";
+  EXPECT_EQ(cache.stats().counter(Counter::kPublishes), 1u) << "a kept winner is not a publish";
+
+  fs::resize_file(entry_path(dir.path(), key), 30);  // a broken entry is replaced: that is a store
+  EXPECT_EQ(cache.store(make_entry(key, 4096, 3)), DiskCache::StoreOutcome::kStored);
+  EXPECT_EQ(cache.load(key)->meta.compile_ms, 13.0);
+  EXPECT_EQ(cache.stats().counter(Counter::kPublishes), 2u);
+
+  DiskCache layer(dir.path(), kiln::cache::DiskCacheOptions{.read_only_layer = true});
+  EXPECT_EQ(layer.store(make_entry(key_of("other"))), DiskCache::StoreOutcome::kFailed);
+}
+
 TEST(DiskCache, PublishRecreatesDirectoriesRemovedUnderIt) {
   TempDir dir;
   DiskCache cache(dir.path());
