@@ -18,8 +18,8 @@ enum class LaunchApi { kDriver, kRuntime };
 const char* to_string(LaunchApi api) noexcept;  // "driver" or "runtime"
 
 // Where a setting's value came from.
-enum class Origin { kDefault, kEnvironment, kApi };
-const char* to_string(Origin origin) noexcept;  // "default", "environment", "api"
+enum class Origin { kDefault, kEnvironment };
+const char* to_string(Origin origin) noexcept;  // "default" or "environment"
 
 struct Config {
   // DG_JIT_CACHE_DIR. Default: $HOME/.deep_gemm (the password database's home when HOME is unset).

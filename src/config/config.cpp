@@ -34,7 +34,6 @@ const char* to_string(Origin origin) noexcept {
   switch (origin) {
     case Origin::kDefault: return "default";
     case Origin::kEnvironment: return "environment";
-    case Origin::kApi: return "api";
   }
   return "unknown";
 }

@@ -401,7 +401,6 @@ TEST_F(ConfigTest, ToStrings) {
   EXPECT_STREQ(to_string(LaunchApi::kRuntime), "runtime");
   EXPECT_STREQ(to_string(Origin::kDefault), "default");
   EXPECT_STREQ(to_string(Origin::kEnvironment), "environment");
-  EXPECT_STREQ(to_string(Origin::kApi), "api");
 }
 
 // config() reads the environment once: later changes are not seen, and a bad environment fails the same
