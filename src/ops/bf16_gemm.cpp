@@ -789,8 +789,8 @@ Checked check_arguments(const char* function, const TensorView& a, const TensorV
   if (c_tensor != nullptr) check_pointer_aligned(ac, *c_tensor, 4);
   if (c.m > 0 && c.n > 0) {
     // The tiles read A and B while others are stored: D sharing their memory would be read after being written.
-    if (spans_overlap(d, a)) fail(ErrorKind::kValueError, ad, d, "memory that does not overlap a's", "an overlap");
-    if (spans_overlap(d, b)) fail(ErrorKind::kValueError, ad, d, "memory that does not overlap b's", "an overlap");
+    check_no_overlap(ad, d, "a", a);
+    check_no_overlap(ad, d, "b", b);
   }
   return c;
 }
@@ -927,11 +927,9 @@ void check_grouped_common(const char* fn, const Checked& c, const TensorView& a,
              " * s, s, 1), here stride(0) == " + std::to_string(rows * c.ldb),
          strides_text(b));
   if (c.m > 0 && c.n > 0) {
-    if (spans_overlap(d, a)) fail(ErrorKind::kValueError, ad, d, "memory that does not overlap a's", "an overlap");
-    if (spans_overlap(d, b)) fail(ErrorKind::kValueError, ad, d, "memory that does not overlap b's", "an overlap");
-    if (spans_overlap(d, layout))
-      fail(ErrorKind::kValueError, ad, d, std::string("memory that does not overlap ") + layout_name + "'s",
-           "an overlap");
+    check_no_overlap(ad, d, "a", a);
+    check_no_overlap(ad, d, "b", b);
+    check_no_overlap(ad, d, layout_name, layout);
   }
 }
 
@@ -1095,8 +1093,8 @@ KGroupedChecked check_k_grouped(const TensorView& a, const TensorView& b, const 
   if (c_tensor) check_pointer_aligned(ac, *c_tensor, 4);
   if (groups > 0 && m > 0 && n > 0) {
     // The tiles read A and B while others are stored: D sharing their memory would be read after being written.
-    if (spans_overlap(d, a)) fail(ErrorKind::kValueError, ad, d, "memory that does not overlap a's", "an overlap");
-    if (spans_overlap(d, b)) fail(ErrorKind::kValueError, ad, d, "memory that does not overlap b's", "an overlap");
+    check_no_overlap(ad, d, "a", a);
+    check_no_overlap(ad, d, "b", b);
   }
   out.mode = check_k_grouped_c(ac, c_tensor, d);
   return out;

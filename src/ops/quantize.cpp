@@ -356,9 +356,7 @@ void to_mn_major_scales(const TensorView& sf, const TensorView& out, Stream stre
   ops::check_pointer_aligned(aout, out, 16);
   if (rows == 0 || cols == 0) return;  // nothing to do: no compile, no launch
   // A transpose cannot run in place: the bytes each spans must not meet.
-  if (ops::spans_overlap(sf, out))
-    ops::fail(ErrorKind::kValueError, aout, out, "memory that does not overlap sf's (sf is " + sf.describe() + ")",
-              "a tensor overlapping sf");
+  ops::check_no_overlap(aout, out, "sf", sf);
 
   // One kernel serves every shape: the key's shape word is 0.
   static ops::CastKernels kernels;
