@@ -376,7 +376,9 @@ TEST(MnMajorScalesValidation, AlignmentAndOverlap) {
   p = MnMajor(37, 56);
   p.out.data = fake(kX + 64);  // inside sf's 37 x 56 floats
   EXPECT_THAT(error_of([&] { p.run(); }, ErrorKind::kValueError),
-              AllOf(HasSubstr("to_mn_major_scales: out must be memory that does not overlap sf's (sf is float32[37, 56]"), HasSubstr("got an overlap")));
+              AllOf(HasSubstr("to_mn_major_scales: out must be memory that does not overlap sf's (sf is "
+                              "float32[37, 56]"),
+                    HasSubstr("got an overlap")));
 }
 
 TEST(MnMajorScalesValidation, EmptyProblemsAreNoOpsWithoutAGpu) {
