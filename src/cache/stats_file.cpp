@@ -2,10 +2,13 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+
+#include "util/fs.hpp"
 
 namespace kiln::cache {
 namespace {
@@ -47,10 +50,21 @@ void StatsFile::open_file() const {
   writable_ = false;
   fd_ = -1;
   if (want_writable_) {
-    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    std::error_code ec;
+    fd_ = util::open_private_file(path_, O_RDWR, ec);  // a link or FIFO put there is replaced
     writable_ = fd_ >= 0;
   }
-  if (fd_ < 0) fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) {
+    // A read-only layer's counters, or ours when they cannot be written. Read-only, nothing there is replaced,
+    // but a FIFO must not stop the process (open(2) would wait for a writer forever): O_NONBLOCK, and what is
+    // not a regular file is not read (its counters read as zero).
+    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st{};
+    if (fd_ >= 0 && (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode))) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
 }
 
 void StatsFile::reopen_after_fork() const {

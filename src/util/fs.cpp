@@ -269,6 +269,38 @@ FileLock& FileLock::operator=(FileLock&& other) noexcept {
   return *this;
 }
 
+int open_private_file(const fs::path& path, int flags, std::error_code& ec) {
+  ec.clear();
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    int fd = ::open(path.c_str(), flags | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+    struct stat st{};
+    if (fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+      return fd;
+    }
+    // ELOOP: a link O_NOFOLLOW refused; ENXIO: a socket; EISDIR: a directory; an open FIFO or device fails fstat's
+    // check. Whatever is not a regular file (a directory aside) is removed and the file made again.
+    const int err = fd >= 0 ? 0 : errno;
+    close_quietly(fd);
+    if (err != 0 && err != ELOOP && err != ENXIO) {
+      ec = errno_code(err);
+      return -1;
+    }
+    if (::lstat(path.c_str(), &st) != 0) continue;  // gone meanwhile: try again
+    if (S_ISDIR(st.st_mode)) {
+      ec = errno_code(EISDIR);
+      return -1;
+    }
+    if (S_ISREG(st.st_mode)) continue;  // replaced by a regular file meanwhile
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      ec = errno_code(errno);
+      return -1;
+    }
+  }
+  ec = errno_code(EAGAIN);  // something not a regular file came back twice
+  return -1;
+}
+
 FileLock FileLock::acquire(const fs::path& path, std::error_code& ec) { return lock_path(path, true, ec); }
 
 FileLock FileLock::try_acquire(const fs::path& path, std::error_code& ec) { return lock_path(path, false, ec); }
@@ -278,11 +310,8 @@ FileLock FileLock::lock_path(const fs::path& path, bool blocking, std::error_cod
   // A cleaner may unlink a lock file while we wait for it; the lock we then get is on an orphaned inode that
   // the next process will not see. Check after locking that the path still names our file, else start over.
   for (int attempt = 0; attempt < 100; ++attempt) {
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) {
-      ec = errno_code(errno);
-      return FileLock();
-    }
+    int fd = open_private_file(path, O_RDWR, ec);
+    if (fd < 0) return FileLock();
     int rc;
     while ((rc = ::flock(fd, blocking ? LOCK_EX : LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
     }

@@ -89,7 +89,14 @@ bool write_file_atomic(const std::filesystem::path& target, std::span<const uint
 bool write_file_atomic(const std::filesystem::path& target, std::string_view bytes, std::error_code& ec,
                        const std::filesystem::path& temp_dir = {});
 
-// An exclusive advisory lock, flock(2) on a lock file (created with mode 0600 when missing). Locks belong to
+// Opens (creating with mode 0600 when missing) a file kiln keeps for itself in its own directory: a lock
+// file, the shared counters. Such a path must hold a regular file: a link is not followed (O_NOFOLLOW), a FIFO
+// is never waited on (O_NONBLOCK while opening), and either of those or a socket or device node standing there
+// is unlinked and the file created afresh. A directory there is an error (EISDIR), as is any other open(2)
+// failure; both return -1 with ec set. `flags` are O_RDWR and the like; O_CREAT and O_CLOEXEC are added.
+int open_private_file(const std::filesystem::path& path, int flags, std::error_code& ec);
+
+// An exclusive advisory lock, flock(2) on a lock file (opened with open_private_file). Locks belong to
 // the open file, so they exclude other threads holding their own FileLock as well as other processes, and
 // the kernel releases them when the process dies, however it dies. Move-only.
 class FileLock {

@@ -355,6 +355,44 @@ TEST(DiskCache, ACorruptStatsFileReadsAsZeroAndIsRepaired) {
   EXPECT_EQ(cache.stats().hits, 1u);
 }
 
+// The counters' file in kiln's own directory: a FIFO or a link there is replaced (never waited on, never written
+// through); in a read-only layer, where nothing is replaced, a FIFO is not read and the layer still opens.
+TEST(DiskCache, AFifoOrALinkAtTheStatsPathNeitherHangsNorIsWrittenThrough) {
+  TempDir dir;
+  const fs::path stats = dir.path() / "kiln" / "stats";
+  { DiskCache make(dir.path()); }
+  fs::remove(stats);
+  ASSERT_EQ(::mkfifo(stats.c_str(), 0600), 0);
+  pid_t pid = fork_child([&] {
+    ::alarm(20);  // a hang fails the test instead of stopping it
+    DiskCache cache(dir.path());
+    cache.count(Counter::kHits, 2);
+    return cache.stats().hits == 2 ? 0 : 1;
+  });
+  ASSERT_EQ(wait_child(pid), 0);
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(stats)));
+
+  const fs::path victim = dir.path() / "victim";
+  write_bytes(victim, {'k', 'e', 'e', 'p'});
+  fs::remove(stats);
+  fs::create_symlink(victim, stats);
+  {
+    DiskCache cache(dir.path());
+    cache.count(Counter::kHits);
+    EXPECT_EQ(cache.stats().hits, 1u);
+  }
+  EXPECT_EQ(fs::file_size(victim), 4u) << "the link's target is untouched";
+
+  fs::remove(stats);
+  ASSERT_EQ(::mkfifo(stats.c_str(), 0600), 0);
+  pid = fork_child([&] {
+    ::alarm(20);
+    DiskCache layer(dir.path(), kiln::cache::DiskCacheOptions{.read_only_layer = true});
+    return layer.stats().hits == 0 ? 0 : 1;
+  });
+  ASSERT_EQ(wait_child(pid), 0);
+}
+
 TEST(DiskCache, ClearRemovesEntriesDumpsStrayTemporariesAndResetsCounters) {
   TempDir dir;
   DiskCache cache(dir.path());

@@ -278,6 +278,51 @@ TEST(FsyncDirectory, ReportsAMissingDirectory) {
   EXPECT_EQ(ec, std::errc::no_such_file_or_directory);
 }
 
+// A lock file or the counters: a link is never written through, a FIFO never waited on; either is replaced.
+TEST(OpenPrivateFile, ReplacesALinkOrAFifoWithARegularFile) {
+  kiln::test::TempDir dir;
+  const fs::path victim = dir.path() / "victim";
+  write_plain(victim, "keep me");
+  const fs::path link = dir.path() / "stats";
+  fs::create_symlink(victim, link);
+  std::error_code ec;
+  int fd = kiln::util::open_private_file(link, O_RDWR, ec);
+  ASSERT_GE(fd, 0) << ec.message();
+  ASSERT_EQ(::write(fd, "x", 1), 1);
+  ::close(fd);
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(link))) << "the link is replaced, not followed";
+  EXPECT_EQ(read_plain(victim), "keep me");
+  EXPECT_EQ(mode_of(link), 0600u);
+
+  const fs::path fifo = dir.path() / "k.lock";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto opened = std::async(std::launch::async, [&] {
+    std::error_code fifo_ec;
+    const int fifo_fd = kiln::util::open_private_file(fifo, O_RDONLY, fifo_ec);
+    if (fifo_fd >= 0) ::close(fifo_fd);
+    return fifo_fd >= 0;
+  });
+  ASSERT_EQ(opened.wait_for(std::chrono::seconds(10)), std::future_status::ready) << "open waited on the FIFO";
+  EXPECT_TRUE(opened.get());
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(fifo)));
+  FileLock lock = FileLock::acquire(fifo, ec);
+  EXPECT_TRUE(lock.locked()) << ec.message();
+}
+
+TEST(OpenPrivateFile, ADirectoryOrAMissingParentIsAnError) {
+  kiln::test::TempDir dir;
+  fs::create_directory(dir.path() / "stats");
+  std::error_code ec;
+  EXPECT_EQ(kiln::util::open_private_file(dir.path() / "stats", O_RDWR, ec), -1);
+  EXPECT_EQ(ec, std::errc::is_a_directory);
+  EXPECT_TRUE(fs::is_directory(dir.path() / "stats")) << "a directory is never removed";
+  EXPECT_EQ(kiln::util::open_private_file(dir.path() / "missing" / "k.lock", O_RDWR, ec), -1);
+  EXPECT_EQ(ec, std::errc::no_such_file_or_directory);
+  FileLock lock = FileLock::acquire(dir.path() / "stats", ec);
+  EXPECT_FALSE(lock.locked());
+  EXPECT_EQ(ec, std::errc::is_a_directory);
+}
+
 TEST(FileLock, ExcludesAnotherHolderInTheSameProcess) {
   kiln::test::TempDir dir;
   const fs::path path = dir.path() / "k.lock";
