@@ -95,6 +95,12 @@ struct PrecompileOptions {
 std::vector<KernelReport> precompile(const std::vector<CompileRequest>& requests, const PrecompileOptions& options = {});
 std::vector<KernelReport> precompile(const CompileRequest& request, const PrecompileOptions& options = {});
 
+// Kills (SIGKILL) every compiler child process this process is running, with whatever they started (each runs
+// in a process group of its own, so a Ctrl-C on the terminal does not reach it). Async-signal-safe: for a
+// SIGINT/SIGTERM handler, so that a compile or precompile that is stopped leaves no compiler behind. The
+// compiles it ends fail; their temporaries are swept from the cache later. The `kiln` command does this.
+void kill_compiler_processes() noexcept;
+
 struct OpInfo {
   std::string name;
   std::string summary;

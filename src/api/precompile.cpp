@@ -10,6 +10,7 @@
 #include "api/planning.hpp"
 #include "jit/jit_runtime.hpp"
 #include "kiln/kiln.hpp"
+#include "util/subprocess.hpp"
 
 namespace kiln {
 
@@ -76,5 +77,8 @@ std::vector<KernelReport> precompile(const std::vector<CompileRequest>& requests
 std::vector<KernelReport> precompile(const CompileRequest& request, const PrecompileOptions& options) {
   return precompile(std::vector<CompileRequest>{request}, options);
 }
+
+// NVCC and its cicc/ptxas are the only child processes kiln runs (NVRTC compiles in this process).
+void kill_compiler_processes() noexcept { util::kill_running_subprocesses(); }
 
 }  // namespace kiln

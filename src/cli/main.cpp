@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,6 +40,26 @@ struct UsageError : std::runtime_error {
 };
 
 void print_json(const json& value) { std::cout << value.dump(2) << '\n'; }
+
+// A compile's NVCC runs in a process group of its own (so its timeout can end cicc and ptxas too), which also
+// keeps a terminal's Ctrl-C from reaching it: on SIGINT, SIGTERM or SIGHUP kiln ends its compilers, then dies of
+// the same signal. A signal this process was started ignoring (nohup's SIGHUP) stays ignored.
+void stop_compilers_then_die(int signal_number) {
+  kill_compiler_processes();
+  ::signal(signal_number, SIG_DFL);
+  ::raise(signal_number);
+}
+
+void end_compilers_on_termination_signals() {
+  for (int signal_number : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction previous{};
+    if (::sigaction(signal_number, nullptr, &previous) == 0 && previous.sa_handler == SIG_IGN) continue;
+    struct sigaction action{};
+    action.sa_handler = stop_compilers_then_die;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(signal_number, &action, nullptr);
+  }
+}
 
 void print_error(const std::string& message) {
   std::fflush(stdout);
@@ -603,6 +624,7 @@ int run(int argc, char** argv) {
 }  // namespace kiln::cli
 
 int main(int argc, char** argv) {
+  kiln::cli::end_compilers_on_termination_signals();
   try {
     return kiln::cli::run(argc, argv);
   } catch (const kiln::cli::UsageError& e) {

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -24,6 +25,37 @@ namespace kiln::util {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The process groups of the children now running, for kill_running_subprocesses (from a signal handler, so a
+// fixed table of lock-free atomics: 0 is a free slot). A group is entered once spawned and left before the
+// child is reaped: until then its id cannot be reused, so a kill never reaches another program's group.
+constexpr size_t kTrackedChildren = 256;
+std::array<std::atomic<pid_t>, kTrackedChildren> g_running_groups{};
+static_assert(std::atomic<pid_t>::is_always_lock_free);
+
+// Holds one slot of g_running_groups for the life of a child (none when the table is full).
+class RunningGroup {
+ public:
+  explicit RunningGroup(pid_t group) {
+    for (auto& slot : g_running_groups) {
+      pid_t expected = 0;
+      if (slot.compare_exchange_strong(expected, group)) {
+        slot_ = &slot;
+        return;
+      }
+    }
+  }
+  ~RunningGroup() { leave(); }
+  void leave() {
+    if (slot_) slot_->store(0);
+    slot_ = nullptr;
+  }
+  RunningGroup(const RunningGroup&) = delete;
+  RunningGroup& operator=(const RunningGroup&) = delete;
+
+ private:
+  std::atomic<pid_t>* slot_ = nullptr;
+};
 
 // Closes a descriptor on scope exit.
 struct Fd {
@@ -165,6 +197,7 @@ SubprocessResult run_subprocess(const SubprocessOptions& options) {
                                           (search_path ? " (searched in PATH)" : ""));
   }
 
+  RunningGroup running(pid);  // the child's group id is its pid (POSIX_SPAWN_SETPGROUP with 0)
   SubprocessResult result;
   const bool has_deadline = options.timeout_ms > 0;
   const auto deadline = start + std::chrono::milliseconds(options.timeout_ms);
@@ -223,6 +256,7 @@ SubprocessResult run_subprocess(const SubprocessOptions& options) {
     }
   }
 
+  running.leave();  // before the reap that frees the group id
   int status = 0;
   pid_t waited;
   do {
@@ -236,6 +270,11 @@ SubprocessResult run_subprocess(const SubprocessOptions& options) {
   // waited < 0 (ECHILD) happens only when the application ignores SIGCHLD; the status is then unknown and
   // exit_code stays -1, which reads as a failure.
   return result;
+}
+
+void kill_running_subprocesses() noexcept {
+  for (auto& slot : g_running_groups)
+    if (const pid_t group = slot.load(); group > 0) ::kill(-group, SIGKILL);
 }
 
 }  // namespace kiln::util

@@ -38,6 +38,10 @@ struct SubprocessResult {
 // executable, bad working directory), and Error(kValueError) when argv is empty.
 SubprocessResult run_subprocess(const SubprocessOptions& options);
 
+// Sends SIGKILL to the process group of every child run_subprocess is waiting for (up to 256 at once; more are
+// not tracked). Async-signal-safe: it reads a table of atomics and calls kill(2), nothing else.
+void kill_running_subprocesses() noexcept;
+
 // The argv as one line for display and error messages, each argument quoted the way a POSIX shell would
 // need it ("nvcc -I'/path with spaces'"). Never executed.
 std::string join_command(const std::vector<std::string>& argv);

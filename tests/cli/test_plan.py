@@ -2,8 +2,14 @@
 and the errors. Compiles use NVRTC (the faster compiler) and small K to keep the suite quick."""
 
 import json
+import os
 import shutil
+import signal
 import stat
+import subprocess
+import time
+
+import pytest
 
 from conftest import ARCH, assert_error
 
@@ -283,3 +289,49 @@ def test_bf16_gemm_m_grouped_and_masked_plans_and_precompile(kiln):
                           ARCH), "block_m must be 0 (heuristic), 64 or 128 in the m-grouped forms")
     assert_error(kiln.run("plan", "bf16_gemm_nt", "n=576", "k=520", "m=64", "masked=1", "--arch", ARCH),
                  "parameter masked=1 needs m_grouped=1")
+
+
+def running(pid: int) -> bool:
+    """Whether the process exists and is not a zombie (an orphan's zombie waits for init to reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM])
+def test_a_stopped_precompile_ends_its_compilers(kiln, tmp_path, signal_number):
+    # NVCC runs in a process group of its own (Ctrl-C on the terminal does not reach it): kiln must end it, and what it
+    # started, when it is stopped. This NVCC answers --version as the real one does, starts a grandchild, writes both
+    # process ids and waits; kiln is stopped once the first of two compiles has written them.
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    fake = tmp_path / "nvcc"
+    fake.write_text(f'#!/bin/sh\nfor a in "$@"; do [ "$a" = --version ] && exec {nvcc} "$@"; done\n'
+                    f'sleep 300 & echo "$$ $!" > {pids}/$$.tmp && mv {pids}/$$.tmp {pids}/$$\nwait\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    env = dict(kiln.env, DG_JIT_NVCC_COMPILER=str(fake))
+    proc = subprocess.Popen([str(kiln.binary), "precompile", "fp8_gemm_nt", "n=576", "k=512", "m=1..16384",
+                             "--arch", ARCH, "-j", "2"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not any(pids.iterdir()) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        started = [int(p) for f in pids.iterdir() if not f.name.endswith(".tmp") for p in f.read_text().split()]
+        assert started, f"no compile started: {proc.poll()} {proc.stderr.read().decode() if proc.poll() else ''}"
+        proc.send_signal(signal_number)
+        assert proc.wait(timeout=30) == -signal_number, "kiln dies of the signal it was sent"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    deadline = time.monotonic() + 10
+    alive = started
+    while alive and time.monotonic() < deadline:
+        alive = [pid for pid in started if running(pid)]
+        time.sleep(0.05)
+    for pid in alive:
+        os.kill(pid, signal.SIGKILL)
+    assert not alive, f"compiler processes {alive} outlived kiln"

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 #include "kiln/error.hpp"
 #include "test_support.hpp"
@@ -83,6 +84,39 @@ TEST(Subprocess, TimeoutKillsTheChildAndItsProcessGroup) {
     if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_TRUE(gone) << "grandchild " << grandchild << " survived the timeout";
+}
+
+// What a SIGINT handler calls: every running child's group is killed, from another thread, at once.
+TEST(Subprocess, KillRunningSubprocessesEndsEveryRunningChild) {
+  test::TempDir dir;
+  std::vector<std::thread> threads;
+  std::vector<SubprocessResult> results(3);
+  for (size_t i = 0; i < results.size(); ++i)
+    threads.emplace_back([&results, &dir, i] {
+      SubprocessOptions o;
+      o.argv = {"/bin/sh", "-c", "touch '" + (dir.path() / std::to_string(i)).string() + "'; sleep 30"};
+      o.timeout_ms = 60000;
+      results[i] = run_subprocess(o);
+    });
+  for (int waited_ms = 0; waited_ms < 30000; waited_ms += 10) {  // until all three have started
+    size_t started = 0;
+    for (size_t i = 0; i < results.size(); ++i) started += fs::exists(dir.path() / std::to_string(i));
+    if (started == results.size()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  kill_running_subprocesses();
+  for (auto& t : threads) t.join();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
+  for (const auto& r : results) {
+    EXPECT_EQ(r.term_signal, SIGKILL) << r.describe_status();
+    EXPECT_FALSE(r.timed_out);
+  }
+  // Nothing is left registered: a second call finds no group, and a new child runs normally.
+  kill_running_subprocesses();
+  SubprocessOptions quick;
+  quick.argv = {"/bin/sh", "-c", "exit 3"};
+  EXPECT_EQ(run_subprocess(quick).exit_code, 3);
 }
 
 TEST(Subprocess, NoTimeoutWhenTheChildIsQuick) {
