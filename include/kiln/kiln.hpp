@@ -159,7 +159,9 @@ struct CacheVerifyReport {
 };
 
 // The usable entries of the writable directory, most recently used first. With `unreadable`, also the count of entry
-// files it skipped because they cannot be read or fail their checks (cache_verify names and removes them).
+// files it skipped because they cannot be read or fail their checks (cache_verify names and removes them). Like
+// every cache call, throws Error(kConfigError) when the directory is one kiln refuses: owned by another user, or
+// writable by its group or others (docs/CACHE.md, "Who may write the cache").
 std::vector<CacheEntryInfo> cache_list(uint64_t* unreadable = nullptr);
 CacheStats cache_stats();
 CacheVerifyReport cache_verify();
