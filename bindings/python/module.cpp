@@ -20,6 +20,7 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -530,6 +531,15 @@ NB_MODULE(_native, m) {
         const kiln::CompileRequest request = request_of(op, problem, arch, backend, ranges);
         kiln::PrecompileOptions options;
         options.jobs = jobs;
+        // A Ctrl-C must stop a long warm-up: Python runs its signal handlers only on the main thread, so the
+        // calling thread (one of the workers) checks for them, with the GIL, before each kernel it starts. A
+        // KeyboardInterrupt then stops the precompile after the kernels being built, and is raised here.
+        const std::thread::id caller = std::this_thread::get_id();
+        options.check_stop = [caller] {
+          if (std::this_thread::get_id() != caller) return;
+          nb::gil_scoped_acquire acquire;
+          if (PyErr_CheckSignals() != 0) throw nb::python_error();
+        };
         return reports_list(without_gil([&] { return kiln::precompile(request, options); }), true);
       },
       "op"_a, "problem"_a, "ranges"_a, "arch"_a = nb::none(), "backend"_a = nb::none(), "jobs"_a = 0,

@@ -88,10 +88,15 @@ struct PrecompileOptions {
   int jobs = 0;  // compiles at once; 0: the machine's hardware threads
   // Called once per kernel as it finishes, from the worker threads but never concurrently.
   std::function<void(const PrecompileProgress&)> on_progress;
+  // Called before each kernel is started, from the worker threads (the calling thread among them), possibly at
+  // once. What it throws stops the precompile: no further kernel is started, those already being built finish
+  // (and are cached), and precompile rethrows it. For a Ctrl-C seen by an embedding interpreter (the Python
+  // package checks for signals here).
+  std::function<void()> check_stop;
 };
 // Builds (or finds in the cache) every kernel plan(requests) lists, `jobs` at a time. Every kernel is
-// attempted; if any failed, the first failure is thrown afterwards (CompileError for a compile), the others
-// having been cached. Throws what plan() throws for a bad request, before compiling anything.
+// attempted (unless check_stop stops it); if any failed, the first failure is thrown afterwards (CompileError for
+// a compile), the others having been cached. Throws what plan() throws for a bad request, before compiling anything.
 std::vector<KernelReport> precompile(const std::vector<CompileRequest>& requests, const PrecompileOptions& options = {});
 std::vector<KernelReport> precompile(const CompileRequest& request, const PrecompileOptions& options = {});
 

@@ -947,7 +947,8 @@ def precompile(op: str, *, arch: Optional[str] = None, backend: Optional[str] = 
     Raises:
         ValueError (NotFoundError) for an unknown op; ValueError for a bad problem, arch, backend or jobs;
         TypeError for a non-int parameter, or an op, arch or backend that is not a str; RuntimeError
-        (CompileError) when a compile fails (every kernel is tried first, the others cached).
+        (CompileError) when a compile fails (every kernel is tried first, the others cached). KeyboardInterrupt
+        (Ctrl-C) stops it once the kernels being built are done; they stay cached, no other is started.
     """
     _check_request("precompile", op, arch, backend)
     values, ranges = _problem("precompile", problem)

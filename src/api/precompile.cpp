@@ -26,11 +26,26 @@ std::vector<KernelReport> precompile(const std::vector<CompileRequest>& requests
   jobs = std::min(jobs, total);
 
   std::atomic<size_t> next{0};
-  std::mutex mutex;  // guards done, first_error and the progress callback
+  std::atomic<bool> stopped{false};
+  std::mutex mutex;  // guards done, first_error, stop_error and the progress callback
   size_t done = 0;
-  std::exception_ptr first_error;
+  std::exception_ptr first_error, stop_error;
+  // Whether this worker may start another kernel: not once check_stop has thrown, here or in another worker.
+  auto may_start = [&] {
+    if (stopped.load()) return false;
+    if (!options.check_stop) return true;
+    try {
+      options.check_stop();
+      return true;
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!stop_error) stop_error = std::current_exception();
+      stopped.store(true);
+      return false;
+    }
+  };
   auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < total;) {
+    for (size_t i; may_start() && (i = next.fetch_add(1)) < total;) {
       api::PlannedKernel& p = planned[i];
       PrecompileProgress progress;
       try {
@@ -66,6 +81,7 @@ std::vector<KernelReport> precompile(const std::vector<CompileRequest>& requests
   for (size_t t = 1; t < jobs; ++t) pool.emplace_back(work);
   work();  // the calling thread is one of the workers
   for (std::thread& t : pool) t.join();
+  if (stop_error) std::rethrow_exception(stop_error);
   if (first_error) std::rethrow_exception(first_error);
 
   std::vector<KernelReport> reports;

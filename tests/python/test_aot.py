@@ -258,3 +258,23 @@ def test_compiles_after_a_declared_warm_up_are_counted(python, cache_dir):
     assert after["compiles_after_warmup"] == 1 and after["process_compiles_after_warmup"] == 1
     assert after["mode"] == "normal" and after["compiles"] == 2
     assert [t["kind"] for t in after["tiers"]][0] == "local"
+
+
+def test_ctrl_c_stops_a_precompile_after_the_kernel_being_built(python, cache_dir):
+    # A serving warm-up runs for minutes: a KeyboardInterrupt (here from a timer, as Ctrl-C would send it) must stop it
+    # after the kernel being built, not after every kernel of the range; what was built stays cached.
+    out = python("""
+        import _thread, json, threading, time, kiln
+        planned = kiln.plan("fp8_gemm_nt", n=1536, k=512, m=(1, 16384), arch="sm_90a", backend="nvrtc")
+        threading.Timer(0.2, _thread.interrupt_main).start()
+        try:
+            kiln.precompile("fp8_gemm_nt", n=1536, k=512, m=(1, 16384), arch="sm_90a", backend="nvrtc", jobs=1)
+            print(json.dumps({"interrupted": False}))
+        except KeyboardInterrupt:
+            print(json.dumps({"interrupted": True}))
+        print(json.dumps({"planned": len(planned), "cached": kiln.cache_stats()["entries"]}))
+    """, env={"DG_JIT_CACHE_DIR": cache_dir})
+    outcome, counts = _json_lines(out)
+    assert outcome["interrupted"], out
+    assert counts["planned"] >= 3
+    assert counts["cached"] < counts["planned"], counts

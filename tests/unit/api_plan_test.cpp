@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <stdexcept>
 
 #include "kiln/kiln.hpp"
 #include "kiln/ops.hpp"
@@ -178,6 +180,40 @@ TEST(ApiPlan, PrecompileBuildsWhatPlanListsInParallelWithProgress) {
     EXPECT_EQ(compiled[0].key, r.key);
     EXPECT_TRUE(compiled[0].hit);
   }
+}
+
+// check_stop is asked before each kernel starts; what it throws stops the precompile (no further kernel starts,
+// the one being built finishes and is cached) and is what precompile throws, ahead of any compile error.
+TEST(ApiPlan, PrecompileStopsWhenCheckStopThrowsAndRethrowsIt) {
+  struct Stop : std::runtime_error {
+    using std::runtime_error::runtime_error;
+  };
+  const CompileRequest request = gemm(1536, 512, 1, 16384);
+  const size_t kernels = plan(request).size();
+  ASSERT_GE(kernels, 3u);
+  std::atomic<int> asked{0};
+  std::atomic<size_t> finished{0};
+  PrecompileOptions options;
+  options.jobs = 1;
+  options.check_stop = [&] {
+    if (++asked == 3) throw Stop("stop here");
+  };
+  options.on_progress = [&](const PrecompileProgress&) { ++finished; };
+  try {
+    precompile(request, options);
+    ADD_FAILURE() << "precompile did not stop";
+  } catch (const Stop& e) {
+    EXPECT_STREQ(e.what(), "stop here");
+  }
+  EXPECT_EQ(asked.load(), 3);
+  EXPECT_EQ(finished.load(), 2u) << "the two kernels started before the stop are built, no other";
+  size_t cached = 0;
+  for (const auto& r : plan(request)) cached += r.cached;
+  EXPECT_EQ(cached, 2u);
+  // Without a stop the rest are built; the two are hits.
+  size_t hits = 0;
+  for (const auto& r : precompile(request)) hits += r.hit;
+  EXPECT_EQ(hits, 2u);
 }
 
 TEST(ApiPlan, TheCastsTakeARangeToo) {
