@@ -68,12 +68,22 @@ struct Config {
   };
   const std::vector<Setting>& settings() const { return settings_; }
 
+  // The DG_JIT_* and DG_PRINT_* variables that were set but that no setting reads (a typo such as
+  // DG_JIT_USE_NVRTX, or a DeepGEMM variable kiln does not have), each with a hint: " (did you mean
+  // DG_JIT_USE_NVRTC?)" for a near miss of a known name, else empty. Sorted by name.
+  struct UnknownVariable {
+    std::string name;
+    std::string hint;
+  };
+  const std::vector<UnknownVariable>& unknown_variables() const { return unknown_variables_; }
+
   // Effective dump switches (DG_JIT_DUMP_ASM implies both).
   bool wants_ptx() const { return dump_ptx || dump_asm; }
   bool wants_sass() const { return dump_sass || dump_asm; }
 
  private:
   std::vector<Setting> settings_;
+  std::vector<UnknownVariable> unknown_variables_;
 };
 
 // The process-wide configuration, read from the environment on first use (thread-safe) and never again.

@@ -19,15 +19,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "kiln/kiln.hpp"
 #include "cache_tiers.hpp"
 #include "table.hpp"
-
-extern char** environ;
 
 namespace kiln::cli {
 namespace {
@@ -69,23 +66,11 @@ void print_error(const std::string& message) {
 
 // ---- kiln config ---------------------------------------------------------------------------------------
 
-// DG_JIT_* variables in the environment that no setting reads: almost always a typo worth pointing out.
-std::vector<std::string> unknown_variables(const Config& config) {
-  std::set<std::string> known;
-  for (const auto& s : config.settings()) known.insert(s.variable);
-  std::vector<std::string> unknown;
-  for (char** entry = environ; entry && *entry; ++entry) {
-    const char* eq = std::strchr(*entry, '=');
-    if (!eq) continue;
-    std::string name(*entry, size_t(eq - *entry));
-    if ((name.starts_with("DG_JIT_") || name.starts_with("DG_PRINT_")) && !known.count(name)) unknown.push_back(name);
-  }
-  return unknown;
-}
-
 int run_config(bool as_json) {
   const Config& config = kiln::config();
-  const std::vector<std::string> unknown = unknown_variables(config);
+  // DG_JIT_* variables that no setting reads: almost always a typo worth pointing out.
+  json unknown = json::array();
+  for (const auto& u : config.unknown_variables()) unknown.push_back(u.name);
   if (as_json) {
     json settings = json::array();
     for (const auto& s : config.settings())
@@ -101,8 +86,9 @@ int run_config(bool as_json) {
     table.add({s.name, s.variable, s.value.empty() ? "-" : s.value, origin});
   }
   std::cout << table.render();
-  for (const auto& name : unknown)
-    std::cerr << "kiln: warning: " << name << " is set but is not a kiln setting (ignored; see `kiln config`)\n";
+  for (const auto& u : config.unknown_variables())
+    std::cerr << "kiln: warning: " << u.name << " is set but is not a kiln setting" << u.hint
+              << " (ignored; see `kiln config`)\n";
   return 0;
 }
 

@@ -215,6 +215,9 @@ std::optional<std::string> embedded_toolkit_version(const fs::path& elf_file) {
 }
 
 ToolchainId nvcc_identity(const fs::path& nvcc, const fs::path& state_dir) {
+  // Which nvcc runs is a setting: say where to change it.
+  static constexpr const char* kWhichNvcc =
+      " (the nvcc is DG_JIT_NVCC_COMPILER's, else $CUDA_HOME/bin/nvcc or nvcc on PATH: `kiln config` shows which)";
   auto stamp = file_stamp(nvcc);
   if (!stamp)
     throw Error(ErrorKind::kNotFound, "nvcc not found at '" + nvcc.string() + "': " + strerror(errno) +
@@ -230,11 +233,12 @@ ToolchainId nvcc_identity(const fs::path& nvcc, const fs::path& state_dir) {
   util::SubprocessResult r = util::run_subprocess(run);
   if (!r.succeeded())
     throw Error(ErrorKind::kCompileError, "cannot get the version of nvcc: `" + util::join_command(run.argv) +
-                                              "` " + r.describe_status() + "; output:\n" + r.output);
+                                              "` " + r.describe_status() + kWhichNvcc + "; output:\n" + r.output);
   auto version = parse_nvcc_version(r.output);
   if (!version)
     throw Error(ErrorKind::kCompileError, "cannot get the version of nvcc: `" + util::join_command(run.argv) +
-                                              "` printed no \"release X.Y, VX.Y.Z\" line; output:\n" + r.output);
+                                              "` printed no \"release X.Y, VX.Y.Z\" line" + kWhichNvcc +
+                                              "; output:\n" + r.output);
   memo_store(state_dir, key, *version);
   return {"nvcc", *version};
 }

@@ -1,9 +1,11 @@
 // Reading the configuration: the environment is copied once into a map, every row of the settings table
 // resolves its value from that map, and the result is one immutable Config. Nothing else in kiln calls getenv.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "config/settings_table.hpp"
@@ -44,8 +46,46 @@ using configuration::Resolved;
 using configuration::SettingDef;
 using configuration::Variables;
 
-bool is_prefixed_variable(const char* entry) {
-  return std::strncmp(entry, "DG_JIT_", 7) == 0 || std::strncmp(entry, "DG_PRINT_CONFIGS=", 17) == 0;
+bool is_prefixed_variable(std::string_view entry) {
+  return entry.starts_with("DG_JIT_") || entry.starts_with("DG_PRINT_");
+}
+
+// Edit distance (insertions, deletions, substitutions), for naming the setting a misspelt variable meant.
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The set DG_JIT_* / DG_PRINT_* variables no setting reads, each with the nearest known name when it is a near
+// miss (at most 3 edits): worth a warning, since kiln ignores them.
+std::vector<Config::UnknownVariable> unknown_variables_of(const std::map<std::string, std::string>& variables) {
+  std::vector<Config::UnknownVariable> unknown;
+  for (const auto& [name, value] : variables) {
+    if (!is_prefixed_variable(name)) continue;
+    const auto table = configuration::setting_table();
+    if (std::any_of(table.begin(), table.end(), [&](const SettingDef& row) { return name == row.variable; })) continue;
+    Config::UnknownVariable u{name, ""};
+    size_t best = 4;
+    for (const SettingDef& row : table) {
+      const size_t distance = edit_distance(name, row.variable);
+      if (distance < best) {
+        best = distance;
+        u.hint = std::string(" (did you mean ") + row.variable + "?)";
+      }
+    }
+    unknown.push_back(std::move(u));
+  }
+  return unknown;  // std::map: already sorted by name
 }
 
 }  // namespace
@@ -54,7 +94,7 @@ Config Config::from_environment() {
   // Copy what resolution may read, once; afterwards nothing looks at the environment again.
   std::map<std::string, std::string> variables;
   for (char** entry = environ; entry && *entry; ++entry) {
-    if (!is_prefixed_variable(*entry)) continue;
+    if (!is_prefixed_variable(*entry)) continue;  // every DG_JIT_/DG_PRINT_ one, so typos can be named
     const char* eq = std::strchr(*entry, '=');
     if (!eq) continue;
     variables.emplace(std::string(*entry, size_t(eq - *entry)), std::string(eq + 1));
@@ -94,6 +134,7 @@ Config Config::from_variables(const std::map<std::string, std::string>& variable
       problems.emplace_back(error.what());
     }
   }
+  config.unknown_variables_ = unknown_variables_of(variables);
   if (!problems.empty()) {
     std::string message = problems.front();
     for (size_t i = 1; i < problems.size(); ++i) message += "\n" + problems[i];

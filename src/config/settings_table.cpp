@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <cerrno>
@@ -29,8 +30,12 @@ namespace fs = std::filesystem;
 
 const std::string* Variables::get(const std::string& name) const {
   auto it = variables_.find(name);
-  if (it == variables_.end() || it->second.empty()) return nullptr;
-  return &it->second;
+  if (it == variables_.end()) return nullptr;
+  const std::string& value = it->second;
+  // Empty, or only spaces (`VAR=" "` from a template left blank): unset, as the docs promise.
+  if (std::all_of(value.begin(), value.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)); }))
+    return nullptr;
+  return &value;
 }
 
 namespace {
@@ -86,27 +91,52 @@ struct Home {
   std::string detail;
 };
 
-// The password database's home directory of the current user, or nullopt.
-std::optional<Home> password_home() {
-  const uid_t uid = ::getuid();
+// A password database entry's (name, home directory), looked up by `lookup` (getpwuid_r or getpwnam_r), or
+// nullopt when there is none or it has no home.
+template <typename Lookup>
+std::optional<std::pair<std::string, fs::path>> password_entry(Lookup&& lookup) {
   long size = ::sysconf(_SC_GETPW_R_SIZE_MAX);
   std::vector<char> buffer(size > 0 ? size_t(size) : 16384);
   struct passwd pwd {};
   struct passwd* result = nullptr;
   for (;;) {
-    int rc = ::getpwuid_r(uid, &pwd, buffer.data(), buffer.size(), &result);
+    int rc = lookup(&pwd, buffer.data(), buffer.size(), &result);
     if (rc == ERANGE && buffer.size() < (size_t(1) << 20)) {
       buffer.resize(buffer.size() * 2);
       continue;
     }
     if (rc != 0 || !result || !pwd.pw_dir || !*pwd.pw_dir) return std::nullopt;
-    return Home{pwd.pw_dir, std::string("HOME is unset: the home directory of user ") + pwd.pw_name +
-                                " from the password database"};
+    return std::make_pair(std::string(pwd.pw_name), fs::path(pwd.pw_dir));
   }
 }
 
+// The password database's home directory of the current user, or nullopt.
+std::optional<Home> password_home() {
+  const uid_t uid = ::getuid();
+  auto entry = password_entry([uid](struct passwd* pwd, char* buffer, size_t size, struct passwd** result) {
+    return ::getpwuid_r(uid, pwd, buffer, size, result);
+  });
+  if (!entry) return std::nullopt;
+  return Home{entry->second, "HOME is unset: the home directory of user " + entry->first + " from the password database"};
+}
+
+// The home directory of the user named `user` ("~user"), or nullopt.
+std::optional<fs::path> home_of_user(const std::string& user) {
+  auto entry = password_entry([&user](struct passwd* pwd, char* buffer, size_t size, struct passwd** result) {
+    return ::getpwnam_r(user.c_str(), pwd, buffer, size, result);
+  });
+  if (!entry) return std::nullopt;
+  return entry->second;
+}
+
+// A relative HOME is made absolute now, against the working directory at the time the configuration is read,
+// so that a later chdir does not move the default cache (as for a relative DG_JIT_CACHE_DIR).
 std::optional<Home> home_directory(const Variables& vars) {
-  if (const std::string* home = vars.get("HOME")) return Home{*home, "$HOME"};
+  if (const std::string* home = vars.get("HOME")) {
+    std::error_code ec;
+    fs::path absolute = fs::absolute(fs::path(*home), ec);
+    return Home{ec ? fs::path(*home) : absolute, "$HOME"};
+  }
   return password_home();
 }
 
@@ -132,17 +162,29 @@ void check_cache_dir(const fs::path& dir, const std::string& described) {
   }
 }
 
-// One directory of DG_JIT_CACHE_DIR: '~' expanded, made absolute and normalised ("/a/b/" is "/a/b").
+// One directory of DG_JIT_CACHE_DIR: '~' and '~user' expanded, made absolute and normalised ("/a/b/" is "/a/b").
 fs::path expand_cache_dir(const std::string& component, const std::string& whole, const Variables& vars) {
   fs::path dir = component;
   // A literal "~" reaches us when the variable was set without a shell (env files, launchers).
-  if (component == "~" || component.starts_with("~/")) {
-    std::optional<Home> home = home_directory(vars);
-    if (!home)
-      bad_value("DG_JIT_CACHE_DIR", whole,
-                "starts with '~' but there is no home directory (HOME is unset and the user has no password "
-                "entry); expected an absolute directory path");
-    dir = home->path / component.substr(component.size() > 1 ? 2 : 1);
+  if (component.starts_with("~")) {
+    const size_t slash = component.find('/');
+    const std::string user = component.substr(1, slash == std::string::npos ? std::string::npos : slash - 1);
+    const std::string rest = slash == std::string::npos ? std::string() : component.substr(slash + 1);
+    if (user.empty()) {
+      std::optional<Home> home = home_directory(vars);
+      if (!home)
+        bad_value("DG_JIT_CACHE_DIR", whole,
+                  "starts with '~' but there is no home directory (HOME is unset and the user has no password "
+                  "entry); expected an absolute directory path");
+      dir = home->path / rest;
+    } else {
+      std::optional<fs::path> home = home_of_user(user);
+      if (!home)
+        bad_value("DG_JIT_CACHE_DIR", whole,
+                  "starts with '~" + user + "' but there is no user " + user +
+                      " with a home directory in the password database; expected ~, ~<user> or a directory path");
+      dir = *home / rest;
+    }
   }
   std::error_code ec;
   fs::path absolute = fs::absolute(dir, ec);
@@ -171,10 +213,20 @@ Resolved resolve_cache_dir(Config& config, const Variables& vars) {
                   "has an empty directory at position " + std::to_string(i + 1) +
                       "; expected one directory, or a ':'-separated list (the first written, the others read-only "
                       "layers)");
+      // Spaces inside a path are the user's business; at either end they are a slip (a quoted template, a
+      // list written "a: b") that would silently name another directory.
+      if (trim(components[i]) != components[i])
+        bad_value("DG_JIT_CACHE_DIR", *text,
+                  "has spaces at the start or end of the directory at position " + std::to_string(i + 1) + " ('" +
+                      components[i] + "'); expected the directory without them");
       fs::path dir = expand_cache_dir(components[i], *text, vars);
-      for (const fs::path& earlier : dirs)
-        if (earlier == dir)
-          bad_value("DG_JIT_CACHE_DIR", *text, "names " + dir.string() + " twice; expected each directory once");
+      for (const fs::path& earlier : dirs) {
+        std::error_code same_ec;
+        if (earlier == dir || fs::equivalent(earlier, dir, same_ec))  // also through a link, when both exist
+          bad_value("DG_JIT_CACHE_DIR", *text,
+                    "names " + dir.string() + (earlier == dir ? "" : " and " + earlier.string() + ", the same directory,") +
+                        " twice; expected each directory once");
+      }
       if (i == 0) {
         check_cache_dir(dir, "DG_JIT_CACHE_DIR='" + *text + "': " + dir.string());
       } else {
@@ -256,6 +308,12 @@ Resolved resolve_nvcc(Config& config, const Variables& vars) {
       nvcc = *found;
       r.detail = "found on PATH";
     }
+    // Made absolute now: NVCC runs in a temporary working directory, where a relative path (or one found
+    // through a relative PATH entry) would name nothing.
+    if (std::error_code abs_ec; nvcc.is_relative()) {
+      fs::path absolute = fs::absolute(nvcc, abs_ec);
+      if (!abs_ec) nvcc = absolute.lexically_normal();
+    }
     std::error_code ec;
     fs::file_status status = fs::status(nvcc, ec);
     if (!fs::exists(status))
@@ -331,6 +389,30 @@ Resolved resolve_print_compiler_command(Config& config, const Variables& vars) {
   return r;
 }
 
+// DG_JIT_DUMP_PTX / DG_JIT_DUMP_SASS: the variable's own value, or on when DG_JIT_DUMP_ASM (both dumps) is, so
+// that `kiln config` shows what is in effect. A bad DG_JIT_DUMP_ASM is reported by its own row, not here too.
+Resolved resolve_dump(Config& config, const Variables& vars, const char* variable, bool Config::*field) {
+  Resolved r;
+  config.*field = read_bool(vars, variable, false, &r.origin);
+  bool both = false;
+  if (const std::string* asm_text = vars.get("DG_JIT_DUMP_ASM");
+      !(config.*field) && asm_text && parse_bool(*asm_text, &both) && both) {
+    config.*field = true;
+    r.origin = Origin::kEnvironment;
+    r.detail = "implied by DG_JIT_DUMP_ASM";
+  }
+  r.value = config.*field ? "true" : "false";
+  return r;
+}
+
+Resolved resolve_dump_ptx(Config& config, const Variables& vars) {
+  return resolve_dump(config, vars, "DG_JIT_DUMP_PTX", &Config::dump_ptx);
+}
+
+Resolved resolve_dump_sass(Config& config, const Variables& vars) {
+  return resolve_dump(config, vars, "DG_JIT_DUMP_SASS", &Config::dump_sass);
+}
+
 Resolved resolve_launch_api(Config& config, const Variables& vars) {
   Resolved r;
   config.launch_api =
@@ -343,10 +425,11 @@ Resolved resolve_arch(Config& config, const Variables& vars) {
   Resolved r;
   if (const std::string* text = vars.get("DG_JIT_ARCH")) {
     // The same rule as compiler::Arch::parse (config may not depend on the compiler).
-    static const std::regex kArch(R"(sm_[0-9]{2,3}a?)");
+    static const std::regex kArch(R"(sm_[1-9][0-9]{1,2}a?)");
     const std::string value = trim(*text);
     if (!std::regex_match(value, kArch))
-      bad_value("DG_JIT_ARCH", *text, "is not a CUDA arch: expected sm_<major><minor>[a], for example sm_90a");
+      bad_value("DG_JIT_ARCH", *text,
+                "is not a CUDA arch: expected sm_<major><minor>[a] without a leading 0, for example sm_90a");
     config.arch = value;
     r.origin = Origin::kEnvironment;
     r.value = value;
@@ -366,7 +449,8 @@ Resolved resolve_compile_timeout(Config& config, const Variables& vars) {
     if (value.empty() || ec != std::errc() || end != value.data() + value.size() || seconds <= 0 ||
         seconds > INT_MAX)
       bad_value("DG_JIT_COMPILE_TIMEOUT", *text,
-                "is not a valid timeout: expected a positive whole number of seconds, for example 600");
+                "is not a valid timeout: expected a whole number of seconds from 1 to " + std::to_string(INT_MAX) +
+                    ", for example 600");
     config.compile_timeout_s = int(seconds);
     r.origin = Origin::kEnvironment;
   }
@@ -397,7 +481,7 @@ Resolved resolve_max_bytes(Config& config, const Variables& vars) {
     if (!bytes)
       bad_value("DG_JIT_CACHE_MAX_BYTES", *text,
                 "is not a size: expected a whole number of bytes, optionally with a K, M, G or T suffix (binary: "
-                "1K = 1024), for example 20G; 0 means no bound");
+                "1K = 1024; KiB and KB mean the same), for example 20G, below 16 EiB; 0 means no bound");
     config.cache_max_bytes = *bytes;
     r.origin = Origin::kEnvironment;
   }
@@ -492,17 +576,18 @@ const SettingDef kSettings[] = {
   {"ptxas_check", "DG_JIT_PTXAS_CHECK", kBoolAccepted, "0", "no (it rejects kernels, it never changes one)",
    "Reject a kernel that uses local memory or spills registers, naming it and the figures.",
    &Config::ptxas_check, nullptr},
-  {"dump_ptx", "DG_JIT_DUMP_PTX", kBoolAccepted, "0", "no",
+  {"dump_ptx", "DG_JIT_DUMP_PTX", kBoolAccepted, "0 (1 when DG_JIT_DUMP_ASM is on)", "no",
    "Write the PTX of each compiled kernel beside its cache entry (<key>.ptx).",
-   &Config::dump_ptx, nullptr},
-  {"dump_sass", "DG_JIT_DUMP_SASS", kBoolAccepted, "0", "no",
+   nullptr, resolve_dump_ptx},
+  {"dump_sass", "DG_JIT_DUMP_SASS", kBoolAccepted, "0 (1 when DG_JIT_DUMP_ASM is on)", "no",
    "Write the SASS of each compiled kernel beside its cache entry (<key>.sass); needs cuobjdump or nvdisasm.",
-   &Config::dump_sass, nullptr},
+   nullptr, resolve_dump_sass},
   {"dump_asm", "DG_JIT_DUMP_ASM", kBoolAccepted, "0", "no",
    "Both DG_JIT_DUMP_PTX and DG_JIT_DUMP_SASS.",
    &Config::dump_asm, nullptr},
   {"launch_api", "DG_JIT_USE_RUNTIME_API", kBoolAccepted, "0 (driver API)", "no",
-   "1 loads and launches kernels through the CUDA runtime API instead of the driver API.",
+   "1 loads and launches kernels through the CUDA runtime API instead of the driver API. Read at run time, "
+   "unlike DeepGEMM's build-time switch: one build serves both.",
    nullptr, resolve_launch_api},
   {"with_lineinfo", "DG_JIT_WITH_LINEINFO", kBoolAccepted, "0", "yes",
    "Compile with -lineinfo so profilers can map instructions to source lines.",
@@ -609,7 +694,7 @@ std::optional<uint64_t> parse_byte_size(const std::string& text) {
   std::string suffix(stop, value.data() + value.size());
   while (!suffix.empty() && std::isspace(static_cast<unsigned char>(suffix.front()))) suffix.erase(0, 1);
   for (char& c : suffix) c = char(std::tolower(static_cast<unsigned char>(c)));
-  if (suffix.ends_with("ib")) suffix.resize(suffix.size() - 2);
+  if (suffix.size() == 3 && suffix.ends_with("ib")) suffix.resize(1);  // "kib": a unit before the "ib"
   else if (suffix.size() == 2 && suffix.back() == 'b') suffix.resize(1);
   else if (suffix == "b") suffix.clear();
   int shift = 0;

@@ -11,6 +11,7 @@
 #include "kiln/error.hpp"
 #include "util/redis_url.hpp"
 #include "util/sha256.hpp"
+#include "util/warn.hpp"
 
 namespace kiln::jit {
 namespace {
@@ -32,7 +33,7 @@ compiler::CompileOptions options_for(const Config& config, const Target& target,
   // Always: ptxas records -v in the cubin's notes, so asking only when printing or checking made an entry's bytes
   // depend on the settings of the process that compiled it first; and every entry then carries its figures.
   o.resource_report = true;
-  o.print_command = config.print_compiler_command || config.debug;
+  o.print_command = config.print_compiler_command;  // DG_JIT_DEBUG implies it, unless set to 0 (config)
   o.keep_ptx = config.wants_ptx();
   o.timeout_s = config.compile_timeout_s;
   return with_kernel_options(std::move(o), spec);
@@ -81,7 +82,13 @@ compiler::CompileOptions with_kernel_options(compiler::CompileOptions options, c
 }
 
 JitRuntime::JitRuntime(Config config)
-    : config_(std::move(config)), tiers_(std::make_unique<cache::TieredCache>(tier_options(config_))) {}
+    : config_(std::move(config)), tiers_(std::make_unique<cache::TieredCache>(tier_options(config_))) {
+  // Said where kernels are first built, not when the configuration is read (`kiln config` lists them itself):
+  // a misspelt DG_JIT_USE_NVRTC would otherwise be ignored in silence.
+  for (const auto& u : config_.unknown_variables())
+    util::warn_once("unknown-variable:" + u.name,
+                    u.name + " is set but is not a kiln setting" + u.hint + " (ignored; see `kiln config`)");
+}
 
 JitRuntime::~JitRuntime() = default;
 

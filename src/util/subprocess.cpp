@@ -138,10 +138,17 @@ std::filesystem::path find_in_path(const std::string& name) {
   while (true) {
     size_t colon = rest.find(':');
     std::string_view dir = rest.substr(0, colon);
-    std::filesystem::path candidate = std::filesystem::path(dir.empty() ? "." : std::string(dir)) / name;
+    // An empty entry (the working directory, to a shell) is skipped, as the configuration's own lookup does: a
+    // tool should not depend on where a program was started. A relative entry's find is made absolute, since
+    // the tools run in directories of their own.
+    std::filesystem::path candidate = std::filesystem::path(std::string(dir)) / name;
     struct stat st {};
-    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0)
-      return candidate;
+    if (!dir.empty() && ::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        ::access(candidate.c_str(), X_OK) == 0) {
+      std::error_code ec;
+      std::filesystem::path absolute = std::filesystem::absolute(candidate, ec);
+      return ec ? candidate : absolute.lexically_normal();
+    }
     if (colon == std::string_view::npos) break;
     rest.remove_prefix(colon + 1);
   }

@@ -46,7 +46,8 @@ void kill_running_subprocesses() noexcept;
 // need it ("nvcc -I'/path with spaces'"). Never executed.
 std::string join_command(const std::vector<std::string>& argv);
 
-// The first executable file called `name` in the directories of $PATH, or an empty path.
+// The first executable file called `name` in the directories of $PATH (empty entries skipped), as an absolute
+// path, or an empty path.
 std::filesystem::path find_in_path(const std::string& name);
 
 }  // namespace kiln::util

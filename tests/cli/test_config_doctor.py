@@ -61,6 +61,17 @@ def test_config_warns_about_unknown_variables(kiln):
     assert "DG_JIT_USE_NVRTX" not in result.stdout
 
 
+def test_an_unknown_variable_is_named_with_its_near_miss_where_kernels_are_built(kiln):
+    env = {"DG_JIT_USE_NVRT": "1"}
+    result = kiln.run("config", env=env)
+    assert "DG_JIT_USE_NVRT is set but is not a kiln setting (did you mean DG_JIT_USE_NVRTC?)" in result.stderr, result
+    compiled = kiln.run("compile", "per_token_cast_to_fp8", "m=128", "k=512", "--arch", "sm_90a", "--backend", "nvrtc",
+                        env=env)
+    assert compiled.returncode == 0, compiled
+    assert compiled.stderr.count("DG_JIT_USE_NVRT is set but is not a kiln setting (did you mean") == 1, compiled
+    assert kiln.run("config", "--json", env=env).json()["unknown_variables"] == ["DG_JIT_USE_NVRT"]
+
+
 def test_config_never_creates_the_cache(kiln):
     kiln.run("config", check=True)
     assert not kiln.cache_dir.exists()

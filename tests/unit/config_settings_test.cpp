@@ -183,6 +183,16 @@ TEST_F(ConfigTest, DumpAsmImpliesPtxAndSass) {
   Config p = Config::from_variables(with({{"DG_JIT_DUMP_PTX", "1"}}));
   EXPECT_TRUE(p.wants_ptx());
   EXPECT_FALSE(p.wants_sass());
+  // `kiln config` shows what is in effect: both dumps on, implied by DG_JIT_DUMP_ASM.
+  for (const char* name : {"dump_ptx", "dump_sass"}) {
+    EXPECT_EQ(setting(c, name).value, "true") << name;
+    EXPECT_EQ(setting(c, name).origin, Origin::kEnvironment) << name;
+    EXPECT_THAT(setting(c, name).detail, HasSubstr("DG_JIT_DUMP_ASM")) << name;
+  }
+  // A bad DG_JIT_DUMP_ASM is reported once, by its own variable.
+  const std::string message = config_error(with({{"DG_JIT_DUMP_ASM", "maybe"}}));
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  EXPECT_THAT(message, HasSubstr("DG_JIT_DUMP_ASM='maybe'"));
 }
 
 TEST_F(ConfigTest, DebugImpliesPrintingTheCompilerCommandUnlessTurnedOff) {
@@ -215,7 +225,9 @@ TEST_F(ConfigTest, Arch) {
     EXPECT_EQ(*c.arch, good);
     EXPECT_EQ(setting(c, "arch").origin, Origin::kEnvironment);
   }
-  for (const char* bad : {"banana", "90a", "sm90a", "sm_9", "compute_90a", "sm_90b"}) {
+  EXPECT_EQ(*Config::from_variables(with({{"DG_JIT_ARCH", " sm_90a "}})).arch, "sm_90a");
+  // The rule of compiler::Arch::parse, so a value refused at compile time is refused here, by its variable.
+  for (const char* bad : {"banana", "90a", "sm90a", "sm_9", "compute_90a", "sm_90b", "sm_00", "sm_090a", "sm_9999"}) {
     std::string message = config_error(with({{"DG_JIT_ARCH", bad}}));
     EXPECT_THAT(message, HasSubstr("DG_JIT_ARCH"));
     EXPECT_THAT(message, HasSubstr(std::string("'") + bad + "'"));
@@ -231,7 +243,7 @@ TEST_F(ConfigTest, CompileTimeout) {
     std::string message = config_error(with({{"DG_JIT_COMPILE_TIMEOUT", bad}}));
     EXPECT_THAT(message, HasSubstr("DG_JIT_COMPILE_TIMEOUT"));
     EXPECT_THAT(message, HasSubstr(std::string("'") + bad + "'"));
-    EXPECT_THAT(message, HasSubstr("positive whole number of seconds"));
+    EXPECT_THAT(message, HasSubstr("a whole number of seconds from 1 to 2147483647"));
   }
 }
 
@@ -322,6 +334,19 @@ TEST_F(ConfigTest, NvccPathFromVariable) {
   EXPECT_EQ(bare.nvcc_path, nvcc);
 }
 
+// NVCC runs in a temporary working directory: a relative path, given or found through a relative PATH entry,
+// is made absolute when the configuration is read.
+TEST_F(ConfigTest, ARelativeNvccPathIsMadeAbsolute) {
+  const fs::path before = fs::current_path();
+  fs::current_path(scratch_.path());
+  make_executable(scratch_.path() / "bin" / "wrap");
+  Config given = Config::from_variables(with({{"DG_JIT_NVCC_COMPILER", "bin/wrap"}}));
+  Config found = Config::from_variables(with({{"DG_JIT_NVCC_COMPILER", "wrap"}, {"PATH", "bin"}}));
+  fs::current_path(before);
+  EXPECT_EQ(given.nvcc_path, scratch_.path() / "bin" / "wrap");
+  EXPECT_EQ(found.nvcc_path, scratch_.path() / "bin" / "wrap");
+}
+
 TEST_F(ConfigTest, BadNvccPathsAreErrors) {
   fs::path missing = scratch_.path() / "no" / "nvcc";
   std::string message = config_error(with({{"DG_JIT_NVCC_COMPILER", missing.string()}}));
@@ -392,6 +417,67 @@ TEST_F(ConfigTest, SeveralBadVariablesAreReportedTogether) {
       config_error(with({{"DG_JIT_USE_NVRTC", "yes please"}, {"DG_JIT_CPP_STANDARD", "banana"}}));
   EXPECT_THAT(message, HasSubstr("DG_JIT_USE_NVRTC='yes please'"));
   EXPECT_THAT(message, HasSubstr("DG_JIT_CPP_STANDARD='banana'"));
+}
+
+// Only spaces is unset, as empty is; spaces around a directory are a slip, refused by name.
+TEST_F(ConfigTest, AValueOfOnlySpacesIsUnset) {
+  for (const char* variable : {"DG_JIT_USE_NVRTC", "DG_JIT_ARCH", "DG_JIT_MODE", "DG_JIT_CACHE_MAX_BYTES",
+                               "DG_JIT_CACHE_DIR", "DG_JIT_COMPILE_TIMEOUT", "DG_JIT_NVCC_COMPILER"}) {
+    Config c = Config::from_variables(with({{variable, "   "}}));
+    for (const auto& s : c.settings())
+      if (s.variable == variable) EXPECT_EQ(s.origin, Origin::kDefault) << variable;
+  }
+  for (const std::string bad : {" /tmp/x", "/tmp/x ", "/tmp/a: /tmp/b"}) {
+    const std::string message = config_error(with({{"DG_JIT_CACHE_DIR", bad}}));
+    EXPECT_THAT(message, HasSubstr("DG_JIT_CACHE_DIR='" + bad + "'"));
+    EXPECT_THAT(message, HasSubstr("spaces at the start or end"));
+  }
+  EXPECT_EQ(Config::from_variables(with({{"DG_JIT_CACHE_DIR", (scratch_.path() / "a b").string()}})).cache_dir,
+            scratch_.path() / "a b") << "spaces inside a path are kept";
+}
+
+TEST_F(ConfigTest, TildeUserIsThatUsersHomeAndARelativeHomeIsMadeAbsolute) {
+  struct passwd* root = ::getpwuid(0);
+  ASSERT_NE(root, nullptr);
+  EXPECT_EQ(Config::from_variables(with({{"DG_JIT_CACHE_DIR", std::string("~") + root->pw_name + "/kiln-x"}})).cache_dir,
+            fs::path(root->pw_dir) / "kiln-x");
+  const std::string message = config_error(with({{"DG_JIT_CACHE_DIR", "~no-such-user-kiln/x"}}));
+  EXPECT_THAT(message, HasSubstr("no user no-such-user-kiln"));
+
+  const fs::path before = fs::current_path();
+  fs::current_path(scratch_.path());
+  Config relative = Config::from_variables({{"HOME", "relhome"}, {"PATH", ""}});
+  fs::current_path(before);
+  EXPECT_EQ(relative.cache_dir, scratch_.path() / "relhome" / ".deep_gemm");
+}
+
+TEST_F(ConfigTest, TheSameDirectoryTwiceThroughALinkIsAnError) {
+  fs::create_directories(scratch_.path() / "d1");
+  fs::create_directory_symlink(scratch_.path() / "d1", scratch_.path() / "d1link");
+  const std::string message = config_error(
+      with({{"DG_JIT_CACHE_DIR", (scratch_.path() / "d1").string() + ":" + (scratch_.path() / "d1link").string()}}));
+  EXPECT_THAT(message, HasSubstr("the same directory"));
+}
+
+TEST_F(ConfigTest, SizesNeedAUnitBeforeIb) {
+  EXPECT_EQ(*parse_byte_size("5KiB"), 5u << 10);
+  EXPECT_EQ(*parse_byte_size("5kb"), 5u << 10);
+  EXPECT_EQ(*parse_byte_size("5b"), 5u);
+  for (const char* bad : {"5ib", "5iB", "5xib", "5kibb"}) EXPECT_FALSE(parse_byte_size(bad).has_value()) << bad;
+}
+
+// A variable no setting reads is listed, with the nearest known name when it is a near miss.
+TEST_F(ConfigTest, UnknownVariablesAreListedWithANearMiss) {
+  Config c = Config::from_variables(
+      with({{"DG_JIT_USE_NVRT", "1"}, {"DG_PRINT_CONFIG", "1"}, {"DG_JIT_SOMETHING_ELSE_ENTIRELY", "1"},
+            {"DG_JIT_USE_NVRTC", "0"}, {"OTHER", "1"}}));
+  ASSERT_EQ(c.unknown_variables().size(), 3u);
+  EXPECT_EQ(c.unknown_variables()[0].name, "DG_JIT_SOMETHING_ELSE_ENTIRELY");
+  EXPECT_EQ(c.unknown_variables()[0].hint, "");
+  EXPECT_EQ(c.unknown_variables()[1].name, "DG_JIT_USE_NVRT");
+  EXPECT_EQ(c.unknown_variables()[1].hint, " (did you mean DG_JIT_USE_NVRTC?)");
+  EXPECT_EQ(c.unknown_variables()[2].name, "DG_PRINT_CONFIG");
+  EXPECT_EQ(c.unknown_variables()[2].hint, " (did you mean DG_PRINT_CONFIGS?)");
 }
 
 TEST_F(ConfigTest, ToStrings) {

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -89,30 +90,39 @@ TEST(Subprocess, TimeoutKillsTheChildAndItsProcessGroup) {
 // What a SIGINT handler calls: every running child's group is killed, from another thread, at once.
 TEST(Subprocess, KillRunningSubprocessesEndsEveryRunningChild) {
   test::TempDir dir;
-  std::vector<std::thread> threads;
-  std::vector<SubprocessResult> results(3);
-  for (size_t i = 0; i < results.size(); ++i)
-    threads.emplace_back([&results, &dir, i] {
+  std::vector<std::future<SubprocessResult>> results;
+  for (int i = 0; i < 3; ++i)
+    results.push_back(std::async(std::launch::async, [&dir, i] {
       SubprocessOptions o;
       o.argv = {"/bin/sh", "-c", "touch '" + (dir.path() / std::to_string(i)).string() + "'; sleep 30"};
       o.timeout_ms = 60000;
-      results[i] = run_subprocess(o);
-    });
+      return run_subprocess(o);
+    }));
   for (int waited_ms = 0; waited_ms < 30000; waited_ms += 10) {  // until all three have started
-    size_t started = 0;
-    for (size_t i = 0; i < results.size(); ++i) started += fs::exists(dir.path() / std::to_string(i));
-    if (started == results.size()) break;
+    int started = 0;
+    for (int i = 0; i < 3; ++i) started += fs::exists(dir.path() / std::to_string(i));
+    if (started == 3) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  // A child can run before its spawning thread has entered it in the table (a loaded machine): kill until all
+  // three calls return, which must be long before their 30 s sleeps end.
   const auto start = std::chrono::steady_clock::now();
-  kill_running_subprocesses();
-  for (auto& t : threads) t.join();
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
-  for (const auto& r : results) {
+  auto all_returned = [&] {
+    for (auto& r : results)
+      if (r.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) return false;
+    return true;
+  };
+  while (!all_returned() && std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+    kill_running_subprocesses();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10.0);
+  for (auto& future : results) {
+    const SubprocessResult r = future.get();
     EXPECT_EQ(r.term_signal, SIGKILL) << r.describe_status();
     EXPECT_FALSE(r.timed_out);
   }
-  // Nothing is left registered: a second call finds no group, and a new child runs normally.
+  // Nothing is left registered: a new child runs normally beside another call.
   kill_running_subprocesses();
   SubprocessOptions quick;
   quick.argv = {"/bin/sh", "-c", "exit 3"};
