@@ -1,6 +1,7 @@
 #include "cache/redis_tier.hpp"
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -112,17 +113,23 @@ class RedisTier final : public RemoteTier {
     return down_reason_.empty();
   }
 
-  std::optional<Entry> lookup(const std::string& key) override {
+  std::optional<Entry> lookup(const std::string& key) override { return fetch(key, /*count_miss=*/true); }
+  std::optional<Entry> look_again(const std::string& key) override { return fetch(key, /*count_miss=*/false); }
+
+  std::optional<Entry> fetch(const std::string& key, bool count_miss) {
     check_key(key);
     const std::string name = std::string(kEntryPrefix) + key;
     Reply reply;
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      // A value already found bad is not fetched again (it may be large): this process compiles the kernel
+      // and overwrites it.
+      if (bad_keys_.count(key)) return std::nullopt;
       reply = command({"GET", name});
     }
     if (!reply) return std::nullopt;  // down
     if (reply->type == REDIS_REPLY_NIL) {
-      count_(Counter::kRemoteMisses, 1);
+      if (count_miss) count_(Counter::kRemoteMisses, 1);
       return std::nullopt;
     }
     std::string why;
@@ -132,6 +139,7 @@ class RedisTier final : public RemoteTier {
       if (decoded.ok()) return std::move(decoded.entry);
       why = decoded.reason;
     } else {
+      // Only WRONGTYPE reaches here among errors (command() marks the tier down on the others).
       why = reply->type == REDIS_REPLY_ERROR ? "the server answered: " + std::string(reply->str, reply->len)
                                              : "the value is not a string";
     }
@@ -154,13 +162,16 @@ class RedisTier final : public RemoteTier {
     std::lock_guard<std::mutex> lock(mutex_);
     Reply reply = command({"SET", std::string(kEntryPrefix) + entry.meta.key,
                            std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size())});
-    return reply && reply->type == REDIS_REPLY_STATUS;
+    if (!reply || reply->type != REDIS_REPLY_STATUS) return false;
+    bad_keys_.erase(entry.meta.key);  // overwritten: worth fetching again
+    return true;
   }
 
   LockResult try_lock(const std::string& key, const std::string& token, int ttl_ms) override {
     check_key(key);
     std::lock_guard<std::mutex> lock(mutex_);
-    Reply reply = command({"SET", std::string(kLockPrefix) + key, token, "NX", "PX", std::to_string(ttl_ms)});
+    Reply reply = command({"SET", std::string(kLockPrefix) + key, token, "NX", "PX", std::to_string(ttl_ms)},
+                          kErrorsAreAnswers);
     if (!reply) return LockResult::kUnavailable;
     if (reply->type == REDIS_REPLY_STATUS) return LockResult::kAcquired;
     if (reply->type == REDIS_REPLY_NIL) return LockResult::kHeldElsewhere;
@@ -171,7 +182,7 @@ class RedisTier final : public RemoteTier {
   void unlock(const std::string& key, const std::string& token) override {
     std::lock_guard<std::mutex> lock(mutex_);
     const std::string name = std::string(kLockPrefix) + key;
-    Reply reply = command({"EVAL", kUnlockScript, "1", name, token});
+    Reply reply = command({"EVAL", kUnlockScript, "1", name, token}, kErrorsAreAnswers);
     if (reply && reply->type == REDIS_REPLY_ERROR) {
       // Scripting disabled (some managed servers): compare and delete in two steps; the gap can only delete a
       // lock that expired within it, which costs at most a duplicate compile.
@@ -190,7 +201,9 @@ class RedisTier final : public RemoteTier {
     // Reachability now (at most one timeout): `kiln cache stats` is how people check a remote setup.
     if (down_reason_.empty()) {
       const auto t0 = std::chrono::steady_clock::now();
+      counting_errors_ = false;  // a report is not an outage of the serving path: no count in the shared stats
       Reply reply = command({"PING"});
+      counting_errors_ = true;
       if (reply) {
         char ms[32];
         std::snprintf(ms, sizeof ms, "%.2f",
@@ -228,7 +241,7 @@ class RedisTier final : public RemoteTier {
     disconnect();
     if (!down_reason_.empty()) return;
     down_reason_ = why;
-    count_(Counter::kRemoteErrors, 1);
+    if (counting_errors_) count_(Counter::kRemoteErrors, 1);
     util::warn_once("remote-down:" + url_.display(),
                     "the remote cache " + url_.display() + " cannot be used (" + why +
                         "); this process carries on without it, compiling locally, and does not contact it again");
@@ -276,15 +289,15 @@ class RedisTier final : public RemoteTier {
     }
 #endif
     if (!url_.password.empty()) {
-      Reply reply = url_.username.empty() ? raw_command({"AUTH", url_.password})
-                                          : raw_command({"AUTH", url_.username, url_.password});
+      Reply reply = url_.username.empty() ? raw_command({"AUTH", url_.password}, kErrorsAreAnswers)
+                                          : raw_command({"AUTH", url_.username, url_.password}, kErrorsAreAnswers);
       if (!reply || reply->type == REDIS_REPLY_ERROR) {
         if (context_) mark_down("AUTH was refused" + (reply ? ": " + std::string(reply->str, reply->len) : ""));
         return false;
       }
     }
     if (url_.db != 0) {
-      Reply reply = raw_command({"SELECT", std::to_string(url_.db)});
+      Reply reply = raw_command({"SELECT", std::to_string(url_.db)}, kErrorsAreAnswers);
       if (!reply || reply->type == REDIS_REPLY_ERROR) {
         if (context_) mark_down("SELECT " + std::to_string(url_.db) + " was refused" +
                                 (reply ? ": " + std::string(reply->str, reply->len) : ""));
@@ -294,8 +307,43 @@ class RedisTier final : public RemoteTier {
     return true;
   }
 
-  // One request on the open connection; nullptr (and the tier marked down) on any failure. Under mutex_.
-  Reply raw_command(std::initializer_list<std::string_view> args) {
+  // Whether an error reply is an answer the caller handles (AUTH, SELECT, EVAL without scripting) or a server
+  // that cannot serve us (NOAUTH, NOPERM, LOADING, OOM...), which marks the tier down. WRONGTYPE, a key
+  // holding something else, is always an answer: the value is bad, not the server.
+  static constexpr bool kErrorsAreAnswers = true;
+
+  // Why a reply whose first line is `line` (type byte and number, without CRLF) is refused before hiredis
+  // parses it, or empty: an entry's value is bounded (kMaxEntryBytes), and no command kiln sends is answered
+  // with more than a few elements (hiredis would allocate a 2^31-element array for "*2147483647").
+  static std::string implausible_reply(std::string_view line) {
+    if (line.size() < 2) return {};
+    const char type = line[0];
+    long long n = 0;
+    auto [end, ec] = std::from_chars(line.data() + 1, line.data() + line.size(), n);
+    if (ec != std::errc() || end != line.data() + line.size()) return {};  // hiredis reports a protocol error
+    if (type == '$' && n > static_cast<long long>(kMaxEntryBytes))
+      return "answered with a value of " + std::to_string(n) + " bytes, over an entry's bound of " +
+             std::to_string(kMaxEntryBytes);
+    if ((type == '*' || type == '%' || type == '~' || type == '>') && n > 64)
+      return "answered with an aggregate of " + std::to_string(n) + " elements, where kiln expects a value";
+    return {};
+  }
+
+  // Sets the socket's timeouts to what is left before `deadline`; false when nothing is left.
+  bool time_left_until(std::chrono::steady_clock::time_point deadline) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) return false;
+    struct timeval tv;
+    tv.tv_sec = static_cast<time_t>(left / 1000000);
+    tv.tv_usec = static_cast<suseconds_t>(left % 1000000);
+    return redisSetTimeout(context_, tv) == REDIS_OK;
+  }
+
+  // One request on the open connection, within one DG_JIT_REMOTE_TIMEOUT_MS in all (the socket timeout alone
+  // bounds each read, and a server sending a byte at a time would hold the serving path forever); nullptr (and
+  // the tier marked down) on any failure. Under mutex_.
+  Reply raw_command(std::initializer_list<std::string_view> args, bool errors_are_answers = false) {
     std::vector<const char*> argv;
     std::vector<size_t> lengths;
     for (std::string_view a : args) {
@@ -303,18 +351,64 @@ class RedisTier final : public RemoteTier {
       lengths.push_back(a.size());
     }
     SigpipeGuard guard;
-    auto* raw = static_cast<redisReply*>(
-        redisCommandArgv(context_, static_cast<int>(argv.size()), argv.data(), lengths.data()));
-    if (!raw) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms_);
+    const std::string too_slow =
+        "no complete answer within " + std::to_string(timeout_ms_) + " ms (DG_JIT_REMOTE_TIMEOUT_MS)";
+    if (redisAppendCommandArgv(context_, static_cast<int>(argv.size()), argv.data(), lengths.data()) != REDIS_OK) {
       mark_down(failure_text(context_));
       return nullptr;
     }
-    return Reply(raw);
+    for (int sent = 0; !sent;) {
+      if (!time_left_until(deadline)) {
+        mark_down(too_slow);
+        return nullptr;
+      }
+      if (redisBufferWrite(context_, &sent) != REDIS_OK) {
+        mark_down(failure_text(context_));
+        return nullptr;
+      }
+    }
+    void* raw = nullptr;
+    bool first_line_checked = false;
+    for (;;) {
+      if (!first_line_checked) {
+        const redisReader* reader = context_->reader;
+        const std::string_view buffered(reader->buf + reader->pos, reader->len - reader->pos);
+        if (const size_t eol = buffered.find("\r\n"); eol != std::string_view::npos) {
+          if (const std::string why = implausible_reply(buffered.substr(0, eol)); !why.empty()) {
+            mark_down(why);
+            return nullptr;
+          }
+          first_line_checked = true;
+        }
+      }
+      if (first_line_checked && redisGetReplyFromReader(context_, &raw) != REDIS_OK) {
+        mark_down(failure_text(context_));
+        return nullptr;
+      }
+      if (raw) break;
+      if (!time_left_until(deadline)) {
+        mark_down(too_slow);
+        return nullptr;
+      }
+      if (redisBufferRead(context_) != REDIS_OK) {
+        mark_down(failure_text(context_));
+        return nullptr;
+      }
+    }
+    Reply reply(static_cast<redisReply*>(raw));
+    if (reply->type == REDIS_REPLY_ERROR && !errors_are_answers &&
+        !std::string_view(reply->str, reply->len).starts_with("WRONGTYPE")) {
+      mark_down("the server answered " + std::string(*args.begin()) + " with an error: " +
+                std::string(reply->str, reply->len));
+      return nullptr;
+    }
+    return reply;
   }
 
-  Reply command(std::initializer_list<std::string_view> args) {
+  Reply command(std::initializer_list<std::string_view> args, bool errors_are_answers = false) {
     if (!connect()) return nullptr;
-    return raw_command(args);
+    return raw_command(args, errors_are_answers);
   }
 
   util::RedisUrl url_;
@@ -325,6 +419,7 @@ class RedisTier final : public RemoteTier {
   redisContext* context_ = nullptr;
   pid_t pid_ = 0;  // the process that connected
   std::string down_reason_;  // empty while usable
+  bool counting_errors_ = true;  // false while tier_stats checks reachability
   std::set<std::string> bad_keys_;  // keys whose bad value was already counted and reported
 #if KILN_HAVE_HIREDIS_SSL
   redisSSLContext* ssl_ = nullptr;  // kept for the life of the tier (hiredis does not own it)

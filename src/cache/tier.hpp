@@ -62,6 +62,9 @@ class RemoteTier : public Tier {
   virtual void unlock(const std::string& key, const std::string& token) = 0;
   // False once the tier was marked down in this process: it is then skipped without being contacted.
   virtual bool available() const = 0;
+  // lookup() without counting a miss: the looks again of one kernel's lookup (after taking the compile lock,
+  // while waiting for another machine's compile), so the remote's misses count kernels, not requests.
+  virtual std::optional<Entry> look_again(const std::string& key) = 0;
 };
 
 }  // namespace kiln::cache

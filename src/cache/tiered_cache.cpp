@@ -142,7 +142,7 @@ TieredCache::ClaimResult TieredCache::claim_compile(const std::string& key) {
         return result;
       case RemoteTier::LockResult::kAcquired: {
         // The holder before us may have published between our lookup and our lock.
-        if (auto entry = remote_->lookup(key)) {
+        if (auto entry = remote_->look_again(key)) {
           remote_->unlock(key, token);
           count(Counter::kRemoteHits);
           local_->publish(*entry);
@@ -169,7 +169,7 @@ TieredCache::ClaimResult TieredCache::claim_compile(const std::string& key) {
     std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(poll, deadline - now));
     poll = std::min(poll * 2, std::chrono::milliseconds(200));
     if (!remote_->available()) return result;
-    if (auto entry = remote_->lookup(key)) {
+    if (auto entry = remote_->look_again(key)) {
       count(Counter::kRemoteHits);
       local_->publish(*entry);
       result.found = Found{std::move(*entry), TierKind::kRemote, remote_->name()};

@@ -84,6 +84,10 @@ std::optional<RedisUrl> parse_redis_url(std::string_view text, std::string* why)
   }
   if (!port_text.empty() && !parse_int(port_text, 1, 65535, &url.port))
     return fail(why, "the port \"" + std::string(port_text) + "\" is not a number from 1 to 65535");
+  // A query ("/0?password=...", as some clients take) may carry a secret: refused without being echoed.
+  if (path.find('?') != std::string_view::npos)
+    return fail(why, "it has a query string ('?...'), which kiln does not read; give the password as "
+                     "redis://:password@host");
   if (!path.empty() && !parse_int(path, 0, 1 << 20, &url.db))
     return fail(why, "the database \"" + std::string(path) + "\" is not a non-negative whole number");
   return url;

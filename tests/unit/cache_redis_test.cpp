@@ -5,7 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <functional>
 #include <chrono>
 #include <thread>
 
@@ -61,6 +67,13 @@ TEST(RedisUrl, Grammar) {
     EXPECT_FALSE(util::parse_redis_url(bad, &why)) << bad;
     EXPECT_NE(why.find("expected redis://"), std::string::npos) << why;
   }
+}
+
+TEST(RedisUrl, AQueryStringIsRefusedWithoutEchoingIt) {
+  std::string why;
+  EXPECT_FALSE(util::parse_redis_url("redis://host:6379/0?password=s3cret", &why));
+  EXPECT_NE(why.find("query string"), std::string::npos) << why;
+  EXPECT_EQ(why.find("s3cret"), std::string::npos) << why;
 }
 
 TEST(RedisTier, MalformedUrlIsAConfigError) {
@@ -239,6 +252,139 @@ TEST(RedisTier, ProtocolGarbageMarksItDownWithoutACrash) {
   EXPECT_FALSE(tier->available());
   EXPECT_EQ(errors.load(), 1u);
   EXPECT_NE(err.find("cannot be used"), std::string::npos) << err;
+}
+
+// A server on a loopback port that answers its first request with `answer(fd)` (then closes): the
+// misbehaviours a serving path must survive within one DG_JIT_REMOTE_TIMEOUT_MS.
+class ScriptedServer {
+ public:
+  explicit ScriptedServer(std::function<void(int fd)> answer) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    EXPECT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    EXPECT_EQ(::listen(listener_, 4), 0);
+    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this, answer = std::move(answer)] {
+      const int fd = ::accept(listener_, nullptr, nullptr);
+      if (fd < 0) return;
+      char buf[4096];
+      if (::read(fd, buf, sizeof buf) > 0) answer(fd);
+      ::close(fd);
+    });
+  }
+  ~ScriptedServer() {
+    stop_ = true;
+    ::shutdown(listener_, SHUT_RDWR);
+    thread_.join();
+    ::close(listener_);
+  }
+  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  bool stopping() const { return stop_; }
+
+ private:
+  int listener_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+void send_text(int fd, std::string_view text) {
+  [[maybe_unused]] ssize_t n = ::send(fd, text.data(), text.size(), MSG_NOSIGNAL);
+}
+
+struct Counts {
+  std::atomic<uint64_t> errors{0}, corrupt{0}, misses{0};
+  CountFn fn() {
+    return [this](Counter c, uint64_t n) {
+      if (c == Counter::kRemoteErrors) errors += n;
+      if (c == Counter::kRemoteCorrupt) corrupt += n;
+      if (c == Counter::kRemoteMisses) misses += n;
+    };
+  }
+};
+
+// The socket timeout bounds each read: a server sending a byte at a time must still cost one timeout in all.
+TEST(RedisTier, AServerThatDripsItsAnswerCostsOneTimeoutInAll) {
+  ScriptedServer server([&server](int fd) {
+    send_text(fd, "$100000\r\n");
+    for (int i = 0; i < 200 && !server.stopping(); ++i) {
+      send_text(fd, "x");
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  Counts counts;
+  auto tier = make_redis_tier(server.url(), 200, counts.fn());
+  testing::internal::CaptureStderr();
+  const auto start = Clock::now();
+  EXPECT_FALSE(tier->lookup(key_of("drip")));
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_LT(seconds, 1.0) << "a 200 ms request took " << seconds << " s";
+  EXPECT_FALSE(tier->available());
+  EXPECT_EQ(counts.errors.load(), 1u);
+  EXPECT_NE(err.find("within 200 ms (DG_JIT_REMOTE_TIMEOUT_MS)"), std::string::npos) << err;
+}
+
+// hiredis would allocate a 2^31-element array for "*2147483647", or wait for a 1 TB value: refused from the
+// first line, before it parses them.
+TEST(RedisTier, ImplausibleAnswersAreRefusedFromTheirFirstLine) {
+  for (const char* first_line : {"*2147483647\r\n", "$1099511627776\r\n"}) {
+    ScriptedServer server([first_line](int fd) {
+      send_text(fd, first_line);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    });
+    Counts counts;
+    auto tier = make_redis_tier(server.url(), 5000, counts.fn());
+    testing::internal::CaptureStderr();
+    const auto start = Clock::now();
+    EXPECT_FALSE(tier->lookup(key_of(std::string("implausible") + first_line)));
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_LT(seconds, 1.0) << first_line;
+    EXPECT_FALSE(tier->available()) << first_line;
+    EXPECT_EQ(counts.errors.load(), 1u) << first_line;
+    EXPECT_NE(err.find("answered with a"), std::string::npos) << err;
+  }
+}
+
+// NOAUTH, NOPERM, LOADING...: a server that cannot serve us is down (one warning, one error), not a bad value.
+TEST(RedisTier, AnErrorAnswerOtherThanWrongtypeMarksItDown) {
+  ScriptedServer server([](int fd) { send_text(fd, "-NOAUTH Authentication required.\r\n"); });
+  Counts counts;
+  auto tier = make_redis_tier(server.url(), 1000, counts.fn());
+  testing::internal::CaptureStderr();
+  EXPECT_FALSE(tier->lookup(key_of("noauth")));
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(tier->available());
+  EXPECT_EQ(counts.errors.load(), 1u);
+  EXPECT_EQ(counts.corrupt.load(), 0u);
+  EXPECT_NE(err.find("NOAUTH"), std::string::npos) << err;
+}
+
+// `kiln cache stats` checks reachability: a remote it finds down is shown so, not counted as a serving error.
+TEST(RedisTier, AReachabilityCheckCountsNoError) {
+  Counts counts;
+  auto tier = make_redis_tier("redis://127.0.0.1:" + std::to_string(test::free_loopback_port()), 200, counts.fn());
+  testing::internal::CaptureStderr();
+  const TierStats stats = tier->tier_stats();
+  testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(stats.available);
+  EXPECT_EQ(counts.errors.load(), 0u);
+}
+
+// A kernel's lookup is one miss, however often it looks again (after the lock, while waiting).
+TEST(RedisTier, LookingAgainCountsNoMiss) {
+  REQUIRE_REDIS(redis);
+  Counts counts;
+  auto tier = make_redis_tier(redis.url(), 500, counts.fn());
+  EXPECT_FALSE(tier->lookup(key_of("again")));
+  EXPECT_FALSE(tier->look_again(key_of("again")));
+  EXPECT_FALSE(tier->look_again(key_of("again")));
+  EXPECT_EQ(counts.misses.load(), 1u);
 }
 
 TEST(RedisTier, PasswordAndDatabase) {
