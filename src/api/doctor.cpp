@@ -10,6 +10,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cache/disk_cache.hpp"
 #include "compiler/compiler.hpp"
@@ -175,11 +177,17 @@ DoctorCheck check_cache_dir(const Config& config) {
     if (!fs::is_directory(dir, ec))
       return error("cache directory", shown + " is not a directory", "remove it, or set DG_JIT_CACHE_DIR to a directory");
     const fs::path kiln_dir = dir / "kiln";
-    // The rule the cache applies when it opens (cache::check_directory_trust): a directory another user owns or can
-    // write is refused, so every kernel would fail to load; the root may be sticky and world-writable, as /tmp.
-    for (const auto& [path, sticky_ok] : {std::pair{dir, true}, std::pair{kiln_dir, false}}) {
+    // The rules the cache applies when it opens: each directory of its layout that exists must be a directory
+    // (else every command refuses the cache), and trusted (cache::check_directory_trust): one another user owns
+    // or can write is refused, so every kernel would fail to load; the root may be sticky and world-writable.
+    std::vector<std::pair<fs::path, bool>> layout = {{dir, true}, {kiln_dir, false}};
+    for (const char* sub : {"entries", "locks", "tmp", "toolchain"}) layout.emplace_back(kiln_dir / sub, false);
+    for (const auto& [path, sticky_ok] : layout) {
       struct stat st{};
       if (::stat(path.c_str(), &st) != 0) continue;
+      if (!S_ISDIR(st.st_mode))
+        return error("cache directory", shown + ": " + path.string() + " exists and is not a directory, so kiln refuses the cache",
+                     "remove " + path.string() + ", or set DG_JIT_CACHE_DIR to another directory");
       const uid_t euid = ::geteuid();
       if (const cache::DirectoryTrust trust = cache::check_directory_trust(st, euid, euid, sticky_ok); !trust.ok())
         return error("cache directory",
@@ -258,6 +266,12 @@ std::vector<DoctorCheck> doctor() {
   if (config) {
     checks.push_back(check_cache_dir(*config));
     if (config->arch) checks.push_back(check_arch_setting(*config->arch));
+  } else {
+    // Said, not left out: a reader must not take a short report for a healthy one.
+    checks.push_back(warning("other checks",
+                             "the CUDA toolkit, NVCC, NVRTC, the compiler backend and the cache directory were not "
+                             "checked: they depend on the configuration, which has an error (above)",
+                             "fix the configuration, then run `kiln doctor` again"));
   }
   return checks;
 }

@@ -121,6 +121,21 @@ def test_doctor_flags_a_cache_directory_the_cache_would_refuse(kiln, tmp_path):
     assert checks["cache directory"]["status"] == "ok", checks["cache directory"]
 
 
+@pytest.mark.parametrize("in_the_way", ["kiln", "kiln/entries"])
+def test_doctor_flags_a_file_where_the_cache_needs_a_directory(kiln, tmp_path, in_the_way):
+    # A compile cannot store its kernel there (kiln/ itself: every command refuses the cache): an error, not a warning.
+    root = tmp_path / "cache"
+    (root / in_the_way).parent.mkdir(parents=True, exist_ok=True)
+    (root / in_the_way).write_text("")
+    result, checks = doctor_checks(kiln, env={"DG_JIT_CACHE_DIR": str(root)})
+    assert result.returncode == 1, result
+    check = checks["cache directory"]
+    assert check["status"] == "error" and f"{root / in_the_way} exists and is not a directory" in check["detail"], check
+    compiled = kiln.run("compile", "per_token_cast_to_fp8", "m=128", "k=512", "--arch", "sm_90a", "--backend", "nvrtc",
+                        env={"DG_JIT_CACHE_DIR": str(root)})
+    assert compiled.returncode == 1, compiled
+
+
 def test_doctor_without_a_gpu_says_the_driver_is_missing(kiln):
     result, checks = doctor_checks(kiln)
     driver = checks["CUDA driver"]
@@ -161,6 +176,8 @@ def test_doctor_reports_a_bad_environment(kiln):
     assert checks["configuration"]["status"] == "error"
     assert "DG_JIT_CPP_STANDARD" in checks["configuration"]["detail"]
     assert "banana" in checks["configuration"]["detail"]
+    # The checks that need the configuration are said to be skipped, not silently left out.
+    assert checks["other checks"]["status"] == "warning" and "were not checked" in checks["other checks"]["detail"]
     human = kiln.run("doctor", env={"DG_JIT_CPP_STANDARD": "banana"})
     assert human.returncode == 1
     assert "DG_JIT_CPP_STANDARD" in human.stdout
