@@ -88,6 +88,15 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<CompileRequest>& reque
         KernelReport& report = planned[it->second].report;
         report.ranges.insert(report.ranges.end(), use.ranges.begin(), use.ranges.end());
         std::sort(report.ranges.begin(), report.ranges.end());
+        // The union: requests that repeat a shape (or meet) must not list a piece twice.
+        std::vector<std::pair<int64_t, int64_t>> merged;
+        for (const auto& piece : report.ranges) {
+          if (!merged.empty() && piece.first <= merged.back().second + 1)
+            merged.back().second = std::max(merged.back().second, piece.second);
+          else
+            merged.push_back(piece);
+        }
+        report.ranges = std::move(merged);
         continue;
       }
       PlannedKernel p;

@@ -41,11 +41,13 @@ int run_export(const CacheTierCommands& c, bool as_json) {
       entries.push_back({{"key", e.key}, {"op", e.op}, {"spec", e.spec}, {"arch", e.arch}, {"backend", e.backend},
                          {"compiler", e.compiler}});
     print_json({{"file", r.file.string()}, {"bytes", r.bytes}, {"exported", r.entries.size()}, {"entries", entries}});
-    return 0;
+  } else {
+    std::cout << "wrote " << count_text(r.entries.size(), "entry", "entries") << " (" << format_bytes(r.bytes)
+              << ") to " << r.file.string() << '\n';
   }
-  std::cout << "wrote " << count_text(r.entries.size(), "entry", "entries") << " (" << format_bytes(r.bytes) << ") to "
-            << r.file.string() << '\n';
+  // On stderr in both forms: a pack that holds nothing is almost always a filter that matched nothing.
   if (r.entries.empty()) {
+    std::cout.flush();
     std::cerr << "kiln: warning: no cache entry matched";
     if (!c.op.empty()) std::cerr << " --op " << c.op;
     if (!c.arch.empty()) std::cerr << " --arch " << c.arch;

@@ -100,6 +100,8 @@ void parse_problem(const std::vector<std::string>& params, CompileRequest& reque
   auto number = [](const std::string& name, const std::string& text, const std::string& whole) {
     int64_t value = 0;
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec == std::errc::result_out_of_range && end == text.data() + text.size())
+      throw UsageError("problem parameter " + name + "='" + whole + "' is out of range: at most 2147483647");
     if (text.empty() || ec != std::errc() || end != text.data() + text.size())
       throw UsageError("problem parameter " + name + "='" + whole + "' is not a whole number or a range LO..HI");
     return value;
@@ -200,6 +202,10 @@ std::vector<CompileRequest> make_requests(const std::string& op, const std::vect
   std::error_code ec;
   if (std::filesystem::is_directory(shapes_path, ec))
     throw Error(ErrorKind::kValueError, "--shapes: " + shapes_path + " is a directory, not a JSON file");
+  // A FIFO or a device would be read until it ends, if ever.
+  if (const auto status = std::filesystem::status(shapes_path, ec);
+      std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    throw Error(ErrorKind::kValueError, "--shapes: " + shapes_path + " is not a regular file (a FIFO, socket or device)");
   std::ifstream in(shapes_path);
   if (!in) throw Error(ErrorKind::kValueError, "--shapes: cannot read " + shapes_path + ": " + std::strerror(errno));
   json doc;
@@ -224,14 +230,31 @@ std::vector<CompileRequest> make_requests(const std::string& op, const std::vect
   for (const char* name : {"m", "n", "k"})
     if (base.problem.contains(name) || base.ranges.contains(name))
       throw UsageError(std::string("problem parameter ") + name + " is given both on the command line and by --shapes");
+  // Each number where the file has it, named by its place: a problem parameter is 0..2^31-1 (the registry's
+  // bound), and a large unsigned JSON number must not wrap round into a negative int64.
+  auto number = [&](const json& value, const std::string& where) {
+    constexpr int64_t kMax = 2147483647;
+    if (value.is_number_unsigned() ? value.get<uint64_t>() > uint64_t(kMax)
+                                   : (value.get<int64_t>() < 0 || value.get<int64_t>() > kMax))
+      throw Error(ErrorKind::kValueError, "--shapes: " + shapes_path + ": " + where + " must be from 0 to " +
+                                              std::to_string(kMax) + ", got " + value.dump());
+    return value.get<int64_t>();
+  };
+  const int64_t m_lo = number(doc["m_range"][0], "m_range[0]");
+  const int64_t m_hi = number(doc["m_range"][1], "m_range[1]");
+  if (m_lo > m_hi)
+    throw Error(ErrorKind::kValueError, "--shapes: " + shapes_path + ": \"m_range\" must be [lo, hi] with lo <= hi, got " +
+                                            doc["m_range"].dump());
   std::vector<CompileRequest> requests;
-  for (const json& nk : doc["nk"]) {
+  for (size_t i = 0; i < doc["nk"].size(); ++i) {
+    const json& nk = doc["nk"][i];
+    const std::string where = "nk[" + std::to_string(i) + "]";
     if (!is_pair(nk))
-      throw Error(ErrorKind::kValueError, "--shapes: " + shapes_path + ": each entry of \"nk\" must be [n, k], got " + nk.dump());
+      throw Error(ErrorKind::kValueError, "--shapes: " + shapes_path + ": " + where + " must be [n, k], got " + nk.dump());
     CompileRequest r = base;
-    r.problem["n"] = nk[0].get<int64_t>();
-    r.problem["k"] = nk[1].get<int64_t>();
-    r.ranges["m"] = ParamRange{doc["m_range"][0].get<int64_t>(), doc["m_range"][1].get<int64_t>()};
+    r.problem["n"] = number(nk[0], where + "[0] (n)");
+    r.problem["k"] = number(nk[1], where + "[1] (k)");
+    r.ranges["m"] = ParamRange{m_lo, m_hi};
     requests.push_back(std::move(r));
   }
   return requests;
@@ -524,12 +547,16 @@ int run(int argc, char** argv) {
   CLI::App* ops_cmd = app.add_subcommand("ops", "list the operations and their problem parameters");
   json_flag(ops_cmd);
 
+  // `--arch ''` (an unset shell variable) must not quietly mean the default.
+  const CLI::Validator non_empty(
+      [](std::string& text) { return text.empty() ? std::string("must not be empty") : std::string(); }, "", "non-empty");
   CLI::App* compile_cmd = app.add_subcommand("compile", "compile an operation's kernels ahead of time (no GPU needed)");
   std::string op, arch, backend;
   std::vector<std::string> params;
   compile_cmd->add_option("op", op, "operation name (see `kiln ops`)")->required();
   compile_cmd->add_option("params", params, "the problem, as NAME=VALUE (for example m=4096 k=7168)");
-  compile_cmd->add_option("--arch", arch, "target arch, for example sm_90a (default: DG_JIT_ARCH, the GPU, sm_90a)");
+  compile_cmd->add_option("--arch", arch, "target arch, for example sm_90a (default: DG_JIT_ARCH, the GPU, sm_90a)")
+      ->check(non_empty);
   compile_cmd->add_option("--backend", backend, "compiler (default: DG_JIT_USE_NVRTC)")
       ->check(CLI::IsMember({"nvcc", "nvrtc"}));
   json_flag(compile_cmd);
@@ -544,11 +571,13 @@ int run(int argc, char** argv) {
   for (CLI::App* sub : {plan_cmd, precompile_cmd}) {
     sub->add_option("op", op, "operation name (see `kiln ops`)")->required();
     sub->add_option("params", params, "the problem, as NAME=VALUE or NAME=LO..HI (for example n=7168 k=2048 m=1..16384)");
-    sub->add_option("--arch", arch, "target arch, for example sm_90a (default: DG_JIT_ARCH, the GPU, sm_90a)");
+    sub->add_option("--arch", arch, "target arch, for example sm_90a (default: DG_JIT_ARCH, the GPU, sm_90a)")
+        ->check(non_empty);
     sub->add_option("--backend", backend, "compiler (default: DG_JIT_USE_NVRTC)")->check(CLI::IsMember({"nvcc", "nvrtc"}));
     sub->add_option("--shapes", shapes,
                     "a JSON file {\"m_range\": [lo, hi], \"nk\": [[n, k], ...]} (or holding it as \"warmup_model\"): "
-                    "one problem per (n, k) with m over the range");
+                    "one problem per (n, k) with m over the range")
+        ->check(non_empty);
     json_flag(sub);
   }
   // Checked on the text (CLI11's number checks print their range with DBL_MAX written out in full).
@@ -578,6 +607,20 @@ int run(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
     return app.exit(e);  // --help, --version
+  } catch (const CLI::ExtrasError& e) {
+    // An unknown command ("kiln frob", "kiln cache frob"): say which commands there are at that level.
+    const CLI::App* level = &app;
+    for (const CLI::App* sub = &app; sub;) {
+      const auto chosen = sub->get_subcommands();
+      sub = chosen.empty() ? nullptr : chosen.front();
+      if (sub) level = sub;
+    }
+    std::string names;
+    for (const CLI::App* sub : const_cast<CLI::App*>(level)->get_subcommands({}))
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    print_error(std::string(e.what()) + (names.empty() ? "" : "; expected one of " + names));
+    std::cerr << "run 'kiln --help' for usage\n";
+    return 2;
   } catch (const CLI::ParseError& e) {
     print_error(e.what());
     std::cerr << "run 'kiln --help' for usage\n";

@@ -120,7 +120,9 @@ def test_export_and_import_round_trip_twice(kiln, tmp_path):
 def test_export_filters(kiln, tmp_path):
     kiln.compile("--backend", "nvrtc")
     assert kiln.json("cache", "export", tmp_path / "p1", "--op", OP, "--arch", ARCH)["exported"] == 1
-    assert kiln.json("cache", "export", tmp_path / "p2", "--arch", "sm_100a")["exported"] == 0
+    empty = kiln.run("cache", "export", tmp_path / "p2", "--arch", "sm_100a", "--json")
+    assert empty.json()["exported"] == 0
+    assert "no cache entry matched --arch sm_100a; the pack is empty" in empty.stderr, empty  # with --json too
     assert kiln.json("cache", "export", tmp_path / "p3", "--op", "fp8_gemm_nt")["exported"] == 0
     # A filter that names no operation, or no arch, is a typo, not an empty selection: no pack is written.
     assert_error(kiln.run("cache", "export", tmp_path / "p4", "--op", "nothing"), "unknown operation 'nothing'", OP)

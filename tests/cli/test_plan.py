@@ -145,6 +145,41 @@ def test_shapes_file_plans_and_precompiles_every_nk(kiln, tmp_path):
     assert forced[0]["m_range"] == [1, 16384]
 
 
+def test_shapes_numbers_are_checked_where_the_file_has_them_and_repeats_list_each_piece_once(kiln, tmp_path):
+    def shapes(doc):
+        path = tmp_path / "shapes.json"
+        path.write_text(json.dumps(doc))
+        return path
+    # A JSON number past int64 must not wrap round into a negative one; each is named by its place in the file.
+    assert_error(kiln.run("plan", "fp8_gemm_nt", "--shapes", shapes({"m_range": [1, 18446744073709551615], "nk": [[576, 512]]})),
+                 "m_range[1] must be from 0 to 2147483647, got 18446744073709551615")
+    assert_error(kiln.run("plan", "fp8_gemm_nt", "--shapes", shapes({"m_range": [1, 16], "nk": [[576, 512], [-576, 512]]})),
+                 "nk[1][0] (n) must be from 0 to 2147483647, got -576")
+    assert_error(kiln.run("plan", "fp8_gemm_nt", "--shapes", shapes({"m_range": [64, 1], "nk": [[576, 512]]})),
+                 '"m_range" must be [lo, hi] with lo <= hi, got [64,1]')
+    # The same (n, k) twice needs the same kernels: each piece of the range is listed once.
+    kernels = kiln.json("plan", "fp8_gemm_nt", "--shapes", shapes({"m_range": [1, 1000], "nk": [[576, 512], [576, 512]]}),
+                        "--arch", ARCH)["kernels"]
+    for k in kernels:
+        assert len(k["m_ranges"]) == len({tuple(p) for p in k["m_ranges"]}), k["m_ranges"]
+    # A FIFO would be read forever; empty option values are usage errors, not the default.
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert_error(kiln.run("plan", "fp8_gemm_nt", "--shapes", fifo, timeout=30), "is not a regular file")
+    assert_error(kiln.run("plan", "fp8_gemm_nt", "--shapes", ""), "--shapes: must not be empty", status=2)
+    assert_error(kiln.run("plan", "fp8_gemm_nt", "n=576", "k=512", "m=1", "--arch", ""), "--arch: must not be empty",
+                 status=2)
+    assert_error(kiln.run("compile", "per_token_cast_to_fp8", "m=99999999999999999999", "k=512"),
+                 "m='99999999999999999999' is out of range: at most 2147483647", status=2)
+
+
+def test_an_unknown_command_names_the_commands_there_are(kiln):
+    assert_error(kiln.run("frob"), "frob", "expected one of doctor, config, ops, compile, plan, precompile, cache",
+                 status=2)
+    assert_error(kiln.run("cache", "frob"), "frob", "expected one of ls, stats, verify, clear, prune, export, import",
+                 status=2)
+
+
 def test_the_casts_accept_a_range(kiln):
     kernels = kiln.json("plan", "per_token_cast_to_fp8", "m=1..16384", "k=7168", "--arch", ARCH)["kernels"]
     assert len(kernels) == 1 and kernels[0]["m_range"] == [1, 16384]
