@@ -6,7 +6,8 @@ namespace kiln::util {
 namespace {
 
 constexpr std::string_view kExpected =
-    "expected redis://[:password@]host[:port][/db] (or rediss:// for TLS), for example redis://127.0.0.1:6379/0";
+    "expected redis://[[user]:password@]host[:port][/db] (or rediss:// for TLS; %XX escapes in user and password), "
+    "for example redis://127.0.0.1:6379/0";
 
 bool parse_int(std::string_view text, int lo, int hi, int* out) {
   int value = 0;
@@ -19,6 +20,30 @@ bool parse_int(std::string_view text, int lo, int hi, int* out) {
 std::optional<RedisUrl> fail(std::string* why, std::string message) {
   if (why) *why = message + "; " + std::string(kExpected);
   return std::nullopt;
+}
+
+// A URL's user or password with its %XX escapes decoded (a password holding '@', '/' or ':' is written with
+// them, as every Redis client reads URLs); nullopt for a '%' not followed by two hex digits.
+std::optional<std::string> percent_decode(std::string_view text) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    if (i + 2 >= text.size()) return std::nullopt;
+    const int high = hex(text[i + 1]), low = hex(text[i + 2]);
+    if (high < 0 || low < 0) return std::nullopt;
+    out += static_cast<char>(high * 16 + low);
+    i += 2;
+  }
+  return out;
 }
 
 }  // namespace
@@ -48,8 +73,13 @@ std::optional<RedisUrl> parse_redis_url(std::string_view text, std::string* why)
     rest.remove_prefix(at + 1);
     const size_t colon = userinfo.find(':');
     if (colon == std::string_view::npos) return fail(why, "the part before '@' has no ':' before the password");
-    url.username = std::string(userinfo.substr(0, colon));
-    url.password = std::string(userinfo.substr(colon + 1));
+    const std::optional<std::string> username = percent_decode(userinfo.substr(0, colon));
+    const std::optional<std::string> password = percent_decode(userinfo.substr(colon + 1));
+    // The message never shows the password, not even in part.
+    if (!username || !password)
+      return fail(why, "the user or password has a '%' not followed by two hexadecimal digits (write '%' as %25)");
+    url.username = *username;
+    url.password = *password;
     if (url.password.empty()) return fail(why, "the password before '@' is empty");
   }
   std::string_view authority = rest, path;

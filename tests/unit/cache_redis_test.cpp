@@ -69,6 +69,21 @@ TEST(RedisUrl, Grammar) {
   }
 }
 
+// As every Redis client reads a URL: %XX escapes in the user and password are decoded; a stray '%' is refused
+// without the password being shown.
+TEST(RedisUrl, UserAndPasswordArePercentDecoded) {
+  std::string why;
+  auto u = util::parse_redis_url("redis://al%69ce:p%40ss%2Fw%3Ad%25@h", &why);
+  ASSERT_TRUE(u) << why;
+  EXPECT_EQ(u->username, "alice");
+  EXPECT_EQ(u->password, "p@ss/w:d%");
+  for (const char* bad : {"redis://:s3cret%@h", "redis://:s3cret%4@h", "redis://:s3cret%zz@h"}) {
+    EXPECT_FALSE(util::parse_redis_url(bad, &why)) << bad;
+    EXPECT_NE(why.find("%25"), std::string::npos) << why;
+    EXPECT_EQ(why.find("s3cret"), std::string::npos) << why;
+  }
+}
+
 TEST(RedisUrl, AQueryStringIsRefusedWithoutEchoingIt) {
   std::string why;
   EXPECT_FALSE(util::parse_redis_url("redis://host:6379/0?password=s3cret", &why));
