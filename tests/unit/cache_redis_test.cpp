@@ -231,44 +231,6 @@ TEST(RedisTier, BadValuesAreNeverReturned) {
   EXPECT_EQ(back->cubin, fixed.cubin);
 }
 
-TEST(RedisTier, ProtocolGarbageMarksItDownWithoutACrash) {
-  // A server that is not Redis: it answers every request with a line of nonsense.
-  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(::listen(listener, 4), 0);
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
-  std::thread server([listener] {
-    const int fd = ::accept(listener, nullptr, nullptr);
-    if (fd < 0) return;
-    char buf[4096];
-    if (::read(fd, buf, sizeof buf) > 0) {
-      const char reply[] = "HTTP/1.1 400 Bad Request\r\n\r\n";
-      [[maybe_unused]] ssize_t n = ::write(fd, reply, sizeof reply - 1);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    ::close(fd);
-  });
-  std::atomic<uint64_t> errors{0};
-  auto tier = make_redis_tier("redis://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)), 1000,
-                              [&](Counter c, uint64_t n) {
-                                if (c == Counter::kRemoteErrors) errors += n;
-                              });
-  testing::internal::CaptureStderr();
-  EXPECT_FALSE(tier->lookup(key_of("x")));
-  EXPECT_FALSE(tier->publish(make_entry(key_of("x"))));
-  EXPECT_EQ(tier->try_lock(key_of("x"), "t", 1000), RemoteTier::LockResult::kUnavailable);
-  const std::string err = testing::internal::GetCapturedStderr();
-  server.join();
-  ::close(listener);
-  EXPECT_FALSE(tier->available());
-  EXPECT_EQ(errors.load(), 1u);
-  EXPECT_NE(err.find("cannot be used"), std::string::npos) << err;
-}
-
 // A server on a loopback port that answers its first request with `answer(fd)` (then closes): the
 // misbehaviours a serving path must survive within one DG_JIT_REMOTE_TIMEOUT_MS.
 class ScriptedServer {
@@ -321,6 +283,24 @@ struct Counts {
     };
   }
 };
+
+TEST(RedisTier, ProtocolGarbageMarksItDownWithoutACrash) {
+  // A server that is not Redis: it answers a request with a line of nonsense.
+  ScriptedServer server([](int fd) {
+    send_text(fd, "HTTP/1.1 400 Bad Request\r\n\r\n");
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  });
+  Counts counts;
+  auto tier = make_redis_tier(server.url(), 1000, counts.fn());
+  testing::internal::CaptureStderr();
+  EXPECT_FALSE(tier->lookup(key_of("x")));
+  EXPECT_FALSE(tier->publish(make_entry(key_of("x"))));
+  EXPECT_EQ(tier->try_lock(key_of("x"), "t", 1000), RemoteTier::LockResult::kUnavailable);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(tier->available());
+  EXPECT_EQ(counts.errors.load(), 1u);
+  EXPECT_NE(err.find("cannot be used"), std::string::npos) << err;
+}
 
 // The socket timeout bounds each read: a server sending a byte at a time must still cost one timeout in all.
 TEST(RedisTier, AServerThatDripsItsAnswerCostsOneTimeoutInAll) {
