@@ -66,13 +66,13 @@ size_t edit_distance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
-// The set DG_JIT_* / DG_PRINT_* variables no setting reads, each with the nearest known name when it is a near
+// The DG_JIT_* / DG_PRINT_* variables set that no setting reads, each with the nearest known name when it is a near
 // miss (at most 3 edits): worth a warning, since kiln ignores them.
 std::vector<Config::UnknownVariable> unknown_variables_of(const std::map<std::string, std::string>& variables) {
   std::vector<Config::UnknownVariable> unknown;
+  const auto table = configuration::setting_table();
   for (const auto& [name, value] : variables) {
     if (!is_prefixed_variable(name)) continue;
-    const auto table = configuration::setting_table();
     if (std::any_of(table.begin(), table.end(), [&](const SettingDef& row) { return name == row.variable; })) continue;
     Config::UnknownVariable u{name, ""};
     size_t best = 4;
