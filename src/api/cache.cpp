@@ -117,7 +117,13 @@ CachePruneReport cache_prune(uint64_t max_bytes) {
 CacheExportReport cache_export(const std::filesystem::path& file, const CacheExportOptions& options) {
   // A filter naming no operation, or no arch, is a typo: it would select nothing and write an empty pack.
   if (!options.op.empty()) ops::find_op(options.op);
-  if (!options.arch.empty()) compiler::Arch::parse(options.arch);
+  if (!options.arch.empty()) {
+    try {
+      compiler::Arch::parse(options.arch);
+    } catch (const Error& e) {
+      throw Error(ErrorKind::kValueError, std::string("arch: ") + e.what());  // a bad argument, as in plan()
+    }
+  }
   jit::JitRuntime& runtime = jit::runtime();
   std::vector<cache::DiskCache*> sources{&runtime.disk()};
   for (const auto& layer : runtime.tiers().layers()) sources.push_back(layer.get());

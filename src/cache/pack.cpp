@@ -167,10 +167,14 @@ PackExportReport export_pack(const std::vector<DiskCache*>& sources, const fs::p
 
   std::error_code ec;
   const fs::path dir = file.parent_path().empty() ? fs::path(".") : file.parent_path();
+  // Written beside its final name and renamed into place: each step's failure says which it was.
   auto temp = util::TemporaryFile::create(dir, file.filename().string(), ec);
-  if (!temp || !temp->write(std::span<const uint8_t>(head), ec) || !temp->write(std::span<const uint8_t>(data), ec) ||
-      !temp->sync(ec) || !temp->commit(file, ec))
-    pack_error(file, "cannot be written: " + ec.message());
+  if (!temp) pack_error(file, "cannot be written: no temporary file can be made in " + dir.string() + " (" + ec.message() + ")");
+  if (!temp->write(std::span<const uint8_t>(head), ec) || !temp->write(std::span<const uint8_t>(data), ec) ||
+      !temp->sync(ec))
+    pack_error(file, "cannot be written: writing " + temp->path().string() + " failed (" + ec.message() + ")");
+  if (!temp->commit(file, ec))
+    pack_error(file, "cannot be written: the finished pack cannot be renamed to it (" + ec.message() + ")");
   report.bytes = head.size() + data.size();
   return report;
 }

@@ -126,7 +126,12 @@ def test_export_filters(kiln, tmp_path):
     assert kiln.json("cache", "export", tmp_path / "p3", "--op", "fp8_gemm_nt")["exported"] == 0
     # A filter that names no operation, or no arch, is a typo, not an empty selection: no pack is written.
     assert_error(kiln.run("cache", "export", tmp_path / "p4", "--op", "nothing"), "unknown operation 'nothing'", OP)
-    assert_error(kiln.run("cache", "export", tmp_path / "p5", "--arch", "garbage"), "invalid CUDA arch 'garbage'")
+    assert_error(kiln.run("cache", "export", tmp_path / "p5", "--arch", "garbage"), "arch: invalid CUDA arch 'garbage'")
+    # Where a pack cannot be written, the message says which step failed.
+    assert_error(kiln.run("cache", "export", tmp_path / "missing dir" / "p6"), "cannot be written: no temporary file",
+                 str(tmp_path / "missing dir"))
+    (tmp_path / "a dir").mkdir()
+    assert_error(kiln.run("cache", "export", tmp_path / "a dir"), "cannot be written: the finished pack cannot be renamed")
     assert not (tmp_path / "p4").exists() and not (tmp_path / "p5").exists()
 
 
