@@ -32,10 +32,7 @@ constexpr const char* kMemoFile = "versions.json";
 constexpr int kMemoFormat = 1;
 constexpr int64_t kVersionTimeoutMs = 60'000;
 
-bool is_executable_file(const fs::path& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
-}
+using util::is_executable_file;
 
 // The process-wide copy of the memo: a second compiler object (or a process without a state dir) asks the
 // toolchain at most once per process.

@@ -19,6 +19,7 @@
 
 #include "kiln/error.hpp"
 #include "util/redis_url.hpp"
+#include "util/subprocess.hpp"
 
 #ifndef KILN_DEFAULT_CUDA_HOME
 #define KILN_DEFAULT_CUDA_HOME "/usr/local/cuda"
@@ -64,26 +65,15 @@ bool read_bool(const Variables& vars, const char* variable, bool fallback, Origi
   return value;
 }
 
-bool is_executable_file(const fs::path& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
-}
+using util::is_executable_file;
 
-// The first executable `name` in a PATH-style list, or nullopt. Empty components (the working directory)
-// are skipped: a compiler should not depend on where a program happens to be started.
+// The first executable `name` in a PATH-style list (util::find_in_path_list: empty entries skipped, the find
+// absolute), or nullopt.
 std::optional<fs::path> search_path(const std::string* path_list, const std::string& name) {
   if (!path_list) return std::nullopt;
-  size_t start = 0;
-  while (start <= path_list->size()) {
-    size_t end = path_list->find(':', start);
-    if (end == std::string::npos) end = path_list->size();
-    if (end > start) {
-      fs::path candidate = fs::path(path_list->substr(start, end - start)) / name;
-      if (is_executable_file(candidate)) return candidate;
-    }
-    start = end + 1;
-  }
-  return std::nullopt;
+  fs::path found = util::find_in_path_list(*path_list, name);
+  if (found.empty()) return std::nullopt;
+  return found;
 }
 
 struct Home {
@@ -308,8 +298,8 @@ Resolved resolve_nvcc(Config& config, const Variables& vars) {
       nvcc = *found;
       r.detail = "found on PATH";
     }
-    // Made absolute now: NVCC runs in a temporary working directory, where a relative path (or one found
-    // through a relative PATH entry) would name nothing.
+    // Made absolute now: NVCC runs in a temporary working directory, where a relative path would name nothing
+    // (one found on PATH already is).
     if (std::error_code abs_ec; nvcc.is_relative()) {
       fs::path absolute = fs::absolute(nvcc, abs_ec);
       if (!abs_ec) nvcc = absolute.lexically_normal();

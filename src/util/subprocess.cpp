@@ -131,28 +131,30 @@ std::string join_command(const std::vector<std::string>& argv) {
   return out;
 }
 
-std::filesystem::path find_in_path(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  if (!path || name.empty()) return {};
-  std::string_view rest(path);
+bool is_executable_file(const std::filesystem::path& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+std::filesystem::path find_in_path_list(std::string_view path_list, const std::string& name) {
+  if (name.empty()) return {};
   while (true) {
-    size_t colon = rest.find(':');
-    std::string_view dir = rest.substr(0, colon);
-    // An empty entry (the working directory, to a shell) is skipped, as the configuration's own lookup does: a
-    // tool should not depend on where a program was started. A relative entry's find is made absolute, since
-    // the tools run in directories of their own.
-    std::filesystem::path candidate = std::filesystem::path(std::string(dir)) / name;
-    struct stat st {};
-    if (!dir.empty() && ::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-        ::access(candidate.c_str(), X_OK) == 0) {
+    const size_t colon = path_list.find(':');
+    const std::string_view dir = path_list.substr(0, colon);
+    const std::filesystem::path candidate = std::filesystem::path(std::string(dir)) / name;
+    if (!dir.empty() && is_executable_file(candidate)) {
       std::error_code ec;
-      std::filesystem::path absolute = std::filesystem::absolute(candidate, ec);
+      const std::filesystem::path absolute = std::filesystem::absolute(candidate, ec);
       return ec ? candidate : absolute.lexically_normal();
     }
-    if (colon == std::string_view::npos) break;
-    rest.remove_prefix(colon + 1);
+    if (colon == std::string_view::npos) return {};
+    path_list.remove_prefix(colon + 1);
   }
-  return {};
+}
+
+std::filesystem::path find_in_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  return path ? find_in_path_list(path, name) : std::filesystem::path();
 }
 
 SubprocessResult run_subprocess(const SubprocessOptions& options) {

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kiln::util {
@@ -46,8 +47,16 @@ void kill_running_subprocesses() noexcept;
 // need it ("nvcc -I'/path with spaces'"). Never executed.
 std::string join_command(const std::vector<std::string>& argv);
 
-// The first executable file called `name` in the directories of $PATH (empty entries skipped), as an absolute
-// path, or an empty path.
+// Whether `path` is a regular file this process may execute.
+bool is_executable_file(const std::filesystem::path& path);
+
+// The first executable file called `name` in the directories of `path_list` (a PATH-style ':'-separated list), as
+// an absolute path, or an empty path. Empty entries (the working directory, to a shell) are skipped: a tool
+// should not depend on where a program was started. A relative entry's find is made absolute, since the tools
+// run in directories of their own.
+std::filesystem::path find_in_path_list(std::string_view path_list, const std::string& name);
+
+// The same in $PATH.
 std::filesystem::path find_in_path(const std::string& name);
 
 }  // namespace kiln::util
