@@ -1,6 +1,7 @@
 // The cache part of the public API: the process-wide runtime's cache tiers, as plain values.
 #include <cstdio>
 
+#include "api/planning.hpp"
 #include "cache/disk_cache.hpp"
 #include "cache/pack.hpp"
 #include "cache/tiered_cache.hpp"
@@ -117,13 +118,7 @@ CachePruneReport cache_prune(uint64_t max_bytes) {
 CacheExportReport cache_export(const std::filesystem::path& file, const CacheExportOptions& options) {
   // A filter naming no operation, or no arch, is a typo: it would select nothing and write an empty pack.
   if (!options.op.empty()) ops::find_op(options.op);
-  if (!options.arch.empty()) {
-    try {
-      compiler::Arch::parse(options.arch);
-    } catch (const Error& e) {
-      throw Error(ErrorKind::kValueError, std::string("arch: ") + e.what());  // a bad argument, as in plan()
-    }
-  }
+  if (!options.arch.empty()) api::parse_arch_argument(options.arch);
   jit::JitRuntime& runtime = jit::runtime();
   std::vector<cache::DiskCache*> sources{&runtime.disk()};
   for (const auto& layer : runtime.tiers().layers()) sources.push_back(layer.get());

@@ -28,18 +28,21 @@ ops::Problem problem_of(const CompileRequest& request) {
   return problem;
 }
 
+compiler::Arch parse_arch_argument(const std::string& text) {
+  try {
+    return compiler::Arch::parse(text);
+  } catch (const Error& e) {
+    throw Error(ErrorKind::kValueError, std::string("arch: ") + e.what());
+  }
+}
+
 jit::Target target_of(const ops::OpDescriptor& op, const CompileRequest& request, jit::JitRuntime& runtime) {
   jit::Target target;
   if (!request.arch) {
     ops::check_dg_jit_arch(op.name, op.arch, runtime.config().arch);
     target.arch = runtime.default_arch();
   } else {
-    try {
-      target.arch = compiler::Arch::parse(*request.arch);
-    } catch (const Error& e) {
-      // A bad argument, not a bad environment.
-      throw Error(ErrorKind::kValueError, std::string("arch: ") + e.what());
-    }
+    target.arch = parse_arch_argument(*request.arch);
   }
   target.backend = request.backend.value_or(runtime.config().backend);
   return target;

@@ -15,6 +15,10 @@ namespace kiln::api {
 // both as a value and as a range. (The registry checks names, signs and which parameters take ranges.)
 ops::Problem problem_of(const CompileRequest& request);
 
+// An arch given as an argument (a request's, `cache export --arch`): a bad name is a kValueError "arch: ...", a bad
+// argument rather than the bad environment Arch::parse's kConfigError would say.
+compiler::Arch parse_arch_argument(const std::string& text);
+
 // The request's arch (its own, else the runtime's default; a bad name is a kValueError "arch: ...") and
 // backend (its own, else the configured one). Without its own arch, a DG_JIT_ARCH the op's kernels are not written for
 // is a kConfigError naming the variable (ops::check_dg_jit_arch).
