@@ -74,6 +74,8 @@ struct Config {
   struct UnknownVariable {
     std::string name;
     std::string hint;
+    // "<name> is set but is not a kiln setting<hint> (ignored; see `kiln config`)": the one warning, whoever gives it.
+    std::string warning() const;
   };
   const std::vector<UnknownVariable>& unknown_variables() const { return unknown_variables_; }
 

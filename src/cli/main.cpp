@@ -86,9 +86,7 @@ int run_config(bool as_json) {
     table.add({s.name, s.variable, s.value.empty() ? "-" : s.value, origin});
   }
   std::cout << table.render();
-  for (const auto& u : config.unknown_variables())
-    std::cerr << "kiln: warning: " << u.name << " is set but is not a kiln setting" << u.hint
-              << " (ignored; see `kiln config`)\n";
+  for (const auto& u : config.unknown_variables()) std::cerr << "kiln: warning: " << u.warning() << '\n';
   return 0;
 }
 

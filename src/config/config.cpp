@@ -90,6 +90,10 @@ std::vector<Config::UnknownVariable> unknown_variables_of(const std::map<std::st
 
 }  // namespace
 
+std::string Config::UnknownVariable::warning() const {
+  return name + " is set but is not a kiln setting" + hint + " (ignored; see `kiln config`)";
+}
+
 Config Config::from_environment() {
   // Copy what resolution may read, once; afterwards nothing looks at the environment again.
   std::map<std::string, std::string> variables;

@@ -85,9 +85,7 @@ JitRuntime::JitRuntime(Config config)
     : config_(std::move(config)), tiers_(std::make_unique<cache::TieredCache>(tier_options(config_))) {
   // Said where kernels are first built, not when the configuration is read (`kiln config` lists them itself):
   // a misspelt DG_JIT_USE_NVRTC would otherwise be ignored in silence.
-  for (const auto& u : config_.unknown_variables())
-    util::warn_once("unknown-variable:" + u.name,
-                    u.name + " is set but is not a kiln setting" + u.hint + " (ignored; see `kiln config`)");
+  for (const auto& u : config_.unknown_variables()) util::warn_once("unknown-variable:" + u.name, u.warning());
 }
 
 JitRuntime::~JitRuntime() = default;
