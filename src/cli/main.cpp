@@ -47,6 +47,13 @@ void stop_compilers_then_die(int signal_number) {
   ::raise(signal_number);
 }
 
+// "doctor, config, ...": the commands under `parent`, for a message that says which there are.
+std::string command_names(CLI::App* parent) {
+  std::string names;
+  for (const CLI::App* sub : parent->get_subcommands({})) names += (names.empty() ? "" : ", ") + sub->get_name();
+  return names;
+}
+
 void end_compilers_on_termination_signals() {
   for (int signal_number : {SIGINT, SIGTERM, SIGHUP}) {
     struct sigaction previous{};
@@ -613,9 +620,7 @@ int run(int argc, char** argv) {
       sub = chosen.empty() ? nullptr : chosen.front();
       if (sub) level = sub;
     }
-    std::string names;
-    for (const CLI::App* sub : const_cast<CLI::App*>(level)->get_subcommands({}))
-      names += (names.empty() ? "" : ", ") + sub->get_name();
+    const std::string names = command_names(const_cast<CLI::App*>(level));
     print_error(std::string(e.what()) + (names.empty() ? "" : "; expected one of " + names));
     std::cerr << "run 'kiln --help' for usage\n";
     return 2;
@@ -626,9 +631,7 @@ int run(int argc, char** argv) {
   }
 
   auto missing_command = [](CLI::App* parent, const std::string& what) {
-    std::string names;
-    for (const CLI::App* sub : parent->get_subcommands({})) names += (names.empty() ? "" : ", ") + sub->get_name();
-    throw UsageError(what + " is required: one of " + names);
+    throw UsageError(what + " is required: one of " + command_names(parent));
   };
   if (app.get_subcommands().empty()) missing_command(&app, "a command");
   if (*cache_cmd && cache_cmd->get_subcommands().empty()) missing_command(cache_cmd, "a cache command");
