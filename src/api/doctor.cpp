@@ -176,13 +176,14 @@ DoctorCheck check_cache_dir(const Config& config) {
   if (fs::exists(dir, ec)) {
     if (!fs::is_directory(dir, ec))
       return error("cache directory", shown + " is not a directory", "remove it, or set DG_JIT_CACHE_DIR to a directory");
-    const fs::path kiln_dir = dir / "kiln";
+    const cache::Layout layout = cache::layout_of(dir);
+    const fs::path& kiln_dir = layout.base;
     // The rules the cache applies when it opens: each directory of its layout that exists must be a directory
     // (else every command refuses the cache), and trusted (cache::check_directory_trust): one another user owns
     // or can write is refused, so every kernel would fail to load; the root may be sticky and world-writable.
-    std::vector<std::pair<fs::path, bool>> layout = {{dir, true}, {kiln_dir, false}};
-    for (const char* sub : {"entries", "locks", "tmp", "toolchain"}) layout.emplace_back(kiln_dir / sub, false);
-    for (const auto& [path, sticky_ok] : layout) {
+    std::vector<std::pair<fs::path, bool>> checked = {{dir, true}};
+    for (const fs::path& sub : layout.directories()) checked.emplace_back(sub, false);
+    for (const auto& [path, sticky_ok] : checked) {
       struct stat st{};
       if (::stat(path.c_str(), &st) != 0) continue;
       if (!S_ISDIR(st.st_mode))

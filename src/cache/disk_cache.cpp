@@ -178,6 +178,11 @@ void require_trusted(const fs::path& dir, const struct stat& st, uid_t euid, boo
 
 }  // namespace
 
+Layout layout_of(const fs::path& root) {
+  const fs::path base = root / "kiln";
+  return Layout{base, base / "entries", base / "locks", base / "tmp", base / "toolchain"};
+}
+
 DirectoryTrust check_directory_trust(const struct stat& st, uid_t euid, uid_t owner, bool sticky_ok) {
   DirectoryTrust trust;
   if (st.st_uid != euid && st.st_uid != 0 && st.st_uid != owner) {
@@ -561,11 +566,12 @@ DiskCache::DiskCache(fs::path root, DiskCacheOptions options) : impl_(std::make_
   d.root = (ec ? root : absolute).lexically_normal();
   if (d.root.has_filename() == false && d.root.has_parent_path() && d.root != d.root.root_path())
     d.root = d.root.parent_path();  // "dir/" -> "dir"
-  d.base = d.root / "kiln";
-  d.entries = d.base / "entries";
-  d.locks = d.base / "locks";
-  d.tmp = d.base / "tmp";
-  d.toolchain = d.base / "toolchain";
+  const Layout layout = layout_of(d.root);
+  d.base = layout.base;
+  d.entries = layout.entries;
+  d.locks = layout.locks;
+  d.tmp = layout.tmp;
+  d.toolchain = layout.toolchain;
 
   if (d.options.read_only_layer) {
     // A layer is only read: nothing is created, and its state is a warning, never an error (it may be a

@@ -88,6 +88,14 @@ struct DiskCacheOptions {
 // and neither its group nor others can write it. With `sticky_ok`, a directory that others may write but that
 // has the sticky bit (as /tmp) is trusted too: others can add names to it but cannot remove or rename the
 // directories kiln keeps in it. Pure (no system calls), so that every case can be tested without chown.
+// The directories of the layout above under a cache root: what DiskCache makes and checks, and what `kiln
+// doctor` checks the same way without opening the cache.
+struct Layout {
+  std::filesystem::path base, entries, locks, tmp, toolchain;  // kiln/ and those under it
+  std::vector<std::filesystem::path> directories() const { return {base, entries, locks, tmp, toolchain}; }
+};
+Layout layout_of(const std::filesystem::path& root);
+
 struct DirectoryTrust {
   enum class Problem { kNone, kOwner, kWritableByOthers };
   Problem problem = Problem::kNone;
